@@ -1,0 +1,72 @@
+// Package backend is the contract between the user API (package symmem) and
+// the backends that move data: backend/shm (CPU shared memory) and
+// backend/cuda (GPUs, with backend/nccl). A backend supplies segments to the
+// shared pool, groups that register segments and verify agreement, and the
+// execution of collective requests.
+package backend
+
+import (
+	"context"
+	"time"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// Backend is one kind of memory and transport.
+type Backend interface {
+	Name() string
+	// Provider supplies the segments of this process's one pool.
+	Provider() pool.Provider
+	// NewGroup creates the backend side of a group. It is collective over
+	// cfg.Ranks.
+	NewGroup(ctx context.Context, cfg GroupConfig) (Group, error)
+	Close() error
+}
+
+// GroupConfig describes a group of ranks to a backend.
+type GroupConfig struct {
+	Name    string
+	Ranks   []int // global ranks of the members, ascending
+	Rank    int   // this process's global rank (a member of Ranks)
+	Store   *rendezvous.Client
+	FDs     *rendezvous.FDExchange // local fd passing; nil when unused
+	Timeout time.Duration          // bound on every wait
+}
+
+// Sym locates a span inside a symmetric block that is registered with the
+// group executing the request. OK is false for ordinary memory.
+type Sym struct {
+	OK  bool
+	Seg pool.SegmentID
+	Off int64 // byte offset of the span's first byte within the segment
+}
+
+// Request is one collective call, already validated by the user API.
+//
+// Counts are elements. For AllGather, In holds Count elements and Out holds
+// Count*Size; in-place is In == Out[rank*Count:]. For ReduceScatter, In holds
+// Count*Size and Out holds Count. AllReduce and Broadcast use Count for both
+// (Broadcast works in Out only, In is ignored).
+type Request struct {
+	Kind    coll.Kind
+	DType   coll.DType
+	Op      coll.ReduceOp
+	Root    int // group rank, Broadcast only
+	Count   int64
+	In, Out coll.Span
+	InSym   Sym
+	OutSym  Sym
+	Algo    coll.Algo
+	Stream  uint64 // CUDA stream (0 = the backend's own); unused on CPU
+}
+
+// Group is the backend side of one group.
+type Group interface {
+	pool.Group
+	// Run executes req. Backends that need symmetric buffers for a path say
+	// so in the returned error; the user API stages ordinary memory first.
+	Run(ctx context.Context, req Request) (coll.Path, error)
+	Close() error
+}

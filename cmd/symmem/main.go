@@ -1,0 +1,43 @@
+// Command symmem launches ranks, benchmarks collectives and diagnoses the
+// symmetric-memory setup of a machine.
+//
+//	symmem launch -n N [--] prog args...   start N local ranks
+//	symmem bench [flags]                   sweep collectives, nccl-tests columns
+//	symmem doctor                          backend, ranks, pool, chosen paths
+//	symmem version
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// commands maps a subcommand to its entry point; each lives in its own file.
+var commands = map[string]func(args []string) int{}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	run, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "symmem: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	os.Exit(run(os.Args[2:]))
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: symmem <command> [flags]
+
+commands:
+  launch -n N [--] prog args...   start N local ranks of prog (torchrun-style environment)
+  bench [flags]                   benchmark collectives (CPU backend when no GPU)
+  doctor                          show backend, ranks, groups, pool and chosen paths
+  version                         print the version
+
+Run 'symmem <command> -h' for a command's flags.
+`)
+}

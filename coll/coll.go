@@ -1,0 +1,194 @@
+// Package coll holds the vocabulary shared by the user API, plans and
+// backends: data types, reduction operators, collective kinds, memory spans,
+// algorithms and the paths a call can take. It has no behaviour beyond
+// describing and validating these values.
+package coll
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DType is an element type.
+type DType int
+
+const (
+	Float32 DType = iota
+	Float64
+	BFloat16
+	Float16
+	Int32
+	Int64
+	Int8
+	Uint8
+)
+
+var dtypeInfo = [...]struct {
+	name string
+	size int
+}{
+	Float32:  {"float32", 4},
+	Float64:  {"float64", 8},
+	BFloat16: {"bfloat16", 2},
+	Float16:  {"float16", 2},
+	Int32:    {"int32", 4},
+	Int64:    {"int64", 8},
+	Int8:     {"int8", 1},
+	Uint8:    {"uint8", 1},
+}
+
+// Size is the element size in bytes.
+func (d DType) Size() int { return dtypeInfo[d].size }
+
+func (d DType) String() string {
+	if d < 0 || int(d) >= len(dtypeInfo) {
+		return fmt.Sprintf("dtype(%d)", int(d))
+	}
+	return dtypeInfo[d].name
+}
+
+// Valid reports whether d is a known type.
+func (d DType) Valid() bool { return d >= 0 && int(d) < len(dtypeInfo) }
+
+// DTypes lists every type.
+func DTypes() []DType {
+	out := make([]DType, len(dtypeInfo))
+	for i := range out {
+		out[i] = DType(i)
+	}
+	return out
+}
+
+// ParseDType accepts the names String returns plus the usual short forms.
+func ParseDType(s string) (DType, error) {
+	alias := map[string]DType{"float": Float32, "fp32": Float32, "f32": Float32, "double": Float64,
+		"fp64": Float64, "bf16": BFloat16, "fp16": Float16, "half": Float16, "f16": Float16,
+		"int": Int32, "i32": Int32, "i64": Int64, "i8": Int8, "u8": Uint8}
+	s = strings.ToLower(s)
+	if d, ok := alias[s]; ok {
+		return d, nil
+	}
+	for _, d := range DTypes() {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown dtype %q (want one of float32, float64, bfloat16, float16, int32, int64, int8, uint8)", s)
+}
+
+// ReduceOp is a reduction operator.
+type ReduceOp int
+
+const (
+	Sum ReduceOp = iota
+	Avg
+	Min
+	Max
+)
+
+var redNames = [...]string{Sum: "sum", Avg: "avg", Min: "min", Max: "max"}
+
+func (r ReduceOp) String() string {
+	if r < 0 || int(r) >= len(redNames) {
+		return fmt.Sprintf("redop(%d)", int(r))
+	}
+	return redNames[r]
+}
+
+// ParseReduceOp parses sum, avg, min or max.
+func ParseReduceOp(s string) (ReduceOp, error) {
+	for i, n := range redNames {
+		if strings.EqualFold(n, s) {
+			return ReduceOp(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown reduction %q (want sum, avg, min or max)", s)
+}
+
+// Kind is a collective operation.
+type Kind int
+
+const (
+	AllGather Kind = iota
+	ReduceScatter
+	AllReduce
+	Broadcast
+)
+
+var kindNames = [...]string{AllGather: "all_gather", ReduceScatter: "reduce_scatter", AllReduce: "all_reduce", Broadcast: "broadcast"}
+
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+// ParseKind accepts all_gather / allgather / ag and friends.
+func ParseKind(s string) (Kind, error) {
+	short := map[string]Kind{"ag": AllGather, "rs": ReduceScatter, "ar": AllReduce, "bc": Broadcast, "bcast": Broadcast}
+	t := strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
+	if k, ok := short[t]; ok {
+		return k, nil
+	}
+	for i, n := range kindNames {
+		if strings.ReplaceAll(n, "_", "") == t {
+			return Kind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown op %q (want all_gather, reduce_scatter, all_reduce or broadcast)", s)
+}
+
+// Span is a range of memory the backend can address: host memory for the
+// CPU backend, device memory for CUDA. Ptr is an address, never a Go pointer.
+type Span struct {
+	Ptr uint64
+	Len int64
+}
+
+// End is one past the last byte.
+func (s Span) End() uint64 { return s.Ptr + uint64(s.Len) }
+
+// Algo selects how a collective runs.
+type Algo string
+
+const (
+	AlgoAuto       Algo = "auto"        // pick per op and size
+	AlgoDirect     Algo = "direct"      // CPU: peers read each other's symmetric memory
+	AlgoNCCL       Algo = "nccl"        // plain NCCL on ordinary buffers
+	AlgoNCCLWindow Algo = "nccl-window" // NCCL on window-registered symmetric buffers
+	AlgoCE         Algo = "ce"          // copy engines on peer-mapped symmetric buffers
+)
+
+// Path reports what a call actually did and why, for bench output and doctor.
+type Path struct {
+	Algo   Algo
+	Staged bool   // the caller's buffers were not symmetric and were staged through the pool
+	Reason string // why this path was chosen
+}
+
+func (p Path) String() string {
+	s := string(p.Algo)
+	if p.Staged {
+		s += "+staged"
+	}
+	if p.Reason != "" {
+		s += " (" + p.Reason + ")"
+	}
+	return s
+}
+
+// BusFactor converts algbw to busbw with nccl-tests' definitions for n ranks.
+func BusFactor(k Kind, n int) float64 {
+	if n <= 1 {
+		return 1
+	}
+	switch k {
+	case AllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case Broadcast:
+		return 1
+	default:
+		return float64(n-1) / float64(n)
+	}
+}

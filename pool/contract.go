@@ -1,0 +1,80 @@
+package pool
+
+import (
+	"context"
+	"errors"
+)
+
+// This file is the contract between the pool and the backends (CPU shared
+// memory, CUDA). The pool owns all bookkeeping; backends own memory and
+// registration mechanics but no pool state.
+
+// SegmentID identifies a segment. IDs are assigned by the pool in creation
+// order starting at 1 and are never reused within a pool, so the same
+// sequence of calls yields the same IDs on every rank.
+type SegmentID uint64
+
+// Segment describes one segment as the pool tracks it.
+type Segment struct {
+	ID   SegmentID
+	Base uint64 // this rank's address of the segment's first byte
+	Size int64  // bytes, a multiple of the provider's granularity
+}
+
+// Provider creates and releases the memory behind segments. One provider
+// serves one pool (one device or one process).
+type Provider interface {
+	// Granularity is the size every segment is rounded up to (a power of two).
+	Granularity() int64
+	// CreateSegment creates a segment of exactly size bytes (already rounded)
+	// and returns this rank's base address of it.
+	CreateSegment(id SegmentID, size int64) (base uint64, err error)
+	// ReleaseSegment releases a segment created by CreateSegment. The pool
+	// has deregistered it from every group before calling this.
+	ReleaseSegment(id SegmentID) error
+}
+
+// Exchanger is the small collective the pool uses to verify that all ranks
+// of a group agree before a collective registration or trim. AllGather
+// returns every rank's bytes, indexed by group rank. It must honour ctx's
+// deadline and fail with an error naming missing ranks rather than hang.
+type Exchanger interface {
+	Rank() int
+	Size() int
+	AllGather(ctx context.Context, mine []byte) ([][]byte, error)
+}
+
+// Registrar registers segments with one group. Register and Deregister are
+// collective over the group: every rank calls them for the same segments in
+// the same order (the pool guarantees and verifies that).
+type Registrar interface {
+	Register(ctx context.Context, seg Segment) error
+	Deregister(ctx context.Context, seg Segment) error
+}
+
+// Group is what a backend hands the pool for each group of ranks.
+type Group interface {
+	Exchanger
+	Registrar
+	// Name identifies the group in errors and stats (e.g. "world", "tp0").
+	Name() string
+}
+
+// Fence is a completion marker supplied by a backend (a GPU event). A block
+// freed with a fence is not handed out again until Done reports true.
+type Fence interface {
+	Done() bool
+}
+
+// Sentinel errors. Wrapped errors carry the details; test with errors.Is.
+var (
+	ErrInvalidSize      = errors.New("pool: invalid size")
+	ErrInvalidAlignment = errors.New("pool: alignment must be a power of two")
+	ErrNotAllocated     = errors.New("pool: address was not allocated by this pool")
+	ErrDoubleFree       = errors.New("pool: block already freed")
+	ErrCapExceeded      = errors.New("pool: allocation would exceed the pool's cap")
+	ErrScopeOrder       = errors.New("pool: scope ended twice or out of order")
+	ErrGroupClosed      = errors.New("pool: group is closed")
+	ErrMismatch         = errors.New("pool: ranks disagree")
+	ErrClosed           = errors.New("pool: pool is closed")
+)
