@@ -2,4 +2,4 @@ module github.com/symmem/symmem
 
 go 1.26.8
 
-require golang.org/x/sys v0.49.0 // indirect
+require golang.org/x/sys v0.49.0

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -128,7 +129,7 @@ func decodeBody(b []byte) (msg, error) {
 	}
 	m.vals = make([][]byte, len(vals))
 	for i, v := range vals {
-		m.vals[i] = append([]byte(nil), v...)
+		m.vals[i] = bytes.Clone(v)
 	}
 	return m, nil
 }
@@ -153,15 +154,15 @@ func decode(b []byte) (msg, int, error) {
 	return m, int(4 + n), nil
 }
 
-// readMsg reads one frame from r.
-func readMsg(r io.Reader) (msg, error) {
+// readMsg reads one frame of at most limit body bytes from r.
+func readMsg(r io.Reader, limit uint32) (msg, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return msg{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return msg{}, fmt.Errorf("%w: frame of %d bytes exceeds the limit of %d", ErrMalformed, n, maxFrame)
+	if n > limit {
+		return msg{}, fmt.Errorf("%w: frame of %d bytes exceeds the limit of %d", ErrMalformed, n, limit)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {

@@ -1,0 +1,79 @@
+package coll
+
+import (
+	"math"
+	"testing"
+)
+
+func TestParseDType(t *testing.T) {
+	tests := []struct {
+		in   string
+		want DType
+		ok   bool
+	}{
+		{"float32", Float32, true}, {"fp32", Float32, true}, {"BF16", BFloat16, true},
+		{"bfloat16", BFloat16, true}, {"half", Float16, true}, {"int64", Int64, true},
+		{"int8", Int8, true}, {"u8", Uint8, true}, {"float8", 0, false}, {"", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseDType(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
+			t.Errorf("ParseDType(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+	for _, d := range DTypes() {
+		if got, err := ParseDType(d.String()); err != nil || got != d {
+			t.Errorf("round trip %v: %v %v", d, got, err)
+		}
+		if d.Size() <= 0 {
+			t.Errorf("%v has size %d", d, d.Size())
+		}
+	}
+	if DType(99).Valid() || DType(-1).Valid() {
+		t.Error("out-of-range dtype reported valid")
+	}
+}
+
+func TestParseKindAndOp(t *testing.T) {
+	kinds := map[string]Kind{"all_gather": AllGather, "allgather": AllGather, "AG": AllGather,
+		"reduce-scatter": ReduceScatter, "rs": ReduceScatter, "allreduce": AllReduce, "broadcast": Broadcast}
+	for in, want := range kinds {
+		if got, err := ParseKind(in); err != nil || got != want {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseKind("alltoall"); err == nil {
+		t.Error("ParseKind accepted alltoall")
+	}
+	for _, op := range []ReduceOp{Sum, Avg, Min, Max} {
+		if got, err := ParseReduceOp(op.String()); err != nil || got != op {
+			t.Errorf("ParseReduceOp(%v) = %v, %v", op, got, err)
+		}
+	}
+	if _, err := ParseReduceOp("prod"); err == nil {
+		t.Error("ParseReduceOp accepted prod")
+	}
+}
+
+func TestBusFactor(t *testing.T) {
+	tests := []struct {
+		k    Kind
+		n    int
+		want float64
+	}{
+		{AllGather, 2, 0.5}, {ReduceScatter, 4, 0.75}, {AllReduce, 2, 1}, {AllReduce, 8, 1.75},
+		{Broadcast, 8, 1}, {AllGather, 1, 1},
+	}
+	for _, tt := range tests {
+		if got := BusFactor(tt.k, tt.n); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("BusFactor(%v, %d) = %v, want %v", tt.k, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestPathString(t *testing.T) {
+	p := Path{Algo: AlgoDirect, Staged: true, Reason: "input not in the pool"}
+	if got, want := p.String(), "direct+staged (input not in the pool)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

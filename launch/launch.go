@@ -1,0 +1,285 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// Defaults and limits.
+const (
+	DefaultGrace = 5 * time.Second // SIGTERM -> SIGKILL
+	MaxRanks     = 1024
+	// ExitTimeout is the exit code when Config.Timeout expires (as timeout(1)).
+	ExitTimeout = 124
+)
+
+// ErrBadConfig is wrapped by errors about the Config itself.
+var ErrBadConfig = errors.New("launch: bad config")
+
+// Config describes one local job.
+type Config struct {
+	N    int      // number of ranks, 1..MaxRanks
+	Prog string   // program to run (looked up in PATH if it has no slash)
+	Args []string // its arguments
+	// Stdout and Stderr receive the ranks' output, each line prefixed with
+	// "[rank r] ". Nil means os.Stdout / os.Stderr.
+	Stdout, Stderr io.Writer
+	// Env holds extra KEY=VALUE entries for every rank, on top of this
+	// process's environment and below the rank variables the launcher sets.
+	Env []string
+	// Timeout, if positive, bounds the whole job: when it passes every rank is
+	// stopped and Run returns ExitTimeout.
+	Timeout time.Duration
+	// Grace is how long stopped ranks get between SIGTERM and SIGKILL
+	// (DefaultGrace if zero).
+	Grace time.Duration
+	// NoPrefix turns the "[rank r] " prefix off (lines stay whole).
+	NoPrefix bool
+	// Signals, if set, are forwarded to every running rank (the CLI feeds it
+	// from signal.Notify for SIGINT and SIGTERM). After a forwarded signal,
+	// ranks that have not exited Grace after the first failure are SIGKILLed.
+	Signals <-chan os.Signal
+}
+
+type exit struct {
+	rank  int
+	state *os.ProcessState
+	err   error
+}
+
+// Run starts the job and waits for it. exitCode is 0 when every rank exited 0;
+// otherwise it is the status of the first rank that failed (128+signal for a
+// rank killed by a signal), and err says which rank it was. err is also set,
+// with a non-zero code, when the job could not start, ctx ended, or Timeout
+// passed.
+func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
+	if cfg.N < 1 || cfg.N > MaxRanks {
+		return 2, fmt.Errorf("%w: -n %d: need between 1 and %d ranks", ErrBadConfig, cfg.N, MaxRanks)
+	}
+	if cfg.Prog == "" {
+		return 2, fmt.Errorf("%w: no program given: usage: symmem launch -n N [--] prog args...", ErrBadConfig)
+	}
+	prog, err := exec.LookPath(cfg.Prog)
+	if err != nil {
+		return 127, fmt.Errorf("%w: cannot run %q: %w", ErrBadConfig, cfg.Prog, err)
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	token, jobID := rendezvous.NewToken(), rendezvous.NewJobID()
+	srv, err := rendezvous.NewServer("127.0.0.1:0", token)
+	if err != nil {
+		return 1, fmt.Errorf("launch: hosting the store: %w", err)
+	}
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(srv.Addr())
+
+	j := &job{cfg: cfg, exits: make(chan exit, cfg.N)}
+	base := append(os.Environ(), cfg.Env...)
+	for r := range cfg.N {
+		env := append(base[:len(base):len(base)],
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
+			"MASTER_ADDR="+host, "MASTER_PORT="+port,
+			"SYMMEM_TOKEN="+token, "SYMMEM_JOB_ID="+jobID, "SYMMEM_STORE_HOSTED=1",
+		)
+		if err := j.start(r, prog, env); err != nil {
+			j.stopAll(syscall.SIGKILL)
+			j.drain()
+			return 1, fmt.Errorf("launch: starting rank %d (%s): %w", r, cfg.Prog, err)
+		}
+	}
+	return j.wait(ctx)
+}
+
+type job struct {
+	cfg   Config
+	mux   outMux
+	exits chan exit
+	copy  sync.WaitGroup
+
+	mu      sync.Mutex
+	procs   []*os.Process // index = rank; nil once exited
+	running int
+}
+
+func (j *job) start(r int, prog string, env []string) error {
+	cmd := exec.Command(prog, j.cfg.Args...)
+	cmd.Env = env
+	// Own process group: terminal signals reach only the launcher (which
+	// forwards them once), and stopping a rank stops its children too.
+	// Pdeathsig: ranks die with the launcher even if it is SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return err
+	}
+	prefix := rankPrefix(r, j.cfg.NoPrefix)
+	j.copy.Add(2)
+	go func() { defer j.copy.Done(); j.mux.copyLines(j.cfg.Stdout, outR, prefix) }()
+	go func() { defer j.copy.Done(); j.mux.copyLines(j.cfg.Stderr, errR, prefix) }()
+	j.mu.Lock()
+	j.procs = append(j.procs, cmd.Process)
+	j.running++
+	j.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = nil
+		}
+		// A rank's background children may keep the pipes open: give the
+		// copiers a moment, then close our ends.
+		go func() {
+			time.Sleep(time.Second)
+			outR.Close()
+			errR.Close()
+		}()
+		j.exits <- exit{rank: r, state: cmd.ProcessState, err: err}
+	}()
+	return nil
+}
+
+// signal sends sig to the process group of every running rank.
+func (j *job) stopAll(sig syscall.Signal) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, p := range j.procs {
+		if p != nil {
+			syscall.Kill(-p.Pid, sig)
+		}
+	}
+}
+
+func (j *job) drain() {
+	for {
+		j.mu.Lock()
+		n := j.running
+		j.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		j.reap(<-j.exits)
+	}
+	j.copy.Wait()
+}
+
+func (j *job) reap(e exit) {
+	j.mu.Lock()
+	j.procs[e.rank] = nil
+	j.running--
+	j.mu.Unlock()
+}
+
+func status(e exit) (int, string) {
+	if e.err != nil || e.state == nil {
+		return 1, fmt.Sprintf("could not be waited for: %v", e.err)
+	}
+	if ws, ok := e.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), "was killed by signal " + ws.Signal().String()
+	}
+	c := e.state.ExitCode()
+	return c, "exited with status " + strconv.Itoa(c)
+}
+
+// wait supervises the running ranks until all have exited.
+func (j *job) wait(ctx context.Context) (int, error) {
+	var timeout <-chan time.Time
+	if j.cfg.Timeout > 0 {
+		t := time.NewTimer(j.cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var kill <-chan time.Time
+	stopping, forwarded := false, false
+	code, failErr := 0, error(nil)
+	stop := func() {
+		if stopping {
+			return
+		}
+		stopping = true
+		// After a forwarded signal every rank already has one to act on:
+		// don't pile SIGTERM on top, just SIGKILL after the grace period.
+		if !forwarded {
+			j.stopAll(syscall.SIGTERM)
+		}
+		kill = time.After(j.cfg.Grace)
+	}
+	ctxDone := ctx.Done()
+	for {
+		j.mu.Lock()
+		n := j.running
+		j.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case e := <-j.exits:
+			j.reap(e)
+			if c, what := status(e); c != 0 && failErr == nil {
+				code = c
+				failErr = fmt.Errorf("launch: rank %d %s", e.rank, what)
+				if n > 1 {
+					failErr = fmt.Errorf("%w; stopped the other ranks", failErr)
+				}
+				stop()
+			}
+		case sig := <-j.cfg.Signals:
+			if s, ok := sig.(syscall.Signal); ok {
+				forwarded = true
+				j.stopAll(s)
+			}
+		case <-timeout:
+			timeout = nil
+			if failErr == nil {
+				code = ExitTimeout
+				failErr = fmt.Errorf("launch: job exceeded its timeout of %v; stopped all ranks", j.cfg.Timeout)
+			}
+			stop()
+		case <-ctxDone:
+			ctxDone = nil
+			if failErr == nil {
+				code = 1
+				failErr = fmt.Errorf("launch: stopped all ranks: %w", ctx.Err())
+			}
+			stop()
+		case <-kill:
+			kill = nil
+			j.stopAll(syscall.SIGKILL)
+		}
+	}
+	j.copy.Wait()
+	return code, failErr
+}

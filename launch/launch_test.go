@@ -1,0 +1,244 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem/rendezvous"
+)
+
+const roleVar = "SYMMEM_LAUNCH_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleVar); role != "" {
+		os.Exit(runRole(role))
+	}
+	os.Exit(m.Run())
+}
+
+// runRole is what each rank does when the test binary is re-executed.
+func runRole(role string) int {
+	e, err := rendezvous.EnvFromOS()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 10
+	}
+	switch role {
+	case "env":
+		fmt.Printf("env rank=%d world=%d local=%d/%d addr=%s hosted=%s token=%t job=%s\n",
+			e.Rank, e.WorldSize, e.LocalRank, e.LocalWorldSize, e.MasterAddr,
+			os.Getenv("SYMMEM_STORE_HOSTED"), len(e.Token) == 32, e.JobID)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, cleanup, err := rendezvous.Bootstrap(ctx, e)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 11
+		}
+		if err := c.Barrier(ctx, "env", e.WorldSize); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 12
+		}
+		cleanup()
+		// Many small writes with no newline between them must still reach the
+		// output as whole lines.
+		for i := range 50 {
+			fmt.Printf("%d-", i)
+		}
+		fmt.Println("end")
+		fmt.Fprintf(os.Stderr, "to stderr from %d\n", e.Rank)
+		fmt.Print("no newline at exit")
+		return 0
+	case "fail":
+		signal.Ignore(syscall.SIGINT)
+		sigs := make(chan os.Signal, 1)
+		if os.Getenv("IGNORE_TERM") == "1" {
+			signal.Ignore(syscall.SIGTERM)
+		} else {
+			signal.Notify(sigs, syscall.SIGTERM)
+		}
+		fmt.Println("ready")
+		if e.Rank == 1 {
+			time.Sleep(200 * time.Millisecond)
+			fmt.Println("failing")
+			return 3
+		}
+		select {
+		case <-sigs:
+			fmt.Println("got SIGTERM")
+			return 143
+		case <-time.After(30 * time.Second):
+			return 0
+		}
+	case "wait-signal":
+		sigs := make(chan os.Signal, 2)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		fmt.Println("ready")
+		select {
+		case s := <-sigs:
+			fmt.Println("got", s)
+			return 42
+		case <-time.After(30 * time.Second):
+			return 0
+		}
+	}
+	return 99
+}
+
+// syncBuf is a goroutine-safe output sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func cfgFor(role string, n int, out, errOut *syncBuf, env ...string) Config {
+	return Config{N: n, Prog: os.Args[0], Args: []string{"-test.run=^$"},
+		Stdout: out, Stderr: errOut, Env: append([]string{roleVar + "=" + role}, env...)}
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestEnvAndPrefixedOutput(t *testing.T) {
+	var out, errOut syncBuf
+	code, err := Run(tctx(t), cfgFor("env", 3, &out, &errOut))
+	if code != 0 || err != nil {
+		t.Fatalf("code %d err %v\nstdout:\n%s\nstderr:\n%s", code, err, &out, &errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	re := regexp.MustCompile(`^\[rank (\d)\] (.*)$`)
+	seen := map[string]bool{}
+	for _, l := range lines {
+		m := re.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line without rank prefix: %q\n%s", l, &out)
+		}
+		seen[m[1]+":"+strings.SplitN(m[2], " ", 2)[0]] = true
+	}
+	for r := range 3 {
+		want := fmt.Sprintf(`[rank %d] env rank=%d world=3 local=%d/3 addr=127.0.0.1 hosted=1 token=true job=`, r, r, r)
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q", want)
+		}
+		long := fmt.Sprintf("[rank %d] 0-1-2-3-", r)
+		if !strings.Contains(out.String(), long) || !strings.Contains(out.String(), "48-49-end\n") {
+			t.Errorf("rank %d: partial writes not joined into one line", r)
+		}
+		if !strings.Contains(out.String(), fmt.Sprintf("[rank %d] no newline at exit\n", r)) {
+			t.Errorf("rank %d: final partial line lost", r)
+		}
+		if !strings.Contains(errOut.String(), fmt.Sprintf("[rank %d] to stderr from %d\n", r, r)) {
+			t.Errorf("rank %d: stderr line missing: %s", r, &errOut)
+		}
+	}
+	if len(lines) != 9 {
+		t.Errorf("want 9 stdout lines, got %d:\n%s", len(lines), &out)
+	}
+}
+
+func TestFailingRankStopsOthers(t *testing.T) {
+	for _, ignoreTerm := range []bool{false, true} {
+		t.Run(fmt.Sprint("ignoreTERM=", ignoreTerm), func(t *testing.T) {
+			var out, errOut syncBuf
+			cfg := cfgFor("fail", 3, &out, &errOut)
+			cfg.Grace = 500 * time.Millisecond
+			if ignoreTerm {
+				cfg.Env = append(cfg.Env, "IGNORE_TERM=1")
+			}
+			start := time.Now()
+			code, err := Run(tctx(t), cfg)
+			el := time.Since(start)
+			if code != 3 || err == nil || !strings.Contains(err.Error(), "rank 1 exited with status 3; stopped the other ranks") {
+				t.Fatalf("code %d err %v\n%s%s", code, err, &out, &errOut)
+			}
+			if el > 10*time.Second {
+				t.Fatalf("took %v: the other ranks were not stopped", el)
+			}
+			for _, r := range []int{0, 2} {
+				got := strings.Contains(out.String(), fmt.Sprintf("[rank %d] got SIGTERM", r))
+				if got == ignoreTerm {
+					t.Errorf("rank %d: SIGTERM seen=%v with ignoreTERM=%v\n%s", r, got, ignoreTerm, &out)
+				}
+			}
+		})
+	}
+}
+
+func TestSignalForwarding(t *testing.T) {
+	var out, errOut syncBuf
+	sigs := make(chan os.Signal, 1)
+	cfg := cfgFor("wait-signal", 3, &out, &errOut)
+	cfg.Signals = sigs
+	done := make(chan struct{})
+	var code int
+	var err error
+	go func() { code, err = Run(tctx(t), cfg); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(out.String(), "ready") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks never got ready:\n%s%s", &out, &errOut)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sigs <- syscall.SIGINT
+	<-done
+	if code != 42 || err == nil {
+		t.Fatalf("code %d err %v", code, err)
+	}
+	for r := range 3 {
+		if !strings.Contains(out.String(), fmt.Sprintf("[rank %d] got interrupt", r)) {
+			t.Errorf("rank %d did not get SIGINT:\n%s", r, &out)
+		}
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	var out, errOut syncBuf
+	cfg := cfgFor("wait-signal", 2, &out, &errOut)
+	cfg.Timeout = 500 * time.Millisecond
+	code, err := Run(tctx(t), cfg)
+	if code != ExitTimeout || err == nil || !strings.Contains(err.Error(), "exceeded its timeout") {
+		t.Fatalf("code %d err %v", code, err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	cases := map[string]Config{
+		"zero ranks":  {N: 0, Prog: "true"},
+		"too many":    {N: MaxRanks + 1, Prog: "true"},
+		"no program":  {N: 1},
+		"not a file":  {N: 1, Prog: "/nonexistent/symmem-prog"},
+		"not in PATH": {N: 1, Prog: "symmem-no-such-program"},
+	}
+	for name, cfg := range cases {
+		code, err := Run(context.Background(), cfg)
+		if code == 0 || !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%s: code %d err %v", name, code, err)
+		}
+	}
+}

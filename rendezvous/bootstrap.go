@@ -1,0 +1,75 @@
+package rendezvous
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// exitTimeout bounds how long a hosting rank 0 waits, in its cleanup, for the
+// other ranks to finish with the store.
+const exitTimeout = 30 * time.Second
+
+// Bootstrap connects this rank to the job's store. When the launcher hosts it
+// (SYMMEM_STORE_HOSTED=1 in the environment) every rank dials
+// MASTER_ADDR:MASTER_PORT; otherwise rank 0 hosts the store there and the
+// others dial it. Dial retries until ctx's deadline (DefaultTimeout without
+// one), since ranks start at different times.
+//
+// cleanup closes the client. When rank 0 hosts, every rank's cleanup first
+// meets in an exit barrier (at most 30 s) so rank 0 does not stop the store
+// while others still use it; then rank 0 stops its server.
+func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
+	if e.Token == "" {
+		return nil, nil, fmt.Errorf("%w: SYMMEM_TOKEN is empty", ErrBadEnv)
+	}
+	if e.WorldSize <= 0 || e.Rank < 0 || e.Rank >= e.WorldSize {
+		return nil, nil, fmt.Errorf("%w: rank %d of world size %d", ErrBadEnv, e.Rank, e.WorldSize)
+	}
+	addr := e.StoreAddr()
+	hosted := os.Getenv(VarStoreHosted) == "1"
+	var srv *Server
+	if !hosted && e.Rank == 0 {
+		s, err := NewServer(addr, e.Token)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts the store: %w", err)
+		}
+		srv = s
+		addr = s.Addr()
+	}
+	c, err := Dial(ctx, addr, e.Token)
+	if err != nil {
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, nil, fmt.Errorf("rendezvous: rank %d bootstrap: %w", e.Rank, err)
+	}
+	cleanup := func() error {
+		var err error
+		if !hosted {
+			bctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+			err = c.Barrier(bctx, "symmem/exit/"+e.JobID, e.WorldSize)
+			cancel()
+			if err != nil {
+				err = fmt.Errorf("rendezvous: rank %d cleanup: %w", e.Rank, err)
+			}
+		}
+		c.Close()
+		if srv != nil {
+			srv.Close()
+		}
+		return err
+	}
+	return c, onceErr(cleanup), nil
+}
+
+func onceErr(f func() error) func() error {
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { err = f() })
+		return err
+	}
+}

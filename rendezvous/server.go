@@ -1,0 +1,247 @@
+package rendezvous
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// helloLimit bounds the first frame of a connection, read before the token is
+// checked, so an unauthenticated peer cannot make the server allocate much.
+const helloLimit = 4096
+
+// Server is the key-value store. It serves until Close.
+type Server struct {
+	ln    net.Listener
+	token []byte
+
+	mu      sync.Mutex
+	data    map[string][]byte
+	changed chan struct{} // closed and replaced on every change
+	conns   map[net.Conn]struct{}
+	closed  chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// NewServer listens on addr ("127.0.0.1:0" picks a free loopback port) and
+// serves clients presenting token. An empty token is refused: a job always
+// has one (see NewToken).
+func NewServer(addr, token string) (*Server, error) {
+	if token == "" {
+		return nil, errors.New("rendezvous: NewServer: empty token: make one with NewToken and pass it to every rank (SYMMEM_TOKEN)")
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: store cannot listen on %s: %w", addr, err)
+	}
+	s := &Server{
+		ln:      ln,
+		token:   []byte(token),
+		data:    map[string][]byte{},
+		changed: make(chan struct{}),
+		conns:   map[net.Conn]struct{}{},
+		closed:  make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Addr is the address the server listens on, host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server, ends blocked waits and closes every connection.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		close(s.closed)
+		s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	})
+	s.wg.Wait()
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			time.Sleep(5 * time.Millisecond) // e.g. EMFILE: back off, keep serving
+			continue
+		}
+		s.mu.Lock()
+		select {
+		case <-s.closed:
+			s.mu.Unlock()
+			c.Close()
+			return
+		default:
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	// Handshake: the first frame must present the token, within 10 s.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hello, err := readMsg(c, helloLimit)
+	if err != nil {
+		return
+	}
+	if hello.op != opHello || len(hello.vals) != 1 ||
+		subtle.ConstantTimeCompare(hello.vals[0], s.token) != 1 {
+		writeMsg(c, &msg{op: respRefused})
+		return
+	}
+	if err := writeMsg(c, &msg{op: respOK}); err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	for {
+		req, err := readMsg(c, maxFrame)
+		if err != nil {
+			if errors.Is(err, ErrMalformed) {
+				writeMsg(c, &msg{op: respError, vals: [][]byte{[]byte(err.Error())}})
+			}
+			return
+		}
+		resp := s.handle(&req)
+		if err := writeMsg(c, &resp); err != nil {
+			return
+		}
+	}
+}
+
+func errResp(format string, a ...any) msg {
+	return msg{op: respError, vals: [][]byte{fmt.Appendf(nil, format, a...)}}
+}
+
+// handle executes one request and returns its response.
+func (s *Server) handle(r *msg) msg {
+	if r.op == opWait {
+		return s.wait(r)
+	}
+	if len(r.keys) != 1 {
+		return errResp("op %d needs exactly one key, got %d", r.op, len(r.keys))
+	}
+	key := r.keys[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch r.op {
+	case opSet:
+		if len(r.vals) != 1 {
+			return errResp("set %q needs one value, got %d", key, len(r.vals))
+		}
+		s.data[key] = r.vals[0]
+		s.notifyLocked()
+		return msg{op: respOK}
+	case opGet:
+		v, ok := s.data[key]
+		if !ok {
+			return msg{op: respNotFound}
+		}
+		return msg{op: respOK, vals: [][]byte{v}}
+	case opAdd:
+		var cur int64
+		if v, ok := s.data[key]; ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return errResp("add %q: current value %q is not a decimal integer", key, v)
+			}
+			cur = n
+		}
+		cur += r.num
+		s.data[key] = strconv.AppendInt(nil, cur, 10)
+		s.notifyLocked()
+		return msg{op: respOK, num: cur}
+	case opCAS:
+		if len(r.vals) != 2 {
+			return errResp("compare-set %q needs old and new values, got %d values", key, len(r.vals))
+		}
+		v, ok := s.data[key]
+		if (!ok && len(r.vals[0]) == 0) || (ok && bytes.Equal(v, r.vals[0])) {
+			s.data[key] = r.vals[1]
+			s.notifyLocked()
+			return msg{op: respOK, num: 1, vals: [][]byte{r.vals[1]}}
+		}
+		return msg{op: respOK, num: 0, vals: [][]byte{v}}
+	case opDelete:
+		delete(s.data, key)
+		s.notifyLocked()
+		return msg{op: respOK}
+	}
+	return errResp("unknown op %d", r.op)
+}
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// wait blocks until every key exists, the request's timeout passes or the
+// server closes.
+func (s *Server) wait(r *msg) msg {
+	if len(r.keys) == 0 {
+		return errResp("wait needs at least one key")
+	}
+	if r.num <= 0 {
+		return errResp("wait needs a positive timeout, got %d ms", r.num)
+	}
+	timer := time.NewTimer(time.Duration(r.num) * time.Millisecond)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		var missing []string
+		vals := make([][]byte, len(r.keys))
+		for i, k := range r.keys {
+			v, ok := s.data[k]
+			if !ok {
+				missing = append(missing, k)
+			}
+			vals[i] = v
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if len(missing) == 0 {
+			return msg{op: respOK, vals: vals}
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return msg{op: respTimeout, keys: missing}
+		case <-s.closed:
+			return errResp("store is shutting down")
+		}
+	}
+}

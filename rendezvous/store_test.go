@@ -1,0 +1,352 @@
+package rendezvous
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newStore(t *testing.T) (*Server, *Client) {
+	t.Helper()
+	tok := NewToken()
+	s, err := NewServer("127.0.0.1:0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s.Addr(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return s, c
+}
+
+func tctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestStoreOps(t *testing.T) {
+	_, c := newStore(t)
+	ctx := tctx(t, 5*time.Second)
+	steps := []struct {
+		name string
+		run  func() (string, error)
+		want string
+		err  error
+	}{
+		{"get missing", func() (string, error) { v, err := c.Get(ctx, "k"); return string(v), err }, "", ErrNotFound},
+		{"set", func() (string, error) { return "", c.Set(ctx, "k", []byte("v1")) }, "", nil},
+		{"get", func() (string, error) { v, err := c.Get(ctx, "k"); return string(v), err }, "v1", nil},
+		{"set empty", func() (string, error) { return "", c.Set(ctx, "e", nil) }, "", nil},
+		{"get empty", func() (string, error) { v, err := c.Get(ctx, "e"); return string(v), err }, "", nil},
+		{"add new", func() (string, error) { n, err := c.Add(ctx, "n", 5); return fmt.Sprint(n), err }, "5", nil},
+		{"add neg", func() (string, error) { n, err := c.Add(ctx, "n", -7); return fmt.Sprint(n), err }, "-2", nil},
+		{"add reads back", func() (string, error) { v, err := c.Get(ctx, "n"); return string(v), err }, "-2", nil},
+		{"add non-number", func() (string, error) { _, err := c.Add(ctx, "k", 1); return "", err }, "", errAny},
+		{"cas wrong old", func() (string, error) {
+			v, ok, err := c.CompareSet(ctx, "k", []byte("nope"), []byte("v2"))
+			return fmt.Sprintf("%s %v", v, ok), err
+		}, "v1 false", nil},
+		{"cas right old", func() (string, error) {
+			v, ok, err := c.CompareSet(ctx, "k", []byte("v1"), []byte("v2"))
+			return fmt.Sprintf("%s %v", v, ok), err
+		}, "v2 true", nil},
+		{"cas absent empty old", func() (string, error) {
+			v, ok, err := c.CompareSet(ctx, "fresh", nil, []byte("x"))
+			return fmt.Sprintf("%s %v", v, ok), err
+		}, "x true", nil},
+		{"wait present", func() (string, error) {
+			v, err := c.Wait(ctx, "k", "fresh")
+			if err != nil {
+				return "", err
+			}
+			return string(v[0]) + "," + string(v[1]), nil
+		}, "v2,x", nil},
+		{"delete", func() (string, error) { return "", c.Delete(ctx, "k") }, "", nil},
+		{"get deleted", func() (string, error) { v, err := c.Get(ctx, "k"); return string(v), err }, "", ErrNotFound},
+		{"delete absent", func() (string, error) { return "", c.Delete(ctx, "k") }, "", nil},
+		{"empty key", func() (string, error) { return "", c.Set(ctx, "", nil) }, "", errAny},
+	}
+	for _, s := range steps {
+		got, err := s.run()
+		switch {
+		case s.err == errAny && err == nil:
+			t.Fatalf("%s: want an error", s.name)
+		case s.err != nil && s.err != errAny && !errors.Is(err, s.err):
+			t.Fatalf("%s: err = %v, want %v", s.name, err, s.err)
+		case s.err == nil && err != nil:
+			t.Fatalf("%s: %v", s.name, err)
+		case s.err == nil && got != s.want:
+			t.Fatalf("%s: got %q want %q", s.name, got, s.want)
+		}
+	}
+}
+
+var errAny = errors.New("any error")
+
+func TestTokenRefused(t *testing.T) {
+	s, _ := newStore(t)
+	_, err := Dial(tctx(t, 5*time.Second), s.Addr(), "wrong-token")
+	if !errors.Is(err, ErrTokenRefused) {
+		t.Fatalf("err = %v, want ErrTokenRefused", err)
+	}
+	want := "rendezvous: store at " + s.Addr() + " refused the token: check SYMMEM_TOKEN"
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %q does not contain %q", err, want)
+	}
+	// A raw connection that skips the handshake gets nothing done either.
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	writeMsg(conn, &msg{op: opSet, keys: []string{"x"}, vals: [][]byte{nil}})
+	if r, err := readMsg(conn, maxFrame); err != nil || r.op != respRefused {
+		t.Fatalf("set without hello: reply %+v, %v; want refused", r, err)
+	}
+}
+
+func TestWaitTimeoutNamesKeys(t *testing.T) {
+	_, c := newStore(t)
+	ctx := tctx(t, 5*time.Second)
+	if err := c.Set(ctx, "rank/0", []byte("here")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.Wait(tctx(t, 300*time.Millisecond), "rank/0", "rank/1", "rank/2")
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("timeout took %v", el)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `"rank/1", "rank/2"`) || strings.Contains(msg, `"rank/0"`) {
+		t.Fatalf("error should name exactly the missing keys: %v", err)
+	}
+	// The client is still usable afterwards.
+	if _, err := c.Get(ctx, "rank/0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWaitCancel(t *testing.T) {
+	_, c := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := c.Wait(ctx, "never")
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 3*time.Second {
+		t.Fatalf("cancelled wait: err = %v after %v", err, time.Since(start))
+	}
+}
+
+func TestConcurrentWaiters(t *testing.T) {
+	_, c := newStore(t)
+	ctx := tctx(t, 10*time.Second)
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.Wait(ctx, fmt.Sprintf("k%d", i), "go")
+			if err == nil && string(v[0]) != fmt.Sprint(i) {
+				err = fmt.Errorf("waiter %d got %q", i, v[0])
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	for i := range n {
+		if err := c.Set(ctx, fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Set(ctx, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConcurrentAdd(t *testing.T) {
+	_, c := newStore(t)
+	ctx := tctx(t, 10*time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := c.Add(ctx, "ctr", 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v, err := c.Get(ctx, "ctr"); err != nil || string(v) != "400" {
+		t.Fatalf("ctr = %q, %v; want 400", v, err)
+	}
+}
+
+func TestBarrier(t *testing.T) {
+	s, _ := newStore(t)
+	tok := s.token
+	ctx := tctx(t, 10*time.Second)
+	const n = 4
+	for round := range 3 { // the same name is reusable
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := Dial(ctx, s.Addr(), string(tok))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				if err := c.Barrier(ctx, "b", n); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	_, c := newStore(t)
+	err := c.Barrier(tctx(t, 200*time.Millisecond), "lonely", 3)
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "only 1 of 3 participants arrived") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := time.Now()
+	_, err = Dial(tctx(t, 300*time.Millisecond), addr, "tok")
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("err = %v, want ErrUnreachable naming %s", err, addr)
+	}
+	if el := time.Since(start); el < 250*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("Dial should retry until the deadline, took %v", el)
+	}
+}
+
+func TestDialRetriesUntilStoreStarts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	tok := NewToken()
+	srv := make(chan *Server, 1)
+	time.AfterFunc(200*time.Millisecond, func() {
+		s, err := NewServer(addr, tok)
+		if err != nil {
+			t.Error(err)
+		}
+		srv <- s
+	})
+	c, err := Dial(tctx(t, 5*time.Second), addr, tok)
+	s := <-srv
+	if s != nil {
+		defer s.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+func TestServerCloseEndsWaits(t *testing.T) {
+	s, c := newStore(t)
+	done := make(chan error, 1)
+	go func() { _, err := c.Wait(tctx(t, 10*time.Second), "never"); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	s.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("wait succeeded on a closed server")
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("wait still blocked after server Close")
+	}
+}
+
+func TestNewServerBadInput(t *testing.T) {
+	if _, err := NewServer("127.0.0.1:0", ""); err == nil {
+		t.Fatal("empty token accepted")
+	}
+	if _, err := NewServer("256.0.0.1:1", "t"); err == nil {
+		t.Fatal("bad address accepted")
+	}
+}
+
+func TestMalformedFrameOverSocket(t *testing.T) {
+	s, c := newStore(t)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	writeMsg(conn, &msg{op: opHello, vals: [][]byte{s.token}})
+	if r, err := readMsg(conn, maxFrame); err != nil || r.op != respOK {
+		t.Fatalf("hello: %+v %v", r, err)
+	}
+	conn.Write([]byte{0, 0, 0, 5, 1, 2, 3, 4, 5}) // body too short
+	r, err := readMsg(conn, maxFrame)
+	if err != nil || r.op != respError || !strings.Contains(string(r.vals[0]), "malformed") {
+		t.Fatalf("garbage frame: reply %+v, %v", r, err)
+	}
+	// The server keeps serving everyone else.
+	if err := c.Set(tctx(t, 5*time.Second), "still", []byte("up")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClientCloseEndsWaits(t *testing.T) {
+	_, c := newStore(t)
+	done := make(chan error, 1)
+	go func() { _, err := c.Wait(tctx(t, 10*time.Second), "never"); done <- err }()
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("err = %v, want ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("wait still blocked after client Close")
+	}
+	if err := c.Set(context.Background(), "k", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("set after close: %v", err)
+	}
+}
