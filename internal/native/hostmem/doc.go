@@ -8,6 +8,9 @@
 //     address (for memory mapped with mmap, e.g. memfd segments of the pool);
 //   - Uint32At / Uint64At: typed pointers to aligned words in shared memory
 //     for use with sync/atomic (signal pads, epochs);
+//   - View / AsBytes: typed views of byte slices (and back) in host byte
+//     order, so package reduce can run typed loops over mmap'd bytes; View
+//     refuses misaligned or ragged slices (ok == false) instead of faulting;
 //   - FutexWait / FutexWake: Linux futexes on such words. They are *shared*
 //     futexes (no FUTEX_PRIVATE_FLAG), so a wake in one process reaches a
 //     waiter in another process that maps the same memfd page.

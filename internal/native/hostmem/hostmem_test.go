@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,7 +74,7 @@ func TestBytesPanics(t *testing.T) {
 
 func TestWordsAtomicAndAlignment(t *testing.T) {
 	buf := make([]uint64, 4) // 8-byte aligned backing array
-	b := unsafeBytesOf(buf)
+	b := AsBytes(buf)
 	a := Addr(b)
 	p32 := Uint32At(a + 4)
 	atomic.AddUint32(p32, 7)
@@ -115,7 +116,7 @@ func TestWordsAtomicAndAlignment(t *testing.T) {
 func TestFutexValueMismatchReturnsAtOnce(t *testing.T) {
 	w := new(uint32)
 	*w = 5
-	a := Addr(unsafeBytesOf32(w))
+	a := Addr(AsBytes(unsafe.Slice(w, 1)))
 	start := time.Now()
 	if err := FutexWait(a, 4, 10*time.Second); err != nil {
 		t.Fatalf("FutexWait with a stale value: %v", err)
@@ -130,7 +131,7 @@ func TestFutexValueMismatchReturnsAtOnce(t *testing.T) {
 
 func TestFutexTimeout(t *testing.T) {
 	w := new(uint32)
-	a := Addr(unsafeBytesOf32(w))
+	a := Addr(AsBytes(unsafe.Slice(w, 1)))
 	for _, d := range []time.Duration{0, 30 * time.Millisecond} {
 		start := time.Now()
 		err := FutexWait(a, 0, d)
@@ -146,7 +147,7 @@ func TestFutexTimeout(t *testing.T) {
 
 func TestFutexWakeAcrossGoroutines(t *testing.T) {
 	w := new(uint32)
-	a := Addr(unsafeBytesOf32(w))
+	a := Addr(AsBytes(unsafe.Slice(w, 1)))
 	const waiters = 4
 	var wg sync.WaitGroup
 	errs := make(chan error, waiters)
@@ -248,4 +249,37 @@ func childFutex() int {
 	}
 	atomic.StoreUint32(Uint32At(base+128), atomic.LoadUint32(flag))
 	return 0
+}
+
+func TestViewAndAsBytes(t *testing.T) {
+	f := []float32{1, 2, 3, 4}
+	b := AsBytes(f)
+	if len(b) != 16 {
+		t.Fatalf("AsBytes length %d", len(b))
+	}
+	v, ok := View[float32](b)
+	if !ok || len(v) != 4 || v[2] != 3 {
+		t.Fatalf("View = %v %v", v, ok)
+	}
+	v[0] = 9
+	if f[0] != 9 {
+		t.Fatal("View does not alias")
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		ok   bool
+	}{
+		{"misaligned", b[1:5], false},
+		{"ragged length", b[:6], false},
+		{"empty", b[:0], true},
+		{"aligned sub-slice", b[4:12], true},
+	} {
+		if _, ok := View[float32](tc.b); ok != tc.ok {
+			t.Errorf("%s: ok = %v, want %v", tc.name, ok, tc.ok)
+		}
+	}
+	if v, ok := View[uint16](b[2:6]); !ok || len(v) != 2 {
+		t.Errorf("uint16 view of 4 bytes at offset 2: %v %v", v, ok)
+	}
 }
