@@ -1,0 +1,155 @@
+package nccl
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"unsafe"
+)
+
+// Collectives. Each is one cgo call that makes CUDA context ctx current
+// (when ctx != 0) and enqueues the NCCL collective on stream (0 = the legacy
+// default stream). Counts are elements: for AllGather and ReduceScatter the
+// per-rank count (NCCL's recvcount / sendcount), for AllReduce and Broadcast
+// the whole buffer. On a non-blocking communicator a call may be accepted
+// as in progress: the error then satisfies IsInProgress, and the caller
+// must Wait before the next NCCL call on that communicator.
+
+// AllGather is ncclAllGather: recv[rank*count:] = send of each rank.
+func (l *Lib) AllGather(ctx uintptr, c Comm, send, recv uint64, count int64, dt DataType, stream uintptr) error {
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	if rc := C.sm_all_gather(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
+		C.int(dt), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
+		return l.err("ncclAllGather", rc, c)
+	}
+	return nil
+}
+
+// ReduceScatter is ncclReduceScatter: recv (count elements) = op over ranks
+// of send[rank*count:].
+func (l *Lib) ReduceScatter(ctx uintptr, c Comm, send, recv uint64, count int64, dt DataType, op RedOp, stream uintptr) error {
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	if rc := C.sm_reduce_scatter(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
+		C.int(dt), C.int(op), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
+		return l.err("ncclReduceScatter", rc, c)
+	}
+	return nil
+}
+
+// AllReduce is ncclAllReduce.
+func (l *Lib) AllReduce(ctx uintptr, c Comm, send, recv uint64, count int64, dt DataType, op RedOp, stream uintptr) error {
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	if rc := C.sm_all_reduce(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
+		C.int(dt), C.int(op), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
+		return l.err("ncclAllReduce", rc, c)
+	}
+	return nil
+}
+
+// Broadcast is ncclBroadcast from group rank root (send is read on root only).
+func (l *Lib) Broadcast(ctx uintptr, c Comm, send, recv uint64, count int64, dt DataType, root int, stream uintptr) error {
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	if rc := C.sm_broadcast(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
+		C.int(dt), C.int(root), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
+		return l.err("ncclBroadcast", rc, c)
+	}
+	return nil
+}
+
+// WindowRegister is ncclCommWindowRegister: collective over the
+// communicator (every rank registers the same-sized buffers in the same
+// order); ptr must be VMM memory (cuMem* or ncclMemAlloc) aligned to
+// WinAlignment. It always waits for the registration to complete (Wait with
+// deadline wait): on a non-blocking communicator NCCL 2.28 returns before the
+// registration finished, even with ncclSuccess. A zero Window with a
+// nil error means NCCL accepted the call but made no window (this
+// communicator has no symmetric support). On ErrTimeout the communicator
+// must be aborted.
+func (l *Lib) WindowRegister(wait context.Context, ctx uintptr, c Comm, ptr uint64, size int64, flags int) (Window, error) {
+	if !l.HasWindows {
+		return 0, notSupported("ncclCommWindowRegister missing in %s (NCCL %s; windows need NCCL >= %s)",
+			l.Path, l.VersionString(), VersionString(MinWindowVersion))
+	}
+	if err := l.needCtx(ctx); err != nil {
+		return 0, err
+	}
+	// NCCL writes the handle when the registration completes, which on a
+	// non-blocking communicator is after the call returns (NCCL 2.28 even
+	// returns ncclSuccess then): the slot is C memory, read only after Wait.
+	slot := (*C.uintptr_t)(C.calloc(1, C.sizeof_uintptr_t))
+	rc := C.sm_win_register(l.c, C.uintptr_t(ctx), C.uintptr_t(c), C.uint64_t(ptr), C.size_t(size), slot, C.int(flags))
+	if rc != 0 && rc != C.int(InProgress) {
+		C.free(unsafe.Pointer(slot))
+		return 0, l.err("ncclCommWindowRegister", rc, c)
+	}
+	if err := l.Wait(wait, c, "ncclCommWindowRegister"); err != nil {
+		if errors.Is(err, ErrTimeout) {
+			return 0, err // slot deliberately leaked: NCCL may still write it
+		}
+		C.free(unsafe.Pointer(slot))
+		return 0, err
+	}
+	w := Window(*slot)
+	C.free(unsafe.Pointer(slot))
+	return w, nil
+}
+
+// WindowDeregister is ncclCommWindowDeregister. A zero win is a no-op.
+func (l *Lib) WindowDeregister(ctx uintptr, c Comm, win Window) error {
+	if !l.HasWindows {
+		return notSupported("ncclCommWindowDeregister missing in %s (NCCL %s)", l.Path, l.VersionString())
+	}
+	if win == 0 {
+		return nil
+	}
+	if err := l.needCtx(ctx); err != nil {
+		return err
+	}
+	if rc := C.sm_win_deregister(l.c, C.uintptr_t(ctx), C.uintptr_t(c), C.uintptr_t(win)); rc != 0 {
+		return l.err("ncclCommWindowDeregister", rc, c)
+	}
+	return nil
+}
+
+// MemAlloc is ncclMemAlloc: device memory NCCL can register as a window
+// (cuMem* VMM, suitably aligned), on ctx's device.
+func (l *Lib) MemAlloc(ctx uintptr, size int64) (uint64, error) {
+	if !l.HasMemAlloc {
+		return 0, notSupported("ncclMemAlloc missing in %s (NCCL %s)", l.Path, l.VersionString())
+	}
+	if err := l.needCtx(ctx); err != nil {
+		return 0, err
+	}
+	var p C.uint64_t
+	if rc := C.sm_mem_alloc(l.c, C.uintptr_t(ctx), &p, C.size_t(size)); rc != 0 {
+		return 0, l.err("ncclMemAlloc", rc, 0)
+	}
+	return uint64(p), nil
+}
+
+// MemFree is ncclMemFree.
+func (l *Lib) MemFree(ctx uintptr, ptr uint64) error {
+	if !l.HasMemAlloc {
+		return notSupported("ncclMemFree missing in %s (NCCL %s)", l.Path, l.VersionString())
+	}
+	if err := l.needCtx(ctx); err != nil {
+		return err
+	}
+	if rc := C.sm_mem_free(l.c, C.uintptr_t(ctx), C.uint64_t(ptr)); rc != 0 {
+		return l.err("ncclMemFree", rc, 0)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package nccl
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Lib is one loaded libnccl.so.2 with its resolved entry points.
+type Lib struct {
+	Path        string   // the candidate that loaded (as given to dlopen)
+	Version     int      // ncclGetVersion, e.g. 22803
+	HasWindows  bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
+	HasMemAlloc bool     // ncclMemAlloc and ncclMemFree exist
+	HasCUDA     bool     // cuCtxSetCurrent was resolved from libcuda.so.1
+	Tried       []string // "candidate: why it failed", for those tried before Path
+	NVLSForced  bool     // Load set NCCL_NVLS_ENABLE=0 because it was unset
+
+	c *C.sm_nccl // C memory, never freed (the library stays loaded)
+}
+
+// VersionString is Version as "2.28.3".
+func (l *Lib) VersionString() string { return VersionString(l.Version) }
+
+func (l *Lib) String() string {
+	return fmt.Sprintf("%s (NCCL %s, windows=%v)", l.Path, l.VersionString(), l.HasWindows)
+}
+
+var (
+	loadOnce sync.Once
+	loadLib  *Lib
+	loadErr  error
+	openMu   sync.Mutex // dlerror is not thread-safe
+)
+
+// Load finds and loads NCCL once per process (see Candidates for the
+// order) and returns the same result on every call. Before loading it sets
+// NCCL_NVLS_ENABLE=0 if that variable is unset.
+func Load() (*Lib, error) {
+	loadOnce.Do(func() {
+		forced := false
+		if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
+			os.Setenv("NCCL_NVLS_ENABLE", "0") // reaches C's environ: cgo is linked
+			forced = true
+		}
+		loadLib, loadErr = Open(Candidates(os.Getenv, filepath.Glob))
+		if loadErr != nil && os.Getenv(EnvLib) == "" {
+			loadErr = fmt.Errorf("%w (site-packages searched: $VIRTUAL_ENV, %s)", loadErr, strings.Join(SitePatterns, ", "))
+		}
+		if loadLib != nil {
+			loadLib.NVLSForced = forced
+		}
+	})
+	return loadLib, loadErr
+}
+
+// Open tries each candidate in order and returns the first that loads with
+// every required symbol. The error matches ErrNotSupported and lists every
+// path tried with its reason.
+func Open(candidates []string) (*Lib, error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	var tried []string
+	for _, p := range candidates {
+		cl := (*C.sm_nccl)(C.calloc(1, C.sizeof_sm_nccl))
+		cp := C.CString(p)
+		var errbuf [512]C.char
+		rc := C.sm_open(cl, cp, &errbuf[0], C.size_t(len(errbuf)))
+		C.free(unsafe.Pointer(cp))
+		if rc != 0 {
+			C.free(unsafe.Pointer(cl))
+			msg := C.GoString(&errbuf[0])
+			if !strings.HasPrefix(msg, p+":") {
+				msg = p + ": " + msg
+			}
+			tried = append(tried, msg)
+			continue
+		}
+		l := &Lib{Path: p, Tried: tried, c: cl}
+		var v C.int
+		if r := C.sm_version(cl, &v); r != 0 {
+			tried = append(tried, fmt.Sprintf("%s: ncclGetVersion returned %d", p, int(r)))
+			continue // handle stays open: harmless, and dlclose of NCCL is unsafe
+		}
+		l.Version = int(v)
+		l.HasWindows = C.sm_has(cl, 0) != 0
+		l.HasMemAlloc = C.sm_has(cl, 1) != 0
+		l.HasCUDA = C.sm_has(cl, 2) != 0
+		return l, nil
+	}
+	if len(candidates) == 0 {
+		return nil, notSupported("libnccl.so.2 not found: no candidates to try")
+	}
+	return nil, notSupported("libnccl.so.2 not found or unusable (tried %s); set %s=/path/to/libnccl.so.2 or install the nvidia-nccl wheel",
+		strings.Join(tried, "; "), EnvLib)
+}
+
+// ConfigLayout returns sizeof and offsetof of the hand-declared C types as
+// compiled: [sizeof(ncclConfig_t), offsetof(magic), offsetof(version),
+// blocking, cgaClusterSize, minCTAs, maxCTAs, netName, splitShare,
+// trafficClass, commName, collnetEnable, CTAPolicy, shrinkShare, nvlsCTAs,
+// nChannelsPerNetPeer, nvlinkCentricSched, sizeof(ncclUniqueId)].
+func ConfigLayout() [18]int {
+	var o [18]C.size_t
+	C.sm_config_layout(&o[0])
+	var out [18]int
+	for i, v := range o {
+		out[i] = int(v)
+	}
+	return out
+}
+
+// ConfigVersion is the ncclConfig_t.version we declare: the layout above is
+// NCCL 2.28's, and NCCL copies min(size, its own sizeof) bytes and ignores
+// fields newer than the declared version.
+const ConfigVersion = 22803
+
+// err builds an *Error for rc returned by call (rc < 0: CUDA error of
+// cuCtxSetCurrent). comm may be 0.
+func (l *Lib) err(call string, rc C.int, comm Comm) error {
+	if rc < 0 {
+		return &Error{Call: "cuCtxSetCurrent (before " + call + ")", Code: int(-rc), CUDA: true}
+	}
+	e := &Error{Call: call, Code: int(rc), Msg: C.GoString(C.sm_error_string(l.c, rc))}
+	if comm != 0 {
+		if s := C.sm_last_error(l.c, C.uintptr_t(comm)); s != nil {
+			e.Detail = C.GoString(s)
+		}
+	}
+	return e
+}
+
+// IsInProgress reports whether err is NCCL's ncclInProgress: the call was
+// accepted on a non-blocking communicator and must be waited for (Wait)
+// before the next NCCL call on it.
+func IsInProgress(err error) bool {
+	e, ok := err.(*Error)
+	return ok && !e.CUDA && e.Code == int(InProgress)
+}
+
+func (l *Lib) needCtx(ctx uintptr) error {
+	if ctx != 0 && !l.HasCUDA {
+		return notSupported("cuCtxSetCurrent unavailable (libcuda.so.1 not loadable); cannot make the CUDA context current")
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+// shim.c: dlopen/dlsym of libnccl.so.2 and one wrapper per call (see shim.h).
+#include "shim.h"
+
+#define SM_REQ(field, name) \
+  L->field = dlsym(L->h, name); \
+  if (!L->field) { snprintf(err, errlen, "%s: symbol %s missing", path, name); dlclose(L->h); L->h = NULL; return -2; }
+#define SM_OPT(field, name) L->field = dlsym(L->h, name);
+
+// sm_open loads path into L. 0 = ok; -1 = dlopen failed; -2 = required symbol missing.
+int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
+  memset(L, 0, sizeof *L);
+  dlerror();
+  L->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!L->h) {
+    const char* e = dlerror();
+    snprintf(err, errlen, "%s", e ? e : "dlopen failed");
+    return -1;
+  }
+  SM_REQ(getVersion, "ncclGetVersion");
+  SM_REQ(getUniqueId, "ncclGetUniqueId");
+  SM_REQ(commInitRankConfig, "ncclCommInitRankConfig");
+  SM_REQ(commFinalize, "ncclCommFinalize");
+  SM_REQ(commDestroy, "ncclCommDestroy");
+  SM_REQ(commAbort, "ncclCommAbort");
+  SM_REQ(commGetAsyncError, "ncclCommGetAsyncError");
+  SM_REQ(getErrorString, "ncclGetErrorString");
+  SM_REQ(allGather, "ncclAllGather");
+  SM_REQ(reduceScatter, "ncclReduceScatter");
+  SM_REQ(allReduce, "ncclAllReduce");
+  SM_REQ(broadcast, "ncclBroadcast");
+  SM_REQ(groupStart, "ncclGroupStart");
+  SM_REQ(groupEnd, "ncclGroupEnd");
+  SM_OPT(getLastError, "ncclGetLastError");
+  SM_OPT(winRegister, "ncclCommWindowRegister");
+  SM_OPT(winDeregister, "ncclCommWindowDeregister");
+  SM_OPT(memAlloc, "ncclMemAlloc");
+  SM_OPT(memFree, "ncclMemFree");
+  // The CUDA driver: NCCL has normally loaded it already (RTLD_NOLOAD finds it).
+  L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (L->hcuda) L->cuCtxSetCurrent = dlsym(L->hcuda, "cuCtxSetCurrent");
+  return 0;
+}
+
+int sm_has(const sm_nccl* L, int what) {
+  switch (what) {
+  case 0: return L->winRegister != NULL && L->winDeregister != NULL;
+  case 1: return L->memAlloc != NULL && L->memFree != NULL;
+  case 2: return L->cuCtxSetCurrent != NULL;
+  case 3: return L->getLastError != NULL;
+  }
+  return 0;
+}
+
+// Return codes of the wrappers: >= 0 is an ncclResult_t; < 0 is -(CUresult)
+// of cuCtxSetCurrent.
+#define SM_CTX(ctx) \
+  if ((ctx) != 0) { CUresult r_ = L->cuCtxSetCurrent((CUcontext)(ctx)); if (r_ != 0) return -(int)r_; }
+
+int sm_version(const sm_nccl* L, int* v) { return L->getVersion(v); }
+int sm_unique_id(const sm_nccl* L, void* out) { return L->getUniqueId((ncclUniqueId*)out); }
+const char* sm_error_string(const sm_nccl* L, int rc) { return L->getErrorString(rc); }
+const char* sm_last_error(const sm_nccl* L, uintptr_t comm) {
+  return L->getLastError ? L->getLastError((ncclComm_t)comm) : NULL;
+}
+
+int sm_comm_init(const sm_nccl* L, uintptr_t ctx, uintptr_t* out, int nranks, const void* id, int rank,
+                        const int32_t* ints, unsigned int version, const char* netName, const char* commName) {
+  SM_CTX(ctx);
+  sm_ncclConfig_t c;
+  memset(&c, 0, sizeof c);
+  c.size = sizeof c;
+  c.magic = 0xcafebeef;
+  c.version = version;
+  c.blocking = ints[0]; c.cgaClusterSize = ints[1]; c.minCTAs = ints[2]; c.maxCTAs = ints[3];
+  c.netName = netName;
+  c.splitShare = ints[4]; c.trafficClass = ints[5];
+  c.commName = commName;
+  c.collnetEnable = ints[6]; c.CTAPolicy = ints[7]; c.shrinkShare = ints[8]; c.nvlsCTAs = ints[9];
+  c.nChannelsPerNetPeer = ints[10]; c.nvlinkCentricSched = ints[11];
+  ncclUniqueId uid;
+  memcpy(&uid, id, sizeof uid);
+  ncclComm_t comm = NULL;
+  int rc = L->commInitRankConfig(&comm, nranks, uid, rank, &c);
+  *out = (uintptr_t)comm;
+  return rc;
+}
+
+int sm_async_error(const sm_nccl* L, uintptr_t comm, int* state) {
+  ncclResult_t s = 0;
+  int rc = L->commGetAsyncError((ncclComm_t)comm, &s);
+  *state = s;
+  return rc;
+}
+int sm_finalize(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commFinalize((ncclComm_t)comm); }
+int sm_destroy(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commDestroy((ncclComm_t)comm); }
+int sm_abort(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commAbort((ncclComm_t)comm); }
+
+int sm_all_gather(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
+                         uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  return L->allGather((const void*)send, (void*)recv, count, dt, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+int sm_reduce_scatter(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
+                             int op, uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  return L->reduceScatter((const void*)send, (void*)recv, count, dt, op, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+int sm_all_reduce(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
+                         int op, uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  return L->allReduce((const void*)send, (void*)recv, count, dt, op, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+int sm_broadcast(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
+                        int root, uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  return L->broadcast((const void*)send, (void*)recv, count, dt, root, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+int sm_group_start(const sm_nccl* L) { return L->groupStart(); }
+int sm_group_end(const sm_nccl* L, uintptr_t ctx) { SM_CTX(ctx); return L->groupEnd(); }
+
+int sm_win_register(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uint64_t ptr, size_t size,
+                           uintptr_t* win, int flags) {
+  // win must be C memory that outlives the call: on a non-blocking
+  // communicator NCCL fills it in when the registration completes.
+  SM_CTX(ctx);
+  return L->winRegister((ncclComm_t)comm, (void*)ptr, size, (ncclWindow_t*)win, flags);
+}
+int sm_win_deregister(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uintptr_t win) {
+  SM_CTX(ctx);
+  return L->winDeregister((ncclComm_t)comm, (ncclWindow_t)win);
+}
+int sm_mem_alloc(const sm_nccl* L, uintptr_t ctx, uint64_t* ptr, size_t size) {
+  SM_CTX(ctx);
+  void* p = NULL;
+  int rc = L->memAlloc(&p, size);
+  *ptr = (uint64_t)(uintptr_t)p;
+  return rc;
+}
+int sm_mem_free(const sm_nccl* L, uintptr_t ctx, uint64_t ptr) {
+  SM_CTX(ctx);
+  return L->memFree((void*)(uintptr_t)ptr);
+}
+
+// sm_config_layout reports sizeof and offsetof for the hand-declared types.
+void sm_config_layout(size_t* o) {
+  o[0] = sizeof(sm_ncclConfig_t);
+  o[1] = offsetof(sm_ncclConfig_t, magic);
+  o[2] = offsetof(sm_ncclConfig_t, version);
+  o[3] = offsetof(sm_ncclConfig_t, blocking);
+  o[4] = offsetof(sm_ncclConfig_t, cgaClusterSize);
+  o[5] = offsetof(sm_ncclConfig_t, minCTAs);
+  o[6] = offsetof(sm_ncclConfig_t, maxCTAs);
+  o[7] = offsetof(sm_ncclConfig_t, netName);
+  o[8] = offsetof(sm_ncclConfig_t, splitShare);
+  o[9] = offsetof(sm_ncclConfig_t, trafficClass);
+  o[10] = offsetof(sm_ncclConfig_t, commName);
+  o[11] = offsetof(sm_ncclConfig_t, collnetEnable);
+  o[12] = offsetof(sm_ncclConfig_t, CTAPolicy);
+  o[13] = offsetof(sm_ncclConfig_t, shrinkShare);
+  o[14] = offsetof(sm_ncclConfig_t, nvlsCTAs);
+  o[15] = offsetof(sm_ncclConfig_t, nChannelsPerNetPeer);
+  o[16] = offsetof(sm_ncclConfig_t, nvlinkCentricSched);
+  o[17] = sizeof(ncclUniqueId);
+}
