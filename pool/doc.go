@@ -1,0 +1,65 @@
+// Package pool is symmem's symmetric memory pool, in pure Go. It owns all
+// bookkeeping shared by every backend: the segments of one device or process
+// (created on demand, tracked at creation, in order, with stable ids), the
+// blocks carved out of them, the scopes in which allocations become
+// symmetric, the per-group registration cursors, and the address lookup that
+// decides whether a collective can take the symmetric path.
+//
+// Backends supply memory through a Provider and, per group of ranks, a Group
+// (an Exchanger for small verification collectives plus a Registrar). Backends
+// hold no pool state.
+//
+// # The symmetry contract
+//
+// Every decision the pool makes depends only on the sequence of calls made on
+// it, never on addresses, timing or the rank: segment ids are assigned 1, 2, 3,
+// ... in creation order; a new segment has max(MinSegment, request) bytes
+// rounded up to the provider's granularity; Alloc picks, among all free
+// blocks, the smallest one that fits at the requested alignment (ties broken
+// by segment id, then offset), splits it, and Free coalesces with free
+// neighbours. Alignment applies to the offset within the segment (segment
+// bases are aligned to the provider's granularity, so addresses are aligned
+// too). Hence: if every rank makes the same calls (Reserve, Alloc with the
+// same size and alignment, Free of the same blocks, Trim) in the same order,
+// every rank gets the same (segment, offset) for every block, and a block
+// exists on every rank at the same pool offset. That is what makes it
+// symmetric.
+//
+// Two things can break the contract and the pool detects both before any
+// collective registration: ranks making different calls, and a Free with a
+// Fence, whose block is reused at the first Alloc after the fence completes
+// (fence completion is timing, which differs across ranks; a backend that needs
+// symmetric reuse of fenced blocks waits for its fences before allocating in a
+// scope). Every Alloc and Free is appended to an allocation log (request and
+// result). When a scope ends with new segments to register, when Trim releases
+// segments, and when a group is removed, the group's ranks first exchange a
+// fingerprint (the segments about to be registered or released, and a hash of
+// the log entries since that group's last check) through Exchanger.AllGather.
+// On any difference every rank returns an error wrapping ErrMismatch that
+// names the first differing rank and what differed (the first differing log
+// entry, when the pool still keeps it: the last 1024 entries are kept), and
+// nothing is registered or released.
+//
+// Concurrent calls from several goroutines are safe, but calls racing each
+// other are ordered by the scheduler, so symmetry requires the symmetric calls
+// to be made in program order (for example from one goroutine per rank).
+//
+// # Scopes and registration
+//
+// OpenScope(g) opens a scope for a group; scopes of one group nest and end in
+// reverse order (ErrScopeOrder otherwise); scopes of different groups are
+// independent. Scope.End registers, in creation order, every segment the group
+// has not registered yet (the group's cursor is the last registered segment
+// id). An End with nothing new performs no exchange and costs well under a
+// microsecond, so ranks must agree on when segments are created (they do when
+// the contract above holds; if not, the rank that exchanges gets a timeout
+// error naming the missing ranks rather than a hang). DisabledScope returns a
+// scope whose End does nothing, for code paths that must not register.
+//
+// Fence.Done is called with the pool's lock held (at Alloc and Trim, for
+// blocks freed with a fence): it must be cheap and must not call the pool.
+//
+// Trim is collective over every group that has segments registered: call it on
+// all ranks of those groups at the same point of the program. Close removes
+// every group (collective) and releases every segment.
+package pool

@@ -1,0 +1,278 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+type group struct {
+	id   GroupID
+	g    Group
+	name string
+	size int
+
+	cmu  sync.Mutex // serializes this group's collectives; before p.mu
+	xseq uint64     // collectives run (guarded by cmu)
+
+	// guarded by p.mu
+	closed  bool
+	cursor  SegmentID // the last segment id registered with the group
+	checked mark      // log position of the last successful check
+	scopes  []*Scope  // open scopes, innermost last
+}
+
+// AddGroup adds a group to the pool and returns its id. It is local (not
+// collective); ranks that add and remove groups in the same order get the same
+// ids. The group's segments are registered lazily when its scopes end.
+func (p *Pool) AddGroup(g Group) (GroupID, error) {
+	if g == nil {
+		return 0, errors.New("pool: AddGroup: group is nil")
+	}
+	n, r := g.Size(), g.Rank()
+	if n < 1 || r < 0 || r >= n {
+		return 0, fmt.Errorf("pool: AddGroup(%q): rank %d of size %d is not a valid member", g.Name(), r, n)
+	}
+	p.trimMu.Lock() // no new groups while a Trim holds every group's lock
+	defer p.trimMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, fmt.Errorf("pool: AddGroup: %w", ErrClosed)
+	}
+	for id, x := range p.groups {
+		if x == nil {
+			name := g.Name()
+			if name == "" {
+				name = fmt.Sprintf("group%d", id)
+			}
+			p.groups[id] = &group{id: GroupID(id), g: g, name: name, size: n, checked: p.log.mark()}
+			return GroupID(id), nil
+		}
+	}
+	return 0, fmt.Errorf("pool: AddGroup(%q): the pool already holds %d groups; remove one first", g.Name(), MaxGroups)
+}
+
+func (p *Pool) groupLocked(id GroupID) *group {
+	if id < 0 || id >= MaxGroups {
+		return nil
+	}
+	return p.groups[id]
+}
+
+// Scope is a region in which allocations are meant to be symmetric for one
+// group. End registers the group's new segments.
+type Scope struct {
+	p        *Pool
+	g        *group
+	disabled bool
+	ended    atomic.Bool
+}
+
+// OpenScope opens a scope for group id. Scopes of one group nest.
+func (p *Pool) OpenScope(id GroupID) (*Scope, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("pool: OpenScope: %w", ErrClosed)
+	}
+	g := p.groupLocked(id)
+	if g == nil {
+		return nil, fmt.Errorf("%w: OpenScope(%d): no such group (removed, or never added)", ErrGroupClosed, id)
+	}
+	s := &Scope{p: p, g: g}
+	g.scopes = append(g.scopes, s)
+	return s, nil
+}
+
+// DisabledScope returns a scope whose End does nothing, for code paths that
+// must not register memory.
+func (p *Pool) DisabledScope() *Scope { return &Scope{p: p, disabled: true} }
+
+// Group returns the scope's group id; ok is false for a disabled scope.
+func (s *Scope) Group() (id GroupID, ok bool) {
+	if s.disabled {
+		return 0, false
+	}
+	return s.g.id, true
+}
+
+// End closes the scope and registers, in creation order, every segment its
+// group has not registered yet, after verifying across the group's ranks
+// that they are about to register the same segments and made the same
+// Alloc/Free calls (see the package documentation). With nothing new to
+// register it exchanges nothing. An out-of-order End (an inner scope of the
+// same group still open) leaves the scope open; any other error ends it.
+func (s *Scope) End(ctx context.Context) error {
+	if s.disabled {
+		if !s.ended.CompareAndSwap(false, true) {
+			return fmt.Errorf("%w: disabled scope ended twice", ErrScopeOrder)
+		}
+		return nil
+	}
+	p, g := s.p, s.g
+	p.mu.Lock()
+	if s.ended.Load() {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: scope of group %q ended twice", ErrScopeOrder, g.name)
+	}
+	if g.closed {
+		s.ended.Store(true)
+		p.mu.Unlock()
+		return fmt.Errorf("%w: scope of group %q ended after the group was removed", ErrGroupClosed, g.name)
+	}
+	if p.closed {
+		s.ended.Store(true)
+		p.mu.Unlock()
+		return fmt.Errorf("pool: Scope.End: %w", ErrClosed)
+	}
+	if n := len(g.scopes); n == 0 || g.scopes[n-1] != s {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: scope of group %q ended while %d inner scope(s) of that group are open; end them first",
+			ErrScopeOrder, g.name, n-1-slices.Index(g.scopes, s))
+	}
+	g.scopes[len(g.scopes)-1] = nil
+	g.scopes = g.scopes[:len(g.scopes)-1]
+	s.ended.Store(true)
+	fresh := len(p.byID) > 0 && p.byID[len(p.byID)-1].seg.ID > g.cursor
+	p.mu.Unlock()
+	if !fresh {
+		return nil
+	}
+	return p.registerNew(ctx, g)
+}
+
+// registerNew verifies and registers the segments after g's cursor.
+func (p *Pool) registerNew(ctx context.Context, g *group) error {
+	g.cmu.Lock()
+	defer g.cmu.Unlock()
+	p.mu.Lock()
+	if g.closed || p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: group %q was removed while its scope ended", ErrGroupClosed, g.name)
+	}
+	var segs []Segment
+	i, _ := slices.BinarySearchFunc(p.byID, g.cursor+1, func(s *segment, id SegmentID) int { return cmp.Compare(s.seg.ID, id) })
+	for _, s := range p.byID[i:] {
+		segs = append(segs, s.seg)
+	}
+	from, to := g.checked, p.log.mark()
+	p.mu.Unlock()
+	if len(segs) == 0 {
+		return nil // another goroutine registered them
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	fp := fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
+	if err := p.verify(ctx, g, fp, from); err != nil {
+		return err
+	}
+	for k, seg := range segs {
+		if err := g.g.Register(ctx, seg); err != nil {
+			return fmt.Errorf("pool: group %q: registering segment %d (%s): %w; %d earlier segment(s) of this scope are registered, this one and %d later are not",
+				g.name, seg.ID, sizeStr(seg.Size), err, k, len(segs)-k-1)
+		}
+		p.mu.Lock()
+		if s := p.segByIDLocked(seg.ID); s != nil {
+			s.groups |= 1 << uint(g.id)
+		}
+		g.cursor = seg.ID
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	g.checked = to
+	p.mu.Unlock()
+	return nil
+}
+
+func onlyIDSize(ss []Segment) []Segment {
+	out := make([]Segment, len(ss))
+	for i, s := range ss {
+		out[i] = Segment{ID: s.ID, Size: s.Size}
+	}
+	return out
+}
+
+func (p *Pool) segByIDLocked(id SegmentID) *segment {
+	i, ok := slices.BinarySearchFunc(p.byID, id, func(s *segment, id SegmentID) int {
+		switch {
+		case s.seg.ID < id:
+			return -1
+		case s.seg.ID > id:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return nil
+	}
+	return p.byID[i]
+}
+
+// RemoveGroup deregisters every segment registered with group id (in
+// creation order, after verifying that every rank of the group would
+// deregister the same ones) and removes the group; its open scopes end with
+// ErrGroupClosed. Collective over the group.
+func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
+	p.mu.RLock()
+	g := p.groupLocked(id)
+	closed := p.closed
+	p.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("pool: RemoveGroup: %w", ErrClosed)
+	}
+	if g == nil {
+		return fmt.Errorf("%w: RemoveGroup(%d): no such group (removed, or never added)", ErrGroupClosed, id)
+	}
+	g.cmu.Lock()
+	defer g.cmu.Unlock()
+	p.mu.RLock()
+	var segs []Segment
+	for _, s := range p.byID {
+		if s.groups.Has(id) {
+			segs = append(segs, s.seg)
+		}
+	}
+	gone := g.closed
+	p.mu.RUnlock()
+	if gone {
+		return fmt.Errorf("%w: RemoveGroup(%d): already removed", ErrGroupClosed, id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	fp := fingerprint{act: actRemove, xseq: g.xseq, segs: onlyIDSize(segs)}
+	if err := p.verify(ctx, g, fp, mark{}); err != nil {
+		return err
+	}
+	if err := p.deregister(ctx, g, segs); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	g.closed = true
+	clear(g.scopes)
+	g.scopes = nil
+	p.groups[id] = nil
+	p.mu.Unlock()
+	return nil
+}
+
+// deregister deregisters segs from g in order, clearing the registration
+// bits as it goes. The caller holds g.cmu.
+func (p *Pool) deregister(ctx context.Context, g *group, segs []Segment) error {
+	for k, seg := range segs {
+		if err := g.g.Deregister(ctx, seg); err != nil {
+			return fmt.Errorf("pool: group %q: deregistering segment %d: %w; %d segment(s) before it were deregistered, it and %d later were not",
+				g.name, seg.ID, err, k, len(segs)-k-1)
+		}
+		p.mu.Lock()
+		if s := p.segByIDLocked(seg.ID); s != nil {
+			s.groups &^= 1 << uint(g.id)
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,322 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+const (
+	// DefaultMinSegment is the default minimum segment size.
+	DefaultMinSegment = 64 << 20
+	// DefaultTimeout bounds every collective wait when Options.Timeout is 0.
+	DefaultTimeout = 60 * time.Second
+	// Quantum is the granule of blocks: every block's offset and size are
+	// multiples of it, so alignments below Quantum are satisfied for free.
+	Quantum = 256
+	// MaxGroups is the number of groups a pool can hold at once.
+	MaxGroups = 64
+	// MaxAlloc is the largest size Alloc accepts.
+	MaxAlloc = 1 << 48
+)
+
+// Options configures a pool.
+type Options struct {
+	MinSegment int64         // smallest segment created on demand; 0 = DefaultMinSegment
+	Cap        int64         // most bytes of segments the pool may hold; 0 = unlimited
+	Timeout    time.Duration // bound on each collective (exchange + registration); 0 = DefaultTimeout
+}
+
+// Block is one allocation. Size is the block's capacity: the request rounded
+// up to Quantum.
+type Block struct {
+	Addr uint64    // this rank's address of the block's first byte
+	Size int64     // bytes
+	Seg  SegmentID // segment holding the block
+	Off  int64     // offset of the block within its segment (equal on every rank)
+}
+
+// GroupID identifies a group within a pool: a small integer below MaxGroups,
+// assigned lowest-free-first by AddGroup, so the same AddGroup/RemoveGroup
+// sequence gives the same ids on every rank.
+type GroupID int
+
+// GroupSet is a set of GroupIDs.
+type GroupSet uint64
+
+// Has reports whether id is in the set.
+func (s GroupSet) Has(id GroupID) bool {
+	return id >= 0 && id < MaxGroups && s&(1<<uint(id)) != 0
+}
+
+// IDs lists the members in increasing order.
+func (s GroupSet) IDs() []GroupID {
+	var out []GroupID
+	for id := GroupID(0); id < MaxGroups; id++ {
+		if s.Has(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Pool is one process's (or device's) symmetric pool, shared by all groups.
+type Pool struct {
+	prov    Provider
+	opts    Options
+	segGran int64 // segment rounding: max(provider granularity, Quantum)
+
+	trimMu  sync.Mutex   // held by Trim and Close; AddGroup waits for it
+	mu      sync.RWMutex // guards everything below
+	closed  bool
+	nextID  SegmentID
+	byID    []*segment // creation order (ascending id)
+	byBase  []*segment // ascending base address, for Lookup
+	bases   []uint64   // bases[i] == byBase[i].seg.Base
+	free    freeTree   // free blocks by (size, seg, off)
+	pending []pending  // blocks freed with a fence, in Free order
+	groups  [MaxGroups]*group
+	log     allocLog
+
+	reserved, inUse, pendingBytes, peak int64
+	liveBlocks                          int
+}
+
+// New creates a pool over a provider.
+func New(p Provider, opts Options) (*Pool, error) {
+	if p == nil {
+		return nil, errors.New("pool: New: provider is nil; pass the backend's Provider")
+	}
+	g := p.Granularity()
+	if g <= 0 || g&(g-1) != 0 {
+		return nil, fmt.Errorf("pool: New: provider granularity %d is not a positive power of two", g)
+	}
+	if opts.MinSegment < 0 || opts.Cap < 0 || opts.Timeout < 0 {
+		return nil, fmt.Errorf("pool: New: negative option (MinSegment %d, Cap %d, Timeout %v); use 0 for the default", opts.MinSegment, opts.Cap, opts.Timeout)
+	}
+	if opts.MinSegment == 0 {
+		opts.MinSegment = DefaultMinSegment
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	pl := &Pool{prov: p, opts: opts, segGran: max(g, Quantum)}
+	pl.opts.MinSegment = roundUp(opts.MinSegment, pl.segGran)
+	return pl, nil
+}
+
+// Options returns the pool's options with defaults filled in.
+func (p *Pool) Options() Options { return p.opts }
+
+func roundUp(x, m int64) int64 { return (x + m - 1) &^ (m - 1) }
+
+func checkSize(what string, size int64) error {
+	if size <= 0 || size > MaxAlloc {
+		return fmt.Errorf("%w: %s(%d): size must be in 1..2^48 bytes", ErrInvalidSize, what, size)
+	}
+	return nil
+}
+
+// Reserve pre-creates one segment of bytes rounded up to the provider's
+// granularity, as SGLang's pre-allocation option does, so later allocations
+// fit without growing. It counts against Cap.
+func (p *Pool) Reserve(bytes int64) error {
+	if err := checkSize("Reserve", bytes); err != nil {
+		return err
+	}
+	size := roundUp(bytes, p.segGran)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("pool: Reserve: %w", ErrClosed)
+	}
+	if p.opts.Cap > 0 && p.reserved+size > p.opts.Cap {
+		return fmt.Errorf("%w: Reserve(%d) needs a %d-byte segment; %d of the cap of %d bytes are reserved (raise Options.Cap or Trim)",
+			ErrCapExceeded, bytes, size, p.reserved, p.opts.Cap)
+	}
+	_, err := p.createSegmentLocked(size)
+	return err
+}
+
+// Alloc returns a block of at least size bytes whose offset in its segment
+// is a multiple of align (a power of two, at most the provider's
+// granularity). See the package documentation for the symmetry contract.
+func (p *Pool) Alloc(size, align int64) (Block, error) {
+	if err := checkSize("Alloc", size); err != nil {
+		return Block{}, err
+	}
+	if align <= 0 || align&(align-1) != 0 {
+		return Block{}, fmt.Errorf("%w: Alloc(%d, %d): use a power of two (1 for no alignment)", ErrInvalidAlignment, size, align)
+	}
+	if align > p.segGran {
+		return Block{}, fmt.Errorf("%w: Alloc(%d, %d): alignment above the segment granularity %d cannot be guaranteed for addresses",
+			ErrInvalidAlignment, size, align, p.segGran)
+	}
+	need, a := roundUp(size, Quantum), max(align, Quantum)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return Block{}, fmt.Errorf("pool: Alloc: %w", ErrClosed)
+	}
+	if len(p.pending) > 0 {
+		p.reclaimLocked()
+	}
+	k, off, ok := p.findFitLocked(need, a)
+	if !ok {
+		if err := p.growLocked(size, need); err != nil {
+			return Block{}, err
+		}
+		if k, off, ok = p.findFitLocked(need, a); !ok {
+			panic("pool: internal error: fresh segment does not fit the request")
+		}
+	}
+	b := p.carveLocked(k, off, need)
+	p.log.add(logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off})
+	return b, nil
+}
+
+// growLocked creates a segment big enough for need bytes at offset 0.
+func (p *Pool) growLocked(size, need int64) error {
+	own := roundUp(need, p.segGran)
+	want := max(p.opts.MinSegment, own)
+	if c := p.opts.Cap; c > 0 && p.reserved+want > c {
+		// Shrink to what is left under the cap, if the request still fits.
+		want = (c - p.reserved) &^ (p.segGran - 1)
+		if want < own {
+			return fmt.Errorf("%w: Alloc(%d) needs a new %d-byte segment; %d of the cap of %d bytes are reserved (free or Trim blocks, or raise Options.Cap)",
+				ErrCapExceeded, size, own, p.reserved, c)
+		}
+	}
+	_, err := p.createSegmentLocked(want)
+	return err
+}
+
+// Free returns a block (by its Addr) to the pool. With a non-nil fence that
+// is not yet done, the block is held back until the fence reports done.
+func (p *Pool) Free(addr uint64, f Fence) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("pool: Free: %w", ErrClosed)
+	}
+	s := p.segAtLocked(addr)
+	if s == nil {
+		return fmt.Errorf("%w: Free(%#x): not inside any segment of this pool", ErrNotAllocated, addr)
+	}
+	off := int64(addr - s.seg.Base)
+	bi := s.blockAt(off)
+	b := &s.blocks[bi]
+	switch {
+	case b.state != stateLive:
+		return fmt.Errorf("%w: Free(%#x): segment %d offset %d is not allocated (freed before?)", ErrDoubleFree, addr, s.seg.ID, off)
+	case b.off != off:
+		return fmt.Errorf("%w: Free(%#x): address is inside the block at segment %d offset %d, not its start; pass Block.Addr",
+			ErrNotAllocated, addr, s.seg.ID, b.off)
+	}
+	size := b.size
+	p.inUse -= size
+	p.liveBlocks--
+	if f != nil && !f.Done() {
+		b.state = statePending
+		p.pending = append(p.pending, pending{seg: s, off: off, fence: f})
+		p.pendingBytes += size
+	} else {
+		p.releaseLocked(s, bi)
+	}
+	p.log.add(logEntry{op: opFree, size: size, seg: s.seg.ID, off: off})
+	return nil
+}
+
+// reclaimLocked frees the pending blocks whose fences are done.
+func (p *Pool) reclaimLocked() {
+	keep := p.pending[:0]
+	for _, pd := range p.pending {
+		if !pd.fence.Done() {
+			keep = append(keep, pd)
+			continue
+		}
+		bi := pd.seg.blockAt(pd.off)
+		p.pendingBytes -= pd.seg.blocks[bi].size
+		p.releaseLocked(pd.seg, bi)
+	}
+	clear(p.pending[len(keep):])
+	p.pending = keep
+}
+
+// Segments lists the pool's segments in creation order.
+func (p *Pool) Segments() []Segment {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]Segment, len(p.byID))
+	for i, s := range p.byID {
+		out[i] = s.seg
+	}
+	return out
+}
+
+// Stats is a snapshot of the pool's accounting.
+type Stats struct {
+	Reserved   int64 // bytes of all segments
+	InUse      int64 // bytes of live blocks
+	Pending    int64 // bytes of blocks freed with a fence that is not done yet
+	Peak       int64 // highest InUse seen
+	Segments   int
+	LiveBlocks int
+	Groups     []GroupStats // live groups, by id
+}
+
+// GroupStats describes one group's registrations.
+type GroupStats struct {
+	ID              GroupID
+	Name            string
+	Registered      int   // segments registered with the group
+	RegisteredBytes int64 // their bytes
+	OpenScopes      int
+}
+
+// Stats returns a snapshot of the pool's accounting.
+func (p *Pool) Stats() Stats {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	st := Stats{Reserved: p.reserved, InUse: p.inUse, Pending: p.pendingBytes, Peak: p.peak,
+		Segments: len(p.byID), LiveBlocks: p.liveBlocks}
+	for _, g := range p.groups {
+		if g == nil {
+			continue
+		}
+		gs := GroupStats{ID: g.id, Name: g.name, OpenScopes: len(g.scopes)}
+		for _, s := range p.byID {
+			if s.groups.Has(g.id) {
+				gs.Registered++
+				gs.RegisteredBytes += s.seg.Size
+			}
+		}
+		st.Groups = append(st.Groups, gs)
+	}
+	return st
+}
+
+// counts is the number of bookkeeping entries of each kind, for leak tests.
+type counts struct {
+	Segments, Blocks, FreeKeys, Pending, Registrations, Scopes, Groups int
+}
+
+func (p *Pool) counts() counts {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	c := counts{Segments: len(p.byID) + len(p.byBase) + len(p.bases), FreeKeys: p.free.n, Pending: len(p.pending)}
+	for _, s := range p.byID {
+		c.Blocks += len(s.blocks)
+		for x := uint64(s.groups); x != 0; x &= x - 1 {
+			c.Registrations++
+		}
+	}
+	for _, g := range p.groups {
+		if g != nil {
+			c.Groups++
+			c.Scopes += len(g.scopes)
+		}
+	}
+	return c
+}

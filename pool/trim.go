@@ -1,0 +1,181 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// lockGroups takes the collective lock of every live group, in id order, so
+// no scope registers while segments are being released. It returns the
+// groups and a function that unlocks them. The caller holds p.trimMu (so no
+// group is added meanwhile).
+func (p *Pool) lockGroups() ([]*group, func()) {
+	p.mu.RLock()
+	var gs []*group
+	for _, g := range p.groups {
+		if g != nil {
+			gs = append(gs, g)
+		}
+	}
+	p.mu.RUnlock()
+	for _, g := range gs {
+		g.cmu.Lock()
+	}
+	return gs, func() {
+		for i := len(gs) - 1; i >= 0; i-- {
+			gs[i].cmu.Unlock()
+		}
+	}
+}
+
+// Trim releases every segment that is entirely free (blocks freed with a
+// fence count once the fence is done). It is collective over every group
+// that has segments registered: for each such group (in id order) the ranks
+// first verify that they would release the same registered segments and made
+// the same Alloc/Free calls since the group's last check; on any mismatch
+// nothing is released. Then each segment is deregistered from every group
+// holding it, released through the provider, and forgotten entirely.
+func (p *Pool) Trim(ctx context.Context) error {
+	p.trimMu.Lock()
+	defer p.trimMu.Unlock()
+	gs, unlock := p.lockGroups()
+	defer unlock()
+
+	type work struct {
+		g        *group
+		segs     []Segment
+		from, to mark
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("pool: Trim: %w", ErrClosed)
+	}
+	if len(p.pending) > 0 {
+		p.reclaimLocked()
+	}
+	var cands []*segment
+	for _, s := range p.byID {
+		if len(s.blocks) == 1 && s.blocks[0].state == stateFree {
+			p.removeFree(s, 0, s.seg.Size)
+			s.trimming = true
+			cands = append(cands, s)
+		}
+	}
+	var ws []work
+	to := p.log.mark()
+	for _, g := range gs {
+		if g.closed || !p.hasRegistrationsLocked(g.id) {
+			continue
+		}
+		w := work{g: g, from: g.checked, to: to}
+		for _, s := range cands {
+			if s.groups.Has(g.id) {
+				w.segs = append(w.segs, s.seg)
+			}
+		}
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+
+	restore := func() {
+		p.mu.Lock()
+		for _, s := range cands {
+			if s.trimming {
+				s.trimming = false
+				p.addFree(s, 0, s.seg.Size)
+			}
+		}
+		p.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	for _, w := range ws {
+		fp := fingerprint{act: actTrim, xseq: w.g.xseq, segs: onlyIDSize(w.segs), logN: w.to.seq - w.from.seq, logH: rangeHash(w.from, w.to)}
+		if err := p.verify(ctx, w.g, fp, w.from); err != nil {
+			restore()
+			return err
+		}
+	}
+	p.mu.Lock()
+	for _, w := range ws {
+		w.g.checked = w.to
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		if err := p.deregister(ctx, w.g, w.segs); err != nil {
+			// Segments stay (free); those already deregistered from some
+			// groups are not registered with them again.
+			restore()
+			return fmt.Errorf("pool: Trim: %w", err)
+		}
+	}
+	var errs []error
+	p.mu.Lock()
+	p.free.spare = nil // give recycled index nodes back to the GC
+	for _, s := range cands {
+		p.dropSegmentLocked(s)
+		if err := p.prov.ReleaseSegment(s.seg.ID); err != nil {
+			errs = append(errs, fmt.Errorf("segment %d: %w", s.seg.ID, err))
+		}
+	}
+	p.mu.Unlock()
+	if len(errs) > 0 {
+		return fmt.Errorf("pool: Trim: the provider failed to release (the pool no longer tracks these segments): %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (p *Pool) hasRegistrationsLocked(id GroupID) bool {
+	for _, s := range p.byID {
+		if s.groups.Has(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close removes every group (collective, in id order; see RemoveGroup) and
+// releases every segment, live blocks included. If removing a group fails,
+// Close returns the error and the pool stays open (groups removed so far stay
+// removed); call Close again once the cause is fixed. Every later call returns
+// ErrClosed.
+func (p *Pool) Close(ctx context.Context) error {
+	p.trimMu.Lock()
+	defer p.trimMu.Unlock()
+	p.mu.RLock()
+	closed := p.closed
+	var ids []GroupID
+	for _, g := range p.groups {
+		if g != nil {
+			ids = append(ids, g.id)
+		}
+	}
+	p.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("pool: Close: %w", ErrClosed)
+	}
+	for _, id := range ids {
+		if err := p.RemoveGroup(ctx, id); err != nil {
+			return fmt.Errorf("pool: Close: %w (the pool stays open; call Close again)", err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, s := range p.byID {
+		if err := p.prov.ReleaseSegment(s.seg.ID); err != nil {
+			errs = append(errs, fmt.Errorf("segment %d: %w", s.seg.ID, err))
+		}
+		s.blocks = nil
+	}
+	p.closed = true
+	p.byID, p.byBase, p.bases, p.pending = nil, nil, nil, nil
+	p.free.reset()
+	p.reserved, p.inUse, p.pendingBytes, p.liveBlocks = 0, 0, 0, 0
+	if len(errs) > 0 {
+		return fmt.Errorf("pool: Close: the provider failed to release: %w", errors.Join(errs...))
+	}
+	return nil
+}
