@@ -8,7 +8,6 @@ import (
 const (
 	stateFree uint8 = iota
 	stateLive
-	statePending // freed with a fence that was not done yet
 )
 
 // blk is a run of a segment; a segment's blocks partition it, sorted by off.
@@ -22,12 +21,6 @@ type segment struct {
 	blocks   []blk
 	groups   GroupSet // groups this segment is registered with
 	trimming bool     // held out of the free index by a Trim in progress
-}
-
-type pending struct {
-	seg   *segment
-	off   int64
-	fence Fence
 }
 
 // blockAt returns the index of the block containing off (0 <= off < size).

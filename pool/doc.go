@@ -25,12 +25,12 @@
 // exists on every rank at the same pool offset. That is what makes it
 // symmetric.
 //
-// Two things can break the contract and the pool detects both before any
-// collective registration: ranks making different calls, and a Free with a
-// Fence, whose block is reused at the first Alloc after the fence completes
-// (fence completion is timing, which differs across ranks; a backend that needs
-// symmetric reuse of fenced blocks waits for its fences before allocating in a
-// scope). Every Alloc and Free is appended to an allocation log (request and
+// Ranks making different calls break the contract; the pool detects that
+// before any collective registration. Stream-ordered reuse does not break it:
+// a block freed with a Fence is placed as if free at once, and the Alloc that
+// is handed any of its bytes (or the Trim that releases its segment) waits for
+// the fence first, so placement never depends on when a fence completes on
+// each rank. Every Alloc and Free is appended to an allocation log (request and
 // result). When a scope ends with new segments to register, when Trim releases
 // segments, and when a group is removed, the group's ranks first exchange a
 // fingerprint (the segments about to be registered or released, and a hash of
@@ -56,8 +56,9 @@
 // error naming the missing ranks rather than a hang). DisabledScope returns a
 // scope whose End does nothing, for code paths that must not register.
 //
-// Fence.Done is called with the pool's lock held (at Alloc and Trim, for
-// blocks freed with a fence): it must be cheap and must not call the pool.
+// Fence.Done is called with the pool's lock held (at Alloc and Trim; polled
+// while a reused range's fence is not done, up to Options.Timeout): it must be
+// cheap and must not call the pool.
 //
 // Trim is collective over every group that has segments registered: call it on
 // all ranks of those groups at the same point of the program. Close removes

@@ -209,9 +209,25 @@ func (f *fakeProvider) nLive() int {
 	return len(f.live)
 }
 
-type fence struct{ done atomic.Bool }
+type fence struct {
+	done  atomic.Bool
+	polls atomic.Int32 // > 0: becomes done after that many polls
+}
 
-func (f *fence) Done() bool { return f.done.Load() }
+func (f *fence) Done() bool {
+	if f.polls.Load() > 0 && f.polls.Add(-1) == 0 {
+		f.done.Store(true)
+	}
+	return f.done.Load()
+}
+
+// after returns a fence that completes after n polls, like a GPU event
+// whose work finishes while the host waits.
+func after(n int32) *fence {
+	f := &fence{}
+	f.polls.Store(n)
+	return f
+}
 
 // newTestPool is a one-rank pool with small segments.
 func newTestPool(t testing.TB, opts Options) (*Pool, *fakeProvider) {

@@ -42,7 +42,7 @@ func TestNoLeaks(t *testing.T) {
 			for j, b := range bs {
 				var f Fence
 				if j == 1 {
-					fn := &fence{}
+					fn := after(3)
 					fences = append(fences, fn)
 					f = fn
 				}
@@ -81,7 +81,7 @@ func TestNoLeaks(t *testing.T) {
 				t.Errorf("rank %d: %d segments still registered with %s", r, m.nRegistered(), m.name)
 			}
 		}
-		if rk.prov.nLive() != 0 || rk.prov.created < 100 {
+		if rk.prov.nLive() != 0 || rk.prov.created < 10 { // trims and big blocks forced new segments
 			t.Errorf("rank %d: %d live segments of %d created", r, rk.prov.nLive(), rk.prov.created)
 		}
 		for _, id := range rk.gid {

@@ -75,7 +75,7 @@ type Pool struct {
 	byBase  []*segment // ascending base address, for Lookup
 	bases   []uint64   // bases[i] == byBase[i].seg.Base
 	free    freeTree   // free blocks by (size, seg, off)
-	pending []pending  // blocks freed with a fence, in Free order
+	pending []pending  // freed ranges whose fence was not done at Free (fence.go)
 	groups  [MaxGroups]*group
 	log     allocLog
 
@@ -160,7 +160,7 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 		return Block{}, fmt.Errorf("pool: Alloc: %w", ErrClosed)
 	}
 	if len(p.pending) > 0 {
-		p.reclaimLocked()
+		p.dropDoneLocked()
 	}
 	k, off, ok := p.findFitLocked(need, a)
 	if !ok {
@@ -171,7 +171,17 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 			panic("pool: internal error: fresh segment does not fit the request")
 		}
 	}
+	seg := k.seg
 	b := p.carveLocked(k, off, need)
+	if len(p.pending) > 0 {
+		s := seg
+		if err := p.awaitLocked(s, b.Off, b.Size); err != nil {
+			p.inUse -= b.Size
+			p.liveBlocks--
+			p.releaseLocked(s, s.blockAt(b.Off))
+			return Block{}, fmt.Errorf("pool: Alloc(%d): %w", size, err)
+		}
+	}
 	p.log.add(logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off})
 	return b, nil
 }
@@ -193,7 +203,8 @@ func (p *Pool) growLocked(size, need int64) error {
 }
 
 // Free returns a block (by its Addr) to the pool. With a non-nil fence that
-// is not yet done, the block is held back until the fence reports done.
+// is not yet done, the block's space is placed as if free (so placement stays
+// symmetric) but whoever is handed it next waits for the fence first.
 func (p *Pool) Free(addr uint64, f Fence) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -218,30 +229,12 @@ func (p *Pool) Free(addr uint64, f Fence) error {
 	p.inUse -= size
 	p.liveBlocks--
 	if f != nil && !f.Done() {
-		b.state = statePending
-		p.pending = append(p.pending, pending{seg: s, off: off, fence: f})
+		p.pending = append(p.pending, pending{seg: s, off: off, size: size, fence: f})
 		p.pendingBytes += size
-	} else {
-		p.releaseLocked(s, bi)
 	}
+	p.releaseLocked(s, bi)
 	p.log.add(logEntry{op: opFree, size: size, seg: s.seg.ID, off: off})
 	return nil
-}
-
-// reclaimLocked frees the pending blocks whose fences are done.
-func (p *Pool) reclaimLocked() {
-	keep := p.pending[:0]
-	for _, pd := range p.pending {
-		if !pd.fence.Done() {
-			keep = append(keep, pd)
-			continue
-		}
-		bi := pd.seg.blockAt(pd.off)
-		p.pendingBytes -= pd.seg.blocks[bi].size
-		p.releaseLocked(pd.seg, bi)
-	}
-	clear(p.pending[len(keep):])
-	p.pending = keep
 }
 
 // Segments lists the pool's segments in creation order.

@@ -118,14 +118,13 @@ func TestFreeBadInput(t *testing.T) {
 	p, _ := newTestPool(t, Options{})
 	a := mustAlloc(t, p, 4096, 1)
 	b := mustAlloc(t, p, 4096, 1)
-	f := &fence{}
-	if err := p.Free(b.Addr, f); err != nil {
+	if err := p.Free(b.Addr, after(2)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Free(a.Addr, nil); err != nil {
 		t.Fatal(err)
 	}
-	c := mustAlloc(t, p, 8192, 1) // not a's space: b is pending, so a+tail
+	c := mustAlloc(t, p, 8192, 1) // a and b's space: waits for b's fence
 	before := p.counts()
 	tests := []struct {
 		name string
@@ -135,7 +134,7 @@ func TestFreeBadInput(t *testing.T) {
 		{"never allocated (below the pool)", 12, ErrNotAllocated},
 		{"past every segment", 1 << 62, ErrNotAllocated},
 		{"inside a block", c.Addr + 256, ErrNotAllocated},
-		{"freed with a pending fence", b.Addr, ErrDoubleFree},
+		{"freed with a fence, now inside c", b.Addr, ErrNotAllocated},
 		{"free space", c.Addr + uint64(c.Size) + 4096, ErrDoubleFree},
 	}
 	for _, tc := range tests {
@@ -156,8 +155,11 @@ func TestFreeBadInput(t *testing.T) {
 	}
 }
 
-func TestFenceHoldsBlockBack(t *testing.T) {
-	p, _ := newTestPool(t, Options{})
+// A fenced free must not change placement (that would break symmetry across
+// ranks whose fences complete at different times); the Alloc that reuses the
+// range waits for the fence instead.
+func TestFenceGuardsReuse(t *testing.T) {
+	p, _ := newTestPool(t, Options{Timeout: 2 * time.Second})
 	a := mustAlloc(t, p, 4096, 1)
 	f := &fence{}
 	if err := p.Free(a.Addr, f); err != nil {
@@ -166,25 +168,48 @@ func TestFenceHoldsBlockBack(t *testing.T) {
 	if st := p.Stats(); st.Pending != 4096 || st.InUse != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		f.done.Store(true)
+	}()
+	start := time.Now()
 	b := mustAlloc(t, p, 4096, 1)
-	if b.Off == a.Off {
-		t.Fatal("a block whose fence is not done was handed out again")
+	if b.Off != a.Off {
+		t.Fatalf("fenced free changed placement: got off %d, want %d", b.Off, a.Off)
 	}
-	f.done.Store(true)
-	c := mustAlloc(t, p, 4096, 1)
-	if c.Off != a.Off {
-		t.Fatalf("after the fence completed got off %d, want %d", c.Off, a.Off)
+	if !f.done.Load() || time.Since(start) < 20*time.Millisecond {
+		t.Fatal("Alloc handed out a range whose fence was not done")
 	}
 	if st := p.Stats(); st.Pending != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	done := &fence{}
-	done.done.Store(true)
-	if err := p.Free(c.Addr, done); err != nil { // done fence: freed at once
+}
+
+func TestFenceTimeoutLeavesStateUnchanged(t *testing.T) {
+	p, _ := newTestPool(t, Options{Timeout: 50 * time.Millisecond})
+	a := mustAlloc(t, p, 4096, 1)
+	f := &fence{}
+	if err := p.Free(a.Addr, f); err != nil {
 		t.Fatal(err)
 	}
-	if d := mustAlloc(t, p, 4096, 1); d.Off != a.Off {
-		t.Fatal("block freed with a completed fence was not reused")
+	before := p.counts()
+	if _, err := p.Alloc(4096, 1); err == nil || !strings.Contains(err.Error(), "did not complete") {
+		t.Fatalf("Alloc over a stuck fence = %v, want a fence timeout", err)
+	}
+	if after := p.counts(); after != before {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+	f.done.Store(true)
+	if b := mustAlloc(t, p, 4096, 1); b.Off != a.Off {
+		t.Fatalf("got off %d, want %d", b.Off, a.Off)
+	}
+	done := &fence{}
+	done.done.Store(true)
+	if err := p.Free(a.Addr, done); err != nil { // a done fence is not tracked
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 

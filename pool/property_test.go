@@ -103,7 +103,13 @@ func (x *runner) run(ops []op) ([]string, error) {
 			b := live[o.idx]
 			live[o.idx] = live[len(live)-1]
 			live = live[:len(live)-1]
-			err = p.Free(b.Addr, nil)
+			var f Fence
+			if i%3 == 0 {
+				// Fences complete after a different number of polls on each
+				// rank (as GPU events do): placement must not depend on it.
+				f = after(int32(1 + (rk.m[0].rank*5+i)%7))
+			}
+			err = p.Free(b.Addr, f)
 			res = fmt.Sprintf("F %d+%d", b.Seg, b.Off)
 		case kOpen:
 			var s *Scope

@@ -53,7 +53,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 		return fmt.Errorf("pool: Trim: %w", ErrClosed)
 	}
 	if len(p.pending) > 0 {
-		p.reclaimLocked()
+		p.dropDoneLocked()
 	}
 	var cands []*segment
 	for _, s := range p.byID {
@@ -61,6 +61,16 @@ func (p *Pool) Trim(ctx context.Context) error {
 			p.removeFree(s, 0, s.seg.Size)
 			s.trimming = true
 			cands = append(cands, s)
+		}
+	}
+	for _, s := range cands { // the device may still read a freed block
+		if err := p.awaitLocked(s, 0, -1); err != nil {
+			for _, c := range cands {
+				c.trimming = false
+				p.addFree(c, 0, c.seg.Size)
+			}
+			p.mu.Unlock()
+			return fmt.Errorf("pool: Trim: %w", err)
 		}
 	}
 	var ws []work
