@@ -1,0 +1,31 @@
+// Package shm is the CPU backend: symmetric memory is shared memory between
+// the local processes (ranks) of a job.
+//
+// It owns three things:
+//
+//   - Segments (Provider): each pool segment is a memfd file of the
+//     requested size mapped MAP_SHARED into this process. memfd files have no
+//     name in any file system, so nothing outlives the processes that map
+//     them: a rank that exits without Close leaves no /dev/shm entry behind.
+//   - Groups (Group): the store-based AllGather the pool uses to verify
+//     agreement (keys under symmem/<job>/shm/<group>#<generation>/ag/<seq>/,
+//     deleted by the last rank to read them), registration (a segment's
+//     memfd is passed to every peer of the group over rendezvous.FDExchange
+//     and each peer maps it, so every rank can address every peer's copy of
+//     each registered segment; the received fd is closed once mapped), and
+//     signal pads: each rank owns a memfd page that every peer maps, with
+//     one word per target peer holding the epoch value this rank last
+//     signalled to it (the protocol of package plan: values only grow,
+//     nothing is reset). Waits spin briefly, then sleep on a futex, always
+//     bounded by the group timeout; a peer that exits is noticed through a
+//     pidfd and named in the error. A collective that fails midway leaves
+//     the group broken (ErrBroken): the ranks' epochs no longer agree.
+//   - Execution (Group.Run): the schedules of package plan run on the direct
+//     path — each rank reads its peers' symmetric memory and reduces with
+//     package reduce. The data steps of a stage are cut into 2 MiB pieces
+//     (Go's memmove uses non-temporal stores from 1 MiB) and, when the host
+//     has more CPUs than local ranks, spread over a few worker goroutines.
+//
+// Every rank of a group must live on this host: the backend refuses groups
+// that span hosts.
+package shm

@@ -1,0 +1,139 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/symmem/symmem/internal/native/hostmem"
+)
+
+// Signal pads (the protocol of package plan). Every rank owns one pad (a
+// memfd page or more) that all group peers map. The pad holds one cache line
+// per target peer: word 0 is the value this rank last signalled to that
+// target, word 1 counts the target's sleepers so the owner only issues a
+// futex wake when someone sleeps. Values only grow (epochs): in a call with
+// epoch base E, a Signal of phase k stores E+k+1 and a Wait for phase k
+// returns once the word is >= E+k+1 (wrap-aware), so nothing is ever reset.
+const (
+	padLine  = 64 // bytes per target: one cache line, no false sharing
+	spinFor  = 20 * time.Microsecond
+	napSlice = 20 * time.Millisecond // futex sleep slice between liveness checks
+)
+
+// pads is one group's view of all pads.
+type pads struct {
+	n, me int
+	fd    int      // this rank's pad memfd
+	mem   []byte   // this rank's pad
+	peers [][]byte // peers' pads by group rank (peers[me] aliases mem)
+}
+
+func padSize(n int) int64 {
+	b := int64(n * padLine)
+	pg := int64(os.Getpagesize())
+	return (b + pg - 1) / pg * pg
+}
+
+func newPads(n, me int) (*pads, error) {
+	fd, mem, err := newShared("symmem-pad", padSize(n))
+	if err != nil {
+		return nil, fmt.Errorf("signal pad: %w", err)
+	}
+	p := &pads{n: n, me: me, fd: fd, mem: mem, peers: make([][]byte, n)}
+	p.peers[me] = mem
+	return p, nil
+}
+
+// word is the address of the value owner signals to target.
+func (p *pads) word(owner, target int) uint64 {
+	return hostmem.Addr(p.peers[owner]) + uint64(target*padLine)
+}
+
+// signal stores v as this rank's signal to peer to (release) and wakes to
+// if it sleeps.
+func (p *pads) signal(to int, v uint32) error {
+	a := p.word(p.me, to)
+	atomic.StoreUint32(hostmem.Uint32At(a), v)
+	if atomic.LoadUint32(hostmem.Uint32At(a+4)) != 0 {
+		return hostmem.FutexWake(a, 0)
+	}
+	return nil
+}
+
+// reached reports whether counter v has reached target (wrap-safe).
+func reached(v, target uint32) bool { return int32(v-target) >= 0 }
+
+// arrived reports whether from has signalled at least v (no waiting).
+func (p *pads) arrived(from int, v uint32) bool {
+	return reached(atomic.LoadUint32(hostmem.Uint32At(p.word(from, p.me))), v)
+}
+
+// wait returns once from's signal to this rank reaches v (acquire). It spins
+// briefly, then sleeps on the futex in slices, checking between slices that
+// the peer is alive (alive) and that neither ctx nor deadline passed.
+func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time, alive func(int) error) error {
+	a := p.word(from, p.me)
+	w := hostmem.Uint32At(a)
+	if reached(atomic.LoadUint32(w), v) {
+		return nil
+	}
+	spinEnd := time.Now().Add(spinFor)
+	for k := 0; ; k++ {
+		if reached(atomic.LoadUint32(w), v) {
+			return nil
+		}
+		if k&63 == 63 {
+			if time.Now().After(spinEnd) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	sleepers := hostmem.Uint32At(a + 4)
+	for {
+		cur := atomic.LoadUint32(w)
+		if reached(cur, v) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for rank %d: %w", from, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("did not signal within the timeout (waited for signal %d, last seen %d): %w",
+				v, cur, context.DeadlineExceeded)
+		}
+		if err := alive(from); err != nil {
+			return err
+		}
+		atomic.AddUint32(sleepers, 1)
+		var err error
+		if cur = atomic.LoadUint32(w); !reached(cur, v) {
+			err = hostmem.FutexWait(a, cur, min(left, napSlice))
+		}
+		atomic.AddUint32(sleepers, ^uint32(0))
+		if err != nil && !errors.Is(err, hostmem.ErrTimeout) {
+			return fmt.Errorf("waiting for rank %d: %w", from, err)
+		}
+	}
+}
+
+func (p *pads) close() {
+	for r, m := range p.peers {
+		if r != p.me && m != nil {
+			unix.Munmap(m)
+		}
+	}
+	if p.mem != nil {
+		unix.Munmap(p.mem)
+		unix.Close(p.fd)
+	}
+	p.mem, p.peers = nil, nil
+}

@@ -1,0 +1,181 @@
+package symmem
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
+)
+
+// AllGather gathers every rank's in into out, ordered by group rank: out
+// holds Size() times in's bytes. In-place: in may be this rank's slice of
+// out (out[Rank()*len(in):]). dt gives the element type (the data is moved
+// as bytes).
+func (g *Group) AllGather(ctx context.Context, out, in coll.Span, dt coll.DType, opts ...CallOption) (coll.Path, error) {
+	c := call{kind: coll.AllGather, dt: dt, in: in, out: out}
+	return g.do(ctx, c, opts)
+}
+
+// ReduceScatter reduces in (Size() equal chunks of out's length) across the
+// ranks with op; rank r receives the reduced chunk r in out. In-place: out
+// may be this rank's chunk of in.
+func (g *Group) ReduceScatter(ctx context.Context, out, in coll.Span, dt coll.DType, op coll.ReduceOp, opts ...CallOption) (coll.Path, error) {
+	c := call{kind: coll.ReduceScatter, dt: dt, op: op, in: in, out: out}
+	return g.do(ctx, c, opts)
+}
+
+// AllReduce reduces in across the ranks with op into out on every rank
+// (out may equal in).
+func (g *Group) AllReduce(ctx context.Context, out, in coll.Span, dt coll.DType, op coll.ReduceOp, opts ...CallOption) (coll.Path, error) {
+	c := call{kind: coll.AllReduce, dt: dt, op: op, in: in, out: out}
+	return g.do(ctx, c, opts)
+}
+
+// Broadcast copies buf of group rank root into buf on every rank.
+func (g *Group) Broadcast(ctx context.Context, buf coll.Span, root int, dt coll.DType, opts ...CallOption) (coll.Path, error) {
+	c := call{kind: coll.Broadcast, dt: dt, root: root, in: buf, out: buf}
+	return g.do(ctx, c, opts)
+}
+
+// call is one collective as the user passed it.
+type call struct {
+	kind    coll.Kind
+	dt      coll.DType
+	op      coll.ReduceOp
+	root    int
+	in, out coll.Span
+	count   int64 // backend.Request.Count, set by validate
+}
+
+// fingerprint describes the call for checked mode. In-place and staged
+// must agree too: the direct path reads peers' buffers at this rank's
+// offsets.
+func (c call) fingerprint(staged bool) string {
+	inPlace := c.in.Ptr == c.out.Ptr || (c.kind == coll.AllGather && overlaps(c.in, c.out)) || (c.kind == coll.ReduceScatter && overlaps(c.in, c.out))
+	return fmt.Sprintf("%v(dtype=%v count=%d op=%v root=%d in-place=%v staged=%v)", c.kind, c.dt, c.count, c.op, c.root, inPlace, staged)
+}
+
+func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
+	if err := g.w.alive(); err != nil {
+		return coll.Path{}, err
+	}
+	if !g.IsMember() {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: rank %d is not one of its ranks %v: %w", c.kind, g.name, g.w.Rank(), g.ranks, ErrNotMember)
+	}
+	if err := g.validate(&c); err != nil {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+	}
+	o := collect(opts)
+	if o.algo != coll.AlgoAuto && o.algo != coll.AlgoDirect && o.algo != "" {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (use %q or %q): %w",
+			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, coll.AlgoDirect, ErrNotSupported)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, g.w.opts.Timeout)
+	defer cancel()
+
+	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
+		In: c.in, Out: c.out, Algo: coll.AlgoDirect, Stream: o.stream}
+	req.OutSym = g.sym(c.out)
+	req.InSym = req.OutSym
+	if c.kind != coll.Broadcast {
+		req.InSym = g.sym(c.in)
+	}
+	staged := !(req.InSym.OK && req.OutSym.OK)
+	if g.w.opts.Checked {
+		all, err := g.bg.AllGather(ctx, []byte(c.fingerprint(staged)))
+		if err != nil {
+			return coll.Path{}, fmt.Errorf("symmem: %v on group %q: checked mode: %w", c.kind, g.name, err)
+		}
+		if err := firstDiff(fmt.Sprintf("%v on group %q (checked mode)", c.kind, g.name), g.ranks, all); err != nil {
+			return coll.Path{}, err
+		}
+	}
+	if c.count == 0 {
+		return coll.Path{Algo: coll.AlgoDirect, Reason: "empty call: nothing to move"}, nil
+	}
+	if staged {
+		return g.staged(ctx, c, req)
+	}
+	p, err := g.bg.Run(ctx, req)
+	if err != nil {
+		return p, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+	}
+	return p, nil
+}
+
+// sym locates s in the pool for this group's direct path.
+func (g *Group) sym(s coll.Span) backend.Sym {
+	seg, off, ok := g.w.pool.Symmetric(s.Ptr, s.Len, g.gid)
+	return backend.Sym{OK: ok, Seg: seg, Off: off}
+}
+
+// validate checks c's arguments against the group and sets c.count.
+func (g *Group) validate(c *call) error {
+	if !c.dt.Valid() {
+		return fmt.Errorf("unknown dtype %v (want one of %v): %w", c.dt, coll.DTypes(), ErrInvalid)
+	}
+	if c.kind != coll.AllGather && c.kind != coll.Broadcast && (c.op < coll.Sum || c.op > coll.Max) {
+		return fmt.Errorf("unknown reduction %v (want sum, avg, min or max): %w", c.op, ErrInvalid)
+	}
+	es, n := int64(c.dt.Size()), int64(g.Size())
+	for _, s := range []struct {
+		name string
+		sp   coll.Span
+	}{{"in", c.in}, {"out", c.out}} {
+		if s.sp.Len < 0 || s.sp.Len%es != 0 {
+			return fmt.Errorf("%s holds %d bytes, not a whole number of %v elements (%d bytes each): %w", s.name, s.sp.Len, c.dt, es, ErrInvalid)
+		}
+		if s.sp.Len > 0 && s.sp.Ptr == 0 {
+			return fmt.Errorf("%s has a nil address for %d bytes: %w", s.name, s.sp.Len, ErrInvalid)
+		}
+	}
+	switch c.kind {
+	case coll.AllGather:
+		if (c.out.Len/es)%n != 0 {
+			return fmt.Errorf("output count %d is not divisible by the group size %d (all-gather out holds %d equal slices): %w", c.out.Len/es, n, n, ErrInvalid)
+		}
+		if c.out.Len != c.in.Len*n {
+			return fmt.Errorf("out holds %d bytes, want group size %d × in's %d bytes = %d: %w", c.out.Len, n, c.in.Len, c.in.Len*n, ErrInvalid)
+		}
+		c.count = c.in.Len / es
+		if overlaps(c.in, c.out) && c.in.Ptr != c.out.Ptr+uint64(int64(g.rank)*c.in.Len) {
+			return fmt.Errorf("in overlaps out but is not this rank's slice out[%d:%d] (in-place all-gather passes exactly that slice): %w",
+				int64(g.rank)*c.in.Len, int64(g.rank+1)*c.in.Len, ErrInvalid)
+		}
+	case coll.ReduceScatter:
+		if (c.in.Len/es)%n != 0 {
+			return fmt.Errorf("input count %d is not divisible by the group size %d (pad it to a multiple of %d): %w", c.in.Len/es, n, n, ErrInvalid)
+		}
+		if c.in.Len != c.out.Len*n {
+			return fmt.Errorf("in holds %d bytes, want group size %d × out's %d bytes = %d: %w", c.in.Len, n, c.out.Len, c.out.Len*n, ErrInvalid)
+		}
+		c.count = c.out.Len / es
+		if overlaps(c.in, c.out) && c.out.Ptr != c.in.Ptr+uint64(int64(g.rank)*c.out.Len) {
+			return fmt.Errorf("out overlaps in but is not this rank's chunk in[%d:%d] (in-place reduce-scatter passes exactly that chunk): %w",
+				int64(g.rank)*c.out.Len, int64(g.rank+1)*c.out.Len, ErrInvalid)
+		}
+	case coll.AllReduce:
+		if c.in.Len != c.out.Len {
+			return fmt.Errorf("in holds %d bytes and out %d; all-reduce needs equal lengths: %w", c.in.Len, c.out.Len, ErrInvalid)
+		}
+		if overlaps(c.in, c.out) && c.in.Ptr != c.out.Ptr {
+			return fmt.Errorf("in and out partially overlap (pass the same span for in-place): %w", ErrInvalid)
+		}
+		c.count = c.in.Len / es
+	case coll.Broadcast:
+		if c.root < 0 || int64(c.root) >= n {
+			return fmt.Errorf("root %d is not a group rank (want 0..%d): %w", c.root, n-1, ErrInvalid)
+		}
+		c.count = c.out.Len / es
+	default:
+		return fmt.Errorf("unknown collective %v: %w", c.kind, ErrInvalid)
+	}
+	return nil
+}
+
+func overlaps(a, b coll.Span) bool {
+	return a.Len > 0 && b.Len > 0 && a.Ptr < b.End() && b.Ptr < a.End()
+}

@@ -1,0 +1,21 @@
+package symmem
+
+import "errors"
+
+// Sentinel errors; the wrapped error says what was wrong and what to do.
+var (
+	// ErrNotSupported: the requested backend, algorithm or option is not
+	// available in this build or on this machine.
+	ErrNotSupported = errors.New("symmem: not supported")
+	// ErrInvalid: a bad argument (length, dtype, op, root, ranks, overlap);
+	// nothing was changed.
+	ErrInvalid = errors.New("symmem: invalid argument")
+	// ErrNotMember: a collective or scope was used on a group this rank is
+	// not a member of.
+	ErrNotMember = errors.New("symmem: rank is not a member of the group")
+	// ErrMismatch: ranks called a collective (or NewGroup) with different
+	// arguments; the error names the first differing rank.
+	ErrMismatch = errors.New("symmem: ranks disagree")
+	// ErrClosed: the world was closed.
+	ErrClosed = errors.New("symmem: world is closed")
+)

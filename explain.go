@@ -1,0 +1,103 @@
+package symmem
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/symmem/symmem/backend/shm"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
+)
+
+// Explain says which path a call of kind k moving bytes (the full gathered /
+// pre-reduction tensor) would take on the world group, and why, without
+// running anything.
+func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
+	return w.World().Explain(k, bytes, symmetric)
+}
+
+// Explain is World.Explain for this group.
+func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
+	if symmetric {
+		return coll.Path{Algo: coll.AlgoDirect, Reason: fmt.Sprintf(
+			"symmetric buffers (%s backend, peers mapped): %s", g.w.Backend(), directHow(k, bytes))}
+	}
+	if g.staging.Len <= 0 {
+		return coll.Path{Algo: coll.AlgoDirect, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
+	}
+	rounds := (bytes + g.staging.Len - 1) / g.staging.Len
+	return coll.Path{Algo: coll.AlgoDirect, Staged: true, Reason: fmt.Sprintf(
+		"ordinary memory: staged through group %q's %d KiB symmetric buffer in ~%d round(s); %s",
+		g.name, g.staging.Len>>10, max(rounds, 1), directHow(k, bytes))}
+}
+
+func directHow(k coll.Kind, bytes int64) string {
+	switch k {
+	case coll.AllGather:
+		return "each rank copies every peer's input into its output"
+	case coll.ReduceScatter:
+		return "each rank reduces its chunk from every peer's input"
+	case coll.AllReduce:
+		if bytes <= shm.OneShotBytes {
+			return fmt.Sprintf("one-shot up to %d KiB: every rank reduces the whole tensor from every peer", shm.OneShotBytes>>10)
+		}
+		return "two-shot: each rank reduces 1/n of the tensor from every peer, then gathers the reduced slices"
+	case coll.Broadcast:
+		return "every rank copies the root's buffer"
+	}
+	return "unknown op"
+}
+
+// Report is what `symmem doctor` prints: the state of this rank and the
+// path each op and size would take.
+type Report struct {
+	Backend   string        // "cpu"
+	Rank      int           // world rank
+	Size      int           // world size
+	LocalRank int           // rank on this host
+	LocalSize int           // ranks on this host
+	JobID     string        // job id from the environment
+	Timeout   time.Duration // bound on every wait
+	Checked   bool          // cross-rank checking of every call
+	Staging   int64         // staging buffer bytes per group (0: disabled)
+	Groups    []GroupReport // in creation order, the world first
+	Pool      pool.Stats    // the process's pool
+	Paths     []PathReport  // world group: every op × size × {symmetric, ordinary}
+}
+
+// GroupReport describes one group from this rank's view.
+type GroupReport struct {
+	Name   string
+	Ranks  []int // world ranks of the members
+	Member bool  // this rank belongs to it
+	Rank   int   // this rank's group rank (-1 if not a member)
+}
+
+// PathReport is one line of the path table.
+type PathReport struct {
+	Kind      coll.Kind
+	Bytes     int64
+	Symmetric bool
+	Path      coll.Path
+}
+
+// DoctorSizes are the sizes the path table covers.
+var DoctorSizes = []int64{4 << 10, 1 << 20, 64 << 20}
+
+// Doctor collects a Report (local, not collective).
+func (w *World) Doctor() Report {
+	r := Report{Backend: w.Backend(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
+		LocalSize: w.env.LocalWorldSize, JobID: w.env.JobID, Timeout: w.opts.Timeout, Checked: w.opts.Checked,
+		Staging: max(w.opts.StagingBytes, 0), Pool: w.pool.Stats()}
+	for _, g := range w.Groups() {
+		r.Groups = append(r.Groups, GroupReport{Name: g.name, Ranks: g.Ranks(), Member: g.IsMember(), Rank: g.rank})
+	}
+	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+		for _, b := range DoctorSizes {
+			for _, sym := range []bool{true, false} {
+				r.Paths = append(r.Paths, PathReport{Kind: k, Bytes: b, Symmetric: sym, Path: w.Explain(k, b, sym)})
+			}
+		}
+	}
+	return r
+}

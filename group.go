@@ -1,0 +1,113 @@
+package symmem
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
+)
+
+// Group is a set of ranks that run collectives together. Create groups with
+// World.NewGroup; the world group is World.World().
+type Group struct {
+	w       *World
+	name    string
+	ranks   []int // global ranks, ascending; group rank = index
+	rank    int   // this rank's group rank, -1 for a non-member
+	bg      backend.Group
+	gid     pool.GroupID
+	staging coll.Span // symmetric staging buffer (Len 0 when disabled)
+
+	mu sync.Mutex // one collective at a time per group
+}
+
+// IsMember reports whether this rank belongs to the group.
+func (g *Group) IsMember() bool { return g.rank >= 0 }
+
+// Rank is this rank's index in the group (-1 for a non-member).
+func (g *Group) Rank() int { return g.rank }
+
+// Size is the number of ranks in the group.
+func (g *Group) Size() int { return len(g.ranks) }
+
+// Name is the group's name.
+func (g *Group) Name() string { return g.name }
+
+// Ranks lists the members' world ranks; group rank i is Ranks()[i].
+func (g *Group) Ranks() []int { return slices.Clone(g.ranks) }
+
+// drop undoes a partially created group (local cleanup).
+func (g *Group) drop(ctx context.Context) {
+	if g.staging.Len > 0 {
+		g.w.pool.Free(g.staging.Ptr, nil)
+	}
+	if g.gid >= 0 {
+		g.w.pool.RemoveGroup(ctx, g.gid)
+	}
+	if g.bg != nil {
+		g.bg.Close()
+	}
+}
+
+// OpenScope opens a symmetric scope: buffers allocated through it are
+// registered with the group when the scope ends. On a non-member the scope
+// allocates the same blocks (keeping the pools identical) and registers
+// nothing.
+func (g *Group) OpenScope() (*Scope, error) {
+	if err := g.w.alive(); err != nil {
+		return nil, err
+	}
+	if !g.IsMember() {
+		return &Scope{g: g, ps: g.w.pool.DisabledScope()}, nil
+	}
+	ps, err := g.w.pool.OpenScope(g.gid)
+	if err != nil {
+		return nil, fmt.Errorf("symmem: group %q: OpenScope: %w", g.name, err)
+	}
+	return &Scope{g: g, ps: ps}, nil
+}
+
+// Scope is an open symmetric scope of a group.
+type Scope struct {
+	g  *Group
+	ps *pool.Scope
+}
+
+// Alloc allocates bytes of symmetric memory (Align-aligned). Every rank must
+// make the same Alloc calls in the same order.
+func (s *Scope) Alloc(bytes int64) (Buffer, error) {
+	b, err := s.g.w.Alloc(bytes)
+	if err != nil {
+		return Buffer{}, fmt.Errorf("symmem: group %q scope: %w", s.g.name, err)
+	}
+	return b, nil
+}
+
+// End registers the segments the group has not registered yet (collective
+// over the group's members, verified across ranks).
+func (s *Scope) End(ctx context.Context) error {
+	if err := s.ps.End(ctx); err != nil {
+		return fmt.Errorf("symmem: group %q: ending scope: %w", s.g.name, err)
+	}
+	return nil
+}
+
+// Buffer is memory from the symmetric pool.
+type Buffer struct {
+	coll.Span
+	host bool
+}
+
+// Bytes returns the buffer as a Go slice when it is host memory (CPU
+// backend); nil otherwise. The slice is valid until the buffer is freed.
+func (b Buffer) Bytes() []byte {
+	if !b.host || b.Len == 0 {
+		return nil
+	}
+	return hostmem.Bytes(b.Ptr, int(b.Len))
+}

@@ -1,0 +1,70 @@
+package symmem
+
+import (
+	"time"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// Options configures Init. The zero value is ready to use.
+type Options struct {
+	// Backend is "auto" (or ""), "cpu" or "cuda". auto picks cpu today;
+	// cuda returns an error wrapping ErrNotSupported until the GPU backend
+	// is wired in.
+	Backend string
+	// Timeout bounds every wait (store, fd exchange, peer signals);
+	// default 60 s.
+	Timeout time.Duration
+	// Pool configures the process's one pool (its Timeout defaults to
+	// Timeout).
+	Pool pool.Options
+	// Checked makes every collective exchange a small fingerprint (kind,
+	// dtype, count, op, root, path) through the store first and fail with
+	// ErrMismatch naming the first rank that differs. It costs a store
+	// round trip per call.
+	Checked bool
+	// StagingBytes is the size of each group's symmetric staging buffer,
+	// through which ordinary memory is staged (larger calls run in rounds).
+	// 0 means DefaultStagingBytes; negative disables staging (ordinary
+	// memory is then an error).
+	StagingBytes int64
+	// Env overrides the environment (tests and tools); nil reads it with
+	// rendezvous.EnvFromOS.
+	Env *rendezvous.Env
+}
+
+// Defaults.
+const (
+	DefaultTimeout      = 60 * time.Second
+	DefaultStagingBytes = 8 << 20
+	// Align is the alignment of every buffer Alloc returns.
+	Align = 256
+)
+
+// CallOption modifies one collective call.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	algo   coll.Algo
+	stream uint64
+}
+
+// WithAlgo forces an algorithm (coll.AlgoAuto picks). An algorithm the
+// backend does not have is an error wrapping ErrNotSupported.
+func WithAlgo(a coll.Algo) CallOption { return func(o *callOpts) { o.algo = a } }
+
+// WithStream runs the call on a CUDA stream (ignored by the CPU backend,
+// which completes every call before returning).
+func WithStream(s uint64) CallOption { return func(o *callOpts) { o.stream = s } }
+
+func collect(opts []CallOption) callOpts {
+	o := callOpts{algo: coll.AlgoAuto}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}

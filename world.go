@@ -1,0 +1,330 @@
+package symmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/shm"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// World is this process's view of the job: the backend, the one pool shared
+// by every group, and the groups.
+type World struct {
+	env     rendezvous.Env
+	opts    Options
+	store   *rendezvous.Client
+	cleanup func() error
+	fdx     *rendezvous.FDExchange
+	be      backend.Backend
+	pool    *pool.Pool
+	host    bool // buffers are host memory (Buffer.Bytes works)
+
+	mu     sync.Mutex
+	groups []*Group // creation order; groups[0] is the world
+	closed bool
+}
+
+// Init joins the job described by the environment (RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN,
+// SYMMEM_JOB_ID): it connects to the rendezvous store, starts the backend and
+// the pool and creates the world group. Collective over the world.
+func Init(ctx context.Context, opts Options) (*World, error) {
+	if opts.Timeout < 0 || opts.StagingBytes > 1<<40 {
+		return nil, fmt.Errorf("symmem: Init: Timeout %v / StagingBytes %d out of range: %w", opts.Timeout, opts.StagingBytes, ErrInvalid)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Pool.Timeout == 0 {
+		opts.Pool.Timeout = opts.Timeout
+	}
+	if opts.StagingBytes == 0 {
+		opts.StagingBytes = DefaultStagingBytes
+	}
+	var env rendezvous.Env
+	if opts.Env != nil {
+		env = *opts.Env
+	} else {
+		e, err := rendezvous.EnvFromOS()
+		if err != nil {
+			return nil, fmt.Errorf("symmem: Init: %w (start ranks with `symmem launch -n N prog` or torchrun)", err)
+		}
+		env = e
+	}
+	kind := strings.ToLower(opts.Backend)
+	switch kind {
+	case "", "auto", "cpu":
+		kind = "cpu"
+	case "cuda":
+		return nil, fmt.Errorf("symmem: Init: backend %q: the GPU backend is not wired into this build yet (use \"cpu\"): %w", opts.Backend, ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("symmem: Init: unknown backend %q (want \"auto\", \"cpu\" or \"cuda\"): %w", opts.Backend, ErrInvalid)
+	}
+	bctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	store, cleanup, err := rendezvous.Bootstrap(bctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("symmem: Init: %w", err)
+	}
+	w := &World{env: env, opts: opts, store: store, cleanup: cleanup, host: true}
+	if w.fdx, err = rendezvous.NewFDExchange(env); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("symmem: Init: %w", err)
+	}
+	w.be = shm.New(env)
+	if w.pool, err = pool.New(w.be.Provider(), opts.Pool); err != nil {
+		w.release()
+		return nil, fmt.Errorf("symmem: Init: %w", err)
+	}
+	all := make([]int, env.WorldSize)
+	for i := range all {
+		all[i] = i
+	}
+	if _, err := w.newGroup(bctx, "world", all, false); err != nil {
+		w.release()
+		return nil, fmt.Errorf("symmem: Init (%s backend, rank %d of %d): %w", kind, env.Rank, env.WorldSize, err)
+	}
+	return w, nil
+}
+
+// Rank is this process's rank in the world.
+func (w *World) Rank() int { return w.env.Rank }
+
+// Size is the number of ranks in the world.
+func (w *World) Size() int { return w.env.WorldSize }
+
+// Env is the job environment this world was initialised from.
+func (w *World) Env() rendezvous.Env { return w.env }
+
+// Backend names the backend ("cpu").
+func (w *World) Backend() string { return w.be.Name() }
+
+// Pool is the process's one symmetric pool, shared by every group.
+func (w *World) Pool() *pool.Pool { return w.pool }
+
+// World is the group of all ranks.
+func (w *World) World() *Group {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.groups) == 0 {
+		return nil
+	}
+	return w.groups[0]
+}
+
+// Groups lists the groups in creation order (the world first).
+func (w *World) Groups() []*Group {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.groups)
+}
+
+// NewGroup creates a group of the given world ranks. It is collective over
+// the whole world: every rank calls it with the same name and ranks (the
+// call verifies that and fails with ErrMismatch naming the first differing
+// rank). Members get a usable group; non-members get a *Group whose
+// IsMember is false (its scopes only mirror allocations, its collectives
+// return ErrNotMember). Names are unique within the world.
+func (w *World) NewGroup(ctx context.Context, name string, ranks []int) (*Group, error) {
+	if err := w.alive(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+	defer cancel()
+	return w.newGroup(ctx, name, ranks, true)
+}
+
+func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify bool) (*Group, error) {
+	sorted, err := w.checkGroup(name, ranks)
+	if err != nil {
+		return nil, err
+	}
+	if verify {
+		if err := w.agree(ctx, "NewGroup", fmt.Sprintf("name=%q ranks=%v", name, sorted)); err != nil {
+			return nil, err
+		}
+	}
+	g := &Group{w: w, name: name, ranks: sorted, rank: slices.Index(sorted, w.env.Rank), gid: -1}
+	if g.rank >= 0 {
+		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout}
+		if g.bg, err = w.be.NewGroup(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("symmem: NewGroup %q: %w", name, err)
+		}
+		if g.gid, err = w.pool.AddGroup(g.bg); err != nil {
+			g.bg.Close()
+			return nil, fmt.Errorf("symmem: NewGroup %q: %w", name, err)
+		}
+	}
+	// Every rank allocates every group's staging buffer, so the pools stay
+	// identical; members register it now.
+	if w.opts.StagingBytes > 0 {
+		blk, err := w.pool.Alloc(w.opts.StagingBytes, Align)
+		if err != nil {
+			g.drop(ctx)
+			return nil, fmt.Errorf("symmem: NewGroup %q: staging buffer of %d bytes: %w", name, w.opts.StagingBytes, err)
+		}
+		g.staging = coll.Span{Ptr: blk.Addr, Len: w.opts.StagingBytes}
+	}
+	if g.rank >= 0 {
+		sc, err := w.pool.OpenScope(g.gid)
+		if err == nil {
+			err = sc.End(ctx)
+		}
+		if err != nil {
+			g.drop(ctx)
+			return nil, fmt.Errorf("symmem: NewGroup %q: registering the pool's segments: %w", name, err)
+		}
+	}
+	w.mu.Lock()
+	w.groups = append(w.groups, g)
+	w.mu.Unlock()
+	return g, nil
+}
+
+// checkGroup validates name and ranks and returns the ranks sorted.
+func (w *World) checkGroup(name string, ranks []int) ([]int, error) {
+	if name == "" {
+		return nil, fmt.Errorf("symmem: NewGroup: empty name (give the group a name, e.g. \"tp0\"): %w", ErrInvalid)
+	}
+	if strings.ContainsAny(name, "/ \t\n") {
+		return nil, fmt.Errorf("symmem: NewGroup %q: name must not contain '/' or spaces: %w", name, ErrInvalid)
+	}
+	if len(ranks) == 0 {
+		return nil, fmt.Errorf("symmem: NewGroup %q: no ranks: %w", name, ErrInvalid)
+	}
+	sorted := slices.Clone(ranks)
+	slices.Sort(sorted)
+	for i, r := range sorted {
+		if r < 0 || r >= w.env.WorldSize {
+			return nil, fmt.Errorf("symmem: NewGroup %q: rank %d is outside the world [0,%d): %w", name, r, w.env.WorldSize, ErrInvalid)
+		}
+		if i > 0 && r == sorted[i-1] {
+			return nil, fmt.Errorf("symmem: NewGroup %q: rank %d listed twice: %w", name, r, ErrInvalid)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, g := range w.groups {
+		if g.name == name {
+			return nil, fmt.Errorf("symmem: NewGroup %q: a group of that name exists: %w", name, ErrInvalid)
+		}
+	}
+	return sorted, nil
+}
+
+// agree checks that every rank of the world passes the same description.
+func (w *World) agree(ctx context.Context, what, mine string) error {
+	wg := w.World()
+	all, err := wg.bg.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return fmt.Errorf("symmem: %s: %w", what, err)
+	}
+	return firstDiff(what, wg.ranks, all)
+}
+
+// firstDiff returns ErrMismatch naming the first rank whose value differs
+// from the lowest rank's.
+func firstDiff(what string, ranks []int, all [][]byte) error {
+	for r := 1; r < len(all); r++ {
+		if string(all[r]) != string(all[0]) {
+			return fmt.Errorf("symmem: %s: rank %d called it with %s, rank %d with %s: %w",
+				what, ranks[r], all[r], ranks[0], all[0], ErrMismatch)
+		}
+	}
+	return nil
+}
+
+func (w *World) alive() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Alloc allocates symmetric memory outside any scope. Like Scope.Alloc it
+// must be called with the same size on every rank; the block becomes usable
+// by a group's direct path once that group has registered its segment (the
+// next Scope.End of the group).
+func (w *World) Alloc(bytes int64) (Buffer, error) {
+	if err := w.alive(); err != nil {
+		return Buffer{}, err
+	}
+	blk, err := w.pool.Alloc(bytes, Align)
+	if err != nil {
+		return Buffer{}, fmt.Errorf("symmem: Alloc(%d): %w", bytes, err)
+	}
+	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host}, nil
+}
+
+// Free returns a buffer to the pool. Call it on every rank, in the same
+// order, to keep the pools symmetric.
+func (w *World) Free(b Buffer) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if err := w.pool.Free(b.Ptr, nil); err != nil {
+		return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
+	}
+	return nil
+}
+
+// Close removes every group (deregistering its segments; collective),
+// releases the pool's segments and the backend, and leaves the store.
+// Local resources are released even when a collective step fails (a peer
+// died): the error then says what failed.
+func (w *World) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.Timeout)
+	defer cancel()
+	var errs []error
+	if err := w.pool.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, w.release())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("symmem: Close (rank %d): %w", w.env.Rank, err)
+	}
+	return nil
+}
+
+// release frees local resources in reverse order of Init.
+func (w *World) release() error {
+	var errs []error
+	for _, g := range w.groups {
+		if g.bg != nil {
+			errs = append(errs, g.bg.Close())
+		}
+	}
+	if w.be != nil {
+		errs = append(errs, w.be.Close())
+	}
+	if w.fdx != nil {
+		w.fdx.Close()
+	}
+	if w.cleanup != nil {
+		errs = append(errs, w.cleanup())
+	}
+	return errors.Join(errs...)
+}
+
+// HostSpan describes host memory (an ordinary Go slice) as a coll.Span. The
+// slice must stay alive (and unmodified by others) for the duration of the
+// call it is passed to.
+func HostSpan(b []byte) coll.Span { return coll.Span{Ptr: hostmem.Addr(b), Len: int64(len(b))} }
