@@ -1,0 +1,177 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// ErrNotSupported is matched when this machine cannot run the GPU backend
+// (no driver, no device, no VMM); it is the native package's sentinel.
+var ErrNotSupported = cuda.ErrNotSupported
+
+// Options configures the backend.
+type Options struct {
+	// Device is the CUDA ordinal this rank uses when PinDevice is set; the
+	// zero value picks LOCAL_RANK modulo the number of visible devices.
+	Device    int
+	PinDevice bool
+	// NoNCCL disables NCCL (copy engines only); otherwise NCCL is loaded
+	// when available and its absence is reported by NCCLStatus.
+	NoNCCL bool
+}
+
+// Backend is the GPU backend of one rank.
+type Backend struct {
+	env    rendezvous.Env
+	ctx    *cuda.Context
+	info   cuda.DeviceInfo
+	gran   int64
+	prov   *Provider
+	stream *cuda.Stream // the stream used when a request names none
+	nccl   ncclState
+
+	mu     sync.Mutex
+	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
+	closed bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New opens the driver and the rank's device. It fails with an error
+// matching ErrNotSupported where CUDA, VMM or POSIX-fd handles are missing.
+func New(env rendezvous.Env, opts Options) (*Backend, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	dev := env.LocalRank % n
+	if opts.PinDevice {
+		dev = opts.Device
+	}
+	info, err := cuda.Info(dev)
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	if !info.VMM || !info.PosixFD {
+		return nil, fmt.Errorf("cuda backend: device %d (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", dev, info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+	}
+	ctx, err := cuda.Retain(dev)
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	gran, err := cuda.Granularity(dev)
+	if err != nil {
+		ctx.Release()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	s, err := cuda.NewStream(ctx, 0)
+	if err != nil {
+		ctx.Release()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s}
+	if opts.NoNCCL {
+		b.nccl.err = fmt.Errorf("NCCL disabled by option")
+	} else {
+		b.nccl.load()
+	}
+	return b, nil
+}
+
+// Name is "cuda".
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the rank's device.
+func (b *Backend) Device() cuda.DeviceInfo { return b.info }
+
+// Context is the rank's retained primary context.
+func (b *Backend) Context() *cuda.Context { return b.ctx }
+
+// Stream is the backend's default stream (used for requests with Stream 0).
+func (b *Backend) Stream() *cuda.Stream { return b.stream }
+
+// Provider supplies VMM segments to the pool.
+func (b *Backend) Provider() pool.Provider { return b.prov }
+
+// NCCLStatus says which NCCL library is in use, or why none is.
+func (b *Backend) NCCLStatus() string { return b.nccl.status() }
+
+// NewGroup creates the backend side of a group (collective over cfg.Ranks).
+func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backend.Group, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
+	}
+	b.mu.Unlock()
+	gen := nextGeneration(cfg.Name)
+	g, err := newGroup(ctx, b, cfg, gen)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.groups = append(b.groups, g)
+	b.mu.Unlock()
+	return g, nil
+}
+
+func (b *Backend) forget(g *Group) {
+	b.mu.Lock()
+	for i, x := range b.groups {
+		if x == g {
+			b.groups = append(b.groups[:i], b.groups[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+}
+
+var (
+	genMu sync.Mutex
+	gens  = map[string]int{}
+)
+
+// nextGeneration numbers the groups of one name created by this process, so
+// that store keys (and NCCL unique ids) of a group created again — by a new
+// Backend in the same job too — never meet those of an earlier one. Ranks
+// that create the same groups in the same order agree on it. (Under `symmem
+// launch` a second Backend in one process reused generation 0 and read the
+// first one's stale NCCL id: bench/results/gpu-2026-11-21.md, run 4.)
+func nextGeneration(name string) int {
+	genMu.Lock()
+	defer genMu.Unlock()
+	g := gens[name]
+	gens[name]++
+	return g
+}
+
+// Close closes every group in creation order (collective: NCCL finalizes
+// each communicator with its peers), frees every segment and releases the
+// context.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	gs := append([]*Group(nil), b.groups...)
+	b.mu.Unlock()
+	for _, g := range gs {
+		g.Close()
+	}
+	err := b.prov.close()
+	if e := b.stream.Destroy(); err == nil {
+		err = e
+	}
+	if e := b.ctx.Release(); err == nil {
+		err = e
+	}
+	return err
+}

@@ -1,0 +1,257 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/internal/native/cuda"
+
+	"github.com/symmem/symmem/backend"
+)
+
+// ceMode is how the peer data moves.
+type ceMode int
+
+const (
+	modePull ceMode = iota // each rank reads its peers' inputs (copy engine of the reader)
+	modePush               // each rank writes its input into its peers' outputs
+	modeBoth               // half pulled, half pushed (both GPUs' engines on every link)
+)
+
+func (m ceMode) String() string { return [...]string{"pull", "push", "both"}[m] }
+
+// ceTune holds the knobs of the copy-engine all-gather. Defaults come from
+// the measurements recorded in autotable.go.
+type ceTune struct {
+	mode      ceMode
+	split     int   // streams sharing one peer's transfer (n = 2); at most len(side)
+	splitMin  int64 // slice bytes from which the transfer is split
+	sideLocal int64 // slice bytes from which the out-of-place local copy runs on a side stream
+	graph     bool  // replay captured graphs (one launch per call) instead of issuing the ops
+	graphUpTo int64 // ... also for slices up to this many bytes
+	batch     bool  // issue each signal round as one cuStreamBatchMemOp
+}
+
+// defaultTune is chosen from the variants measured on the 2x H200 machine
+// (bench/results/gpu-2026-11-21.md, run 3, "copy-engine variants"):
+//   - push (write into the peers' outputs) beat pull at every size from
+//     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357;
+//   - the out-of-place local copy on a side stream (sideLocal 0) was best
+//     or equal at every size (1 MiB out-of-place 16.1 vs 27.5 us);
+//   - splitting a transfer over two streams, and half-pull/half-push, did
+//     not help;
+//   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time
+//     (1 MiB in-place 13.4 vs 15.2 us) for ~1 us more host time;
+//   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
+//     call) and gave no GPU time over single calls.
+func defaultTune() ceTune {
+	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0}
+}
+
+// word is the address of pad word (slot, from) in rank r's pad.
+func (g *Group) word(r, slot, from int) uint64 {
+	return g.padPeers[r] + uint64(4*(slot*len(g.ranks)+from))
+}
+
+type xfer struct {
+	dst, src uint64
+	n        int64
+}
+
+// maxCERanks bounds the group size of the copy-engine path (fixed arrays
+// keep the issue path free of allocations).
+const maxCERanks = 64
+
+// ceAllGather issues one copy-engine all-gather on stream s. The caller holds
+// runMu. Layout: out holds n slices of slice bytes; in is this rank's slice
+// (in-place when in == out[me]).
+//
+// Stream program (main stream s):
+//
+//	[out-of-place, small] copy in -> out[me]
+//	[out-of-place, big]   fork: side0 copies in -> out[me]
+//	write ready=e to every peer; wait every peer's ready >= e   (one batch)
+//	copies from/to peers, split over s and side streams (fork/join by events)
+//	write done=e to every peer; wait every peer's done >= e     (one batch)
+//	join side0
+//
+// The caller's stream is remembered (not recorded: one driver call fewer)
+// so that quiesce can fence it later.
+func (g *Group) ceAllGather(req backend.Request, s uint64) error {
+	e := g.epoch + 1
+	ph := phase(e)
+	p := g.prog
+	if g.tune.graph || req.Count*int64(req.DType.Size()) <= g.tune.graphUpTo {
+		execs, err := g.graphFor(req)
+		if err != nil {
+			return err
+		}
+		p.Reset()
+		p.SetContext(g.b.ctx)
+		p.LaunchGraph(s, execs[ph-1].Handle())
+	} else if err := g.buildAllGather(p, req, s, ph); err != nil {
+		return err
+	}
+	if err := p.Exec(); err != nil {
+		// Some of the sequence may be enqueued: peers' phases no longer match.
+		g.broken = fmt.Errorf("copy-engine all-gather #%d failed: %w", e, err)
+		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	}
+	g.epoch = e
+	g.noteStream(s)
+	return nil
+}
+
+// phase is the signal value of collective number e: 1 and 2 alternate.
+// Waits compare for equality. Two values suffice: a rank writes its ready
+// (done) word for call e+1 only after its own call e finished, which needs
+// the peer to have passed its ready (done) wait of call e; so a waiter sees
+// either the previous call's value or the one it waits for. Fixed values
+// let a captured graph replay every other call.
+func phase(e uint32) uint32 { return 1 + e&1 }
+
+// buildAllGather fills p with one all-gather on stream s signalling with
+// value ph (pure: no driver call).
+func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, ph uint32) error {
+	n, me := len(g.ranks), g.me
+	if n > maxCERanks {
+		return fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
+	}
+	slice := req.Count * int64(req.DType.Size())
+	out, in := req.Out.Ptr, req.In.Ptr
+	inPlace := in == out+uint64(int64(me)*slice)
+	mode := g.tune.mode
+	if !req.OutSym.OK {
+		mode = modePull
+	}
+	var peerIn, peerOut [maxCERanks]uint64
+	for r := 0; r < n; r++ {
+		if r == me {
+			continue
+		}
+		var ok bool
+		switch {
+		case inPlace && req.OutSym.OK:
+			peerIn[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
+		case !inPlace && req.InSym.OK:
+			peerIn[r], ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
+		}
+		if mode != modePush && !ok {
+			return fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
+		}
+		if mode != modePull {
+			if peerOut[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice); !ok {
+				return fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
+			}
+		}
+	}
+	// The transfers.
+	var xs [2 * maxCERanks * 4]xfer
+	nx := 0
+	k := 1
+	if n == 2 && g.tune.split > 1 && slice >= g.tune.splitMin {
+		k = min(g.tune.split, 4)
+	}
+	add := func(dst, src uint64, bytes int64) {
+		if bytes <= 0 {
+			return
+		}
+		chunk := (bytes/int64(k) + 4095) &^ 4095
+		for off := int64(0); off < bytes; off += chunk {
+			xs[nx] = xfer{dst + uint64(off), src + uint64(off), min(chunk, bytes-off)}
+			nx++
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r == me {
+			continue
+		}
+		mine := out + uint64(int64(r)*slice)
+		switch mode {
+		case modePull:
+			add(mine, peerIn[r], slice)
+		case modePush:
+			add(peerOut[r], in, slice)
+		case modeBoth:
+			half := (slice / 2) &^ 4095
+			add(mine, peerIn[r], half)
+			add(peerOut[r]+uint64(half), in+uint64(half), slice-half)
+		}
+	}
+	// Streams for the transfers: s first, then side[1:].
+	nstreams := min(nx, len(g.h.side))
+	e := ph
+	p.Reset()
+	p.NoBatch = !g.tune.batch
+	p.SetContext(g.b.ctx)
+
+	localJoin := uint64(0)
+	if !inPlace {
+		dst := out + uint64(int64(me)*slice)
+		if slice >= g.tune.sideLocal {
+			side := g.h.side[0]
+			p.Record(s, g.h.fork)
+			p.WaitEvent(side, g.h.fork)
+			p.Copy(side, dst, in, slice)
+			localJoin = g.h.joins[0]
+			p.Record(side, localJoin)
+		} else {
+			p.Copy(s, dst, in, slice)
+		}
+	}
+	p.BeginBatch(s)
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(r, slotReady, me), e)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Wait32EQ(s, g.word(me, slotReady, r), e)
+		}
+	}
+	p.EndBatch()
+	if nstreams > 1 {
+		p.Record(s, g.h.forkX)
+		for i := 1; i < nstreams; i++ {
+			p.WaitEvent(g.h.side[i], g.h.forkX)
+		}
+	}
+	for i := 0; i < nx; i++ {
+		st := s
+		if j := i % nstreams; j > 0 {
+			st = g.h.side[j]
+		}
+		p.Copy(st, xs[i].dst, xs[i].src, xs[i].n)
+	}
+	for i := 1; i < nstreams; i++ {
+		p.Record(g.h.side[i], g.h.joins[i])
+		p.WaitEvent(s, g.h.joins[i])
+	}
+	p.BeginBatch(s)
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(r, slotDone, me), e)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Wait32EQ(s, g.word(me, slotDone, r), e)
+		}
+	}
+	p.EndBatch()
+	if localJoin != 0 {
+		p.WaitEvent(s, localJoin)
+	}
+	return nil
+}
+
+// noteStream remembers a stream the group's collectives ran on (quiesce
+// fences it later).
+func (g *Group) noteStream(s uint64) {
+	for _, x := range g.used {
+		if x == s {
+			return
+		}
+	}
+	g.used = append(g.used, s)
+}

@@ -1,0 +1,267 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/pool"
+)
+
+// fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
+// program builder and the algorithm choice are pure and run without a GPU.
+func fakeGroup(n, me int) *Group {
+	g := &Group{b: &Backend{ctx: &cuda.Context{}}, name: "t", ranks: make([]int, n), me: me, ce: true,
+		segs: map[pool.SegmentID]*peerSeg{}, prog: cuda.NewProgram(64), tune: defaultTune(), padPeers: make([]uint64, n)}
+	for r := range g.ranks {
+		g.ranks[r] = r
+		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
+	}
+	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
+	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
+	for r := range ps.bases {
+		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
+	}
+	g.segs[1] = ps
+	return g
+}
+
+// gatherReq is an all-gather of count bf16 per rank in segment 1: output at
+// offset 0, input (out-of-place) at offset 512 MiB.
+func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
+	me := g.me
+	slice := count * 2
+	out := g.segs[1].bases[me]
+	req := backend.Request{Kind: coll.AllGather, DType: coll.BFloat16, Count: count,
+		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
+	if inPlace {
+		req.In = coll.Span{Ptr: out + uint64(int64(me)*slice), Len: slice}
+		req.InSym = backend.Sym{OK: true, Seg: 1, Off: int64(me) * slice}
+	} else {
+		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
+		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
+	}
+	return req
+}
+
+func TestBuildAllGatherProtocol(t *testing.T) {
+	tests := []struct {
+		name    string
+		n, me   int
+		count   int64
+		inPlace bool
+		tune    ceTune
+		copies  int // copies to/from peers
+		local   bool
+	}{
+		{"2 ranks in-place pull", 2, 0, 1 << 20, true, defaultTune(), 1, false},
+		{"2 ranks out-of-place small", 2, 1, 1001, false, defaultTune(), 1, true},
+		{"2 ranks out-of-place big, side local", 2, 0, 64 << 20, false, defaultTune(), 1, true},
+		{"2 ranks split 3", 2, 1, 100 << 20, true, ceTune{mode: modePull, split: 3, splitMin: 0, sideLocal: 1}, 3, false},
+		{"2 ranks push", 2, 0, 4097, false, ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 1 << 30}, 1, true},
+		{"2 ranks both", 2, 1, 1 << 20, true, ceTune{mode: modeBoth, split: 1, splitMin: 1 << 62}, 2, false},
+		{"4 ranks pull", 4, 2, 12345, false, defaultTune(), 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			g.tune = tc.tune
+			req := gatherReq(g, tc.count, tc.inPlace)
+			const s = 7
+			for round := uint32(1); round <= 2; round++ {
+				g.epoch = round - 1
+				if err := g.buildAllGather(g.prog, req, s, round); err != nil {
+					t.Fatal(err)
+				}
+				ops := g.prog.Ops()
+				slice := uint64(tc.count * 2)
+				var writes, waits, copies, localCopies int
+				var moved uint64
+				readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
+				for i, o := range ops {
+					switch o.Kind {
+					case cuda.OpWrite32:
+						writes++
+						if o.B != uint64(round) {
+							t.Fatalf("op %d writes epoch %d, want %d", i, o.B, round)
+						}
+						from := int((o.A - g.padPeers[0]) % 0x1000_0000 / 4 % uint64(tc.n))
+						if from != tc.me {
+							t.Fatalf("op %d writes the word of rank %d, want its own (%d)", i, from, tc.me)
+						}
+						if readyWaitAt >= 0 && doneWriteAt < 0 {
+							doneWriteAt = i
+						}
+					case cuda.OpWait32:
+						waits++
+						if o.B != uint64(round) || o.Flags != cuda.WaitEQ {
+							t.Fatalf("op %d waits for %d (flags %d), want == %d", i, o.B, o.Flags, round)
+						}
+						if o.A < g.padPeers[tc.me] || o.A >= g.padPeers[tc.me]+0x1000 {
+							t.Fatalf("op %d waits on %#x, outside this rank's pad", i, o.A)
+						}
+						if readyWaitAt < 0 {
+							readyWaitAt = i
+						}
+					case cuda.OpCopy:
+						dst := o.A
+						if dst >= req.Out.Ptr+uint64(tc.me)*slice && dst < req.Out.Ptr+uint64(tc.me+1)*slice && o.B == req.In.Ptr {
+							localCopies++
+							continue
+						}
+						copies++
+						moved += o.C
+						if firstPeerCopy < 0 {
+							firstPeerCopy = i
+						}
+						if readyWaitAt < 0 || i < readyWaitAt {
+							t.Fatalf("peer copy (op %d) issued before the ready wait", i)
+						}
+					}
+				}
+				if writes != 2*(tc.n-1) || waits != 2*(tc.n-1) {
+					t.Fatalf("%d writes and %d waits, want %d each", writes, waits, 2*(tc.n-1))
+				}
+				if copies != tc.copies*(tc.n-1) {
+					t.Fatalf("%d peer copies, want %d", copies, tc.copies*(tc.n-1))
+				}
+				if moved != slice*uint64(tc.n-1) {
+					t.Fatalf("peer copies move %d bytes, want %d", moved, slice*uint64(tc.n-1))
+				}
+				if (localCopies == 1) != tc.local {
+					t.Fatalf("local copies %d, want local=%v", localCopies, tc.local)
+				}
+				if doneWriteAt < firstPeerCopy {
+					t.Fatalf("done signal (op %d) before the copies (op %d)", doneWriteAt, firstPeerCopy)
+				}
+				if last := ops[len(ops)-1]; last.Stream != s {
+					t.Fatalf("program does not end on the caller's stream: %+v", last)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
+	g := fakeGroup(2, 0)
+	g.tune.mode = modePush
+	req := gatherReq(g, 1000, false)
+	req.InSym = backend.Sym{}
+	if err := g.buildAllGather(g.prog, req, 7, 1); err != nil {
+		t.Fatalf("push with an ordinary input and a registered output: %v", err)
+	}
+	req.OutSym = backend.Sym{}
+	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+		t.Fatalf("nothing registered: got %v, want errNotSymmetric", err)
+	}
+	g.tune.mode = modePull
+	req = gatherReq(g, 1000, false)
+	req.InSym = backend.Sym{}
+	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+		t.Fatalf("got %v, want errNotSymmetric", err)
+	}
+	req = gatherReq(g, 1000, false)
+	req.InSym.Seg = 99 // not registered with the group
+	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+		t.Fatalf("unregistered segment: got %v, want errNotSymmetric", err)
+	}
+}
+
+func TestChoose(t *testing.T) {
+	g := fakeGroup(2, 1)
+	noCE := fakeGroup(2, 1)
+	noCE.ce, noCE.ceWhy = false, "rank 0 runs on another host"
+	sym := gatherReq(g, 1<<19, false)
+	plain := sym
+	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
+	inPlace := gatherReq(g, 1<<19, true)
+	inPlace.InSym = backend.Sym{} // in-place needs only the output registered
+	rs := sym
+	rs.Kind = coll.ReduceScatter
+	tests := []struct {
+		name string
+		g    *Group
+		req  backend.Request
+		algo coll.Algo
+		want coll.Algo
+		err  bool
+	}{
+		{"auto all-gather symmetric -> ce", g, sym, coll.AlgoAuto, coll.AlgoCE, false},
+		{"direct is auto", g, sym, coll.AlgoDirect, coll.AlgoCE, false},
+		{"auto in-place output registered -> ce", g, inPlace, coll.AlgoAuto, coll.AlgoCE, false},
+		{"ce forced", g, sym, coll.AlgoCE, coll.AlgoCE, false},
+		{"ce forced on plain buffers", g, plain, coll.AlgoCE, coll.AlgoCE, true},
+		{"ce forced on reduce-scatter", g, rs, coll.AlgoCE, coll.AlgoCE, true},
+		{"ce forced without P2P", noCE, sym, coll.AlgoCE, coll.AlgoCE, true},
+		{"auto plain, no NCCL", g, plain, coll.AlgoAuto, coll.AlgoAuto, true},
+		{"nccl forced, no NCCL", g, sym, coll.AlgoNCCL, coll.AlgoNCCL, true},
+		{"nccl-window forced, no NCCL", g, sym, coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"auto without P2P, no NCCL", noCE, sym, coll.AlgoAuto, coll.AlgoAuto, true},
+		{"unknown algo", g, sym, coll.Algo("magic"), coll.Algo("magic"), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Algo = tc.algo
+			got, why, err := tc.g.choose(req)
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			if got != tc.want {
+				t.Fatalf("algo %s, want %s", got, tc.want)
+			}
+			if err == nil && why == "" {
+				t.Fatal("no reason given")
+			}
+		})
+	}
+}
+
+func TestAutoTable(t *testing.T) {
+	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+		rows := autoTable[k]
+		if len(rows) == 0 {
+			t.Fatalf("%v: no rows", k)
+		}
+		for i := 1; i < len(rows); i++ {
+			if rows[i].upTo <= rows[i-1].upTo {
+				t.Fatalf("%v: rows not ascending", k)
+			}
+		}
+		if autoPick(k, 1<<61) == "" {
+			t.Fatalf("%v: no pick for huge sizes", k)
+		}
+	}
+}
+
+func TestProviderRejectsBadInput(t *testing.T) {
+	p := newProvider(&cuda.Context{}, 2<<20)
+	for _, size := range []int64{0, -1, 4096, 3 << 20} {
+		if _, err := p.CreateSegment(1, size); err == nil {
+			t.Errorf("CreateSegment(%d) succeeded", size)
+		}
+	}
+	if err := p.ReleaseSegment(7); err == nil {
+		t.Error("ReleaseSegment of an unknown segment succeeded")
+	}
+	if _, _, err := p.fd(7); err == nil {
+		t.Error("fd of an unknown segment succeeded")
+	}
+	if p.Granularity() != 2<<20 || p.Len() != 0 {
+		t.Errorf("granularity %d, len %d", p.Granularity(), p.Len())
+	}
+}
+
+func TestPhaseAlternates(t *testing.T) {
+	for e := uint32(0); e < 6; e++ {
+		a, b := phase(e), phase(e+1)
+		if a == 0 || b == 0 || a == b {
+			t.Fatalf("phase(%d)=%d phase(%d)=%d: want non-zero alternating values", e, a, e+1, b)
+		}
+	}
+	if phase(^uint32(0)) == phase(0) {
+		t.Fatal("phase does not alternate across the uint32 wrap")
+	}
+}

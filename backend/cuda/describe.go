@@ -1,0 +1,35 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/symmem/symmem/internal/native/cuda"
+)
+
+// Describe reports the backend's device, its peers, NCCL and the groups'
+// paths, for `symmem doctor`.
+func (b *Backend) Describe() string {
+	var s strings.Builder
+	d := b.info
+	fmt.Fprintf(&s, "cuda: driver %d, device %d %s (%s), %d SMs, %d copy engines, cc %d.%d, VMM granularity %d\n",
+		cuda.DriverVersion(), d.Ordinal, d.Name, d.PCI, d.SMs, d.AsyncEngines, d.CC[0], d.CC[1], b.gran)
+	if m, err := cuda.P2PMatrix(); err == nil {
+		for a := range m {
+			for c := range m[a] {
+				if a != c {
+					l := m[a][c]
+					fmt.Fprintf(&s, "cuda: p2p %d->%d access=%v nvlink-atomics=%v rank=%d\n", a, c, l.Access, l.NativeAtomics, l.PerfRank)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(&s, "cuda: nccl %s\n", b.NCCLStatus())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, g := range b.groups {
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); nccl comm %v; windows %v %s; segments %d\n",
+			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, g.nccl.comm != nil, g.nccl.windows, g.nccl.winWhy, g.Registered())
+	}
+	return s.String()
+}

@@ -1,0 +1,19 @@
+// Package cuda is symmem's GPU backend for the ranks of one host. It owns:
+//
+//   - Provider: the pool's segments as CUDA VMM allocations (cuMemCreate with
+//     POSIX-fd export, 2 MiB granularity), mapped for this rank's device;
+//   - Group: registration of segments with a group (the segment's fd goes to
+//     every peer over rendezvous.FDExchange, peers import and map it and keep
+//     the peer addresses per segment), signal pads (a small VMM segment per
+//     group, peer-mapped, words carrying increasing epochs) and Run;
+//   - the copy-engine all-gather: stream memory operations signal readiness
+//     and completion through the pads and cuMemcpyDtoDAsync moves the data,
+//     so no SM runs; the whole sequence of one call is issued in one cgo
+//     call (native/cuda.Program);
+//   - algorithm choice (auto) between plain NCCL, NCCL on windows and copy
+//     engines, from measurements recorded in autotable.go;
+//   - Target: the bench harness's Target on top of this backend.
+//
+// All driver access goes through internal/native/cuda; NCCL through
+// backend/nccl.
+package cuda

@@ -1,0 +1,520 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem/bench"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+func newTarget(t *testing.T, env rendezvous.Env) *Target {
+	t.Helper()
+	tg, err := NewTarget(context.Background(), env, TargetOptions{Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tg.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if env.Rank == 0 {
+		fmt.Printf("%sbatch mem ops: %v\n", tg.B.Describe(), cuda.HaveBatchMemOp())
+	}
+	return tg
+}
+
+// fill writes pseudo-random bytes from seed.
+func fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	for ; i < len(b); i++ {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+// seeds gives every rank's fresh seed for one case.
+func seeds(t *testing.T, tg *Target) []uint64 {
+	t.Helper()
+	mine := rand.Uint64() ^ uint64(time.Now().UnixNano())
+	all, err := tg.ExchangeFloat64([]float64{float64(mine >> 11)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]uint64, len(all))
+	for r, v := range all {
+		out[r] = uint64(v[0])
+	}
+	return out
+}
+
+func algosOf(tg *Target) []coll.Algo {
+	a := []coll.Algo{coll.AlgoCE}
+	if tg.G.nccl.comm != nil {
+		a = append(a, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoAuto)
+	}
+	return a
+}
+
+// gatherCase runs one all-gather on group g with fresh random data and
+// returns the number of wrong bytes summed over ranks.
+type gatherCase struct {
+	g       *Group
+	gid     pool.GroupID
+	out, in coll.Span // buffers big enough
+	count   int64
+	dt      coll.DType
+	inPlace bool
+	algo    coll.Algo
+}
+
+func runGatherCase(t *testing.T, tg *Target, c gatherCase, host, want []byte) (coll.Path, int64) {
+	t.Helper()
+	n, me := c.g.Size(), c.g.Rank()
+	slice := c.count * int64(c.dt.Size())
+	total := slice * int64(n)
+	sd := seeds(t, tg)
+	mine := host[:slice]
+	fill(mine, sd[me])
+	if err := cuda.Memset8(tg.B.ctx, c.out.Ptr, 0xAB, total+64); err != nil {
+		t.Fatal(err)
+	}
+	in := c.in
+	if c.inPlace {
+		in = coll.Span{Ptr: c.out.Ptr + uint64(int64(me)*slice), Len: slice}
+	}
+	if err := tg.Write(in, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	req := tg.Request(c.g, c.gid, coll.AllGather, coll.Span{Ptr: c.out.Ptr, Len: total}, coll.Span{Ptr: in.Ptr, Len: slice}, c.count, c.dt, coll.Sum, 0, c.algo)
+	path, err := c.g.Run(context.Background(), req)
+	if errors.Is(err, ErrNCCLInPlaceMisaligned) {
+		// Refused on every rank alike (same geometry): a known NCCL defect.
+		return coll.Path{Algo: c.algo, Reason: "refused: " + err.Error()}, 0
+	}
+	if err != nil {
+		t.Fatalf("%v count=%d %v inPlace=%v: %v", c.algo, c.count, c.dt, c.inPlace, err)
+	}
+	if err := tg.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := host[:total+64]
+	if err := tg.Read(got, coll.Span{Ptr: c.out.Ptr, Len: total + 64}); err != nil {
+		t.Fatal(err)
+	}
+	var wrong int64
+	for r := 0; r < n; r++ {
+		w := want[:slice]
+		fill(w, sd[r])
+		if !bytes.Equal(got[int64(r)*slice:int64(r+1)*slice], w) {
+			for i := range w {
+				if got[int64(r)*slice+int64(i)] != w[i] {
+					wrong++
+				}
+			}
+		}
+	}
+	for _, b := range got[total:] {
+		if b != 0xAB {
+			wrong++ // wrote past the output
+		}
+	}
+	all, err := tg.ExchangeFloat64([]float64{float64(wrong)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, v := range all {
+		sum += int64(v[0])
+	}
+	return path, sum
+}
+
+// TestGPUAllGatherCorrect: fresh random data, 4 KiB..1 GiB, odd counts,
+// bf16/fp16/fp32/int8, in-place and out-of-place, every algorithm, and the
+// copy-engine variants.
+func TestGPUAllGatherCorrect(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		n := int64(tg.Size())
+		const maxBytes = 1 << 30
+		out, err := tg.Alloc(maxBytes+4096, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := tg.Alloc(maxBytes/n+4096, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, want := make([]byte, maxBytes+4096), make([]byte, maxBytes/n+4096)
+		sizes := []int64{4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30}
+		dts := []coll.DType{coll.BFloat16, coll.Float16, coll.Float32, coll.Int8}
+		cases, bad, refused := 0, 0, 0
+		start := time.Now()
+		for _, size := range sizes {
+			for _, dt := range dts {
+				if size == 1<<30 && dt != coll.BFloat16 {
+					continue
+				}
+				count := size / int64(dt.Size()) / n
+				if count%2 == 0 {
+					count--
+				}
+				for _, inPlace := range []bool{false, true} {
+					for _, algo := range algosOf(tg) {
+						c := gatherCase{g: tg.G, gid: tg.gid, out: out, in: in, count: count, dt: dt, inPlace: inPlace, algo: algo}
+						path, wrong := runGatherCase(t, tg, c, host, want)
+						cases++
+						if strings.HasPrefix(path.Reason, "refused: ") {
+							refused++
+						}
+						if wrong != 0 {
+							bad++
+							t.Errorf("all_gather %s count=%d %v inPlace=%v algo=%s (path %s): %d wrong bytes", bench.FormatSize(size), count, dt, inPlace, algo, path.Algo, wrong)
+						}
+					}
+				}
+			}
+		}
+		// Copy-engine variants (push, pull+push, split streams) on odd counts.
+		for _, tu := range []ceTune{{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 1 << 20},
+			{mode: modeBoth, split: 1, splitMin: 1 << 62, sideLocal: 0},
+			{mode: modePull, split: 3, splitMin: 0, sideLocal: 0},
+			{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 4 << 20, graph: true},
+			{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, graph: true},
+			{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, batch: true},
+			{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 0}} {
+			tg.G.runMu.Lock()
+			tg.G.tune = tu
+			tg.G.runMu.Unlock()
+			for _, size := range []int64{4 << 10, 8<<20 + 6, 64 << 20} {
+				for _, inPlace := range []bool{false, true} {
+					count := size/2/n - 1
+					c := gatherCase{g: tg.G, gid: tg.gid, out: out, in: in, count: count, dt: coll.BFloat16, inPlace: inPlace, algo: coll.AlgoCE}
+					_, wrong := runGatherCase(t, tg, c, host, want)
+					cases++
+					if wrong != 0 {
+						bad++
+						t.Errorf("ce variant %+v size %d inPlace=%v: %d wrong bytes", tu, size, inPlace, wrong)
+					}
+				}
+			}
+		}
+		tg.G.tune = defaultTune()
+		logf(env, "CORRECTNESS all_gather: %d cases, %d wrong, %d refused (NCCL in-place misaligned guard), %.1fs (sizes 4K..1G odd counts, bf16/fp16/fp32/int8, in/out-of-place, algos %v + ce variants)\n",
+			cases, bad, refused, time.Since(start).Seconds(), algosOf(tg))
+	})
+}
+
+// TestGPUTwoGroupsOnePool: two groups share one pool; each gathers in its
+// own blocks, alternating, and both stay correct.
+func TestGPUTwoGroupsOnePool(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		g2, gid2, err := tg.AddGroup(context.Background(), "second", allRanks(tg.Size()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(tg.Size())
+		o1, err := tg.Alloc(32<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i1, err := tg.Alloc(16<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o2, err := tg.AllocIn(gid2, 32<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i2, err := tg.AllocIn(gid2, 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, want := make([]byte, 33<<20), make([]byte, 17<<20)
+		for i := 0; i < 6; i++ {
+			count := int64(1<<20*(i+1)+1) / n
+			for _, c := range []gatherCase{
+				{g: tg.G, gid: tg.gid, out: o1, in: i1, count: count, dt: coll.BFloat16, inPlace: i%2 == 0, algo: coll.AlgoCE},
+				{g: g2, gid: gid2, out: o2, in: i2, count: count, dt: coll.BFloat16, inPlace: i%2 == 1, algo: coll.AlgoCE},
+			} {
+				if _, wrong := runGatherCase(t, tg, c, host, want); wrong != 0 {
+					t.Errorf("group %s round %d: %d wrong bytes", c.g.Name(), i, wrong)
+				}
+			}
+		}
+		st := tg.Pool.Stats()
+		logf(env, "TWO GROUPS one pool: ok=%v pool stats %+v, registered world=%d second=%d\n", !t.Failed(), st, tg.G.Registered(), g2.Registered())
+	})
+}
+
+// TestGPURegistrationMismatch: ranks registering different segments get an
+// error wrapping pool.ErrMismatch, quickly, never a hang.
+func TestGPURegistrationMismatch(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		bg, _, err := tg.AddGroup(context.Background(), "mismatch", allRanks(tg.Size()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gran := tg.B.gran
+		var segs []pool.Segment
+		for _, id := range []pool.SegmentID{1001, 1002} {
+			base, err := tg.B.prov.CreateSegment(id, gran)
+			if err != nil {
+				t.Fatal(err)
+			}
+			segs = append(segs, pool.Segment{ID: id, Base: base, Size: gran})
+		}
+		seg := segs[env.Rank%2] // rank 0 registers 1001, rank 1 registers 1002
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		err = bg.Register(ctx, seg)
+		if !errors.Is(err, pool.ErrMismatch) {
+			t.Fatalf("mismatched registration: got %v, want an error wrapping pool.ErrMismatch", err)
+		}
+		logf(env, "REGISTRATION MISMATCH: error after %v: %v\n", time.Since(start).Round(time.Millisecond), err)
+		for _, s := range segs {
+			if err := tg.B.prov.ReleaseSegment(s.ID); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// TestGPUBench runs the bench harness sweep through this Target: symmetric
+// buffers with nccl, nccl-window, ce, auto; then plain NCCL on ordinary
+// buffers. Reports go to $SYMMEM_BENCH_DIR (if set) and stdout.
+func TestGPUBench(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		sizes, _ := bench.Sizes(4<<10, 1<<30, 4)
+		// Every rank must pass the same Config: rank 0's seed for all.
+		sd, err := tg.ExchangeFloat64([]float64{float64(uint64(time.Now().UnixNano()) >> 11)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := bench.Config{Ops: []coll.Kind{coll.AllGather}, Sizes: sizes, DType: coll.BFloat16, OutOfPlace: true, InPlace: true,
+			Check: true, Iters: 200, MinIters: 5, Warmup: 10, Budget: 150 * time.Millisecond, Seed: uint64(sd[0][0])}
+		sym := base
+		sym.Algos = algosOf(tg)
+		plain := base
+		plain.Plain, plain.Algos = true, []coll.Algo{coll.AlgoNCCL}
+		runs := []struct {
+			name string
+			cfg  bench.Config
+		}{{"sym", sym}}
+		if tg.G.nccl.comm != nil {
+			runs = append(runs, struct {
+				name string
+				cfg  bench.Config
+			}{"plain", plain})
+		}
+		for _, r := range runs {
+			rep, err := bench.Run(tg, r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.Rank == 0 {
+				var b strings.Builder
+				bench.WriteTable(&b, rep)
+				fmt.Printf("BENCH %s\n%s\n", r.name, b.String())
+				if dir := os.Getenv("SYMMEM_BENCH_DIR"); dir != "" && r.name == "sym" {
+					f, err := os.Create(filepath.Join(dir, "bench-"+r.name+".json"))
+					if err == nil {
+						bench.WriteJSON(f, rep)
+						f.Close()
+					}
+				}
+			}
+			if w := rep.WrongTotal(); w != 0 {
+				t.Errorf("bench %s: %d wrong elements", r.name, w)
+			}
+		}
+	})
+}
+
+// TestGPUCETune times copy-engine variants and the host cost of issuing one
+// all-gather, for the tuning table.
+func TestGPUCETune(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		n := int64(tg.Size())
+		const maxBytes = 1 << 30
+		out, err := tg.Alloc(maxBytes, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := tg.Alloc(maxBytes/n, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		variants := []struct {
+			name string
+			tu   ceTune
+		}{
+			{"default", defaultTune()},
+			{"push-ls-batch", ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, batch: true}},
+			{"pull", ceTune{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 4 << 20}},
+			{"pull-ls", ceTune{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 0}},
+			{"push", ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 4 << 20}},
+			{"push-ls", ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0}},
+			{"both-ls", ceTune{mode: modeBoth, split: 1, splitMin: 1 << 62, sideLocal: 0}},
+			{"pull-split2-ls", ceTune{mode: modePull, split: 2, splitMin: 0, sideLocal: 0}},
+			{"pull-graph-ls", ceTune{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 0, graph: true}},
+			{"push-graph-ls", ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, graph: true}},
+			{"push-graph", ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 4 << 20, graph: true}},
+		}
+		sizes := []int64{64 << 10, 1 << 20, 8 << 20, 64 << 20, 256 << 20, 1 << 30}
+		if v := os.Getenv("SYMMEM_TUNE_SIZES"); v != "" {
+			sizes = nil
+			for _, f := range strings.Split(v, ",") {
+				b, err := bench.ParseSize(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes = append(sizes, b)
+			}
+		}
+		if v := os.Getenv("SYMMEM_TUNE_VARIANTS"); v != "" {
+			keep := variants[:0]
+			for _, x := range variants {
+				if strings.Contains(","+v+",", ","+x.name+",") {
+					keep = append(keep, x)
+				}
+			}
+			variants = keep
+		}
+		evStart, err := cuda.NewEvent(tg.B.ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evEnd, err := cuda.NewEvent(tg.B.ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer evStart.Destroy()
+		defer evEnd.Destroy()
+		logf(env, "CETUNE %-15s %8s %5s %10s %8s %10s %10s %8s\n", "variant", "size", "place", "wall_us", "busbw", "issue_us", "gpu_us", "gpubusbw")
+		tag := os.Getenv("SYMMEM_TUNE_TAG")
+		for _, v := range variants {
+			v.name += tag
+			tg.G.runMu.Lock()
+			tg.G.tune = v.tu
+			tg.G.runMu.Unlock()
+			if tg.G.broken != nil {
+				t.Fatalf("group broken before variant %s: %v", v.name, tg.G.broken)
+			}
+			for _, size := range sizes {
+				if strings.Contains(v.name, "split") && size < 8<<20 {
+					continue
+				}
+				for _, inPlace := range []bool{true, false} {
+					count := size / 2 / n
+					slice := count * 2
+					inS := in
+					if inPlace {
+						inS = coll.Span{Ptr: out.Ptr + uint64(int64(tg.Rank())*slice), Len: slice}
+					}
+					req := tg.Request(tg.G, tg.gid, coll.AllGather, coll.Span{Ptr: out.Ptr, Len: size}, coll.Span{Ptr: inS.Ptr, Len: slice}, count, coll.BFloat16, coll.Sum, 0, coll.AlgoCE)
+					iters := 200
+					if size >= 256<<20 {
+						iters = 40
+					}
+					var werr error
+					for i := 0; i < 5 && werr == nil; i++ {
+						_, werr = tg.G.Run(context.Background(), req)
+					}
+					// Every rank learns whether any rank failed (a variant
+					// the driver refuses, e.g. capture), and skips it.
+					ok, err := tg.ExchangeFloat64([]float64{b2f(werr == nil)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if werr != nil || ok[0][0] == 0 || ok[len(ok)-1][0] == 0 {
+						logf(env, "CETUNE %-15s %8s variant failed: %v\n", v.name, bench.FormatSize(size), werr)
+						if werr != nil && tg.G.broken != nil {
+							t.Fatalf("variant %s broke the group: %v", v.name, werr)
+						}
+						continue
+					}
+					if err := tg.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := tg.Barrier(); err != nil {
+						t.Fatal(err)
+					}
+					var issue time.Duration
+					if err := evStart.Record(tg.B.stream); err != nil {
+						t.Fatal(err)
+					}
+					t0 := time.Now()
+					for i := 0; i < iters; i++ {
+						a := time.Now()
+						if _, err := tg.G.Run(context.Background(), req); err != nil {
+							t.Fatal(err)
+						}
+						issue += time.Since(a)
+					}
+					if err := evEnd.Record(tg.B.stream); err != nil {
+						t.Fatal(err)
+					}
+					if err := tg.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					per := time.Since(t0).Seconds() / float64(iters)
+					ms, err := cuda.Elapsed(evStart, evEnd)
+					if err != nil {
+						t.Fatal(err)
+					}
+					all, err := tg.ExchangeFloat64([]float64{per, issue.Seconds() / float64(iters), ms / 1e3 / float64(iters)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var slow, iss, gpu float64
+					for _, x := range all {
+						slow, iss, gpu = max(slow, x[0]), max(iss, x[1]), max(gpu, x[2])
+					}
+					_, bus := bench.Bandwidth(coll.AllGather, int(n), size, slow*1e6)
+					_, gbus := bench.Bandwidth(coll.AllGather, int(n), size, gpu*1e6)
+					place := "oop"
+					if inPlace {
+						place = "inpl"
+					}
+					logf(env, "CETUNE %-15s %8s %5s %10.2f %8.1f %10.2f %10.2f %8.1f\n", v.name, bench.FormatSize(size), place, slow*1e6, bus, iss*1e6, gpu*1e6, gbus)
+				}
+			}
+		}
+		tg.G.tune = defaultTune()
+	})
+}
+
+var _ = errors.Is
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

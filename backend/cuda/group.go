@@ -1,0 +1,523 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// ErrBroken is wrapped by every call on a group after a copy-engine
+// collective on it failed midway: the ranks' epochs no longer agree.
+var ErrBroken = errors.New("cuda: group is broken by an earlier failure")
+
+// DefaultTimeout bounds waits when the GroupConfig gives none.
+const DefaultTimeout = 60 * time.Second
+
+// Group is the GPU backend side of one group.
+type Group struct {
+	b       *Backend
+	name    string
+	ranks   []int // global ranks by group rank
+	me      int
+	store   *rendezvous.Client
+	fdx     *rendezvous.FDExchange
+	timeout time.Duration
+	prefix  string
+
+	agMu  sync.Mutex
+	agSeq int
+
+	// Copy-engine availability: every member on this host, P2P reachable.
+	ce    bool
+	ceWhy string
+
+	segMu sync.RWMutex
+	segs  map[pool.SegmentID]*peerSeg
+
+	pad      *segment // this rank's signal pad
+	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
+
+	runMu     sync.Mutex
+	epoch     uint32
+	prog      *cuda.Program
+	side      []*cuda.Stream
+	fork      *cuda.Event // local-copy fork
+	forkX     *cuda.Event // transfer fork (after the ready wait)
+	joins     []*cuda.Event
+	last      *cuda.Event // fence recorded by quiesce
+	used      []uint64    // streams that ran copy-engine collectives since the last quiesce
+	h         handles     // raw handles of side, joins, fork, forkX, last
+	broken    error
+	tune      ceTune
+	graphs    map[graphKey]*[2]*cuda.Graph // captured all-gathers (tune.graph)
+	capStream *cuda.Stream                 // stream graphs are captured on
+
+	nccl ncclGroup
+
+	closeOnce sync.Once
+}
+
+// handles are the raw stream and event handles the issue path uses.
+type handles struct {
+	side, joins       []uint64
+	fork, forkX, last uint64
+}
+
+// peerSeg is every rank's mapping of one registered segment.
+type peerSeg struct {
+	size  int64
+	bases []uint64 // by group rank; bases[me] is this rank's own segment
+}
+
+var _ backend.Group = (*Group)(nil)
+
+// pad layout: word (slot, from) at 4*(slot*n + from); slots below.
+const (
+	slotReady = 0
+	slotDone  = 1
+	padSlots  = 2
+)
+
+func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
+	me := -1
+	for i, r := range cfg.Ranks {
+		if i > 0 && r <= cfg.Ranks[i-1] {
+			return nil, fmt.Errorf("cuda: group %q: ranks %v must be ascending without repeats", cfg.Name, cfg.Ranks)
+		}
+		if r == cfg.Rank {
+			me = i
+		}
+	}
+	switch {
+	case me < 0:
+		return nil, fmt.Errorf("cuda: group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("cuda: group %q: GroupConfig.Store is nil (the backend needs the rendezvous store)", cfg.Name)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	g := &Group{
+		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
+		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
+		prefix: fmt.Sprintf("symmem/%s/cuda/%s#%d", b.env.JobID, cfg.Name, gen),
+		segs:   map[pool.SegmentID]*peerSeg{},
+		prog:   cuda.NewProgram(64),
+		tune:   defaultTune(),
+	}
+	if err := g.setup(ctx, gen); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
+	}
+	return g, nil
+}
+
+// setup finds out whether copy engines can serve the group, creates and
+// exchanges the signal pads, and creates the NCCL communicator.
+func (g *Group) setup(ctx context.Context, gen int) error {
+	host := hostID()
+	mine := fmt.Sprintf("%s|%s|%d", host, g.b.info.PCI, os.Getpid())
+	all, err := g.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return err
+	}
+	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	if g.fdx == nil && len(g.ranks) > 1 {
+		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+	}
+	for r, v := range all {
+		parts := strings.SplitN(string(v), "|", 3)
+		if len(parts) != 3 {
+			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
+		}
+		if r == g.me || !g.ce {
+			continue
+		}
+		if parts[0] != host {
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.ranks[r])
+			continue
+		}
+		if parts[1] == g.b.info.PCI {
+			return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device", g.ranks[r], parts[1])
+		}
+		dev, err := deviceByPCI(parts[1])
+		if err != nil {
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.ranks[r], parts[1], err)
+			continue
+		}
+		link, err := cuda.P2P(g.b.info.Ordinal, dev)
+		if err != nil {
+			return err
+		}
+		if !link.Access {
+			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.ranks[r], dev)
+		}
+	}
+	if g.ce {
+		if err := g.setupCE(ctx); err != nil {
+			return err
+		}
+	}
+	g.nccl = newNCCLGroup(ctx, g, gen)
+	return nil
+}
+
+// setupCE creates the side streams, events and signal pads.
+func (g *Group) setupCE(ctx context.Context) error {
+	c := g.b.ctx
+	nside := max(3, len(g.ranks)-1)
+	for i := 0; i < nside; i++ {
+		s, err := cuda.NewStream(c, 0)
+		if err != nil {
+			return err
+		}
+		g.side = append(g.side, s)
+		e, err := cuda.NewEvent(c, false)
+		if err != nil {
+			return err
+		}
+		g.joins = append(g.joins, e)
+	}
+	var err error
+	if g.capStream, err = cuda.NewStream(c, 0); err != nil {
+		return err
+	}
+	if g.fork, err = cuda.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.forkX, err = cuda.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.last, err = cuda.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
+		return fmt.Errorf("signal pad: %w", err)
+	}
+	if err := cuda.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
+		return fmt.Errorf("clearing the signal pad: %w", err)
+	}
+	for i := range g.side {
+		g.h.side = append(g.h.side, g.side[i].Handle())
+		g.h.joins = append(g.h.joins, g.joins[i].Handle())
+	}
+	g.h.fork, g.h.forkX, g.h.last = g.fork.Handle(), g.forkX.Handle(), g.last.Handle()
+	bases, err := g.exchange(ctx, "pad", g.pad.fd, g.pad.size)
+	if err != nil {
+		return fmt.Errorf("signal pads: %w", err)
+	}
+	bases[g.me] = g.pad.base
+	g.padPeers = bases
+	return nil
+}
+
+// deviceByPCI finds the visible device with the given PCI id.
+func deviceByPCI(pci string) (int, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return -1, err
+	}
+	for d := 0; d < n; d++ {
+		info, err := cuda.Info(d)
+		if err != nil {
+			return -1, err
+		}
+		if info.PCI == pci {
+			return d, nil
+		}
+	}
+	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
+}
+
+func hostID() string {
+	h, _ := os.Hostname()
+	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return h + "/" + strings.TrimSpace(string(id))
+}
+
+// Rank is this process's rank in the group.
+func (g *Group) Rank() int { return g.me }
+
+// Size is the number of ranks.
+func (g *Group) Size() int { return len(g.ranks) }
+
+// Name names the group.
+func (g *Group) Name() string { return g.name }
+
+// CopyEngines reports whether the copy-engine path is available, and why.
+func (g *Group) CopyEngines() (bool, string) { return g.ce, g.ceWhy }
+
+func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.timeout)
+}
+
+// AllGather returns every member's bytes by group rank, through the store.
+func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	g.agMu.Lock()
+	defer g.agMu.Unlock()
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	seq := g.agSeq
+	g.agSeq++
+	base := fmt.Sprintf("%s/ag/%d/", g.prefix, seq)
+	keys := make([]string, len(g.ranks))
+	for r := range keys {
+		keys[r] = base + strconv.Itoa(r)
+	}
+	if err := g.store.Set(ctx, keys[g.me], mine); err != nil {
+		return nil, fmt.Errorf("cuda: group %q all-gather #%d: %w", g.name, seq, err)
+	}
+	vals, err := g.store.Wait(ctx, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: group %q all-gather #%d: not every rank arrived within %v: %w", g.name, seq, g.timeout, err)
+	}
+	cnt, err := g.store.Add(ctx, base+"done", 1)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: group %q all-gather #%d: %w", g.name, seq, err)
+	}
+	if cnt == int64(len(g.ranks)) {
+		for _, k := range append(keys, base+"done") {
+			if err := g.store.Delete(ctx, k); err != nil && !errors.Is(err, rendezvous.ErrNotFound) {
+				return nil, fmt.Errorf("cuda: group %q all-gather #%d cleanup: %w", g.name, seq, err)
+			}
+		}
+	}
+	return vals, nil
+}
+
+// exchange sends fd to every peer under tag and imports every peer's fd of
+// the same size, mapped for this device. Indexed by group rank (0 for me).
+func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	tag = g.prefix + "/" + tag
+	for r, gr := range g.ranks {
+		if r == g.me {
+			continue
+		}
+		if err := g.fdx.Send(ctx, gr, tag, []int{fd}); err != nil {
+			return nil, fmt.Errorf("sending %s to rank %d: %w", tag, gr, err)
+		}
+	}
+	bases := make([]uint64, len(g.ranks))
+	fail := func(err error) ([]uint64, error) {
+		for r, p := range bases {
+			if p != 0 && r != g.me {
+				cuda.Unmap(g.b.ctx, p, size)
+			}
+		}
+		return nil, err
+	}
+	for r, gr := range g.ranks {
+		if r == g.me {
+			continue
+		}
+		fds, err := g.fdx.Recv(ctx, gr, tag)
+		if err != nil {
+			return fail(fmt.Errorf("receiving %s from rank %d: %w", tag, gr, err))
+		}
+		if len(fds) != 1 {
+			closeAll(fds)
+			return fail(fmt.Errorf("rank %d sent %d descriptors for %s, want 1", gr, len(fds), tag))
+		}
+		p, err := importPeer(g.b.ctx, fds[0], size, g.b.gran)
+		unix.Close(fds[0])
+		if err != nil {
+			return fail(fmt.Errorf("rank %d's %s: %w", gr, tag, err))
+		}
+		bases[r] = p
+	}
+	return bases, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// Register makes seg usable by the group's collectives: peers' copies are
+// mapped here (copy engines) and the segment becomes an NCCL window. It is
+// collective; ranks that register different segments get an error wrapping
+// pool.ErrMismatch (never a hang).
+func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
+	g.segMu.RLock()
+	_, dup := g.segs[seg.ID]
+	g.segMu.RUnlock()
+	if dup {
+		return fmt.Errorf("cuda: group %q: segment %d is already registered", g.name, seg.ID)
+	}
+	fd, size, err := g.b.prov.fd(seg.ID)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register: %w", g.name, err)
+	}
+	if size != seg.Size {
+		return fmt.Errorf("cuda: group %q: register segment %d: pool says %d bytes, provider %d", g.name, seg.ID, seg.Size, size)
+	}
+	mine := fmt.Sprintf("register seg=%d size=%d", seg.ID, seg.Size)
+	all, err := g.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	for r, v := range all {
+		if string(v) != mine {
+			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
+				pool.ErrMismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
+		}
+	}
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks))}
+	if g.ce && len(g.ranks) > 1 {
+		if ps.bases, err = g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size); err != nil {
+			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+		}
+	}
+	ps.bases[g.me] = seg.Base
+	if err := g.nccl.register(ctx, seg); err != nil {
+		ps.unmap(g)
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	g.segMu.Lock()
+	g.segs[seg.ID] = ps
+	g.segMu.Unlock()
+	return nil
+}
+
+// Deregister waits until the group's last collective finished (bounded by
+// the timeout), then unmaps the peers' copies of seg and drops its window.
+func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
+	g.segMu.Lock()
+	ps, ok := g.segs[seg.ID]
+	delete(g.segs, seg.ID)
+	g.segMu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+	}
+	err := g.quiesce(ctx)
+	if err == nil {
+		g.runMu.Lock()
+		err = g.dropGraphsLocked()
+		g.runMu.Unlock()
+	}
+	if e := g.nccl.deregister(ctx, seg); err == nil {
+		err = e
+	}
+	ps.unmap(g)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.name, seg.ID, err)
+	}
+	return nil
+}
+
+// quiesce waits (bounded by the timeout) until every copy-engine collective
+// issued so far finished: it records a fence on each stream they ran on.
+func (g *Group) quiesce(ctx context.Context) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.last == nil {
+		return nil
+	}
+	for len(g.used) > 0 {
+		s := cuda.WrapStream(g.b.ctx, g.used[0])
+		if err := g.last.Record(s); err != nil {
+			return err
+		}
+		if err := g.last.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
+		g.used = g.used[1:]
+	}
+	// Side streams are joined into the caller's stream by events, so they
+	// are idle once it is.
+	return nil
+}
+
+func (ps *peerSeg) unmap(g *Group) {
+	for r, p := range ps.bases {
+		if r != g.me && p != 0 {
+			cuda.Unmap(g.b.ctx, p, ps.size)
+		}
+	}
+}
+
+// Registered is the number of segments registered with the group.
+func (g *Group) Registered() int {
+	g.segMu.RLock()
+	defer g.segMu.RUnlock()
+	return len(g.segs)
+}
+
+// peer returns rank r's address of segment seg at offset off.
+func (g *Group) peer(seg pool.SegmentID, r int, off int64) (uint64, bool) {
+	g.segMu.RLock()
+	ps, ok := g.segs[seg]
+	g.segMu.RUnlock()
+	if !ok || ps.bases[r] == 0 {
+		return 0, false
+	}
+	return ps.bases[r] + uint64(off), true
+}
+
+// Close releases the group's mappings, pads, streams, events and NCCL
+// communicator. Idempotent. Collective when the group has an NCCL
+// communicator (NCCL finalizes it with the peers): every rank closes its
+// groups in the same order.
+func (g *Group) Close() error {
+	var err error
+	g.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		defer cancel()
+		qerr := g.quiesce(ctx)
+		g.runMu.Lock()
+		defer g.runMu.Unlock()
+		g.segMu.Lock()
+		for id, ps := range g.segs {
+			if qerr == nil {
+				ps.unmap(g)
+			}
+			delete(g.segs, id)
+		}
+		g.segMu.Unlock()
+		err = g.nccl.close(ctx)
+		if qerr != nil {
+			// Streams may still read peer memory: leak mappings rather than
+			// unmap memory in use.
+			err = fmt.Errorf("cuda: group %q: closing with work in flight: %w", g.name, qerr)
+			g.b.forget(g)
+			return
+		}
+		for r, p := range g.padPeers {
+			if r != g.me && p != 0 {
+				cuda.Unmap(g.b.ctx, p, g.pad.size)
+			}
+		}
+		if g.pad != nil {
+			g.pad.release(g.b.ctx)
+		}
+		g.dropGraphsLocked()
+		for _, s := range g.side {
+			s.Destroy()
+		}
+		if g.capStream != nil {
+			g.capStream.Destroy()
+		}
+		for _, e := range append(g.joins, g.fork, g.forkX, g.last) {
+			if e != nil {
+				e.Destroy()
+			}
+		}
+		g.b.forget(g)
+	})
+	return err
+}

@@ -1,0 +1,130 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/symmem/symmem/backend"
+	bnccl "github.com/symmem/symmem/backend/nccl"
+	"github.com/symmem/symmem/coll"
+	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/pool"
+)
+
+// NCCLNonBlockingEnv set to 1 makes the groups' NCCL communicators
+// non-blocking (NCCL's asynchronous init and registration).
+const NCCLNonBlockingEnv = "SYMMEM_CUDA_NCCL_NONBLOCKING"
+
+// ncclState is the backend's NCCL library (or why there is none).
+type ncclState struct {
+	lib *native.Lib
+	err error
+}
+
+func (s *ncclState) load() {
+	s.lib, s.err = native.Load()
+}
+
+func (s *ncclState) status() string {
+	if s.lib == nil {
+		return fmt.Sprintf("unavailable: %v", s.err)
+	}
+	return s.lib.String()
+}
+
+// ncclGroup is a group's NCCL communicator (nil comm: unavailable, err says
+// why) and whether its windows work.
+type ncclGroup struct {
+	comm    *bnccl.Comm
+	err     error
+	windows bool   // segments are registered as NCCL windows
+	winWhy  string // why not
+}
+
+func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
+	st := &g.b.nccl
+	if st.lib == nil {
+		return ncclGroup{err: st.err, winWhy: "no NCCL"}
+	}
+	// A blocking communicator (backend/nccl's default): on the 2x H200
+	// machine (NCCL 2.28.9) the second window registration on a non-blocking
+	// one failed with "Attempt to use communicator before the previous
+	// operation returned ncclSuccess" (bench/results/gpu-2026-11-21.md, run
+	// 1). Every rank has met in setup's all-gather before the communicator is
+	// created, so a blocking init does not wait for absent ranks.
+	cfg := bnccl.Config{NonBlocking: os.Getenv(NCCLNonBlockingEnv) == "1"}
+	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
+		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})
+	if err != nil {
+		return ncclGroup{err: err, winWhy: "no communicator"}
+	}
+	ng := ncclGroup{comm: c, windows: st.lib.HasWindows}
+	if !ng.windows {
+		ng.winWhy = fmt.Sprintf("NCCL %s has no window registration", st.lib.VersionString())
+	}
+	return ng
+}
+
+func (n *ncclGroup) register(ctx context.Context, seg pool.Segment) error {
+	if n.comm == nil || !n.windows {
+		return nil
+	}
+	if err := n.comm.Register(ctx, seg.Base, seg.Size); err != nil {
+		if errors.Is(err, bnccl.ErrNotSupported) {
+			n.windows, n.winWhy = false, err.Error()
+			return nil
+		}
+		return fmt.Errorf("NCCL window: %w", err)
+	}
+	return nil
+}
+
+func (n *ncclGroup) deregister(ctx context.Context, seg pool.Segment) error {
+	if n.comm == nil || !n.windows || !n.comm.Windowed(seg.Base, seg.Size) {
+		return nil
+	}
+	return n.comm.Deregister(ctx, seg.Base)
+}
+
+func (n *ncclGroup) close(ctx context.Context) error {
+	if n.comm == nil {
+		return nil
+	}
+	err := n.comm.Close(ctx)
+	n.comm = nil
+	return err
+}
+
+func (n *ncclGroup) run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if n.comm == nil {
+		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
+	}
+	return n.comm.Run(ctx, req)
+}
+
+// windowed reports whether both buffers of req lie in NCCL windows.
+func (n *ncclGroup) windowed(req backend.Request, size int) bool {
+	if n.comm == nil || !n.windows {
+		return false
+	}
+	in, out := ioLens(req, size)
+	inPtr := req.In.Ptr
+	if req.Kind == coll.Broadcast {
+		inPtr = req.Out.Ptr
+	}
+	return n.comm.Windowed(inPtr, in) && n.comm.Windowed(req.Out.Ptr, out)
+}
+
+// ioLens is the bytes a request reads from In and writes to Out.
+func ioLens(req backend.Request, n int) (in, out int64) {
+	one := req.Count * int64(req.DType.Size())
+	switch req.Kind {
+	case coll.AllGather:
+		return one, one * int64(n)
+	case coll.ReduceScatter:
+		return one * int64(n), one
+	}
+	return one, one
+}

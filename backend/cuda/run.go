@@ -1,0 +1,163 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
+)
+
+// errNotSymmetric is wrapped when a forced symmetric path gets buffers that
+// are not pool blocks registered with the group.
+var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool block)")
+
+// ErrNotSymmetric is errNotSymmetric, for callers' errors.Is.
+var ErrNotSymmetric = errNotSymmetric
+
+// ErrNCCLInPlaceMisaligned is wrapped when NCCL would run an in-place
+// all-gather on window memory with a slice that is not a multiple of 4
+// bytes below 1 MiB: NCCL 2.28.9's symmetric kernels returned wrong data
+// there on the 2x H200 machine (bench/results/gpu-2026-11-21.md, run 2;
+// 4 KiB and 64 KiB, bf16/fp16/int8 odd counts). Use ce, or an even count.
+var ErrNCCLInPlaceMisaligned = errors.New("NCCL window all-gather in-place with a slice not a multiple of 4 bytes (below 1 MiB) is known to return wrong data")
+
+// ncclUnsafe reports the NCCL defect above for req.
+func ncclUnsafe(req backend.Request, inPlace, win bool, n int) bool {
+	slice := req.Count * int64(req.DType.Size())
+	return req.Kind == coll.AllGather && inPlace && win && slice%4 != 0 && slice*int64(n) < 1<<20
+}
+
+// Run executes req on req.Stream (the backend's stream when 0) and reports
+// the path. It returns once the work is enqueued.
+//
+// Copy-engine collectives of one group must be ordered on the GPU the same
+// way on every rank (issue them on one stream, or order the streams with
+// events), and must not be issued into a stream that is being captured into
+// a CUDA graph: their signal values change from call to call.
+func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if req.Stream == 0 {
+		req.Stream = g.b.stream.Handle()
+	}
+	algo, why, err := g.choose(req)
+	if err != nil {
+		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+	}
+	path := coll.Path{Algo: algo, Reason: why}
+	switch algo {
+	case coll.AlgoCE:
+		g.runMu.Lock()
+		if g.broken != nil {
+			g.runMu.Unlock()
+			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
+		}
+		err = g.ceAllGather(req, req.Stream)
+		g.runMu.Unlock()
+	default:
+		r := req
+		r.Algo = algo
+		var p coll.Path
+		p, err = g.nccl.run(ctx, r)
+		if p.Algo != "" {
+			path.Algo = p.Algo
+		}
+	}
+	if err != nil {
+		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
+	}
+	return path, nil
+}
+
+// choose resolves req.Algo to the path that runs, with the reason.
+func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
+	n := len(g.ranks)
+	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
+	inPlaceAG := req.Kind == coll.AllGather && req.OutSym.OK &&
+		req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
+	// Pull reads the peers' inputs (registered input, or in-place in a
+	// registered output); push writes into the peers' outputs.
+	g.runMu.Lock()
+	mode := g.tune.mode
+	g.runMu.Unlock()
+	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
+	win := g.nccl.windowed(req, n)
+	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
+	bad := ncclUnsafe(req, inPlace, win, n)
+	switch req.Algo {
+	case coll.AlgoCE:
+		if !ceOK {
+			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w", g.ceWhyNot(req), errNotSymmetric)
+		}
+		return coll.AlgoCE, "ce requested", nil
+	case coll.AlgoNCCLWindow:
+		if g.nccl.comm == nil {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		}
+		if !win {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w", g.winWhy(symOK), errNotSymmetric)
+		}
+		if bad {
+			return coll.AlgoNCCLWindow, "", ErrNCCLInPlaceMisaligned
+		}
+		return coll.AlgoNCCLWindow, "nccl-window requested", nil
+	case coll.AlgoNCCL:
+		if g.nccl.comm == nil {
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		}
+		if bad {
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers: %w", ErrNCCLInPlaceMisaligned)
+		}
+		return coll.AlgoNCCL, "nccl requested", nil
+	case coll.AlgoAuto, coll.AlgoDirect, "":
+	default:
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, ce, nccl or nccl-window)", req.Algo)
+	}
+	total, _ := ioLens(req, n)
+	if req.Kind == coll.AllGather {
+		total *= int64(n)
+	}
+	pick := autoPick(req.Kind, total)
+	if pick == coll.AlgoCE && ceOK {
+		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
+	}
+	if pick == coll.AlgoNCCLWindow && !win && ceOK && req.Kind == coll.AllGather {
+		return coll.AlgoCE, "auto: copy engines (buffers not in NCCL windows)", nil
+	}
+	if g.nccl.comm == nil || bad {
+		if ceOK {
+			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil
+		}
+		if bad {
+			return coll.AlgoAuto, "", ErrNCCLInPlaceMisaligned
+		}
+		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.ceWhyNot(req), ErrNotSupported)
+	}
+	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && win {
+		return coll.AlgoNCCLWindow, "auto: NCCL on windows (autotable.go)", nil
+	}
+	if !symOK {
+		return coll.AlgoNCCL, "auto: plain NCCL, buffers are not symmetric pool blocks", nil
+	}
+	return coll.AlgoNCCL, "auto: plain NCCL (autotable.go)", nil
+}
+
+func (g *Group) ceWhyNot(req backend.Request) string {
+	switch {
+	case req.Kind != coll.AllGather:
+		return "copy engines serve all_gather only"
+	case !g.ce:
+		return "copy engines unavailable: " + g.ceWhy
+	}
+	return "the buffers are not pool blocks registered with this group"
+}
+
+func (g *Group) winWhy(symOK bool) string {
+	if !symOK {
+		return "not pool blocks registered with this group"
+	}
+	if g.nccl.winWhy != "" {
+		return g.nccl.winWhy
+	}
+	return "outside the registered windows"
+}

@@ -1,0 +1,23 @@
+// Package cuda is symmem's only cgo boundary to the CUDA driver. It dlopens
+// libcuda.so.1 at run time (no CUDA headers or libraries at build time; the
+// few driver types it needs are declared by hand in shim.h and their layouts
+// are asserted in tests) and resolves the versioned entry points
+// (cuMemcpyDtoDAsync_v2, cuStreamWriteValue32_v2, cuStreamWaitValue32_v2,
+// cuEventElapsedTime_v2, cuStreamBatchMemOp_v2, ...).
+//
+// It owns:
+//   - loading (Load): a missing library or symbol is an error matching
+//     ErrNotSupported; every failing driver call is an *Error carrying the
+//     call and the CUresult's name (cuGetErrorName);
+//   - devices (Devices, DeviceInfo, P2P) and primary contexts (Retain);
+//   - VMM memory: cuMemCreate with POSIX-fd handles, export/import of fds,
+//     reserve+map+set-access and the reverse;
+//   - streams, events, synchronous copies and memsets for setup and tests;
+//   - Exec: a whole sequence of stream operations (signal writes and waits,
+//     copies, event records and waits, batched memory operations) issued in
+//     ONE cgo call, so a small collective costs one crossing.
+//
+// Contexts: the CUDA current context is per OS thread and goroutines move
+// between threads, so every function here makes the right context current
+// inside the same C call that uses it. Callers never call cuCtxSetCurrent.
+package cuda

@@ -1,0 +1,173 @@
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+)
+
+// Op kinds (mirror SYMC_OP_* in shim.h).
+const (
+	OpCtx       = 1
+	OpWrite32   = 2
+	OpWait32    = 3
+	OpCopy      = 4
+	OpRecord    = 5
+	OpWaitEvent = 6
+	OpBatch     = 7
+	OpMemset32  = 8
+	OpGraph     = 9
+)
+
+const (
+	opCtx       = OpCtx
+	opWrite32   = OpWrite32
+	opWait32    = OpWait32
+	opCopy      = OpCopy
+	opRecord    = OpRecord
+	opWaitEvent = OpWaitEvent
+	opBatch     = OpBatch
+	opMemset32  = OpMemset32
+)
+
+// Wait flags (CUstreamWaitValue_flags).
+const (
+	WaitGEQ = 0x0 // cyclic: (int32)(*addr - value) >= 0, so epochs may wrap
+	WaitEQ  = 0x1
+)
+
+// Op is one step of a Program; its layout mirrors symc_op (40 bytes).
+type Op struct {
+	Kind    int32
+	Flags   uint32
+	Stream  uint64
+	A, B, C uint64
+}
+
+// Program is a reusable list of stream operations issued in one cgo call.
+// Build it with the methods below, run it with Exec, Reset and rebuild (the
+// backing array is kept, so steady-state use does not allocate). A Program
+// is not safe for concurrent use.
+type Program struct {
+	ops   []Op
+	batch int // index of the open batch header, -1 if none
+	// NoBatch issues memory operations one call each (for graph capture,
+	// where each becomes its own node anyway).
+	NoBatch bool
+}
+
+// NewProgram returns an empty program with room for n ops.
+func NewProgram(n int) *Program { return &Program{ops: make([]Op, 0, n), batch: -1} }
+
+// Reset empties the program.
+func (p *Program) Reset() { p.ops, p.batch = p.ops[:0], -1 }
+
+// Ops returns the ops built so far (for inspection; do not modify).
+func (p *Program) Ops() []Op { return p.ops }
+
+// Len is the number of ops.
+func (p *Program) Len() int { return len(p.ops) }
+
+// SetContext makes c current for the ops that follow. Every program that
+// touches streams must start with it.
+func (p *Program) SetContext(c *Context) {
+	p.ops = append(p.ops, Op{Kind: opCtx, A: uint64(uintptr(unsafe.Pointer(c.h)))})
+}
+
+// Write32 writes v to the 32-bit word at addr (local or peer-mapped) once the
+// stream's earlier work is done; a memory fence orders those earlier writes
+// before it.
+func (p *Program) Write32(stream, addr uint64, v uint32) {
+	p.ops = append(p.ops, Op{Kind: opWrite32, Stream: stream, A: addr, B: uint64(v)})
+}
+
+// Wait32 makes the stream wait until the word at addr reaches v (cyclic >=).
+func (p *Program) Wait32(stream, addr uint64, v uint32) {
+	p.ops = append(p.ops, Op{Kind: opWait32, Flags: WaitGEQ, Stream: stream, A: addr, B: uint64(v)})
+}
+
+// Wait32EQ makes the stream wait until the word at addr equals v.
+func (p *Program) Wait32EQ(stream, addr uint64, v uint32) {
+	p.ops = append(p.ops, Op{Kind: opWait32, Flags: WaitEQ, Stream: stream, A: addr, B: uint64(v)})
+}
+
+// Copy enqueues an asynchronous device-to-device copy (copy engine).
+func (p *Program) Copy(stream, dst, src uint64, n int64) {
+	p.ops = append(p.ops, Op{Kind: opCopy, Stream: stream, A: dst, B: src, C: uint64(n)})
+}
+
+// Memset32 enqueues an asynchronous fill of n words.
+func (p *Program) Memset32(stream, dst uint64, v uint32, n int64) {
+	p.ops = append(p.ops, Op{Kind: opMemset32, Stream: stream, A: dst, B: uint64(v), C: uint64(n)})
+}
+
+// Record records event on stream.
+func (p *Program) Record(stream, event uint64) {
+	p.ops = append(p.ops, Op{Kind: opRecord, Stream: stream, A: event})
+}
+
+// WaitEvent makes stream wait for event.
+func (p *Program) WaitEvent(stream, event uint64) {
+	p.ops = append(p.ops, Op{Kind: opWaitEvent, Stream: stream, A: event})
+}
+
+// BeginBatch starts a group of Write32/Wait32 ops on stream that Exec issues
+// as one cuStreamBatchMemOp (in order), or one by one where the driver lacks
+// it. EndBatch closes the group.
+func (p *Program) BeginBatch(stream uint64) {
+	p.batch = len(p.ops)
+	p.ops = append(p.ops, Op{Kind: opBatch, Stream: stream})
+}
+
+// NoBatchEnv, when set to 1, makes every program issue its memory
+// operations one call each instead of cuStreamBatchMemOp (a diagnostic).
+const NoBatchEnv = "SYMMEM_CUDA_NO_BATCH"
+
+var noBatch = os.Getenv(NoBatchEnv) == "1"
+
+// EndBatch closes the group opened by BeginBatch. A group of one op is
+// issued as a plain call.
+func (p *Program) EndBatch() {
+	if p.batch < 0 {
+		return
+	}
+	n := len(p.ops) - p.batch - 1
+	switch {
+	case n <= 1 || n > 32 || noBatch || p.NoBatch:
+		// Not worth a batch (or too long): drop the header, keep the ops.
+		copy(p.ops[p.batch:], p.ops[p.batch+1:])
+		p.ops = p.ops[:len(p.ops)-1]
+	default:
+		p.ops[p.batch].A = uint64(n)
+	}
+	p.batch = -1
+}
+
+var opNames = map[int32]string{opCtx: "cuCtxSetCurrent", opWrite32: "cuStreamWriteValue32", opWait32: "cuStreamWaitValue32",
+	opCopy: "cuMemcpyDtoDAsync", opRecord: "cuEventRecord", opWaitEvent: "cuStreamWaitEvent", opBatch: "cuStreamBatchMemOp",
+	opMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch"}
+
+// Exec issues every op in one cgo call. On failure nothing after the failing
+// op was issued; the error names the op.
+func (p *Program) Exec() error {
+	if p.batch >= 0 {
+		return fmt.Errorf("cuda: program has an open batch (missing EndBatch)")
+	}
+	if len(p.ops) == 0 {
+		return nil
+	}
+	var failed C.int
+	r := C.symc_exec((*C.symc_op)(unsafe.Pointer(&p.ops[0])), C.int(len(p.ops)), &failed)
+	if r == 0 {
+		return nil
+	}
+	i := int(failed)
+	o := p.ops[i]
+	return fmt.Errorf("cuda: op %d of %d (%s stream=%#x a=%#x b=%#x c=%d): %w", i, len(p.ops), opNames[o.Kind], o.Stream, o.A, o.B, o.C,
+		&Error{Call: opNames[o.Kind], Code: int(r), Name: errName(int(r))})
+}

@@ -1,0 +1,254 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestDevices(t *testing.T) {
+	gpu(t)
+	n, _ := DeviceCount()
+	for d := 0; d < n; d++ {
+		info, err := Info(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.SMs <= 0 || info.AsyncEngines <= 0 {
+			t.Errorf("device %d: implausible info %+v", d, info)
+		}
+		t.Logf("%+v", info)
+	}
+	m, err := P2PMatrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("p2p: %+v", m)
+	if _, err := Info(n); err == nil {
+		t.Errorf("Info(%d) of a missing device succeeded", n)
+	}
+}
+
+// TestVMMExportImportSignals allocates VMM memory, exports and re-imports it
+// as an fd, and runs a program of signal writes, waits and copies over it.
+func TestVMMExportImportSignals(t *testing.T) {
+	gpu(t)
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	g, err := Granularity(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Create(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := a.Map(ctx, g, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := a.ExportFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Import(fd, g)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias, err := b.Map(ctx, g, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 4096)
+	for i := range src {
+		src[i] = byte(rand.Uint32())
+	}
+	if err := Memset8(ctx, base, 0, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyHtoD(ctx, base+8192, src); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	ev, _ := NewEvent(ctx, false)
+	defer ev.Destroy()
+	p := NewProgram(16)
+	p.SetContext(ctx)
+	p.BeginBatch(s.Handle())
+	p.Write32(s.Handle(), alias, 7) // write through the imported mapping
+	p.Wait32(s.Handle(), base, 7)   // observe through the original one
+	p.EndBatch()
+	p.Copy(s.Handle(), base+65536, alias+8192, int64(len(src)))
+	p.Record(s.Handle(), ev.Handle())
+	if err := p.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(src))
+	if err := CopyDtoH(ctx, got, base+65536); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, src) {
+		t.Fatal("copy through the imported mapping returned different bytes")
+	}
+	// A wait that can never be satisfied must surface as a timeout, and a
+	// memset from another stream must release it.
+	p.Reset()
+	p.SetContext(ctx)
+	p.Wait32(s.Handle(), base+4, 1)
+	p.Record(s.Handle(), ev.Handle())
+	if err := p.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background(), 50*time.Millisecond); err == nil {
+		t.Fatal("wait on an unset word completed")
+	}
+	if err := Memset32(ctx, base+4, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Wait(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func() error{
+		func() error { return Unmap(ctx, alias, g) }, b.Release,
+		func() error { return Unmap(ctx, base, g) }, a.Release,
+	} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestExecError: recording a null event fails at issue time with the op named.
+func TestExecError(t *testing.T) {
+	gpu(t)
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	s, _ := NewStream(ctx, 0)
+	defer s.Destroy()
+	p := NewProgram(4)
+	p.SetContext(ctx)
+	p.Record(s.Handle(), 0)
+	if err := p.Exec(); err == nil {
+		t.Fatal("recording a null event succeeded")
+	} else {
+		t.Log(err)
+	}
+}
+
+// BenchmarkExecSignalRoundTrip measures the host cost of issuing one
+// write+wait batch and a small copy.
+func BenchmarkExecSmall(b *testing.B) {
+	if err := Load(); err != nil {
+		b.Skip(err)
+	}
+	ctx, _ := Retain(0)
+	defer ctx.Release()
+	g, _ := Granularity(0)
+	a, _ := Create(ctx, g)
+	base, _ := a.Map(ctx, g, []int{0})
+	s, _ := NewStream(ctx, 0)
+	p := NewProgram(16)
+	for i := 0; i < b.N; i++ {
+		p.Reset()
+		p.SetContext(ctx)
+		p.BeginBatch(s.Handle())
+		p.Write32(s.Handle(), base, uint32(i+1))
+		p.Wait32(s.Handle(), base, uint32(i+1))
+		p.EndBatch()
+		p.Copy(s.Handle(), base+4096, base+8192, 4096)
+		if err := p.Exec(); err != nil {
+			b.Fatal(err)
+		}
+		if i%256 == 255 {
+			s.Synchronize()
+		}
+	}
+	s.Synchronize()
+	s.Destroy()
+	Unmap(ctx, base, g)
+	a.Release()
+}
+
+// TestGraphCapture captures a signal write, a wait and a copy into a graph,
+// replays it and checks the effects.
+func TestGraphCapture(t *testing.T) {
+	gpu(t)
+	if !HaveGraphs() {
+		t.Skip("driver lacks graph capture")
+	}
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	g, _ := Granularity(0)
+	a, err := Create(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := a.Map(ctx, g, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	defer Unmap(ctx, base, g)
+	if err := Memset8(ctx, base, 0, g); err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 1000)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	if err := CopyHtoD(ctx, base+4096, src); err != nil {
+		t.Fatal(err)
+	}
+	capS, _ := NewStream(ctx, 0)
+	defer capS.Destroy()
+	s, _ := NewStream(ctx, 0)
+	defer s.Destroy()
+	p := NewProgram(8)
+	p.NoBatch = true
+	p.Write32(capS.Handle(), base, 5)
+	p.Wait32(capS.Handle(), base, 5)
+	p.Copy(capS.Handle(), base+65536, base+4096, int64(len(src)))
+	gr, err := Capture(ctx, capS, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gr.Destroy()
+	q := NewProgram(4)
+	q.SetContext(ctx)
+	q.LaunchGraph(s.Handle(), gr.Handle())
+	q.LaunchGraph(s.Handle(), gr.Handle())
+	if err := q.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(src))
+	if err := CopyDtoH(ctx, got, base+65536); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, src) {
+		t.Fatal("graph replay copied wrong bytes")
+	}
+}

@@ -1,0 +1,135 @@
+package cuda
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+)
+
+// ErrNotSupported is matched (errors.Is) by every error that means "no usable
+// CUDA here": libcuda missing, a required symbol missing, or a driver call
+// answering CUDA_ERROR_NOT_SUPPORTED / NO_DEVICE.
+var ErrNotSupported = errors.New("cuda: not supported on this machine")
+
+// ErrNotReady is matched by a query whose work is still running.
+var ErrNotReady = errors.New("cuda: not ready")
+
+// LibEnv names the environment variable that overrides the library path.
+const LibEnv = "SYMMEM_LIBCUDA"
+
+// Driver results the package reasons about.
+const (
+	resNotReady     = 600
+	resNotSupported = 801
+	resNoDevice     = 100
+)
+
+// Error is a failing driver call.
+type Error struct {
+	Call string // the driver call or helper that failed, e.g. "cuMemCreate"
+	Code int    // the CUresult
+	Name string // cuGetErrorName, e.g. "CUDA_ERROR_OUT_OF_MEMORY"
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s failed: %s (%d)", e.Call, e.Name, e.Code)
+}
+
+// Is makes errors.Is(err, ErrNotSupported) and errors.Is(err, ErrNotReady)
+// hold for the matching results.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotSupported:
+		return e.Code == resNotSupported || e.Code == resNoDevice
+	case ErrNotReady:
+		return e.Code == resNotReady
+	}
+	return false
+}
+
+// LoadError says why the driver library could not be used; it matches
+// ErrNotSupported.
+type LoadError struct {
+	Path   string
+	Reason string
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("cuda: cannot use %s: %s (install the NVIDIA driver, or set %s to libcuda.so.1's path)", e.Path, e.Reason, LibEnv)
+}
+
+func (e *LoadError) Is(target error) bool { return target == ErrNotSupported }
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+	driver   int
+	ndev     int
+	names    sync.Map // CUresult -> name
+)
+
+// Load opens the driver library (once per process), initialises CUDA and
+// reports the driver version and device count. It is safe to call often.
+func Load() error {
+	loadOnce.Do(func() {
+		path := "libcuda.so.1"
+		if p := os.Getenv(LibEnv); p != "" {
+			path = p
+		}
+		cpath := C.CString(path)
+		defer C.free(unsafe.Pointer(cpath))
+		var buf [512]C.char
+		if rc := C.symc_load(cpath, &buf[0], C.int(len(buf))); rc != 0 {
+			loadErr = &LoadError{Path: path, Reason: C.GoString(&buf[0])}
+			return
+		}
+		var d, n C.int
+		if err := check("cuInit", C.symc_init(&d, &n)); err != nil {
+			loadErr = fmt.Errorf("cuda: initialising the driver: %w", err)
+			return
+		}
+		driver, ndev = int(d), int(n)
+		if ndev == 0 {
+			loadErr = &LoadError{Path: path, Reason: "the driver reports no CUDA device"}
+		}
+	})
+	return loadErr
+}
+
+// DriverVersion is the CUDA driver API version (e.g. 13000); Load must have
+// succeeded.
+func DriverVersion() int { return driver }
+
+// HaveBatchMemOp reports whether cuStreamBatchMemOp is available (Exec falls
+// back to single calls otherwise).
+func HaveBatchMemOp() bool { return Load() == nil && C.symc_have_batch() != 0 }
+
+// check turns a CUresult into an *Error (nil for CUDA_SUCCESS).
+func check(call string, r C.CUresult) error {
+	if r == 0 {
+		return nil
+	}
+	return &Error{Call: call, Code: int(r), Name: errName(int(r))}
+}
+
+func errName(code int) string {
+	if v, ok := names.Load(code); ok {
+		return v.(string)
+	}
+	var buf [96]C.char
+	name := fmt.Sprintf("CUresult %d", code)
+	if C.symc_error_name(C.CUresult(code), &buf[0], C.int(len(buf))) == 0 && buf[0] != 0 {
+		name = C.GoString(&buf[0])
+	}
+	names.Store(code, name)
+	return name
+}
