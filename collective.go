@@ -67,7 +67,10 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
 	}
 	o := collect(opts)
-	if o.algo != coll.AlgoAuto && o.algo != coll.AlgoDirect && o.algo != "" {
+	if o.algo == "" {
+		o.algo = coll.AlgoAuto
+	}
+	if g.w.host && o.algo != coll.AlgoAuto && o.algo != coll.AlgoDirect {
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (use %q or %q): %w",
 			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, coll.AlgoDirect, ErrNotSupported)
 	}
@@ -77,7 +80,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	defer cancel()
 
 	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
-		In: c.in, Out: c.out, Algo: coll.AlgoDirect, Stream: o.stream}
+		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream}
 	req.OutSym = g.sym(c.out)
 	req.InSym = req.OutSym
 	if c.kind != coll.Broadcast {
@@ -96,7 +99,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	if c.count == 0 {
 		return coll.Path{Algo: coll.AlgoDirect, Reason: "empty call: nothing to move"}, nil
 	}
-	if staged {
+	if staged && g.w.host {
 		return g.staged(ctx, c, req)
 	}
 	p, err := g.bg.Run(ctx, req)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/shm"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/pool"
@@ -18,6 +19,9 @@ func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 
 // Explain is World.Explain for this group.
 func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
+	if ex, ok := g.bg.(explainer); ok {
+		return ex.Explain(g.explainRequest(k, bytes, symmetric))
+	}
 	if symmetric {
 		return coll.Path{Algo: coll.AlgoDirect, Reason: fmt.Sprintf(
 			"symmetric buffers (%s backend, peers mapped): %s", g.w.Backend(), directHow(k, bytes))}
@@ -100,4 +104,19 @@ func (w *World) Doctor() Report {
 		}
 	}
 	return r
+}
+
+// explainRequest is a representative bf16 request of bytes in total for a
+// backend that chooses by size and symmetry. Symmetric spans are marked as
+// registered; nothing is dereferenced.
+func (g *Group) explainRequest(k coll.Kind, bytes int64, symmetric bool) backend.Request {
+	n := int64(g.Size())
+	dt := coll.BFloat16
+	count := bytes / int64(dt.Size())
+	if k == coll.AllGather || k == coll.ReduceScatter {
+		count /= n
+	}
+	sym := backend.Sym{OK: symmetric}
+	return backend.Request{Kind: k, DType: dt, Op: coll.Sum, Count: count, Algo: coll.AlgoAuto,
+		In: coll.Span{Ptr: 1 << 40, Len: bytes}, Out: coll.Span{Ptr: 1 << 41, Len: bytes}, InSym: sym, OutSym: sym}
 }

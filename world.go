@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/shm"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
@@ -26,7 +25,8 @@ type World struct {
 	fdx     *rendezvous.FDExchange
 	be      backend.Backend
 	pool    *pool.Pool
-	host    bool // buffers are host memory (Buffer.Bytes works)
+	host    bool   // buffers are host memory (Buffer.Bytes works)
+	why     string // why this backend (doctor)
 
 	mu     sync.Mutex
 	groups []*Group // creation order; groups[0] is the world
@@ -62,10 +62,9 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	}
 	kind := strings.ToLower(opts.Backend)
 	switch kind {
-	case "", "auto", "cpu":
-		kind = "cpu"
-	case "cuda":
-		return nil, fmt.Errorf("symmem: Init: backend %q: the GPU backend is not wired into this build yet (use \"cpu\"): %w", opts.Backend, ErrNotSupported)
+	case "", "auto":
+		kind = "auto"
+	case "cpu", "cuda":
 	default:
 		return nil, fmt.Errorf("symmem: Init: unknown backend %q (want \"auto\", \"cpu\" or \"cuda\"): %w", opts.Backend, ErrInvalid)
 	}
@@ -75,12 +74,22 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	if err != nil {
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	w := &World{env: env, opts: opts, store: store, cleanup: cleanup, host: true}
+	w := &World{env: env, opts: opts, store: store, cleanup: cleanup}
 	if w.fdx, err = rendezvous.NewFDExchange(env); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	w.be = shm.New(env)
+	if w.be, w.why, err = newBackend(kind, env); err != nil {
+		w.fdx.Close()
+		cleanup()
+		return nil, fmt.Errorf("symmem: Init: %w", err)
+	}
+	// Host memory (Buffer.Bytes, staging of ordinary memory) only on the
+	// CPU backend; the GPU backend hands ordinary memory to plain NCCL.
+	w.host = w.be.Name() == "cpu"
+	if !w.host {
+		w.opts.StagingBytes = -1
+	}
 	if w.pool, err = pool.New(w.be.Provider(), opts.Pool); err != nil {
 		w.release()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
@@ -105,7 +114,7 @@ func (w *World) Size() int { return w.env.WorldSize }
 // Env is the job environment this world was initialised from.
 func (w *World) Env() rendezvous.Env { return w.env }
 
-// Backend names the backend ("cpu").
+// Backend names the backend ("cpu" or "cuda").
 func (w *World) Backend() string { return w.be.Name() }
 
 // Pool is the process's one symmetric pool, shared by every group.

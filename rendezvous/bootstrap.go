@@ -20,7 +20,8 @@ const exitTimeout = 30 * time.Second
 //
 // cleanup closes the client. When rank 0 hosts, every rank's cleanup first
 // meets in an exit barrier (at most 30 s) so rank 0 does not stop the store
-// while others still use it; then rank 0 stops its server.
+// while others still use it; then rank 0 stops its server once every other
+// rank has hung up.
 func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 	if e.Token == "" {
 		return nil, nil, fmt.Errorf("%w: SYMMEM_TOKEN is empty", ErrBadEnv)
@@ -58,6 +59,11 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 		}
 		c.Close()
 		if srv != nil {
+			// The last rank to reach the barrier may not have read its
+			// reply yet: stop the store once every client hung up.
+			dctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+			srv.Drain(dctx)
+			cancel()
 			srv.Close()
 		}
 		return err

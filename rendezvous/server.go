@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -71,6 +72,25 @@ func (s *Server) Close() {
 		s.mu.Unlock()
 	})
 	s.wg.Wait()
+}
+
+// Drain waits until no client is connected (or ctx ends), so a hosting rank
+// stops the store only after every other rank has read its last reply and
+// hung up. It reports whether the store drained.
+func (s *Server) Drain(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Server) acceptLoop() {

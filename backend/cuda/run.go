@@ -71,6 +71,11 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 
 // choose resolves req.Algo to the path that runs, with the reason.
 func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
+	return g.chooseWin(req, g.nccl.windowed(req, len(g.ranks)))
+}
+
+// chooseWin is choose with the buffers' window status given (win).
+func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, error) {
 	n := len(g.ranks)
 	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
 	inPlaceAG := req.Kind == coll.AllGather && req.OutSym.OK &&
@@ -81,7 +86,6 @@ func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
 	mode := g.tune.mode
 	g.runMu.Unlock()
 	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
-	win := g.nccl.windowed(req, n)
 	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
 	bad := ncclUnsafe(req, inPlace, win, n)
 	switch req.Algo {
@@ -160,4 +164,17 @@ func (g *Group) winWhy(symOK bool) string {
 		return g.nccl.winWhy
 	}
 	return "outside the registered windows"
+}
+
+// Explain reports the path Run would take for req, without running it (for
+// `symmem doctor`): symmetric spans count as pool blocks registered with the
+// group (and so NCCL windows when NCCL has them). A request Run would refuse
+// explains why.
+func (g *Group) Explain(req backend.Request) coll.Path {
+	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
+	algo, why, err := g.chooseWin(req, symOK && g.nccl.comm != nil && g.nccl.windows)
+	if err != nil {
+		why = "refused: " + err.Error()
+	}
+	return coll.Path{Algo: algo, Reason: why}
 }

@@ -1,0 +1,403 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"flag"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem/coll"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestParseSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"1024", 1024, false}, {"1K", 1024, false}, {"1k", 1024, false}, {"64KiB", 64 << 10, false},
+		{"256M", 256 << 20, false}, {"1G", 1 << 30, false}, {"8MB", 8 << 20, false}, {"12B", 12, false},
+		{"", 0, true}, {"0", 0, true}, {"-1K", 0, true}, {"1.5M", 0, true}, {"12X", 0, true}, {"K", 0, true},
+	} {
+		got, err := ParseSize(c.in)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, bad=%v", c.in, got, err, c.want, c.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), "want a positive byte count") {
+			t.Errorf("ParseSize(%q) error %q does not say what to do", c.in, err)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, c := range []struct {
+		b, e int64
+		f    int
+		want []int64
+		bad  bool
+	}{
+		{1 << 10, 1 << 14, 2, []int64{1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14}, false},
+		{1 << 10, 1 << 15, 4, []int64{1 << 10, 1 << 12, 1 << 14}, false},
+		{1 << 20, 1 << 20, 2, []int64{1 << 20}, false},
+		{1 << 20, 1 << 20, 1, []int64{1 << 20}, false},
+		{1 << 10, 1 << 28, 2, nil, false}, // checked by length below
+		{1 << 20, 1 << 10, 2, nil, true},
+		{1 << 10, 1 << 20, 1, nil, true},
+		{0, 1 << 20, 2, nil, true},
+	} {
+		got, err := Sizes(c.b, c.e, c.f)
+		if (err != nil) != c.bad {
+			t.Errorf("Sizes(%d,%d,%d) error %v, want bad=%v", c.b, c.e, c.f, err, c.bad)
+			continue
+		}
+		if c.want == nil && !c.bad {
+			if len(got) != 19 || got[18] != 1<<28 {
+				t.Errorf("default sweep has %d sizes ending %d", len(got), got[len(got)-1])
+			}
+			continue
+		}
+		if !c.bad && !equal(got, c.want) {
+			t.Errorf("Sizes(%d,%d,%d) = %v, want %v", c.b, c.e, c.f, got, c.want)
+		}
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLayout(t *testing.T) {
+	for _, c := range []struct {
+		k                                 coll.Kind
+		size                              int64
+		es, n                             int
+		bytes, total, per, inB, outB, run int64
+	}{
+		{coll.AllGather, 1024, 4, 2, 1024, 256, 128, 512, 1024, 128},
+		{coll.AllGather, 1024, 4, 3, 1020, 255, 85, 340, 1020, 85},
+		{coll.ReduceScatter, 1024, 2, 2, 1024, 512, 256, 1024, 512, 256},
+		{coll.AllReduce, 1000, 8, 3, 1000, 125, 125, 1000, 1000, 125},
+		{coll.Broadcast, 4, 8, 2, 0, 0, 0, 0, 0, 0},
+		{coll.AllGather, 4, 4, 2, 0, 0, 0, 0, 0, 0},
+	} {
+		l := layoutFor(c.k, c.size, c.es, c.n)
+		want := layout{c.bytes, c.total, c.per, c.inB, c.outB, c.run}
+		if l != want {
+			t.Errorf("layoutFor(%v,%d,%d,%d) = %+v, want %+v", c.k, c.size, c.es, c.n, l, want)
+		}
+	}
+}
+
+func TestBandwidth(t *testing.T) {
+	for _, c := range []struct {
+		k        coll.Kind
+		n        int
+		bytes    int64
+		us       float64
+		alg, bus float64
+	}{
+		{coll.AllGather, 2, 1e9, 1e6, 1, 0.5},
+		{coll.ReduceScatter, 4, 2e9, 1e6, 2, 1.5},
+		{coll.AllReduce, 2, 1e9, 1e6, 1, 1},
+		{coll.AllReduce, 8, 8e9, 2e6, 4, 7},
+		{coll.Broadcast, 8, 3e9, 1e6, 3, 3},
+		{coll.AllGather, 1, 1e9, 1e6, 1, 1},
+		{coll.AllGather, 2, 1e9, 0, 0, 0},
+	} {
+		alg, bus := Bandwidth(c.k, c.n, c.bytes, c.us)
+		if math.Abs(alg-c.alg) > 1e-12 || math.Abs(bus-c.bus) > 1e-12 {
+			t.Errorf("Bandwidth(%v,%d,%d,%g) = %g,%g want %g,%g", c.k, c.n, c.bytes, c.us, alg, bus, c.alg, c.bus)
+		}
+	}
+}
+
+func TestHalfConversions(t *testing.T) {
+	for _, c := range []struct {
+		f float32
+		h uint16
+	}{{0, 0}, {1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {0.5, 0x3800}, {6.103515625e-05, 0x0400},
+		{5.960464477539063e-08, 0x0001}, {1e6, 0x7c00}, {1.0009765625, 0x3c01}, {1.00048828125, 0x3c00}} {
+		if got := f16FromFloat32(c.f); got != c.h {
+			t.Errorf("f16FromFloat32(%g) = %#04x, want %#04x", c.f, got, c.h)
+		}
+		if c.h != 0x7c00 && c.f != 1.00048828125 {
+			if got := f16ToFloat32(c.h); got != c.f {
+				t.Errorf("f16ToFloat32(%#04x) = %g, want %g", c.h, got, c.f)
+			}
+		}
+	}
+	for v := int64(-300); v <= 300; v++ {
+		for _, dt := range []coll.DType{coll.Float32, coll.Float64, coll.BFloat16, coll.Float16} {
+			b := make([]byte, 8)
+			encode(b, dt, v)
+			if got := decodeFloat(b, dt); got != float64(v) && !(dt == coll.BFloat16 && math.Abs(v2f(v)) > 256) {
+				t.Fatalf("%v round trip of %d gave %g", dt, v, got)
+			}
+		}
+	}
+}
+
+func v2f(v int64) float64 { return float64(v) }
+
+func TestFillBytesOffsets(t *testing.T) {
+	whole := make([]byte, 100)
+	fillBytes(whole, 7, 0)
+	for off := 0; off < 100; off++ {
+		part := make([]byte, 100-off)
+		fillBytes(part, 7, int64(off))
+		if !bytes.Equal(part, whole[off:]) {
+			t.Fatalf("fillBytes at offset %d differs from the whole stream", off)
+		}
+	}
+}
+
+func baseConfig() Config {
+	return Config{Ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast},
+		Sizes: []int64{4, 1 << 10, 100<<10 + 8}, DType: coll.Float32, RedOp: coll.Sum, OutOfPlace: true,
+		InPlace: true, Check: true, Iters: 3, Warmup: 1, Seed: 42}
+}
+
+// TestRunFake checks the harness plumbing (layouts, in-place spans, data,
+// reference, exchange) against an in-process job for every op, several
+// dtypes, reductions and rank counts.
+func TestRunFake(t *testing.T) {
+	defer func(c int64) { chunk = c }(chunk)
+	chunk = 4096 // many chunks per buffer, boundaries inside elements of every rank
+	for _, c := range []struct {
+		n  int
+		dt coll.DType
+		op coll.ReduceOp
+	}{
+		{1, coll.Float32, coll.Sum}, {2, coll.Float32, coll.Sum}, {3, coll.BFloat16, coll.Avg},
+		{2, coll.Float16, coll.Max}, {4, coll.Int32, coll.Min}, {3, coll.Float64, coll.Avg},
+		{2, coll.Int64, coll.Sum}, {3, coll.Int8, coll.Sum}, {2, coll.Uint8, coll.Max},
+	} {
+		cfg := baseConfig()
+		cfg.DType, cfg.RedOp, cfg.Root = c.dt, c.op, c.n-1
+		rep, err := runFake(c.n, cfg, 0)
+		if err != nil {
+			t.Fatalf("%d ranks %v %v: %v", c.n, c.dt, c.op, err)
+		}
+		if rep.WrongTotal() != 0 {
+			var b strings.Builder
+			WriteTable(&b, rep)
+			t.Fatalf("%d ranks %v %v: %d wrong\n%s", c.n, c.dt, c.op, rep.WrongTotal(), b.String())
+		}
+		if len(rep.Results) == 0 || rep.Results[0].OutOfPlace.Iters != 3 {
+			t.Fatalf("unexpected results %+v", rep.Results)
+		}
+	}
+}
+
+// TestRunFakeCatchesCorruption: flipped outputs are counted, per element.
+func TestRunFakeCatchesCorruption(t *testing.T) {
+	for _, rounds := range []int{0, 1, 3} {
+		cfg := baseConfig()
+		cfg.Sizes, cfg.Rounds = []int64{1 << 12}, rounds
+		rep, err := runFake(2, cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(3 * max(1, rounds))
+		for _, r := range rep.Results {
+			for _, m := range r.measures() {
+				if m.Wrong != want {
+					t.Errorf("%s, %d rounds: #wrong %d, want %d (three corrupted elements on rank 0 per call)", r.Op, rounds, m.Wrong, want)
+				}
+			}
+		}
+	}
+}
+
+func TestAdaptiveIterations(t *testing.T) {
+	c := Config{Iters: 50, Warmup: 5, Budget: 1e8} // 100 ms
+	for _, tc := range []struct {
+		one         float64 // seconds
+		iters, warm int
+	}{{1e-6, 50, 5}, {0.01, 10, 5}, {0.05, 3, 3}, {1, 3, 3}} {
+		it, w := c.iterations(durationOf(tc.one))
+		if it != tc.iters || w != tc.warm {
+			t.Errorf("iterations(%gs) = %d,%d want %d,%d", tc.one, it, w, tc.iters, tc.warm)
+		}
+	}
+	c.Budget = 0
+	if it, _ := c.iterations(durationOf(10)); it != 50 {
+		t.Errorf("fixed iterations gave %d", it)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"no ops":     func(c *Config) { c.Ops = nil },
+		"no sizes":   func(c *Config) { c.Sizes = nil },
+		"root":       func(c *Config) { c.Root = 2 },
+		"placement":  func(c *Config) { c.OutOfPlace, c.InPlace = false, false },
+		"iters":      func(c *Config) { c.Iters = 0 },
+		"warmup":     func(c *Config) { c.Warmup = -1 },
+		"rounds":     func(c *Config) { c.Rounds = -1 },
+		"bad dtype":  func(c *Config) { c.DType = 99 },
+		"bad op":     func(c *Config) { c.Ops = []coll.Kind{7} },
+		"bad reduce": func(c *Config) { c.RedOp = 9 },
+	} {
+		c := baseConfig()
+		mod(&c)
+		if err := c.Validate(2); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	c := baseConfig()
+	if err := c.Validate(2); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
+
+// goldenReport is a fixed report for the format tests.
+func goldenReport() *Report {
+	m := func(us float64, k coll.Kind, bytes int64, wrong int64, staged bool) *Measure {
+		alg, bus := Bandwidth(k, 2, bytes, us)
+		return &Measure{TimeUs: us, AlgBW: alg, BusBW: bus, Wrong: wrong, Iters: 20, Warmup: 5, Path: "direct",
+			Staged: staged, VsMemcpy: bus / 10}
+	}
+	return &Report{Backend: "cpu", Ranks: 2, DType: "float32", RedOp: "sum", Symmetric: true, Checked: true, Seed: 1,
+		Date: "2026-11-21T00:00:00Z", Seconds: 1.25, Command: "symmem bench -b 1K -e 64M", Host: "test host",
+		Results: []Result{
+			{Op: "all_gather", Algo: "auto", Bytes: 1024, Count: 256, Type: "float32", RedOp: "none", Root: -1,
+				OutOfPlace: m(5.5, coll.AllGather, 1024, 0, false), InPlace: m(4.25, coll.AllGather, 1024, 0, false), MemcpyGBps: 10},
+			{Op: "all_gather", Algo: "auto", Bytes: 64 << 20, Count: 16 << 20, Type: "float32", RedOp: "none", Root: -1,
+				OutOfPlace: m(12345.6, coll.AllGather, 64<<20, 0, false), InPlace: m(6000, coll.AllGather, 64<<20, 0, false), MemcpyGBps: 10},
+			{Op: "all_reduce", Algo: "auto", Bytes: 1 << 20, Count: 1 << 18, Type: "float32", RedOp: "sum", Root: -1,
+				OutOfPlace: m(150.25, coll.AllReduce, 1<<20, 2, true), MemcpyGBps: 12.5},
+		}}
+}
+
+func TestTableGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, goldenReport()); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "table.golden")
+	if *update {
+		os.WriteFile(golden, b.Bytes(), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./bench -run Golden -update to create it)", err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Errorf("table differs from %s:\n--- got\n%s--- want\n%s", golden, b.String(), want)
+	}
+	if !strings.Contains(b.String(), "FAILED: 2 wrong elements") {
+		t.Error("table does not report the wrong elements")
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	r := goldenReport()
+	if err := WriteJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.WrongTotal() != 2 || back.Results[1].InPlace.TimeUs != 6000 || back.Results[2].InPlace != nil {
+		t.Errorf("JSON round trip lost data: %+v", back)
+	}
+}
+
+func TestPlots(t *testing.T) {
+	dir := t.TempDir()
+	r := goldenReport()
+	svg := filepath.Join(dir, "p.svg")
+	if err := WritePlot(svg, r); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(svg)
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	lines := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	if lines != 4 { // all_gather oop, all_gather in, all_reduce oop, memcpy
+		t.Errorf("SVG has %d lines, want 4", lines)
+	}
+	pngPath := filepath.Join(dir, "p.png")
+	if err := WritePlot(pngPath, r); err != nil {
+		t.Fatal(err)
+	}
+	fh, _ := os.Open(pngPath)
+	defer fh.Close()
+	img, err := png.Decode(fh)
+	if err != nil {
+		t.Fatalf("PNG does not decode: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 960 || b.Dy() != 540 {
+		t.Errorf("PNG is %v", b)
+	}
+	colours := map[[3]uint32]bool{}
+	for y := 0; y < 540; y++ {
+		for x := 0; x < 960; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
+		}
+	}
+	for _, p := range palette[:3] {
+		c := hexColor(p)
+		if !colours[[3]uint32{uint32(c.R), uint32(c.G), uint32(c.B)}] {
+			t.Errorf("PNG lacks series colour %s", p)
+		}
+	}
+	if err := WritePlot(filepath.Join(dir, "p.jpg"), r); err == nil || !strings.Contains(err.Error(), ".svg or .png") {
+		t.Errorf("bad extension error: %v", err)
+	}
+}
+
+func durationOf(sec float64) time.Duration { return time.Duration(sec * 1e9) }
+
+// TestRunFakeLarge covers the parallel data generation and checking (big
+// chunks split over goroutines) and catches corruption there too.
+func TestRunFakeLarge(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Sizes, cfg.DType, cfg.RedOp = []int64{4<<20 + 64}, coll.Uint8, coll.Max
+	for _, corrupt := range []int{0, 2} {
+		rep, err := runFake(2, cfg, corrupt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			for _, m := range r.measures() {
+				if m.Wrong != int64(corrupt) {
+					t.Errorf("%s corrupt=%d: #wrong %d", r.Op, corrupt, m.Wrong)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,13 @@
+// Package bench is symmem's nccl-tests-style benchmark harness. It owns the
+// sweep (ops × algorithms × sizes × placements), the check of every result
+// against a serial reference computed from seeded random data, the timing
+// (maximum over ranks of the per-rank average), the memcpy baseline measured
+// in the same run, and the reports: an nccl-tests-like table, JSON, and a
+// bandwidth-vs-size plot (SVG or PNG, drawn without dependencies).
+//
+// The harness is backend-neutral: it drives a Target, which one rank of a
+// job implements on top of its backend (bench/worldtarget for a
+// symmem.World, backend/cuda's Target for GPUs). Every rank of the job calls
+// Run with the same Config; each gets the same Report. Package bench does
+// not import the user API, so backends can import it.
+package bench

@@ -1,0 +1,362 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/symmem/symmem/coll"
+)
+
+// Config is one sweep. Every rank passes an equal Config to Run.
+type Config struct {
+	Ops        []coll.Kind
+	Algos      []coll.Algo // default {auto}
+	Sizes      []int64     // full-tensor bytes (nccl-tests "size"), see Sizes
+	DType      coll.DType
+	RedOp      coll.ReduceOp // reduce-scatter and all-reduce
+	Root       int           // broadcast root
+	OutOfPlace bool          // measure out-of-place calls
+	InPlace    bool          // measure in-place calls
+	Plain      bool          // ordinary (non-symmetric) buffers: the staged path
+	Check      bool          // verify every size against the serial reference
+	Iters      int           // timed iterations per size (the maximum when Budget > 0)
+	MinIters   int           // the minimum when Budget > 0 (default 3)
+	Warmup     int           // untimed iterations before timing (at most Iters)
+	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
+	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
+	Seed       uint64
+	Progress   io.Writer // a line per size on rank 0; nil = quiet
+}
+
+// AlgoChecker is optional: a Target that knows which algorithms it supports
+// rejects a combination before the sweep starts, with a clear error.
+type AlgoChecker interface {
+	CheckAlgo(k coll.Kind, a coll.Algo) error
+}
+
+// Validate reports the first invalid setting of c for n ranks.
+func (c *Config) Validate(n int) error {
+	switch {
+	case len(c.Ops) == 0:
+		return fmt.Errorf("bench: no ops to run")
+	case len(c.Sizes) == 0:
+		return fmt.Errorf("bench: no sizes to run")
+	case !c.DType.Valid():
+		return fmt.Errorf("bench: invalid dtype %v", c.DType)
+	case c.RedOp < coll.Sum || c.RedOp > coll.Max:
+		return fmt.Errorf("bench: invalid reduction %v", c.RedOp)
+	case c.Root < 0 || c.Root >= n:
+		return fmt.Errorf("bench: root %d outside the %d ranks", c.Root, n)
+	case !c.OutOfPlace && !c.InPlace:
+		return fmt.Errorf("bench: neither out-of-place nor in-place selected")
+	case c.Iters < 1:
+		return fmt.Errorf("bench: -iters %d must be at least 1", c.Iters)
+	case c.Warmup < 0:
+		return fmt.Errorf("bench: -warmup %d must not be negative", c.Warmup)
+	case c.Rounds < 0:
+		return fmt.Errorf("bench: -rounds %d must not be negative", c.Rounds)
+	}
+	for _, k := range c.Ops {
+		if k < coll.AllGather || k > coll.Broadcast {
+			return fmt.Errorf("bench: invalid op %v", k)
+		}
+	}
+	return nil
+}
+
+// iterations picks the timed and warmup iteration counts from the time one
+// call took (the maximum over ranks, so every rank picks the same).
+func (c *Config) iterations(one time.Duration) (iters, warmup int) {
+	iters = c.Iters
+	if c.Budget > 0 && one > 0 {
+		lo := max(1, min(c.MinIters, c.Iters))
+		if c.MinIters == 0 {
+			lo = min(3, c.Iters)
+		}
+		iters = max(lo, min(c.Iters, int(c.Budget/one)))
+	}
+	return iters, min(c.Warmup, iters)
+}
+
+type sweep struct {
+	t       Target
+	cfg     Config
+	n, rank int
+	x       *exchanger
+	in, out coll.Span // the biggest size, reused
+	got     []byte    // host scratch
+	want    []byte
+}
+
+// Run executes the sweep; it is collective over the ranks of t. The report
+// is the same on every rank.
+func Run(t Target, cfg Config) (*Report, error) {
+	if len(cfg.Algos) == 0 {
+		cfg.Algos = []coll.Algo{coll.AlgoAuto}
+	}
+	if err := cfg.Validate(t.Size()); err != nil {
+		return nil, err
+	}
+	if ac, ok := t.(AlgoChecker); ok {
+		for _, k := range cfg.Ops {
+			for _, a := range cfg.Algos {
+				if err := ac.CheckAlgo(k, a); err != nil {
+					return nil, fmt.Errorf("bench: %v with -algo %s on backend %s: %w", k, a, t.Name(), err)
+				}
+			}
+		}
+	}
+	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
+	var maxBytes int64
+	for _, b := range cfg.Sizes {
+		maxBytes = max(maxBytes, b)
+	}
+	var err error
+	if s.x, err = newExchanger(t, 2); err != nil {
+		return nil, err
+	}
+	defer s.x.close()
+	if s.in, err = t.Alloc(maxBytes, !cfg.Plain); err != nil {
+		return nil, fmt.Errorf("bench: allocating %s input buffer: %w", FormatSize(maxBytes), err)
+	}
+	defer t.Free(s.in)
+	if s.out, err = t.Alloc(maxBytes, !cfg.Plain); err != nil {
+		return nil, fmt.Errorf("bench: allocating %s output buffer: %w", FormatSize(maxBytes), err)
+	}
+	defer t.Free(s.out)
+	s.got, s.want = make([]byte, min(chunk, maxBytes)), make([]byte, min(chunk, maxBytes))
+
+	rep := &Report{Backend: t.Name(), Ranks: s.n, DType: cfg.DType.String(), RedOp: cfg.RedOp.String(),
+		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds),
+		Date: time.Now().UTC().Format(time.RFC3339)}
+	start := time.Now()
+	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
+	row := 0
+	for _, k := range cfg.Ops {
+		for ai, a := range cfg.Algos {
+			for si, size := range cfg.Sizes {
+				row++
+				l := layoutFor(k, size, cfg.DType.Size(), s.n)
+				if l.perRank == 0 {
+					continue // too small for whole elements on every rank
+				}
+				res, err := s.row(k, a, ai, si, l)
+				if err != nil {
+					return nil, err
+				}
+				rep.Results = append(rep.Results, res)
+				if cfg.Progress != nil && s.rank == 0 {
+					fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
+				}
+			}
+		}
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// row measures one op/algo/size: the placements and the memcpy baseline.
+func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, error) {
+	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: s.cfg.DType.String(),
+		RedOp: "none", Root: -1}
+	if k == coll.ReduceScatter || k == coll.AllReduce {
+		res.RedOp = s.cfg.RedOp.String()
+	}
+	if k == coll.Broadcast {
+		res.Root = s.cfg.Root
+	}
+	// Each round measures the memcpy baseline, then every placement, then
+	// memcpy again. The fastest memcpy and the fastest round of each
+	// placement are kept: the same rule on both sides of busbw/memcpy, and
+	// alternating rounds spread slow moments of a shared machine over both.
+	best := math.Inf(1)
+	for round := 0; round < max(1, s.cfg.Rounds); round++ {
+		mc0, err := s.memcpy(l.bytes, s.cfg.Iters, true)
+		if err != nil {
+			return res, fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
+		}
+		iters := 0
+		for _, inPlace := range []bool{false, true} {
+			if (inPlace && !s.cfg.InPlace) || (!inPlace && !s.cfg.OutOfPlace) {
+				continue
+			}
+			m, err := s.measure(k, a, ai, si, round, l, inPlace)
+			if err != nil {
+				return res, fmt.Errorf("bench: %v %s %s (algo %s, in-place %v): %w", k, FormatSize(l.bytes), s.cfg.DType, a, inPlace, err)
+			}
+			m.AlgBW, m.BusBW = Bandwidth(k, s.n, l.bytes, m.TimeUs)
+			iters = max(iters, m.Iters)
+			keep := &res.OutOfPlace
+			if inPlace {
+				keep = &res.InPlace
+			}
+			if *keep != nil {
+				m.Wrong += (*keep).Wrong
+				if (*keep).TimeUs < m.TimeUs {
+					(*keep).Wrong = m.Wrong
+					m = *keep
+				}
+			}
+			*keep = m
+		}
+		mc, err := s.memcpy(l.bytes, iters, false)
+		if err != nil {
+			return res, fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
+		}
+		best = min(best, mc, mc0)
+	}
+	res.MemcpyGBps = float64(l.bytes) / best / 1e9
+	for _, m := range []*Measure{res.OutOfPlace, res.InPlace} {
+		if m != nil {
+			m.VsMemcpy = m.BusBW / res.MemcpyGBps
+		}
+	}
+	return res, nil
+}
+
+// Bandwidth returns nccl-tests' algbw and busbw in GB/s (1e9 bytes/s) for
+// a call on the full tensor of bytes that took us microseconds on n ranks.
+func Bandwidth(k coll.Kind, n int, bytes int64, us float64) (algbw, busbw float64) {
+	if us <= 0 {
+		return 0, 0
+	}
+	algbw = float64(bytes) / (us * 1e3)
+	return algbw, algbw * coll.BusFactor(k, n)
+}
+
+// spans returns the input and output of one call, following nccl-tests:
+// in-place all-gather reads this rank's slice of the output, in-place
+// reduce-scatter writes this rank's slice of the input.
+func (s *sweep) spans(k coll.Kind, l layout, inPlace bool) (in, out coll.Span) {
+	if !inPlace {
+		return sub(s.in, 0, l.inBytes), sub(s.out, 0, l.outBytes)
+	}
+	switch k {
+	case coll.AllGather:
+		out = sub(s.out, 0, l.outBytes)
+		return sub(out, int64(s.rank)*l.inBytes, l.inBytes), out
+	case coll.ReduceScatter:
+		in = sub(s.out, 0, l.inBytes)
+		return in, sub(in, int64(s.rank)*l.outBytes, l.outBytes)
+	}
+	out = sub(s.out, 0, l.outBytes)
+	return out, out
+}
+
+// measure checks one placement once, then times it.
+func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, inPlace bool) (*Measure, error) {
+	t, cfg := s.t, &s.cfg
+	place := uint64(2 * round)
+	if inPlace {
+		place++
+	}
+	c := &caseData{k: k, dt: cfg.DType, op: cfg.RedOp, root: cfg.Root, n: s.n, rank: s.rank, l: l,
+		seeds: make([]uint64, s.n)}
+	for r := range c.seeds {
+		c.seeds[r] = seedFor(cfg.Seed, uint64(k), uint64(ai), uint64(si), place, uint64(r))
+	}
+	c.trash = seedFor(cfg.Seed, uint64(k), uint64(ai), uint64(si), place, 1<<32+uint64(s.rank))
+	in, out := s.spans(k, l, inPlace)
+	if cfg.Check {
+		if err := writeTrash(t, out, c.trash, s.got); err != nil {
+			return nil, err
+		}
+		if k != coll.Broadcast || !inPlace || s.rank == cfg.Root {
+			if err := c.writeInput(t, in, s.got); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := t.Barrier(); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	path, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Sync(); err != nil {
+		return nil, err
+	}
+	first := time.Since(t0)
+	var wrong int64
+	if cfg.Check {
+		if wrong, err = c.verify(t, out, s.got, s.want); err != nil {
+			return nil, err
+		}
+	}
+	all, err := s.x.exchange([]float64{float64(wrong), first.Seconds()})
+	if err != nil {
+		return nil, err
+	}
+	m := &Measure{Path: string(path.Algo), Staged: path.Staged, Reason: path.Reason}
+	var slowest float64
+	for _, v := range all {
+		m.Wrong += int64(v[0])
+		slowest = max(slowest, v[1])
+	}
+	m.Iters, m.Warmup = cfg.iterations(time.Duration(slowest * 1e9))
+	per, err := s.timed(m.Warmup, m.Iters, func() error {
+		_, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.TimeUs = per * 1e6
+	return m, nil
+}
+
+// memcpy times a local copy of bytes between the same buffers, all ranks at
+// once, and returns seconds per copy (maximum over ranks). adapt picks the
+// iteration count from one timed copy, like the collectives.
+func (s *sweep) memcpy(bytes int64, iters int, adapt bool) (float64, error) {
+	dst, src := sub(s.out, 0, bytes), sub(s.in, 0, bytes)
+	f := func() error { return s.t.Memcpy(dst, src) }
+	if adapt {
+		one, err := s.timed(0, 1, f)
+		if err != nil {
+			return 0, err
+		}
+		iters, _ = s.cfg.iterations(time.Duration(one * 1e9))
+	}
+	return s.timed(min(1, iters), max(1, iters), f)
+}
+
+// timed runs f warmup times, then iters times between barriers, and
+// returns the maximum over ranks of the per-iteration seconds.
+func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
+	t := s.t
+	for i := 0; i < warmup; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	if err := t.Sync(); err != nil {
+		return 0, err
+	}
+	if err := t.Barrier(); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for i := 0; i < iters; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	if err := t.Sync(); err != nil {
+		return 0, err
+	}
+	per := time.Since(t0).Seconds() / float64(iters)
+	all, err := s.x.exchange([]float64{per, 0})
+	if err != nil {
+		return 0, err
+	}
+	var slowest float64
+	for _, v := range all {
+		slowest = max(slowest, v[0])
+	}
+	return slowest, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/bench"
+)
+
+func init() { commands["doctor"] = doctorCmd }
+
+func doctorCmd(args []string) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	n := fs.Int("n", 2, "ranks to start when not already inside a launched job (RANK unset)")
+	backend := fs.String("backend", "auto", "backend: auto, cpu or cuda")
+	all := fs.Bool("all", false, "print every rank's report (default: rank 0 only)")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on every wait")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: symmem doctor [flags]
+
+Shows the backend, ranks, groups and pool state of a job, and which path each op
+would take at a few sizes for symmetric and ordinary buffers, and why. Outside a
+launched job it starts -n local ranks of itself.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "symmem doctor: unexpected argument %q (flags only)\n", fs.Arg(0))
+		return 2
+	}
+	switch strings.ToLower(*backend) {
+	case "auto", "cpu", "cuda":
+	default:
+		fmt.Fprintf(os.Stderr, "symmem doctor: -backend %q: want auto, cpu or cuda\n", *backend)
+		return 2
+	}
+	if *n < 1 {
+		fmt.Fprintf(os.Stderr, "symmem doctor: -n %d: need at least 1 rank\n", *n)
+		return 2
+	}
+	if os.Getenv("RANK") == "" {
+		return selfLaunch("doctor", *n, args)
+	}
+	if resolveBackend(*backend) == "cuda" {
+		t, closeTarget, err := newCUDATarget(context.Background(), *timeout)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "symmem doctor (rank %s): %v\n", os.Getenv("RANK"), err)
+			return 1
+		}
+		defer closeTarget()
+		if t.Rank() == 0 || *all {
+			fmt.Printf("symmem doctor: rank %d of %d, backend cuda\nhost: %s\n%s", t.Rank(), t.Size(), hostInfo(), cudaDescribe(t))
+		}
+		return 0
+	}
+	w, err := symmem.Init(context.Background(), symmem.Options{Backend: *backend, Timeout: *timeout})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "symmem doctor (rank %s): %v\n", os.Getenv("RANK"), err)
+		return 1
+	}
+	defer w.Close()
+	if w.Rank() == 0 || *all {
+		writeDoctor(os.Stdout, w.Doctor())
+	}
+	return 0
+}
+
+// writeDoctor prints a doctor report.
+func writeDoctor(out io.Writer, r symmem.Report) {
+	fmt.Fprintf(out, "symmem doctor: rank %d of %d (local %d of %d), job %s\n", r.Rank, r.Size, r.LocalRank, r.LocalSize, r.JobID)
+	fmt.Fprintf(out, "backend:  %s\n", r.Backend)
+	fmt.Fprintf(out, "host:     %s\n", hostInfo())
+	fmt.Fprintf(out, "timeout:  %v per wait; checked mode %v; staging buffer %s per group\n", r.Timeout, r.Checked, bench.FormatSize(r.Staging))
+	p := r.Pool
+	fmt.Fprintf(out, "pool:     %d segments, %s reserved, %s in use (peak %s), %d live blocks, %s pending\n",
+		p.Segments, bench.FormatSize(p.Reserved), bench.FormatSize(p.InUse), bench.FormatSize(p.Peak), p.LiveBlocks, bench.FormatSize(p.Pending))
+	for _, g := range p.Groups {
+		fmt.Fprintf(out, "          group %q (id %d): %d segments registered, %s\n", g.Name, g.ID, g.Registered, bench.FormatSize(g.RegisteredBytes))
+	}
+	fmt.Fprintf(out, "groups:\n")
+	for _, g := range r.Groups {
+		role := fmt.Sprintf("member, group rank %d", g.Rank)
+		if !g.Member {
+			role = "not a member"
+		}
+		fmt.Fprintf(out, "  %-10s ranks %v (%s)\n", g.Name, g.Ranks, role)
+	}
+	fmt.Fprintf(out, "paths on the world group (what a call would do, and why):\n")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  op\tsize\tbuffers\tpath\twhy\n")
+	for _, pr := range r.Paths {
+		mem := "symmetric"
+		if !pr.Symmetric {
+			mem = "ordinary"
+		}
+		path := string(pr.Path.Algo)
+		if pr.Path.Staged {
+			path += "+staged"
+		}
+		fmt.Fprintf(tw, "  %v\t%s\t%s\t%s\t%s\n", pr.Kind, bench.FormatSize(pr.Bytes), mem, path, pr.Path.Reason)
+	}
+	tw.Flush()
+}
