@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
@@ -337,3 +338,22 @@ func (w *World) release() error {
 // slice must stay alive (and unmodified by others) for the duration of the
 // call it is passed to.
 func HostSpan(b []byte) coll.Span { return coll.Span{Ptr: hostmem.Addr(b), Len: int64(len(b))} }
+
+// Synchronize waits until every call this rank issued without WithStream has
+// completed on the device (GPU backend; the CPU backend completes calls
+// before returning, so it returns at once). It waits at most Options.Timeout.
+func (w *World) Synchronize(ctx context.Context) error {
+	if err := w.alive(); err != nil {
+		return err
+	}
+	s, ok := w.be.(interface {
+		Synchronize(context.Context, time.Duration) error
+	})
+	if !ok {
+		return nil
+	}
+	if err := s.Synchronize(ctx, w.opts.Timeout); err != nil {
+		return fmt.Errorf("symmem: Synchronize: %w", err)
+	}
+	return nil
+}

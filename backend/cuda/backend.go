@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/internal/native/cuda"
@@ -174,4 +175,10 @@ func (b *Backend) Close() error {
 		err = e
 	}
 	return err
+}
+
+// Synchronize waits (bounded by timeout) until the backend's own stream,
+// which runs calls made without WithStream, is idle.
+func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
+	return b.stream.Wait(ctx, timeout)
 }

@@ -161,10 +161,10 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, p
 			nx++
 		}
 	}
-	for r := 0; r < n; r++ {
-		if r == me {
-			continue
-		}
+	// Peers in rotated order (me+1, me+2, ...): transfer i of every rank
+	// goes to a different peer, so no GPU is every rank's first target.
+	for k := 1; k < n; k++ {
+		r := (me + k) % n
 		mine := out + uint64(int64(r)*slice)
 		switch mode {
 		case modePull:

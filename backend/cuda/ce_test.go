@@ -230,7 +230,7 @@ func TestAutoTable(t *testing.T) {
 				t.Fatalf("%v: rows not ascending", k)
 			}
 		}
-		if autoPick(k, 1<<61) == "" {
+		if autoPick(k, 1<<61, 2) == "" {
 			t.Fatalf("%v: no pick for huge sizes", k)
 		}
 	}
@@ -263,5 +263,27 @@ func TestPhaseAlternates(t *testing.T) {
 	}
 	if phase(^uint32(0)) == phase(0) {
 		t.Fatal("phase does not alternate across the uint32 wrap")
+	}
+}
+
+func TestAutoPickBySizeAndRanks(t *testing.T) {
+	tests := []struct {
+		k     coll.Kind
+		total int64
+		n     int
+		want  coll.Algo
+	}{
+		{coll.AllGather, 1 << 20, 2, coll.AlgoNCCLWindow},
+		{coll.AllGather, 16 << 20, 2, coll.AlgoCE},
+		{coll.AllGather, 16 << 20, 4, coll.AlgoNCCLWindow},
+		{coll.AllGather, 256 << 20, 4, coll.AlgoCE},
+		{coll.ReduceScatter, 1 << 20, 4, coll.AlgoNCCLWindow},
+		{coll.ReduceScatter, 1 << 30, 4, coll.AlgoNCCL},
+		{coll.AllReduce, 1 << 30, 2, coll.AlgoNCCL},
+	}
+	for _, tt := range tests {
+		if got := autoPick(tt.k, tt.total, tt.n); got != tt.want {
+			t.Errorf("autoPick(%v, %d, n=%d) = %v, want %v", tt.k, tt.total, tt.n, got, tt.want)
+		}
 	}
 }

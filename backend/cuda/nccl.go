@@ -37,7 +37,13 @@ func (s *ncclState) status() string {
 // ncclGroup is a group's NCCL communicator (nil comm: unavailable, err says
 // why) and whether its windows work.
 type ncclGroup struct {
-	comm    *bnccl.Comm
+	comm *bnccl.Comm
+	// plain is a second communicator with no windows: NCCL picks its
+	// symmetric kernels for any buffer in a window, and for large
+	// reductions those are slower than its regular ones (4x H200:
+	// reduce-scatter 1 GiB 210 vs 323 GB/s busbw, gpu-scale-2026-11-21.md),
+	// so the plain path on pool buffers runs here. nil if it failed.
+	plain   *bnccl.Comm
 	err     error
 	windows bool   // segments are registered as NCCL windows
 	winWhy  string // why not
@@ -63,6 +69,13 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	ng := ncclGroup{comm: c, windows: st.lib.HasWindows}
 	if !ng.windows {
 		ng.winWhy = fmt.Sprintf("NCCL %s has no window registration", st.lib.VersionString())
+		return ng
+	}
+	// Every rank reaches this point (the first communicator's init is
+	// collective), so the second one is created in step everywhere.
+	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.name + "#plain", Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
+		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg}); err == nil {
+		ng.plain = p
 	}
 	return ng
 }
@@ -92,14 +105,22 @@ func (n *ncclGroup) close(ctx context.Context) error {
 	if n.comm == nil {
 		return nil
 	}
+	var perr error
+	if n.plain != nil {
+		perr = n.plain.Close(ctx)
+		n.plain = nil
+	}
 	err := n.comm.Close(ctx)
 	n.comm = nil
-	return err
+	return errors.Join(perr, err)
 }
 
 func (n *ncclGroup) run(ctx context.Context, req backend.Request) (coll.Path, error) {
 	if n.comm == nil {
 		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
+	}
+	if req.Algo == coll.AlgoNCCL && n.plain != nil {
+		return n.plain.Run(ctx, req) // regular kernels even on pool buffers
 	}
 	return n.comm.Run(ctx, req)
 }

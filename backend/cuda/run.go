@@ -121,7 +121,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	if req.Kind == coll.AllGather {
 		total *= int64(n)
 	}
-	pick := autoPick(req.Kind, total)
+	pick := autoPick(req.Kind, total, n)
 	if pick == coll.AlgoCE && ceOK {
 		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
 	}

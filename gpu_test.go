@@ -1,0 +1,290 @@
+package symmem
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem/backend/cuda"
+	"github.com/symmem/symmem/coll"
+	ncuda "github.com/symmem/symmem/internal/native/cuda"
+)
+
+// The user API on GPUs: Init with the cuda backend, the world plus TP x DP
+// subgroups (with 4 GPUs) sharing one pool, every op on symmetric buffers
+// through auto and each forced algorithm, and ordinary device memory through
+// plain NCCL. Fresh random data every case, checked on the host. Skips where
+// there is no usable GPU (CI); on the GPU host run it directly (it starts one
+// rank per GPU, at most 4) or as ranks of `symmem launch`.
+
+func init() { roles["gpu"] = roleGPU }
+
+func TestGPUUserAPI(t *testing.T) {
+	n, err := ncuda.DeviceCount()
+	if err != nil || n < 2 {
+		t.Skipf("needs 2 or more GPUs (device count %d, %v)", n, err)
+	}
+	if v, err := strconv.Atoi(os.Getenv("SYMMEM_GPU_TEST_RANKS")); err == nil && v >= 2 && v <= n {
+		n = v
+	}
+	n = min(n, 4)
+	res := spawn(t, n, "gpu", "NCCL_NVLS_ENABLE=0")
+	for r, rr := range res {
+		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
+	}
+	expectOK(t, res)
+}
+
+// gpuCase is one collective checked on one group.
+type gpuCase struct {
+	kind  coll.Kind
+	dt    coll.DType
+	algo  coll.Algo
+	count int64 // elements per rank (AG input, RS output, AR both)
+	plain bool  // ordinary device memory outside the pool
+	inPl  bool  // in-place (AG: input is my slice of the output; AR: in == out)
+}
+
+func roleGPU(ctx context.Context) error {
+	w, err := Init(ctx, Options{Backend: "cuda", Timeout: 40 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	be := w.be.(*cuda.Backend)
+	n, me := w.Size(), w.Rank()
+	groups := []*Group{w.World()}
+	if n == 4 { // TP=2 x DP=2: tp{0,1} tp{2,3}, dp{0,2} dp{1,3}
+		for _, spec := range []struct {
+			name  string
+			ranks []int
+		}{{"tp0", []int{0, 1}}, {"tp1", []int{2, 3}}, {"dp0", []int{0, 2}}, {"dp1", []int{1, 3}}} {
+			g, err := w.NewGroup(ctx, spec.name, spec.ranks)
+			if err != nil {
+				return err
+			}
+			groups = append(groups, g)
+		}
+	}
+	var cases []gpuCase
+	for _, c := range []int64{1001, 1 << 19, 4<<20 + 3} {
+		cases = append(cases,
+			gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: c},
+			gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoCE, count: c},
+			gpuCase{kind: coll.AllGather, dt: coll.Int8, algo: coll.AlgoCE, count: c, inPl: true},
+			gpuCase{kind: coll.AllGather, dt: coll.Float32, algo: coll.AlgoNCCLWindow, count: c},
+			gpuCase{kind: coll.ReduceScatter, dt: coll.Float32, algo: coll.AlgoAuto, count: c},
+			gpuCase{kind: coll.ReduceScatter, dt: coll.Float32, algo: coll.AlgoNCCLWindow, count: c},
+			gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: c},
+			gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoNCCLWindow, count: c, inPl: true},
+			gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: c, plain: true},
+			gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: c, plain: true},
+		)
+	}
+	seed := uint64(time.Now().UnixNano()) // fresh data each run; shared below
+	all, err := w.World().bg.AllGather(ctx, binary.LittleEndian.AppendUint64(nil, seed))
+	if err != nil {
+		return err
+	}
+	seed = binary.LittleEndian.Uint64(all[0])
+	var report []string
+	for _, g := range groups {
+		for i, c := range cases {
+			path, err := gpuRun(ctx, w, be, g, c, seed+uint64(i)*1000003)
+			if err != nil {
+				return fmt.Errorf("group %s case %+v: %w", g.Name(), c, err)
+			}
+			if g.IsMember() && me == g.Ranks()[0] {
+				report = append(report, fmt.Sprintf("ok %-5s %-14v %-8v %-11s count=%-8d inplace=%-5v plain=%-5v path=%v",
+					g.Name(), c.kind, c.dt, c.algo, c.count, c.inPl, c.plain, path))
+			}
+		}
+	}
+	fmt.Println(strings.Join(report, "\n"))
+	return nil
+}
+
+// gpuRun runs c on g (every rank calls it: allocations stay symmetric) and
+// checks the result against a host reference. Non-members only allocate.
+func gpuRun(ctx context.Context, w *World, be *cuda.Backend, g *Group, c gpuCase, seed uint64) (coll.Path, error) {
+	n, es := int64(len(g.Ranks())), int64(c.dt.Size())
+	inLen, outLen := c.count*es, c.count*es
+	switch c.kind {
+	case coll.AllGather:
+		outLen *= n
+	case coll.ReduceScatter:
+		inLen *= n
+	}
+	var in, out coll.Span
+	if c.plain {
+		if !g.IsMember() {
+			return coll.Path{}, nil
+		}
+		a, b, free, err := plainPair(be, inLen, outLen)
+		if err != nil {
+			return coll.Path{}, err
+		}
+		defer free()
+		in, out = a, b
+	} else {
+		sc, err := g.OpenScope()
+		if err != nil {
+			return coll.Path{}, err
+		}
+		ob, err := sc.Alloc(outLen)
+		if err != nil {
+			return coll.Path{}, err
+		}
+		ib := ob
+		if !c.inPl {
+			if ib, err = sc.Alloc(inLen); err != nil {
+				return coll.Path{}, err
+			}
+		}
+		if err := sc.End(ctx); err != nil {
+			return coll.Path{}, err
+		}
+		defer w.Free(ob)
+		if !c.inPl {
+			defer w.Free(ib)
+		}
+		out, in = ob.Span, ib.Span
+		if c.inPl && c.kind == coll.AllGather {
+			in = coll.Span{Ptr: out.Ptr + uint64(int64(g.Rank())*inLen), Len: inLen}
+		}
+		if !g.IsMember() {
+			return coll.Path{}, nil
+		}
+	}
+	defer w.Synchronize(ctx) // nothing may still read the buffers when they are freed
+	inputs := make([][]byte, n)
+	for r := range inputs {
+		inputs[r] = gpuData(c.dt, inLen, seed+uint64(r))
+	}
+	ctxD := be.Context()
+	if err := ncuda.CopyHtoD(ctxD, in.Ptr, inputs[g.Rank()]); err != nil {
+		return coll.Path{}, err
+	}
+	if !c.inPl { // in-place: out holds (or is) the input
+		if err := ncuda.Memset8(ctxD, out.Ptr, 0xA5, outLen); err != nil {
+			return coll.Path{}, err
+		}
+	}
+	var path coll.Path
+	var err error
+	opt := WithAlgo(c.algo)
+	switch c.kind {
+	case coll.AllGather:
+		path, err = g.AllGather(ctx, out, in, c.dt, opt)
+	case coll.ReduceScatter:
+		path, err = g.ReduceScatter(ctx, out, in, c.dt, coll.Sum, opt)
+	case coll.AllReduce:
+		path, err = g.AllReduce(ctx, out, in, c.dt, coll.Sum, opt)
+	}
+	if err != nil {
+		return path, err
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		return path, err
+	}
+	got := make([]byte, outLen)
+	if err := ncuda.CopyDtoH(ctxD, got, out.Ptr); err != nil {
+		return path, err
+	}
+	if bad := gpuCheck(c, g.Rank(), inputs, got); bad != "" {
+		return path, fmt.Errorf("wrong result on path %v: %s", path, bad)
+	}
+	return path, nil
+}
+
+// gpuData is seeded random data. Floats are small integers so sums are exact
+// in any order; bf16 and int8 are raw random bytes (gathers only).
+func gpuData(dt coll.DType, n int64, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	if dt == coll.Float32 {
+		for i := int64(0); i+4 <= n; i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(rng.IntN(2001)-1000)))
+		}
+		return b
+	}
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// gpuCheck compares got with the serial reference; "" when equal.
+func gpuCheck(c gpuCase, me int, inputs [][]byte, got []byte) string {
+	var want []byte
+	switch c.kind {
+	case coll.AllGather:
+		for _, in := range inputs {
+			want = append(want, in...)
+		}
+	default:
+		sum := make([]float32, len(inputs[0])/4)
+		for _, in := range inputs {
+			for i := range sum {
+				sum[i] += math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+			}
+		}
+		if c.kind == coll.ReduceScatter {
+			per := len(sum) / len(inputs)
+			sum = sum[me*per : (me+1)*per]
+		}
+		for _, v := range sum {
+			want = binary.LittleEndian.AppendUint32(want, math.Float32bits(v))
+		}
+	}
+	wrong, first := 0, -1
+	for i := range want {
+		if got[i] != want[i] {
+			if first < 0 {
+				first = i
+			}
+			wrong++
+		}
+	}
+	if wrong == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d bytes differ, first at byte %d (got %#x want %#x)", wrong, len(want), first, got[first], want[first])
+}
+
+// plainPair allocates ordinary device memory (outside the pool).
+func plainPair(be *cuda.Backend, inLen, outLen int64) (in, out coll.Span, free func(), err error) {
+	var allocs []*ncuda.Allocation
+	var ptrs []uint64
+	free = func() {
+		for i, a := range allocs {
+			ncuda.Unmap(be.Context(), ptrs[i], a.Size)
+			a.Release()
+		}
+	}
+	gran, err := ncuda.Granularity(be.Device().Ordinal)
+	if err != nil {
+		return in, out, free, err
+	}
+	for _, l := range []int64{inLen, outLen} {
+		size := (l + gran - 1) / gran * gran
+		a, err := ncuda.Create(be.Context(), size)
+		if err != nil {
+			return in, out, free, err
+		}
+		p, err := a.Map(be.Context(), gran, []int{be.Device().Ordinal})
+		if err != nil {
+			a.Release()
+			return in, out, free, err
+		}
+		allocs, ptrs = append(allocs, a), append(ptrs, p)
+	}
+	return coll.Span{Ptr: ptrs[0], Len: inLen}, coll.Span{Ptr: ptrs[1], Len: outLen}, free, nil
+}

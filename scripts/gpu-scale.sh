@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# gpu-scale.sh: symmem on every GPU of the host (issue 5) in one go: the
+# user-API GPU test (world + TP x DP subgroups on 4 GPUs), the backend's GPU
+# correctness suite and the CLI benches with all GPUs as ranks, plus a 2-rank
+# all-gather bench on the same host for comparison. Build first on the build
+# machine (GPU hosts have no Go toolchain):
+#
+#   CGO_ENABLED=1 go test -c -o .build/symmem.test .
+#   CGO_ENABLED=1 go test -c -o .build/cuda-backend.test ./backend/cuda
+#   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
+#
+# then `scripts/gpu-scale.sh [outdir]` there; logs go to outdir ($OUT), a
+# short table is printed last.
+set -u
+OUTDIR=${1:-${OUT:-./gpu-scale-out}}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
+  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
+    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
+  done
+fi
+N=${NRANKS:-$(nvidia-smi -L | wc -l)}
+declare -A RC
+ORDER=()
+step() { # name timeout_s cmd...
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s)
+  ORDER+=("$name")
+  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
+  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
+  RC[$name]=$?
+  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
+}
+{
+  date -u; uname -a
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
+  nvidia-smi topo -m
+  echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset} ranks=$N"
+} >"$OUTDIR/env.log" 2>&1
+
+L=".build/symmem launch -n $N -timeout"
+step api 130 env SYMMEM_GPU_TEST_RANKS=$N .build/symmem.test -test.run '^TestGPUUserAPI$' -test.v -test.count=1 -test.timeout 120s
+step correct 130 $L 120s -- .build/cuda-backend.test -test.v -test.count=1 -test.timeout 115s \
+  -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch)$'
+B=".build/symmem bench -backend cuda -dtype bfloat16 -b 1M -e 1G -f 4 -budget 100ms -timeout 30s"
+step ag 100 $L 90s -- $B -ops all_gather -algo nccl,nccl-window,ce,auto -json "$OUTDIR/ag-n$N.json"
+step rsar 100 $L 90s -- $B -ops reduce_scatter,all_reduce -algo nccl,nccl-window,auto -json "$OUTDIR/rsar-n$N.json"
+step plain 70 $L 60s -- $B -ops all_gather,reduce_scatter,all_reduce -algo nccl -plain -inplace no -json "$OUTDIR/plain-n$N.json"
+if [ "$N" -gt 2 ]; then
+  step ag2 60 .build/symmem launch -n 2 -timeout 55s -- $B -ops all_gather -algo nccl,ce,auto -inplace no -json "$OUTDIR/ag-n2.json"
+fi
+
+{
+  echo "==================== gpu-scale summary ($(date -u +%FT%TZ)), $N ranks ===================="
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
+  for s in "${ORDER[@]}"; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
+  grep -h -E -- '--- (PASS|FAIL|SKIP)' "$OUTDIR"/api.log "$OUTDIR"/correct.log | sort | uniq -c
+  grep -h -E 'CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|FAIL:' "$OUTDIR"/api.log "$OUTDIR"/correct.log | grep -v '=== RUN' | head -12
+  for s in ag rsar plain ag2; do
+    [ -f "$OUTDIR/$s.log" ] || continue
+    echo "--- bench $s"
+    grep -E '^\[rank 0\] +[0-9]+ ' "$OUTDIR/$s.log" | sed 's/^\[rank 0\] //' | awk '$1>=1048576' | head -60
+  done
+} | tee "$OUTDIR/summary.txt"
+# The device tool returns at most 8 files: pack everything but the summary.
+if [ -n "${PACK:-}" ]; then
+  tar -C "$OUTDIR" -czf "$OUTDIR/logs.tgz" --exclude=logs.tgz --exclude=summary.txt . && \
+    find "$OUTDIR" -type f ! -name logs.tgz ! -name summary.txt -delete
+fi
