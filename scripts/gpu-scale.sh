@@ -66,6 +66,6 @@ fi
 } | tee "$OUTDIR/summary.txt"
 # The device tool returns at most 8 files: pack everything but the summary.
 if [ -n "${PACK:-}" ]; then
-  tar -C "$OUTDIR" -czf "$OUTDIR/logs.tgz" --exclude=logs.tgz --exclude=summary.txt . && \
-    find "$OUTDIR" -type f ! -name logs.tgz ! -name summary.txt -delete
+  tar -C "$OUTDIR" -czf /tmp/gpu-scale-logs.tgz --exclude=summary.txt . && \
+    find "$OUTDIR" -type f ! -name summary.txt -delete && mv /tmp/gpu-scale-logs.tgz "$OUTDIR/logs.tgz"
 fi
