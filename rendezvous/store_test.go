@@ -350,3 +350,57 @@ func TestClientCloseEndsWaits(t *testing.T) {
 		t.Fatalf("set after close: %v", err)
 	}
 }
+
+// AllGather through the store: every member gets every value by index, and
+// the last one out leaves no keys behind.
+func TestClientAllGather(t *testing.T) {
+	srv, err := NewServer("127.0.0.1:0", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ranks := []int{0, 2, 5}
+	out := make([][][]byte, len(ranks))
+	errs := make([]error, len(ranks))
+	var wg sync.WaitGroup
+	for i := range ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := Dial(ctx, srv.Addr(), "tok")
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer c.Close()
+			out[i], errs[i] = c.AllGather(ctx, "g/ag/0", ranks, i, []byte{byte(10 + i)})
+		}()
+	}
+	wg.Wait()
+	for i := range ranks {
+		if errs[i] != nil {
+			t.Fatalf("member %d: %v", i, errs[i])
+		}
+		for j, v := range out[i] {
+			if len(v) != 1 || v[0] != byte(10+j) {
+				t.Fatalf("member %d got %v from member %d", i, v, j)
+			}
+		}
+	}
+	c, _ := Dial(ctx, srv.Addr(), "tok")
+	defer c.Close()
+	for _, k := range []string{"g/ag/0/0", "g/ag/0/1", "g/ag/0/2", "g/ag/0/done"} {
+		if _, err := c.Get(ctx, k); !errors.Is(err, ErrNotFound) {
+			t.Errorf("key %q left behind (%v)", k, err)
+		}
+	}
+	// A member that never arrives is named.
+	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	_, err = c.AllGather(sctx, "g/ag/1", ranks, 0, []byte{1})
+	if err == nil || !strings.Contains(err.Error(), "rank(s) 2, 5") {
+		t.Fatalf("AllGather with absent members = %v, want an error naming ranks 2, 5", err)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/internal/native/cuda"
@@ -271,28 +270,9 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	defer cancel()
 	seq := g.agSeq
 	g.agSeq++
-	base := fmt.Sprintf("%s/ag/%d/", g.prefix, seq)
-	keys := make([]string, len(g.ranks))
-	for r := range keys {
-		keys[r] = base + strconv.Itoa(r)
-	}
-	if err := g.store.Set(ctx, keys[g.me], mine); err != nil {
-		return nil, fmt.Errorf("cuda: group %q all-gather #%d: %w", g.name, seq, err)
-	}
-	vals, err := g.store.Wait(ctx, keys...)
+	vals, err := g.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", g.prefix, seq), g.ranks, g.me, mine)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: group %q all-gather #%d: not every rank arrived within %v: %w", g.name, seq, g.timeout, err)
-	}
-	cnt, err := g.store.Add(ctx, base+"done", 1)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: group %q all-gather #%d: %w", g.name, seq, err)
-	}
-	if cnt == int64(len(g.ranks)) {
-		for _, k := range append(keys, base+"done") {
-			if err := g.store.Delete(ctx, k); err != nil && !errors.Is(err, rendezvous.ErrNotFound) {
-				return nil, fmt.Errorf("cuda: group %q all-gather #%d cleanup: %w", g.name, seq, err)
-			}
-		}
+		return nil, fmt.Errorf("cuda: group %q all-gather #%d (timeout %v): %w", g.name, seq, g.timeout, err)
 	}
 	return vals, nil
 }
@@ -302,17 +282,13 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
-	tag = g.prefix + "/" + tag
-	for r, gr := range g.ranks {
-		if r == g.me {
-			continue
-		}
-		if err := g.fdx.Send(ctx, gr, tag, []int{fd}); err != nil {
-			return nil, fmt.Errorf("sending %s to rank %d: %w", tag, gr, err)
-		}
-	}
 	bases := make([]uint64, len(g.ranks))
-	fail := func(err error) ([]uint64, error) {
+	err := g.fdx.Swap(ctx, g.prefix+"/"+tag, g.ranks, g.me, fd, func(r, fd int) error {
+		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
+		bases[r] = p
+		return err
+	})
+	if err != nil {
 		for r, p := range bases {
 			if p != 0 && r != g.me {
 				cuda.Unmap(g.b.ctx, p, size)
@@ -320,32 +296,7 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 		}
 		return nil, err
 	}
-	for r, gr := range g.ranks {
-		if r == g.me {
-			continue
-		}
-		fds, err := g.fdx.Recv(ctx, gr, tag)
-		if err != nil {
-			return fail(fmt.Errorf("receiving %s from rank %d: %w", tag, gr, err))
-		}
-		if len(fds) != 1 {
-			closeAll(fds)
-			return fail(fmt.Errorf("rank %d sent %d descriptors for %s, want 1", gr, len(fds), tag))
-		}
-		p, err := importPeer(g.b.ctx, fds[0], size, g.b.gran)
-		unix.Close(fds[0])
-		if err != nil {
-			return fail(fmt.Errorf("rank %d's %s: %w", gr, tag, err))
-		}
-		bases[r] = p
-	}
 	return bases, nil
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 // Register makes seg usable by the group's collectives: peers' copies are

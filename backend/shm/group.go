@@ -187,46 +187,11 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	defer cancel()
 	seq := g.agSeq
 	g.agSeq++
-	base := fmt.Sprintf("%s/ag/%d/", g.prefix, seq)
-	keys := make([]string, len(g.ranks))
-	for r := range keys {
-		keys[r] = base + strconv.Itoa(r)
-	}
-	if err := g.store.Set(ctx, keys[g.me], mine); err != nil {
-		return nil, fmt.Errorf("shm: group %q all-gather #%d: %w", g.name, seq, err)
-	}
-	vals, err := g.store.Wait(ctx, keys...)
-	if err != nil {
-		return nil, fmt.Errorf("shm: group %q all-gather #%d: %s never arrived: %w", g.name, seq, g.missing(keys), err)
-	}
-	cnt, err := g.store.Add(ctx, base+"done", 1)
+	vals, err := g.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", g.prefix, seq), g.ranks, g.me, mine)
 	if err != nil {
 		return nil, fmt.Errorf("shm: group %q all-gather #%d: %w", g.name, seq, err)
-	}
-	if cnt == int64(len(g.ranks)) {
-		for _, k := range append(keys, base+"done") {
-			if err := g.store.Delete(ctx, k); err != nil && !errors.Is(err, rendezvous.ErrNotFound) {
-				return nil, fmt.Errorf("shm: group %q all-gather #%d cleanup: %w", g.name, seq, err)
-			}
-		}
 	}
 	return vals, nil
-}
-
-// missing names the ranks whose keys are absent (best effort, for errors).
-func (g *Group) missing(keys []string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var gone []string
-	for r, k := range keys {
-		if _, err := g.store.Get(ctx, k); err != nil {
-			gone = append(gone, strconv.Itoa(g.ranks[r]))
-		}
-	}
-	if len(gone) == 0 {
-		return "some rank's value"
-	}
-	return "the value of rank(s) " + strings.Join(gone, ", ")
 }
 
 // exchange sends fd to every peer under tag and maps every peer's fd of the
@@ -234,17 +199,13 @@ func (g *Group) missing(keys []string) string {
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([][]byte, error) {
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
-	tag = g.prefix + "/" + tag
-	for r, gr := range g.ranks {
-		if r == g.me {
-			continue
-		}
-		if err := g.fdx.Send(ctx, gr, tag, []int{fd}); err != nil {
-			return nil, fmt.Errorf("sending %s to rank %d: %w", tag, gr, err)
-		}
-	}
 	mems := make([][]byte, len(g.ranks))
-	fail := func(err error) ([][]byte, error) {
+	err := g.fdx.Swap(ctx, g.prefix+"/"+tag, g.ranks, g.me, fd, func(r, fd int) error {
+		m, err := mapPeer(fd, size)
+		mems[r] = m
+		return err
+	})
+	if err != nil {
 		for _, m := range mems {
 			if m != nil {
 				unix.Munmap(m)
@@ -252,32 +213,7 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 		}
 		return nil, err
 	}
-	for r, gr := range g.ranks {
-		if r == g.me {
-			continue
-		}
-		fds, err := g.fdx.Recv(ctx, gr, tag)
-		if err != nil {
-			return fail(fmt.Errorf("receiving %s from rank %d: %w", tag, gr, err))
-		}
-		if len(fds) != 1 {
-			closeAll(fds)
-			return fail(fmt.Errorf("rank %d sent %d descriptors for %s, want 1", gr, len(fds), tag))
-		}
-		m, err := mapPeer(fds[0], size)
-		unix.Close(fds[0])
-		if err != nil {
-			return fail(fmt.Errorf("rank %d's %s: %w", gr, tag, err))
-		}
-		mems[r] = m
-	}
 	return mems, nil
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
 
 // Register maps every peer's copy of seg (collective over the group).
