@@ -7,6 +7,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/symmem/symmem/coll"
@@ -69,4 +70,25 @@ type Group interface {
 	// so in the returned error; the user API stages ordinary memory first.
 	Run(ctx context.Context, req Request) (coll.Path, error)
 	Close() error
+}
+
+// Index validates cfg (ranks ascending without repeats, this rank a member,
+// a store present) and returns this rank's index in Ranks, its group rank.
+func (cfg GroupConfig) Index() (int, error) {
+	me := -1
+	for i, r := range cfg.Ranks {
+		if i > 0 && r <= cfg.Ranks[i-1] {
+			return -1, fmt.Errorf("group %q: ranks %v must be ascending without repeats", cfg.Name, cfg.Ranks)
+		}
+		if r == cfg.Rank {
+			me = i
+		}
+	}
+	switch {
+	case me < 0:
+		return -1, fmt.Errorf("group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
+	case cfg.Store == nil:
+		return -1, fmt.Errorf("group %q: GroupConfig.Store is nil (backends need the rendezvous store)", cfg.Name)
+	}
+	return me, nil
 }

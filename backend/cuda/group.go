@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
@@ -90,20 +89,9 @@ const (
 )
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
-	me := -1
-	for i, r := range cfg.Ranks {
-		if i > 0 && r <= cfg.Ranks[i-1] {
-			return nil, fmt.Errorf("cuda: group %q: ranks %v must be ascending without repeats", cfg.Name, cfg.Ranks)
-		}
-		if r == cfg.Rank {
-			me = i
-		}
-	}
-	switch {
-	case me < 0:
-		return nil, fmt.Errorf("cuda: group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
-	case cfg.Store == nil:
-		return nil, fmt.Errorf("cuda: group %q: GroupConfig.Store is nil (the backend needs the rendezvous store)", cfg.Name)
+	me, err := cfg.Index()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout

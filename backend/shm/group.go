@@ -73,20 +73,11 @@ type peerSeg struct {
 var _ backend.Group = (*Group)(nil)
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
-	me := -1
-	for i, r := range cfg.Ranks {
-		if i > 0 && r <= cfg.Ranks[i-1] {
-			return nil, fmt.Errorf("shm: group %q: ranks %v must be ascending without repeats", cfg.Name, cfg.Ranks)
-		}
-		if r == cfg.Rank {
-			me = i
-		}
+	me, err := cfg.Index()
+	if err != nil {
+		return nil, fmt.Errorf("shm: %w", err)
 	}
 	switch {
-	case me < 0:
-		return nil, fmt.Errorf("shm: group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
-	case cfg.Store == nil:
-		return nil, fmt.Errorf("shm: group %q: GroupConfig.Store is nil (the backend needs the rendezvous store)", cfg.Name)
 	case len(cfg.Ranks) > 1 && cfg.FDs == nil:
 		return nil, fmt.Errorf("shm: group %q: GroupConfig.FDs is nil (the CPU backend passes memfds between ranks)", cfg.Name)
 	}
@@ -107,7 +98,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	for i := range g.pidfds {
 		g.pidfds[i] = -1
 	}
-	var err error
 	if g.pads, err = newPads(n, me); err != nil {
 		return nil, fmt.Errorf("shm: group %q: %w", g.name, err)
 	}
