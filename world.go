@@ -278,12 +278,28 @@ func (w *World) Alloc(bytes int64) (Buffer, error) {
 }
 
 // Free returns a buffer to the pool. Call it on every rank, in the same
-// order, to keep the pools symmetric.
-func (w *World) Free(b Buffer) error {
+// order, to keep the pools symmetric. On the GPU backend the buffer may still
+// be in use by calls made without WithStream: it is fenced on the backend's
+// stream, and whoever is handed its bytes next waits until that work is
+// done. After calls on your own stream, use FreeOn.
+func (w *World) Free(b Buffer) error { return w.FreeOn(b, 0) }
+
+// FreeOn is Free for a buffer last used on the given CUDA stream (0: the
+// backend's own). The CPU backend ignores the stream.
+func (w *World) FreeOn(b Buffer, stream uint64) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if err := w.pool.Free(b.Ptr, nil); err != nil {
+	var f pool.Fence
+	if fb, ok := w.be.(interface {
+		Fence(stream uint64) (pool.Fence, error)
+	}); ok {
+		var err error
+		if f, err = fb.Fence(stream); err != nil {
+			return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
+		}
+	}
+	if err := w.pool.Free(b.Ptr, f); err != nil {
 		return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
 	}
 	return nil
