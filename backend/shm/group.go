@@ -23,6 +23,17 @@ import (
 // rank waited for it. The error text names the rank.
 var ErrPeerExited = errors.New("shm: peer rank exited")
 
+// PeerExitedError says which peer exited; it matches ErrPeerExited.
+type PeerExitedError struct {
+	Rank, Pid int // world rank and process id
+}
+
+func (e *PeerExitedError) Error() string {
+	return fmt.Sprintf("rank %d (pid %d) exited: %v", e.Rank, e.Pid, ErrPeerExited)
+}
+
+func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
+
 // ErrBroken is wrapped by every call on a group after a collective on it
 // failed midway (a peer died or timed out): the ranks' signal counters no
 // longer agree, so the group cannot be used again.
@@ -269,7 +280,7 @@ func (g *Group) alive(r int) error {
 	}
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0 {
-		return fmt.Errorf("rank %d (pid %d) exited: %w", g.ranks[r], g.pids[r], ErrPeerExited)
+		return &PeerExitedError{Rank: g.ranks[r], Pid: g.pids[r]}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/symmem/symmem/backend"
@@ -48,7 +49,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 			// Peers may be mid-call: the epochs no longer line up.
 			g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
 		}
-		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
 	}
 	g.epoch += uint32(p.Phases)
 	how := "two-shot"
@@ -218,4 +219,23 @@ func (g *Group) waitError(x *exec, i int, err error) error {
 		err = fmt.Errorf("%w (ranks %v have not signalled either)", err, late)
 	}
 	return err
+}
+
+// rootCause makes a dead peer's error lead to the first death in the job.
+// The first rank to see a peer die records it in the store; a survivor that
+// then gives up and exits looks dead to the others, so their errors would
+// name it instead: they add the recorded first death (best effort, 1 s).
+func (g *Group) rootCause(err error) error {
+	var pe *PeerExitedError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	key := fmt.Sprintf("symmem/%s/first-dead", g.b.env.JobID)
+	first, swapped, serr := g.store.CompareSet(ctx, key, nil, []byte(strconv.Itoa(pe.Rank)))
+	if serr != nil || swapped || string(first) == strconv.Itoa(pe.Rank) {
+		return err
+	}
+	return fmt.Errorf("%w (rank %s died first)", err, first)
 }
