@@ -66,7 +66,12 @@ func Simulate(plans []Plan, bufs []Buffers, o SimOptions) error {
 	}
 	s := newSim(plans, bufs, max(o.Calls, 1))
 	s.setEpoch(o.Epoch)
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	return s.run(n, rand.New(rand.NewPCG(o.Seed, 0x5eed)))
+}
+
+// run steps randomly chosen runnable ranks until every rank is done, a step
+// fails, or no rank can move (a deadlock naming the stuck waits).
+func (s *sim) run(n int, rng *rand.Rand) error {
 	for {
 		var runnable, live []int
 		for r := range n {

@@ -328,26 +328,5 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 // runSim drives a prepared simulator like Simulate, without ValidateGroup,
 // so tests can feed it plans the static checks would reject.
 func runSim(s *sim, n int, seed uint64) error {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	for {
-		var runnable, live []int
-		for r := range n {
-			if s.ranks[r].done {
-				continue
-			}
-			live = append(live, r)
-			if s.ready(r) {
-				runnable = append(runnable, r)
-			}
-		}
-		if len(live) == 0 {
-			return nil
-		}
-		if len(runnable) == 0 {
-			return s.deadlock(live)
-		}
-		if err := s.step(runnable[rng.IntN(len(runnable))]); err != nil {
-			return err
-		}
-	}
+	return s.run(n, rand.New(rand.NewPCG(seed, 1)))
 }
