@@ -158,6 +158,7 @@ const (
 	AlgoNCCL       Algo = "nccl"        // plain NCCL on ordinary buffers
 	AlgoNCCLWindow Algo = "nccl-window" // NCCL on window-registered symmetric buffers
 	AlgoCE         Algo = "ce"          // copy engines on peer-mapped symmetric buffers
+	AlgoKernel     Algo = "kernel"      // symmem's own SM kernel on peer-mapped symmetric buffers
 )
 
 // Path reports what a call actually did and why, for bench output and doctor.

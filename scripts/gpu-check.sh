@@ -8,13 +8,13 @@
 #
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
-# Steps can be chosen with STEPS="env native tune correct bench launch".
+# Steps can be chosen with STEPS="env native tune graph correct bench launch".
 set -u
 OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native tune correct bench launch"}
+STEPS=${STEPS:-"env native tune graph correct bench launch"}
 # Prefer the NCCL wheel of the Python venv (2.28.9, what torch uses here);
 # else the loader's libnccl.so.2.
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
@@ -45,9 +45,10 @@ if has env; then
   RC[env]=0
 fi
 has native && step native ${T_NATIVE:-120} .build/native-cuda.test -test.v -test.count=1
-# Copy-engine variants; then the host cost without cuStreamBatchMemOp (-nb).
-has tune && step tune ${T_TUNE:-200} bash -c ".build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune\$' -test.timeout 190s;
-  SYMMEM_CUDA_NO_BATCH=1 SYMMEM_TUNE_TAG=-nb SYMMEM_TUNE_VARIANTS=pull,push-ls SYMMEM_TUNE_SIZES=64K,1M .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune\$' -test.timeout 60s"
+# Kernel CTA counts and copy-engine variants: GPU time, wall time and host
+# issue time per call (SYMMEM_TUNE_VARIANTS / SYMMEM_TUNE_SIZES narrow it).
+has tune && step tune ${T_TUNE:-200} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune$' -test.timeout 190s
+has graph && step graph ${T_GRAPH:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUGraphCapture$' -test.timeout 110s
 has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch)$' -test.timeout 290s
 if has bench; then
   SYMMEM_BENCH_DIR="$OUTDIR" step bench ${T_BENCH:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUBench$' -test.timeout 290s
@@ -57,7 +58,7 @@ if has launch; then
   # then the CLI bench with the cuda backend (works once the root package
   # wires backend/cuda; until then it reports why and fails fast).
   step launch ${T_LAUNCH:-120} bash -c ".build/symmem launch -n 2 -timeout 100s -- .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(TwoGroupsOnePool|RegistrationMismatch)\$';
-    echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,auto -b 1M -e 1G -f 4 -budget 100ms"
+    echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,kernel,auto -b 64K -e 1G -f 4 -budget 100ms"
 fi
 
 # ---- short table, last ----
@@ -66,11 +67,12 @@ fi
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
   grep -h -m1 'cuda: nccl' "$OUTDIR"/tune.log "$OUTDIR"/correct.log 2>/dev/null | head -1
   for s in $STEPS; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
-  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log 2>/dev/null | sort | uniq -c
+  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log 2>/dev/null | sort | uniq -c
+  grep -h '^GRAPH' "$OUTDIR"/graph.log 2>/dev/null
   grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'
   grep -h -E 'symmem bench|Init|not wired' "$OUTDIR"/launch.log 2>/dev/null | head -5
-  echo "--- copy-engine variants (busbw GB/s, time us, host issue us) ---"
-  grep -h '^CETUNE' "$OUTDIR"/tune.log 2>/dev/null | grep -E 'variant| (1M|256M|1G) |-nb'
+  echo "--- kernel / copy-engine variants (busbw GB/s, time us, host issue us) ---"
+  grep -h '^CETUNE' "$OUTDIR"/tune.log 2>/dev/null
   echo "--- bench (symmetric buffers) ---"
   sed -n '/^BENCH sym/,/^BENCH plain/p' "$OUTDIR"/bench.log 2>/dev/null | grep -v '^BENCH plain' | head -60
   echo "--- bench (plain NCCL, ordinary buffers) ---"

@@ -36,6 +36,7 @@ type Backend struct {
 	prov   *Provider
 	stream *cuda.Stream // the stream used when a request names none
 	nccl   ncclState
+	kern   kernels
 
 	mu     sync.Mutex
 	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
@@ -168,6 +169,7 @@ func (b *Backend) Close() error {
 		g.Close()
 	}
 	err := b.prov.close()
+	b.unloadKernels()
 	if e := b.stream.Destroy(); err == nil {
 		err = e
 	}

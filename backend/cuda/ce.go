@@ -26,9 +26,8 @@ type ceTune struct {
 	split     int   // streams sharing one peer's transfer (n = 2); at most len(side)
 	splitMin  int64 // slice bytes from which the transfer is split
 	sideLocal int64 // slice bytes from which the out-of-place local copy runs on a side stream
-	graph     bool  // replay captured graphs (one launch per call) instead of issuing the ops
-	graphUpTo int64 // ... also for slices up to this many bytes
 	batch     bool  // issue each signal round as one cuStreamBatchMemOp
+	kernCTAs  int   // most CTAs of the all-gather kernel (kernel.go)
 }
 
 // defaultTune is chosen from the variants measured on the 2x H200 machine
@@ -42,9 +41,9 @@ type ceTune struct {
 //   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time
 //     (1 MiB in-place 13.4 vs 15.2 us) for ~1 us more host time;
 //   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
-//     call) and gave no GPU time over single calls.
+//     call) and gave no GPU time over single calls (that mode is gone).
 func defaultTune() ceTune {
-	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0}
+	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, kernCTAs: 32}
 }
 
 // word is the address of pad word (slot, from) in rank r's pad.
@@ -69,49 +68,40 @@ const maxCERanks = 64
 //
 //	[out-of-place, small] copy in -> out[me]
 //	[out-of-place, big]   fork: side0 copies in -> out[me]
-//	write ready=e to every peer; wait every peer's ready >= e   (one batch)
+//	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
 //	copies from/to peers, split over s and side streams (fork/join by events)
-//	write done=e to every peer; wait every peer's done >= e     (one batch)
+//	signal done (the same round on the done words)
 //	join side0
 //
 // The caller's stream is remembered (not recorded: one driver call fewer)
 // so that quiesce can fence it later.
 func (g *Group) ceAllGather(req backend.Request, s uint64) error {
-	e := g.epoch + 1
-	ph := phase(e)
 	p := g.prog
-	if g.tune.graph || req.Count*int64(req.DType.Size()) <= g.tune.graphUpTo {
-		execs, err := g.graphFor(req)
-		if err != nil {
-			return err
-		}
-		p.Reset()
-		p.SetContext(g.b.ctx)
-		p.LaunchGraph(s, execs[ph-1].Handle())
-	} else if err := g.buildAllGather(p, req, s, ph); err != nil {
+	if err := g.buildAllGather(p, req, s); err != nil {
 		return err
 	}
 	if err := p.Exec(); err != nil {
-		// Some of the sequence may be enqueued: peers' phases no longer match.
-		g.broken = fmt.Errorf("copy-engine all-gather #%d failed: %w", e, err)
+		// Some of the sequence may be enqueued: peers' signals no longer match.
+		g.broken = fmt.Errorf("copy-engine all-gather #%d failed: %w", g.epoch+1, err)
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
-	g.epoch = e
+	g.epoch++
 	g.noteStream(s)
 	return nil
 }
 
-// phase is the signal value of collective number e: 1 and 2 alternate.
-// Waits compare for equality. Two values suffice: a rank writes its ready
-// (done) word for call e+1 only after its own call e finished, which needs
-// the peer to have passed its ready (done) wait of call e; so a waiter sees
-// either the previous call's value or the one it waits for. Fixed values
-// let a captured graph replay every other call.
-func phase(e uint32) uint32 { return 1 + e&1 }
+// Signals of the copy-engine path carry no epoch, so a call captured into a
+// CUDA graph replays correctly: a rank writes 1 into its word of each peer's
+// pad, waits until every peer's word in its own pad is 1, and sets those
+// words back to 0 before it goes on. Rank r writes word (slot, r) of rank p's
+// pad for call k+1 only after it saw p's done of call k, which p wrote after
+// resetting that word for call k (writes are fenced, in stream order), so a
+// 1 is never lost to a late reset; the same holds for the done words.
+const signalOn = 1
 
-// buildAllGather fills p with one all-gather on stream s signalling with
-// value ph (pure: no driver call).
-func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, ph uint32) error {
+// buildAllGather fills p with one all-gather on stream s (pure: no driver
+// call).
+func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) error {
 	n, me := len(g.ranks), g.me
 	if n > maxCERanks {
 		return fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
@@ -179,7 +169,6 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, p
 	}
 	// Streams for the transfers: s first, then side[1:].
 	nstreams := min(nx, len(g.h.side))
-	e := ph
 	p.Reset()
 	p.NoBatch = !g.tune.batch
 	p.SetContext(g.b.ctx)
@@ -198,18 +187,7 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, p
 			p.Copy(s, dst, in, slice)
 		}
 	}
-	p.BeginBatch(s)
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Write32(s, g.word(r, slotReady, me), e)
-		}
-	}
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Wait32EQ(s, g.word(me, slotReady, r), e)
-		}
-	}
-	p.EndBatch()
+	g.signal(p, s, slotReady)
 	if nstreams > 1 {
 		p.Record(s, g.h.forkX)
 		for i := 1; i < nstreams; i++ {
@@ -227,22 +205,34 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64, p
 		p.Record(g.h.side[i], g.h.joins[i])
 		p.WaitEvent(s, g.h.joins[i])
 	}
-	p.BeginBatch(s)
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Write32(s, g.word(r, slotDone, me), e)
-		}
-	}
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Wait32EQ(s, g.word(me, slotDone, r), e)
-		}
-	}
-	p.EndBatch()
+	g.signal(p, s, slotDone)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)
 	}
 	return nil
+}
+
+// signal adds one signal round on slot: tell every peer, wait for every
+// peer, reset the words waited on.
+func (g *Group) signal(p *cuda.Program, s uint64, slot int) {
+	n, me := len(g.ranks), g.me
+	p.BeginBatch(s)
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(r, slot, me), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Wait32EQ(s, g.word(me, slot, r), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(me, slot, r), 0)
+		}
+	}
+	p.EndBatch()
 }
 
 // noteStream remembers a stream the group's collectives ran on (quiesce

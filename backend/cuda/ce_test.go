@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"math/rand"
 	"testing"
 
 	"github.com/symmem/symmem/backend"
@@ -70,75 +71,76 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 			g.tune = tc.tune
 			req := gatherReq(g, tc.count, tc.inPlace)
 			const s = 7
-			for round := uint32(1); round <= 2; round++ {
-				g.epoch = round - 1
-				if err := g.buildAllGather(g.prog, req, s, round); err != nil {
-					t.Fatal(err)
-				}
-				ops := g.prog.Ops()
-				slice := uint64(tc.count * 2)
-				var writes, waits, copies, localCopies int
-				var moved uint64
-				readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
-				for i, o := range ops {
-					switch o.Kind {
-					case cuda.OpWrite32:
-						writes++
-						if o.B != uint64(round) {
-							t.Fatalf("op %d writes epoch %d, want %d", i, o.B, round)
-						}
-						from := int((o.A - g.padPeers[0]) % 0x1000_0000 / 4 % uint64(tc.n))
-						if from != tc.me {
-							t.Fatalf("op %d writes the word of rank %d, want its own (%d)", i, from, tc.me)
+			if err := g.buildAllGather(g.prog, req, s); err != nil {
+				t.Fatal(err)
+			}
+			ops := g.prog.Ops()
+			slice := uint64(tc.count * 2)
+			own := func(a uint64) bool { return a >= g.padPeers[tc.me] && a < g.padPeers[tc.me]+0x1000 }
+			var signals, resets, waits, copies, localCopies int
+			var moved uint64
+			readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
+			for i, o := range ops {
+				switch o.Kind {
+				case cuda.OpWrite32:
+					switch {
+					case o.B == signalOn && !own(o.A):
+						signals++
+						if from := int((o.A - g.padPeers[0]) % 0x1000_0000 / 4 % uint64(tc.n)); from != tc.me {
+							t.Fatalf("op %d signals in the word of rank %d, want its own (%d)", i, from, tc.me)
 						}
 						if readyWaitAt >= 0 && doneWriteAt < 0 {
 							doneWriteAt = i
 						}
-					case cuda.OpWait32:
-						waits++
-						if o.B != uint64(round) || o.Flags != cuda.WaitEQ {
-							t.Fatalf("op %d waits for %d (flags %d), want == %d", i, o.B, o.Flags, round)
-						}
-						if o.A < g.padPeers[tc.me] || o.A >= g.padPeers[tc.me]+0x1000 {
-							t.Fatalf("op %d waits on %#x, outside this rank's pad", i, o.A)
-						}
-						if readyWaitAt < 0 {
-							readyWaitAt = i
-						}
-					case cuda.OpCopy:
-						dst := o.A
-						if dst >= req.Out.Ptr+uint64(tc.me)*slice && dst < req.Out.Ptr+uint64(tc.me+1)*slice && o.B == req.In.Ptr {
-							localCopies++
-							continue
-						}
-						copies++
-						moved += o.C
-						if firstPeerCopy < 0 {
-							firstPeerCopy = i
-						}
-						if readyWaitAt < 0 || i < readyWaitAt {
-							t.Fatalf("peer copy (op %d) issued before the ready wait", i)
-						}
+					case o.B == 0 && own(o.A):
+						resets++
+					default:
+						t.Fatalf("op %d writes %d at %#x: want 1 in a peer's pad or 0 in its own", i, o.B, o.A)
+					}
+				case cuda.OpWait32:
+					waits++
+					if o.B != signalOn || o.Flags != cuda.WaitEQ {
+						t.Fatalf("op %d waits for %d (flags %d), want == %d", i, o.B, o.Flags, signalOn)
+					}
+					if !own(o.A) {
+						t.Fatalf("op %d waits on %#x, outside this rank's pad", i, o.A)
+					}
+					if readyWaitAt < 0 {
+						readyWaitAt = i
+					}
+				case cuda.OpCopy:
+					dst := o.A
+					if dst >= req.Out.Ptr+uint64(tc.me)*slice && dst < req.Out.Ptr+uint64(tc.me+1)*slice && o.B == req.In.Ptr {
+						localCopies++
+						continue
+					}
+					copies++
+					moved += o.C
+					if firstPeerCopy < 0 {
+						firstPeerCopy = i
+					}
+					if readyWaitAt < 0 || i < readyWaitAt {
+						t.Fatalf("peer copy (op %d) issued before the ready wait", i)
 					}
 				}
-				if writes != 2*(tc.n-1) || waits != 2*(tc.n-1) {
-					t.Fatalf("%d writes and %d waits, want %d each", writes, waits, 2*(tc.n-1))
-				}
-				if copies != tc.copies*(tc.n-1) {
-					t.Fatalf("%d peer copies, want %d", copies, tc.copies*(tc.n-1))
-				}
-				if moved != slice*uint64(tc.n-1) {
-					t.Fatalf("peer copies move %d bytes, want %d", moved, slice*uint64(tc.n-1))
-				}
-				if (localCopies == 1) != tc.local {
-					t.Fatalf("local copies %d, want local=%v", localCopies, tc.local)
-				}
-				if doneWriteAt < firstPeerCopy {
-					t.Fatalf("done signal (op %d) before the copies (op %d)", doneWriteAt, firstPeerCopy)
-				}
-				if last := ops[len(ops)-1]; last.Stream != s {
-					t.Fatalf("program does not end on the caller's stream: %+v", last)
-				}
+			}
+			if signals != 2*(tc.n-1) || waits != 2*(tc.n-1) || resets != 2*(tc.n-1) {
+				t.Fatalf("%d signals, %d waits, %d resets, want %d each", signals, waits, resets, 2*(tc.n-1))
+			}
+			if copies != tc.copies*(tc.n-1) {
+				t.Fatalf("%d peer copies, want %d", copies, tc.copies*(tc.n-1))
+			}
+			if moved != slice*uint64(tc.n-1) {
+				t.Fatalf("peer copies move %d bytes, want %d", moved, slice*uint64(tc.n-1))
+			}
+			if (localCopies == 1) != tc.local {
+				t.Fatalf("local copies %d, want local=%v", localCopies, tc.local)
+			}
+			if doneWriteAt < firstPeerCopy {
+				t.Fatalf("done signal (op %d) before the copies (op %d)", doneWriteAt, firstPeerCopy)
+			}
+			if last := ops[len(ops)-1]; last.Stream != s {
+				t.Fatalf("program does not end on the caller's stream: %+v", last)
 			}
 		})
 	}
@@ -149,22 +151,22 @@ func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
 	g.tune.mode = modePush
 	req := gatherReq(g, 1000, false)
 	req.InSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7, 1); err != nil {
+	if err := g.buildAllGather(g.prog, req, 7); err != nil {
 		t.Fatalf("push with an ordinary input and a registered output: %v", err)
 	}
 	req.OutSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("nothing registered: got %v, want errNotSymmetric", err)
 	}
 	g.tune.mode = modePull
 	req = gatherReq(g, 1000, false)
 	req.InSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("got %v, want errNotSymmetric", err)
 	}
 	req = gatherReq(g, 1000, false)
 	req.InSym.Seg = 99 // not registered with the group
-	if err := g.buildAllGather(g.prog, req, 7, 1); !errors.Is(err, errNotSymmetric) {
+	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("unregistered segment: got %v, want errNotSymmetric", err)
 	}
 }
@@ -180,6 +182,14 @@ func TestChoose(t *testing.T) {
 	inPlace.InSym = backend.Sym{} // in-place needs only the output registered
 	rs := sym
 	rs.Kind = coll.ReduceScatter
+	kg := fakeGroup(2, 1)
+	kg.kargs = cuda.NewArgs(kernArgBytes)
+	defer kg.kargs.Free()
+	ksym := gatherReq(kg, 1<<19, false) // 1 MiB slices: the kernel's range
+	kodd := gatherReq(kg, 1001, false)  // 2002-byte slices: not 16-byte vectors
+	kplain := ksym
+	kplain.OutSym = backend.Sym{}
+	kbig := gatherReq(kg, 64<<20, false)
 	tests := []struct {
 		name string
 		g    *Group
@@ -200,6 +210,14 @@ func TestChoose(t *testing.T) {
 		{"nccl-window forced, no NCCL", g, sym, coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
 		{"auto without P2P, no NCCL", noCE, sym, coll.AlgoAuto, coll.AlgoAuto, true},
 		{"unknown algo", g, sym, coll.Algo("magic"), coll.Algo("magic"), true},
+		{"auto small aligned -> kernel", kg, ksym, coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto small odd -> ce", kg, kodd, coll.AlgoAuto, coll.AlgoCE, false},
+		{"auto big -> ce", kg, kbig, coll.AlgoAuto, coll.AlgoCE, false},
+		{"kernel forced", kg, kbig, coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced, not loaded", g, sym, coll.AlgoKernel, coll.AlgoKernel, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -254,15 +272,72 @@ func TestProviderRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestPhaseAlternates(t *testing.T) {
-	for e := uint32(0); e < 6; e++ {
-		a, b := phase(e), phase(e+1)
-		if a == 0 || b == 0 || a == b {
-			t.Fatalf("phase(%d)=%d phase(%d)=%d: want non-zero alternating values", e, a, e+1, b)
+// runSignalModel replays the signal operations of every rank's program for
+// several calls under one random interleaving (program order per rank, as
+// on a stream; words shared by address). It fails on a deadlock and returns
+// how many waits were released by a signal of another call than their own.
+func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int {
+	t.Helper()
+	progs := make([][]cuda.Op, n)
+	for r := range progs {
+		g := fakeGroup(n, r)
+		if err := g.buildAllGather(g.prog, gatherReq(g, 1000, r%2 == 0), 7); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range g.prog.Ops() {
+			if o.Kind == cuda.OpWait32 || (o.Kind == cuda.OpWrite32 && !(dropResets && o.B == 0)) {
+				progs[r] = append(progs[r], o)
+			}
 		}
 	}
-	if phase(^uint32(0)) == phase(0) {
-		t.Fatal("phase does not alternate across the uint32 wrap")
+	mem, tag := map[uint64]uint32{}, map[uint64]int{}
+	pc := make([]int, n) // op index over all calls
+	rng := rand.New(rand.NewSource(seed))
+	stale := 0
+	for {
+		var ready []int
+		done := 0
+		for r := range progs {
+			if pc[r] == calls*len(progs[r]) {
+				done++
+				continue
+			}
+			o := progs[r][pc[r]%len(progs[r])]
+			if o.Kind == cuda.OpWrite32 || mem[o.A] == uint32(o.B) {
+				ready = append(ready, r)
+			}
+		}
+		if done == n {
+			return stale
+		}
+		if len(ready) == 0 {
+			t.Fatalf("n=%d seed %d: deadlock at ops %v", n, seed, pc)
+		}
+		r := ready[rng.Intn(len(ready))]
+		o, call := progs[r][pc[r]%len(progs[r])], pc[r]/len(progs[r])
+		if o.Kind == cuda.OpWrite32 {
+			mem[o.A] = uint32(o.B)
+			tag[o.A] = call
+		} else if tag[o.A] != call {
+			stale++
+		}
+		pc[r]++
+	}
+}
+
+// TestSignalProtocolModel: with the resets, no interleaving deadlocks or lets
+// a wait pass on the previous call's signal (what makes graph replay safe);
+// without them the model finds the stale release at once.
+func TestSignalProtocolModel(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		for seed := int64(0); seed < 300; seed++ {
+			if stale := runSignalModel(t, n, 5, seed, false); stale != 0 {
+				t.Fatalf("n=%d seed %d: %d waits released by another call's signal", n, seed, stale)
+			}
+		}
+		if runSignalModel(t, n, 5, 1, true) == 0 {
+			t.Fatalf("n=%d: the model did not catch the missing resets", n)
+		}
 	}
 }
 
@@ -273,7 +348,8 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 		n     int
 		want  coll.Algo
 	}{
-		{coll.AllGather, 1 << 20, 2, coll.AlgoNCCLWindow},
+		{coll.AllGather, 1 << 20, 2, coll.AlgoKernel},
+		{coll.AllGather, 4 << 20, 4, coll.AlgoKernel},
 		{coll.AllGather, 16 << 20, 2, coll.AlgoCE},
 		{coll.AllGather, 16 << 20, 4, coll.AlgoNCCLWindow},
 		{coll.AllGather, 256 << 20, 4, coll.AlgoCE},

@@ -47,20 +47,20 @@ type Group struct {
 	pad      *segment // this rank's signal pad
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
 
-	runMu     sync.Mutex
-	epoch     uint32
-	prog      *cuda.Program
-	side      []*cuda.Stream
-	fork      *cuda.Event // local-copy fork
-	forkX     *cuda.Event // transfer fork (after the ready wait)
-	joins     []*cuda.Event
-	last      *cuda.Event // fence recorded by quiesce
-	used      []uint64    // streams that ran copy-engine collectives since the last quiesce
-	h         handles     // raw handles of side, joins, fork, forkX, last
-	broken    error
-	tune      ceTune
-	graphs    map[graphKey]*[2]*cuda.Graph // captured all-gathers (tune.graph)
-	capStream *cuda.Stream                 // stream graphs are captured on
+	runMu   sync.Mutex
+	epoch   uint32
+	prog    *cuda.Program
+	side    []*cuda.Stream
+	fork    *cuda.Event // local-copy fork
+	forkX   *cuda.Event // transfer fork (after the ready wait)
+	joins   []*cuda.Event
+	last    *cuda.Event // fence recorded by quiesce
+	used    []uint64    // streams that ran copy-engine collectives since the last quiesce
+	h       handles     // raw handles of side, joins, fork, forkX, last
+	broken  error
+	tune    ceTune
+	kargs   *cuda.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
+	kernWhy string
 
 	nccl ncclGroup
 
@@ -115,7 +115,8 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // exchanges the signal pads, and creates the NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
 	host := hostID()
-	mine := fmt.Sprintf("%s|%s|%d", host, g.b.info.PCI, os.Getpid())
+	kern := g.loadKernel()
+	mine := fmt.Sprintf("%s|%s|%d|%t", host, g.b.info.PCI, os.Getpid(), kern)
 	all, err := g.AllGather(ctx, []byte(mine))
 	if err != nil {
 		return err
@@ -125,9 +126,13 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.ce, g.ceWhy = false, "no fd exchange to share segments"
 	}
 	for r, v := range all {
-		parts := strings.SplitN(string(v), "|", 3)
-		if len(parts) != 3 {
+		parts := strings.SplitN(string(v), "|", 4)
+		if len(parts) != 4 {
 			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
+		}
+		if kern && parts[3] != "true" {
+			// Every rank must agree on the paths `auto` may take.
+			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.ranks[r])
 		}
 		if r == g.me || !g.ce {
 			continue
@@ -156,6 +161,11 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		if err := g.setupCE(ctx); err != nil {
 			return err
 		}
+		if kern {
+			g.kargs = cuda.NewArgs(kernArgBytes)
+		}
+	} else if kern {
+		kern, g.kernWhy = false, "it needs peer mappings: "+g.ceWhy
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
 	return nil
@@ -178,9 +188,6 @@ func (g *Group) setupCE(ctx context.Context) error {
 		g.joins = append(g.joins, e)
 	}
 	var err error
-	if g.capStream, err = cuda.NewStream(c, 0); err != nil {
-		return err
-	}
 	if g.fork, err = cuda.NewEvent(c, false); err != nil {
 		return err
 	}
@@ -344,11 +351,6 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
 	}
 	err := g.quiesce(ctx)
-	if err == nil {
-		g.runMu.Lock()
-		err = g.dropGraphsLocked()
-		g.runMu.Unlock()
-	}
 	if e := g.nccl.deregister(ctx, seg); err == nil {
 		err = e
 	}
@@ -444,12 +446,11 @@ func (g *Group) Close() error {
 		if g.pad != nil {
 			g.pad.release(g.b.ctx)
 		}
-		g.dropGraphsLocked()
 		for _, s := range g.side {
 			s.Destroy()
 		}
-		if g.capStream != nil {
-			g.capStream.Destroy()
+		if g.kargs != nil {
+			g.kargs.Free()
 		}
 		for _, e := range append(g.joins, g.fork, g.forkX, g.last) {
 			if e != nil {

@@ -32,10 +32,12 @@ func ncclUnsafe(req backend.Request, inPlace, win bool, n int) bool {
 // Run executes req on req.Stream (the backend's stream when 0) and reports
 // the path. It returns once the work is enqueued.
 //
-// Copy-engine collectives of one group must be ordered on the GPU the same
-// way on every rank (issue them on one stream, or order the streams with
-// events), and must not be issued into a stream that is being captured into
-// a CUDA graph: their signal values change from call to call.
+// Copy-engine and kernel collectives of one group must be ordered on the GPU
+// the same way on every rank (issue them on one stream, or order the streams
+// with events). They may be captured into a CUDA graph (the stream being
+// captured is the request's stream): their signals carry no host-chosen
+// values, so every replay is a new, correct collective — provided every rank
+// replays its graph the same number of times.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
@@ -46,13 +48,17 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	switch algo {
-	case coll.AlgoCE:
+	case coll.AlgoCE, coll.AlgoKernel:
 		g.runMu.Lock()
 		if g.broken != nil {
 			g.runMu.Unlock()
 			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
 		}
-		err = g.ceAllGather(req, req.Stream)
+		if algo == coll.AlgoCE {
+			err = g.ceAllGather(req, req.Stream)
+		} else {
+			err = g.kernelAllGather(req, req.Stream)
+		}
 		g.runMu.Unlock()
 	default:
 		r := req
@@ -88,7 +94,13 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
 	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
 	bad := ncclUnsafe(req, inPlace, win, n)
+	kernErr := g.kernelWhyNot(req)
 	switch req.Algo {
+	case coll.AlgoKernel:
+		if kernErr != nil {
+			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w", kernErr)
+		}
+		return coll.AlgoKernel, "kernel requested", nil
 	case coll.AlgoCE:
 		if !ceOK {
 			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w", g.ceWhyNot(req), errNotSymmetric)
@@ -115,13 +127,19 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 	default:
-		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, ce, nccl or nccl-window)", req.Algo)
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window)", req.Algo)
 	}
 	total, _ := ioLens(req, n)
 	if req.Kind == coll.AllGather {
 		total *= int64(n)
 	}
 	pick := autoPick(req.Kind, total, n)
+	if pick == coll.AlgoKernel {
+		if kernErr == nil {
+			return coll.AlgoKernel, "auto: symmem's all-gather kernel for small messages (autotable.go)", nil
+		}
+		pick = coll.AlgoNCCLWindow // the next best there (autotable.go)
+	}
 	if pick == coll.AlgoCE && ceOK {
 		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
 	}

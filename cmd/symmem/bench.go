@@ -34,7 +34,7 @@ type benchFlags struct {
 	timeout  time.Duration
 }
 
-var validAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE}
+var validAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE, coll.AlgoKernel}
 
 func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)

@@ -22,6 +22,7 @@ const (
 	OpBatch     = 7
 	OpMemset32  = 8
 	OpGraph     = 9
+	OpLaunch    = 10
 )
 
 const (
@@ -150,7 +151,7 @@ func (p *Program) EndBatch() {
 
 var opNames = map[int32]string{opCtx: "cuCtxSetCurrent", opWrite32: "cuStreamWriteValue32", opWait32: "cuStreamWaitValue32",
 	opCopy: "cuMemcpyDtoDAsync", opRecord: "cuEventRecord", opWaitEvent: "cuStreamWaitEvent", opBatch: "cuStreamBatchMemOp",
-	opMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch"}
+	opMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch", OpLaunch: "cuLaunchKernel"}
 
 // Exec issues every op in one cgo call. On failure nothing after the failing
 // op was issued; the error names the op.

@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -250,5 +251,107 @@ func TestGraphCapture(t *testing.T) {
 	}
 	if !bytes.Equal(got, src) {
 		t.Fatal("graph replay copied wrong bytes")
+	}
+}
+
+// fillPTX stores P.v at P.dst[i] for i < P.n (one thread per word).
+const fillPTX = `
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry fill(.param .align 8 .b8 P[16])
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<6>;
+	ld.param.u64 %rd1, [P+0];
+	ld.param.u32 %r1, [P+8];
+	ld.param.u32 %r2, [P+12];
+	mov.u32 %r3, %tid.x;
+	mov.u32 %r4, %ctaid.x;
+	mov.u32 %r5, %ntid.x;
+	mad.lo.u32 %r6, %r4, %r5, %r3;
+	setp.ge.u32 %p1, %r6, %r2;
+	@%p1 bra DONE;
+	mul.wide.u32 %rd2, %r6, 4;
+	add.u64 %rd3, %rd1, %rd2;
+	st.global.u32 [%rd3], %r1;
+DONE:
+	ret;
+}
+`
+
+// TestKernelLaunch JIT-loads a PTX kernel, launches it through a Program
+// with a parameter block, and checks every word it wrote (and one past).
+func TestKernelLaunch(t *testing.T) {
+	gpu(t)
+	if !HaveKernels() {
+		t.Skip("driver lacks module loading")
+	}
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	if _, err := LoadModule(ctx, []byte(".version 7.0\n.target sm_70\nthis is not PTX")); err == nil {
+		t.Fatal("loading garbage PTX succeeded")
+	} else {
+		t.Logf("bad PTX: %v", err)
+	}
+	m, err := LoadModule(ctx, []byte(fillPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, err := m.Function("fill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Function("nope"); err == nil {
+		t.Fatal("a missing kernel was found")
+	}
+	g, _ := Granularity(0)
+	a, err := Create(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := a.Map(ctx, g, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	defer Unmap(ctx, base, g)
+	if err := Memset8(ctx, base, 0, g); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NewStream(ctx, 0)
+	defer s.Destroy()
+	args := NewArgs(16)
+	defer args.Free()
+	const words = 1000
+	args.PutU64(0, base)
+	args.PutU32(8, 0xC0FFEE)
+	args.PutU32(12, words)
+	p := NewProgram(4)
+	p.SetContext(ctx)
+	p.Launch(s.Handle(), f, args, 4, 256)
+	if err := p.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4*(words+1))
+	if err := CopyDtoH(ctx, got, base); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= words; i++ {
+		want := uint32(0xC0FFEE)
+		if i == words {
+			want = 0
+		}
+		if v := binary.LittleEndian.Uint32(got[4*i:]); v != want {
+			t.Fatalf("word %d = %#x, want %#x", i, v, want)
+		}
 	}
 }

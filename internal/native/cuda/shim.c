@@ -57,6 +57,10 @@ FN(CUresult, cuGraphInstantiateWithFlags, (void**, void*, unsigned long long))
 FN(CUresult, cuGraphLaunch, (void*, CUstream))
 FN(CUresult, cuGraphExecDestroy, (void*))
 FN(CUresult, cuGraphDestroy, (void*))
+FN(CUresult, cuModuleLoadDataEx, (void**, const void*, unsigned, int*, void**))
+FN(CUresult, cuModuleGetFunction, (void**, void*, const char*))
+FN(CUresult, cuModuleUnload, (void*))
+FN(CUresult, cuLaunchKernel, (void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**))
 
 static void* lib;
 static int loaded;
@@ -119,6 +123,10 @@ static symc_sym syms[] = {
 	OPT(cuGraphLaunch, "cuGraphLaunch"),
 	OPT(cuGraphExecDestroy, "cuGraphExecDestroy"),
 	OPT(cuGraphDestroy, "cuGraphDestroy"),
+	OPT(cuModuleLoadDataEx, "cuModuleLoadDataEx"),
+	OPT(cuModuleGetFunction, "cuModuleGetFunction"),
+	OPT(cuModuleUnload, "cuModuleUnload"),
+	OPT(cuLaunchKernel, "cuLaunchKernel"),
 };
 
 int symc_load(const char* name, char* err, int errlen) {
@@ -282,6 +290,12 @@ CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 		case SYMC_OP_RECORD: r = p_cuEventRecord((CUevent)(uintptr_t)o->a, (CUstream)(uintptr_t)o->stream); break;
 		case SYMC_OP_WAITEVENT: r = p_cuStreamWaitEvent((CUstream)(uintptr_t)o->stream, (CUevent)(uintptr_t)o->a, 0); break;
 		case SYMC_OP_GRAPH: r = p_cuGraphLaunch((void*)(uintptr_t)o->a, (CUstream)(uintptr_t)o->stream); break;
+		case SYMC_OP_LAUNCH: {
+			void* params[1] = { (void*)(uintptr_t)o->b };
+			r = p_cuLaunchKernel((void*)(uintptr_t)o->a, (unsigned)(o->c & 0xffffffffu), 1, 1, (unsigned)(o->c >> 32), 1, 1, 0,
+				(CUstream)(uintptr_t)o->stream, params, NULL);
+			break;
+		}
 		case SYMC_OP_MEMSET32: r = p_cuMemsetD32Async(o->a, (unsigned)o->b, (size_t)o->c, (CUstream)(uintptr_t)o->stream); break;
 		case SYMC_OP_BATCH: {
 			int m = (int)o->a;
@@ -341,6 +355,43 @@ CUresult symc_capture(CUcontext ctx, CUstream s, const symc_op* ops, int n, void
 }
 
 CUresult symc_graph_destroy(CUcontext ctx, void* exec) { CTX(ctx); return p_cuGraphExecDestroy(exec); }
+
+CUresult symc_begin_capture(CUcontext ctx, CUstream s) {
+	if (!symc_have_graphs()) return 801;
+	CTX(ctx);
+	return p_cuStreamBeginCapture(s, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
+}
+
+CUresult symc_end_capture(CUcontext ctx, CUstream s, void** exec) {
+	*exec = NULL;
+	CTX(ctx);
+	void* graph = NULL;
+	CUresult r = p_cuStreamEndCapture(s, &graph);
+	if (r == 0) r = p_cuGraphInstantiateWithFlags(exec, graph, 0);
+	if (graph) p_cuGraphDestroy(graph);
+	return r;
+}
+
+int symc_have_kernels(void) { return p_cuModuleLoadDataEx && p_cuModuleGetFunction && p_cuModuleUnload && p_cuLaunchKernel; }
+
+// symc_module_load JIT-compiles or loads image (PTX text, NUL-terminated, or
+// a cubin); the JIT error log goes to log (NUL-terminated).
+CUresult symc_module_load(CUcontext ctx, const void* image, void** mod, char* log, unsigned loglen) {
+	*mod = NULL;
+	if (!symc_have_kernels()) return 801;
+	CTX(ctx);
+	int opts[2] = { 5 /* CU_JIT_ERROR_LOG_BUFFER */, 6 /* CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */ };
+	void* vals[2] = { log, (void*)(uintptr_t)loglen };
+	if (loglen) log[0] = 0;
+	return p_cuModuleLoadDataEx(mod, image, 2, opts, vals);
+}
+
+CUresult symc_module_function(CUcontext ctx, void* mod, const char* name, void** fn) {
+	CTX(ctx);
+	return p_cuModuleGetFunction(fn, mod, name);
+}
+
+CUresult symc_module_unload(CUcontext ctx, void* mod) { CTX(ctx); return p_cuModuleUnload(mod); }
 
 // Layout facts for the tests (layout_test.go compares them with Go's view).
 size_t symc_sizeof_prop(void) { return sizeof(symc_CUmemAllocationProp); }

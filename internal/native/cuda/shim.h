@@ -50,6 +50,7 @@ enum {
 	SYMC_OP_BATCH = 7,      // stream, a = n: the next n WRITE32/WAIT32 ops become one cuStreamBatchMemOp
 	SYMC_OP_MEMSET32 = 8,   // stream, a = address, b = value, c = count of words
 	SYMC_OP_GRAPH = 9,      // stream, a = CUgraphExec: launch it
+	SYMC_OP_LAUNCH = 10,    // stream, a = CUfunction, b = its one parameter block, c = grid | block<<32
 };
 
 // Status codes of the loader (not CUresults).
@@ -61,6 +62,12 @@ int symc_have_batch(void);
 int symc_have_graphs(void);
 CUresult symc_capture(CUcontext ctx, CUstream s, const symc_op* ops, int n, void** exec, int* failed);
 CUresult symc_graph_destroy(CUcontext ctx, void* exec);
+CUresult symc_begin_capture(CUcontext ctx, CUstream s);
+CUresult symc_end_capture(CUcontext ctx, CUstream s, void** exec);
+int symc_have_kernels(void);
+CUresult symc_module_load(CUcontext ctx, const void* image, void** mod, char* log, unsigned loglen);
+CUresult symc_module_function(CUcontext ctx, void* mod, const char* name, void** fn);
+CUresult symc_module_unload(CUcontext ctx, void* mod);
 CUresult symc_error_name(CUresult r, char* out, int outlen);
 
 CUresult symc_init(int* driver, int* ndev);
