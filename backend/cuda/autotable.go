@@ -18,7 +18,7 @@ type autoRow struct {
 // window-free communicator (4x H200, gpu-scale-2026-11-21.md: at 1 GiB plain
 // reduce-scatter 323 vs 210 GB/s on windows, all-reduce 354 vs 263).
 var autoTable = map[coll.Kind][]autoRow{
-	coll.AllGather:     {{upTo: 4 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
+	coll.AllGather:     {{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
 	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.AllReduce:     {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.Broadcast:     {{upTo: 1 << 62, algo: coll.AlgoNCCL}},

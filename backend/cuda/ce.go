@@ -43,7 +43,7 @@ type ceTune struct {
 //   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
 //     call) and gave no GPU time over single calls (that mode is gone).
 func defaultTune() ceTune {
-	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, kernCTAs: 32}
+	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, kernCTAs: kernMaxCTAs}
 }
 
 // word is the address of pad word (slot, from) in rank r's pad.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -643,6 +644,94 @@ func TestGPUGraphCapture(t *testing.T) {
 					t.Errorf("%s %s: %v wrong slices after graph replay", algo, bench.FormatSize(size), sum)
 				}
 			}
+		}
+	})
+}
+
+// TestGPUHostCost measures the CPU time of issuing one small all-gather per
+// algorithm: "plan" is the Go work alone (choice + arguments or program, no
+// driver call), "issue" a whole Run, timed over bursts of 4 calls right after
+// a synchronisation so that a full launch queue never blocks the caller
+// (median over 100 bursts), and "exec" the driver calls alone (the kernel's
+// one cuLaunchKernel, replayed from its built program).
+func TestGPUHostCost(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		n, me := int64(tg.Size()), tg.Rank()
+		out, err := tg.Alloc(4<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logf(env, "HOSTCOST %-12s %6s %9s %9s %9s %9s\n", "algo", "size", "plan_us", "issue_us", "issue_p90", "exec_us")
+		for _, algo := range algosOf(tg) {
+			for _, size := range []int64{64 << 10, 1 << 20} {
+				slice := size / n
+				in := coll.Span{Ptr: out.Ptr + uint64(int64(me)*slice), Len: slice}
+				req := tg.Request(tg.G, tg.gid, coll.AllGather, coll.Span{Ptr: out.Ptr, Len: size}, in, slice/2, coll.BFloat16, coll.Sum, 0, algo)
+				req.Stream = tg.B.stream.Handle()
+				// plan: pure Go.
+				const planN = 20000
+				t0 := time.Now()
+				for i := 0; i < planN; i++ {
+					a, _, err := tg.G.choose(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch a {
+					case coll.AlgoKernel:
+						err = tg.G.fillKernelArgs(req)
+					case coll.AlgoCE:
+						err = tg.G.buildAllGather(tg.G.prog, req, req.Stream)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				plan := time.Since(t0).Seconds() / planN
+				burst := func(call func() error) []float64 {
+					var per []float64
+					for round := 0; round < 100; round++ {
+						if err := tg.Sync(); err != nil {
+							t.Fatal(err)
+						}
+						if err := tg.Barrier(); err != nil {
+							t.Fatal(err)
+						}
+						t0 := time.Now()
+						for i := 0; i < 4; i++ {
+							if err := call(); err != nil {
+								t.Fatal(err)
+							}
+						}
+						per = append(per, time.Since(t0).Seconds()/4)
+					}
+					slices.Sort(per)
+					return per
+				}
+				issue := burst(func() error { _, err := tg.G.Run(context.Background(), req); return err })
+				exec := []float64{0}
+				if algo == coll.AlgoKernel {
+					exec = burst(func() error {
+						tg.G.runMu.Lock()
+						defer tg.G.runMu.Unlock()
+						p := tg.G.prog
+						p.Reset()
+						p.SetContext(tg.B.ctx)
+						p.Launch(req.Stream, tg.B.kern.ag, tg.G.kargs, kernelCTAs(slice, tg.G.tune.kernCTAs), kernThreads)
+						return p.Exec()
+					})
+				}
+				all, err := tg.ExchangeFloat64([]float64{plan, issue[len(issue)/2], issue[len(issue)*9/10], exec[len(exec)/2]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for r, v := range all {
+					logf(env, "HOSTCOST %-12s %6s %9.2f %9.2f %9.2f %9.2f  (rank %d)\n", algo, bench.FormatSize(size), v[0]*1e6, v[1]*1e6, v[2]*1e6, v[3]*1e6, r)
+				}
+			}
+		}
+		if err := tg.Sync(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -67,11 +67,18 @@ func (b *Backend) unloadKernels() {
 	}
 }
 
-// kernelCTAs is the grid for a slice: one vector per thread up to the
-// tuned CTA limit (the CTAs then loop).
+// kernVecsPerThread is the work per thread below the CTA limit. Measured on
+// 2x H200 (bench/results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
+// CTAs took 9.0 us and 64 took 9.9 (each CTA signals every peer), at 16 MiB
+// 64 CTAs took 31.7 us and 16 took 34.6.
+const kernVecsPerThread = 4
+
+// kernelCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per
+// thread, at most limit CTAs (they then loop).
 func kernelCTAs(slice int64, limit int) int {
 	v := slice / kernAlign
-	ctas := int((v + kernThreads - 1) / kernThreads)
+	per := int64(kernThreads * kernVecsPerThread)
+	ctas := int((v + per - 1) / per)
 	return max(1, min(ctas, limit, kernMaxCTAs))
 }
 

@@ -109,10 +109,11 @@ func TestKernelCTAs(t *testing.T) {
 		want  int
 	}{
 		{16, 32, 1},
-		{kernThreads * 16, 32, 1},
-		{kernThreads*16 + 16, 32, 2},
-		{1 << 20, 32, 32},
-		{1 << 20, 200, kernMaxCTAs},
+		{kernThreads * 16 * kernVecsPerThread, 32, 1},
+		{kernThreads*16*kernVecsPerThread + 16, 32, 2},
+		{512 << 10, 64, 16}, // 1 MiB all-gather on 2 ranks
+		{8 << 20, 64, 64},
+		{8 << 20, 200, kernMaxCTAs},
 		{1 << 30, 8, 8},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"runtime"
+	"slices"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -354,4 +357,72 @@ func TestKernelLaunch(t *testing.T) {
 			t.Fatalf("word %d = %#x, want %#x", i, v, want)
 		}
 	}
+}
+
+// TestLaunchCost logs the CPU time of the launch path's pieces on this
+// machine (medians over bursts of 8 right after a synchronisation): one cgo
+// crossing that only makes the context current, and a tiny kernel's launch
+// with and without that.
+func TestLaunchCost(t *testing.T) {
+	gpu(t)
+	runtime.LockOSThread() // "alone" relies on the context made current before
+	defer runtime.UnlockOSThread()
+	if !HaveKernels() {
+		t.Skip("driver lacks module loading")
+	}
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	m, err := LoadModule(ctx, []byte(fillPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, _ := m.Function("fill")
+	g, _ := Granularity(0)
+	a, err := Create(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := a.Map(ctx, g, []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	defer Unmap(ctx, base, g)
+	s, _ := NewStream(ctx, 0)
+	defer s.Destroy()
+	args := NewArgs(16)
+	defer args.Free()
+	args.PutU64(0, base)
+	args.PutU32(8, 1)
+	args.PutU32(12, 1024)
+	median := func(withCtx, launch bool) float64 {
+		p := NewProgram(4)
+		if withCtx {
+			p.SetContext(ctx)
+		}
+		if launch {
+			p.Launch(s.Handle(), f, args, 4, 256)
+		}
+		var per []float64
+		for round := 0; round < 200; round++ {
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			for i := 0; i < 8; i++ {
+				if err := p.Exec(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			per = append(per, time.Since(t0).Seconds()*1e6/8)
+		}
+		slices.Sort(per)
+		return per[len(per)/2]
+	}
+	ctxOnly, both, launchOnly := median(true, false), median(true, true), median(false, true)
+	fmt.Printf("LAUNCHCOST cgo+cuCtxSetCurrent %.2f us, cuCtxSetCurrent+cuLaunchKernel %.2f us, cuLaunchKernel alone %.2f us\n", ctxOnly, both, launchOnly)
 }
