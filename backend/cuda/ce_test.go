@@ -350,7 +350,8 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 	}{
 		{coll.AllGather, 1 << 20, 2, coll.AlgoKernel},
 		{coll.AllGather, 4 << 20, 4, coll.AlgoKernel},
-		{coll.AllGather, 16 << 20, 2, coll.AlgoCE},
+		{coll.AllGather, 16 << 20, 2, coll.AlgoKernel},
+		{coll.AllGather, 32 << 20, 2, coll.AlgoCE},
 		{coll.AllGather, 16 << 20, 4, coll.AlgoNCCLWindow},
 		{coll.AllGather, 256 << 20, 4, coll.AlgoCE},
 		{coll.ReduceScatter, 1 << 20, 4, coll.AlgoNCCLWindow},
