@@ -652,8 +652,10 @@ func TestGPUGraphCapture(t *testing.T) {
 // algorithm: "plan" is the Go work alone (choice + arguments or program, no
 // driver call), "issue" a whole Run, timed over bursts of 4 calls right after
 // a synchronisation so that a full launch queue never blocks the caller
-// (median over 100 bursts), and "exec" the driver calls alone (the kernel's
-// one cuLaunchKernel, replayed from its built program).
+// (median over 100 bursts), "exec" the driver calls alone (the kernel's
+// one cuLaunchKernel, replayed from its built program), and "graph" the host
+// time per collective when 32 of them are captured into one CUDA graph and
+// replayed with one cuGraphLaunch (bursts of 4 launches).
 func TestGPUHostCost(t *testing.T) {
 	asRanks(t, func(t *testing.T, env rendezvous.Env) {
 		tg := newTarget(t, env)
@@ -662,7 +664,7 @@ func TestGPUHostCost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logf(env, "HOSTCOST %-12s %6s %9s %9s %9s %9s\n", "algo", "size", "plan_us", "issue_us", "issue_p90", "exec_us")
+		logf(env, "HOSTCOST %-12s %6s %9s %9s %9s %9s %9s\n", "algo", "size", "plan_us", "issue_us", "issue_p90", "exec_us", "graph_us")
 		for _, algo := range algosOf(tg) {
 			for _, size := range []int64{64 << 10, 1 << 20} {
 				slice := size / n
@@ -721,12 +723,40 @@ func TestGPUHostCost(t *testing.T) {
 						return p.Exec()
 					})
 				}
-				all, err := tg.ExchangeFloat64([]float64{plan, issue[len(issue)/2], issue[len(issue)*9/10], exec[len(exec)/2]})
+				// graph: 32 collectives captured into one graph, replayed
+				// with one cuGraphLaunch; host time per collective.
+				const inGraph = 32
+				graph := []float64{0}
+				if cuda.HaveGraphs() && algo != coll.AlgoAuto {
+					if err := tg.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := cuda.BeginCapture(tg.B.ctx, tg.B.stream); err != nil {
+						t.Fatal(err)
+					}
+					var rerr error
+					for i := 0; i < inGraph && rerr == nil; i++ {
+						_, rerr = tg.G.Run(context.Background(), req)
+					}
+					gr, err := cuda.EndCapture(tg.B.ctx, tg.B.stream)
+					if rerr != nil || err != nil {
+						t.Fatalf("%s: capturing %d collectives: run %v, end %v", algo, inGraph, rerr, err)
+					}
+					graph = burst(func() error { return gr.Launch(tg.B.stream) })
+					for i := range graph {
+						graph[i] /= inGraph
+					}
+					if err := tg.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					gr.Destroy()
+				}
+				all, err := tg.ExchangeFloat64([]float64{plan, issue[len(issue)/2], issue[len(issue)*9/10], exec[len(exec)/2], graph[len(graph)/2]})
 				if err != nil {
 					t.Fatal(err)
 				}
 				for r, v := range all {
-					logf(env, "HOSTCOST %-12s %6s %9.2f %9.2f %9.2f %9.2f  (rank %d)\n", algo, bench.FormatSize(size), v[0]*1e6, v[1]*1e6, v[2]*1e6, v[3]*1e6, r)
+					logf(env, "HOSTCOST %-12s %6s %9.2f %9.2f %9.2f %9.2f %9.3f  (rank %d)\n", algo, bench.FormatSize(size), v[0]*1e6, v[1]*1e6, v[2]*1e6, v[3]*1e6, v[4]*1e6, r)
 				}
 			}
 		}

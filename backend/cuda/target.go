@@ -286,13 +286,20 @@ func (t *Target) CheckAlgo(k coll.Kind, a coll.Algo) error {
 		if !t.G.ce {
 			return fmt.Errorf("copy engines unavailable: %s", t.G.ceWhy)
 		}
+	case coll.AlgoKernel:
+		if k != coll.AllGather {
+			return fmt.Errorf("kernel serves all_gather only")
+		}
+		if t.G.kargs == nil {
+			return fmt.Errorf("the all-gather kernel is unavailable: %s", t.G.kernWhy)
+		}
 	case coll.AlgoNCCL, coll.AlgoNCCLWindow:
 		if t.G.nccl.comm == nil {
 			return fmt.Errorf("NCCL unavailable: %v", t.G.nccl.err)
 		}
 	case coll.AlgoAuto, "":
 	default:
-		return fmt.Errorf("unknown GPU algorithm %q (want auto, ce, nccl or nccl-window)", a)
+		return fmt.Errorf("unknown GPU algorithm %q (want auto, kernel, ce, nccl or nccl-window)", a)
 	}
 	return nil
 }

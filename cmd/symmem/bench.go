@@ -49,7 +49,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	dtype := fs.String("dtype", "float32", "element type: float32, float64, bfloat16, float16, int32, int64, int8, uint8")
 	redop := fs.String("op", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
 	root := fs.Int("root", 0, "broadcast root")
-	algos := fs.String("algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce")
+	algos := fs.String("algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
 	inplace := fs.String("inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	plain := fs.Bool("plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
 	fs.BoolVar(&f.cfg.Check, "check", true, "check every size against a serial reference (#wrong)")
@@ -161,7 +161,7 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 			ok = ok || a == v
 		}
 		if !ok {
-			return nil, fmt.Errorf("-algo: unknown algorithm %q (want auto, direct, nccl, nccl-window or ce)", p)
+			return nil, fmt.Errorf("-algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
 		}
 		out = append(out, a)
 	}
@@ -180,7 +180,7 @@ func benchCmd(args []string) int {
 	if resolveBackend(f.backend) == "cpu" {
 		for _, a := range f.cfg.Algos {
 			if a != coll.AlgoAuto && a != coll.AlgoDirect {
-				fmt.Fprintf(os.Stderr, "symmem bench: -algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window and ce need -backend cuda)\n", a)
+				fmt.Fprintf(os.Stderr, "symmem bench: -algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)\n", a)
 				return 2
 			}
 		}
