@@ -120,7 +120,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-ops", "allgatherx"}, `unknown op "allgatherx"`},
 		{[]string{"-dtype", "float8"}, `unknown dtype "float8" (want one of float32`},
 		{[]string{"-op", "prod"}, `unknown reduction "prod"`},
-		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want auto, direct, nccl, nccl-window or ce)`},
+		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want auto, direct, nccl, nccl-window, ce or kernel)`},
 		{[]string{"-b", "1X"}, "-b: bad size"},
 		{[]string{"-b", "1M", "-e", "1K"}, "swap -b and -e"},
 		{[]string{"-f", "1"}, "factor -f 1"},
@@ -152,7 +152,7 @@ func TestBenchFlagErrors(t *testing.T) {
 // clear error before anything runs.
 func TestBenchAlgoNotOnBackend(t *testing.T) {
 	out, errs, err := cli(t, "bench", "-backend", "cpu", "-algo", "ce", "-b", "1K", "-e", "1K")
-	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window and ce need -backend cuda)`) {
+	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)`) {
 		t.Errorf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
 	}
 }
