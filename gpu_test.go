@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +25,10 @@ import (
 // there is no usable GPU (CI); on the GPU host run it directly (it starts one
 // rank per GPU, at most 4) or as ranks of `symmem launch`.
 
-func init() { roles["gpu"] = roleGPU }
+func init() {
+	roles["gpu"] = roleGPU
+	roles["gpucost"] = roleGPUCost
+}
 
 func TestGPUUserAPI(t *testing.T) {
 	n, err := ncuda.DeviceCount()
@@ -88,6 +92,9 @@ func roleGPU(ctx context.Context) error {
 			gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: c, plain: true},
 		)
 	}
+	cases = append(cases, // the kernel moves 16-byte vectors: slices of 1 MiB
+		gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoKernel, count: 1 << 19},
+		gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoKernel, count: 1 << 19, inPl: true})
 	seed := uint64(time.Now().UnixNano()) // fresh data each run; shared below
 	all, err := w.World().bg.AllGather(ctx, binary.LittleEndian.AppendUint64(nil, seed))
 	if err != nil {
@@ -287,4 +294,70 @@ func plainPair(be *cuda.Backend, inLen, outLen int64) (in, out coll.Span, free f
 		allocs, ptrs = append(allocs, a), append(ptrs, p)
 	}
 	return coll.Span{Ptr: ptrs[0], Len: inLen}, coll.Span{Ptr: ptrs[1], Len: outLen}, free, nil
+}
+
+// TestGPUUserHostCost measures the CPU time of one small all-gather issued
+// through the user API (World group, pool buffers, auto), over bursts of 4
+// calls right after a synchronisation (median of 200 bursts), so that the
+// GPU's queue never blocks the caller.
+func TestGPUUserHostCost(t *testing.T) {
+	n, err := ncuda.DeviceCount()
+	if err != nil || n < 2 {
+		t.Skipf("needs 2 or more GPUs (device count %d, %v)", n, err)
+	}
+	res := spawn(t, 2, "gpucost", "NCCL_NVLS_ENABLE=0")
+	for r, rr := range res {
+		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
+	}
+	expectOK(t, res)
+}
+
+func roleGPUCost(ctx context.Context) error {
+	w, err := Init(ctx, Options{Backend: "cuda", Timeout: 40 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	for _, size := range []int64{64 << 10, 1 << 20} {
+		sc, err := g.OpenScope()
+		if err != nil {
+			return err
+		}
+		out, err := sc.Alloc(size)
+		if err != nil {
+			return err
+		}
+		if err := sc.End(ctx); err != nil {
+			return err
+		}
+		slice := size / int64(w.Size())
+		in := coll.Span{Ptr: out.Ptr + uint64(int64(g.Rank())*slice), Len: slice}
+		var path coll.Path
+		var per []float64
+		for round := 0; round < 200; round++ {
+			if err := w.Synchronize(ctx); err != nil {
+				return err
+			}
+			if _, err := g.bg.AllGather(ctx, []byte{0}); err != nil { // a barrier
+				return err
+			}
+			t0 := time.Now()
+			for i := 0; i < 4; i++ {
+				if path, err = g.AllGather(ctx, out.Span, in, coll.BFloat16); err != nil {
+					return err
+				}
+			}
+			per = append(per, time.Since(t0).Seconds()*1e6/4)
+		}
+		if err := w.Synchronize(ctx); err != nil {
+			return err
+		}
+		slices.Sort(per)
+		fmt.Printf("USERCOST all_gather %d bytes in-place via %s: median %.2f us, p90 %.2f us per call (rank %d)\n", size, path.Algo, per[len(per)/2], per[len(per)*9/10], w.Rank())
+		if err := w.Free(out); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -42,26 +42,29 @@ step() { # name timeout_s cmd...
 
 L=".build/symmem launch -n $N -timeout"
 step api 130 env SYMMEM_GPU_TEST_RANKS=$N .build/symmem.test -test.run '^TestGPUUserAPI$' -test.v -test.count=1 -test.timeout 120s
+step usercost 60 .build/symmem.test -test.run '^TestGPUUserHostCost$' -test.v -test.count=1 -test.timeout 55s
 step correct 130 $L 120s -- .build/cuda-backend.test -test.v -test.count=1 -test.timeout 115s \
-  -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch)$'
-B=".build/symmem bench -backend cuda -dtype bfloat16 -b 1M -e 1G -f 4 -budget 100ms -timeout 30s"
-step ag 100 $L 90s -- $B -ops all_gather -algo nccl,nccl-window,ce,auto -json "$OUTDIR/ag-n$N.json"
-step rsar 100 $L 90s -- $B -ops reduce_scatter,all_reduce -algo nccl,nccl-window,auto -json "$OUTDIR/rsar-n$N.json"
-step plain 70 $L 60s -- $B -ops all_gather,reduce_scatter,all_reduce -algo nccl -plain -inplace no -json "$OUTDIR/plain-n$N.json"
+  -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|GraphCapture)$'
+B=".build/symmem bench -backend cuda -dtype bfloat16 -b 64K -e 1G -f 4 -budget 100ms -timeout 30s"
+step ag 120 $L 110s -- $B -ops all_gather -algo nccl,nccl-window,ce,kernel,auto -json "$OUTDIR/ag-n$N.json"
+if [ "${FULL:-1}" = 1 ]; then # reduce-scatter / all-reduce and plain NCCL (unchanged by the kernel work)
+  step rsar 100 $L 90s -- $B -ops reduce_scatter,all_reduce -algo nccl,nccl-window,auto -json "$OUTDIR/rsar-n$N.json"
+  step plain 70 $L 60s -- $B -ops all_gather,reduce_scatter,all_reduce -algo nccl -plain -inplace no -json "$OUTDIR/plain-n$N.json"
+fi
 if [ "$N" -gt 2 ]; then
-  step ag2 60 .build/symmem launch -n 2 -timeout 55s -- $B -ops all_gather -algo nccl,ce,auto -inplace no -json "$OUTDIR/ag-n2.json"
+  step ag2 60 .build/symmem launch -n 2 -timeout 55s -- $B -ops all_gather -algo nccl,ce,kernel,auto -inplace no -json "$OUTDIR/ag-n2.json"
 fi
 
 {
   echo "==================== gpu-scale summary ($(date -u +%FT%TZ)), $N ranks ===================="
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
   for s in "${ORDER[@]}"; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
-  grep -h -E -- '--- (PASS|FAIL|SKIP)' "$OUTDIR"/api.log "$OUTDIR"/correct.log | sort | uniq -c
-  grep -h -E 'CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|FAIL:' "$OUTDIR"/api.log "$OUTDIR"/correct.log | grep -v '=== RUN' | head -12
+  grep -h -E -- '--- (PASS|FAIL|SKIP)' "$OUTDIR"/api.log "$OUTDIR"/usercost.log "$OUTDIR"/correct.log | sort | uniq -c
+  grep -h -E 'CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|GRAPH|USERCOST|FAIL:' "$OUTDIR"/api.log "$OUTDIR"/usercost.log "$OUTDIR"/correct.log | grep -v '=== RUN' | head -30
   for s in ag rsar plain ag2; do
     [ -f "$OUTDIR/$s.log" ] || continue
     echo "--- bench $s"
-    grep -E '^\[rank 0\] +[0-9]+ ' "$OUTDIR/$s.log" | sed 's/^\[rank 0\] //' | awk '$1>=1048576' | head -60
+    grep -E '^\[rank 0\] +[0-9]+ ' "$OUTDIR/$s.log" | sed 's/^\[rank 0\] //' | awk '$1>=65536' | head -60
   done
 } | tee "$OUTDIR/summary.txt"
 # The device tool returns at most 8 files: pack everything but the summary.

@@ -53,7 +53,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	inplace := fs.String("inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	plain := fs.Bool("plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
 	fs.BoolVar(&f.cfg.Check, "check", true, "check every size against a serial reference (#wrong)")
-	fs.IntVar(&f.cfg.Iters, "iters", 20, "timed iterations per size (the maximum when -budget > 0)")
+	fs.IntVar(&f.cfg.Iters, "iters", 1000, "timed iterations per size (the maximum when -budget > 0: small sizes need many to amortise the final synchronisation)")
 	fs.IntVar(&f.cfg.Warmup, "warmup", 5, "untimed warmup iterations per size")
 	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -iters)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
