@@ -386,6 +386,7 @@ func TestGPUCETune(t *testing.T) {
 			name string
 			tu   ceTune
 		}{
+			{"kernel-4", kt(4)},
 			{"kernel-8", kt(8)},
 			{"kernel-16", kt(16)},
 			{"kernel-32", kt(32)},
