@@ -5,6 +5,7 @@
 #   CGO_ENABLED=1 go test -c -o .build/native-cuda.test ./internal/native/cuda
 #   CGO_ENABLED=1 go test -c -o .build/cuda-backend.test ./backend/cuda
 #   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
+#   CGO_ENABLED=1 go test -c -o .build/symmem.test .
 #
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
@@ -14,7 +15,7 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native tune hostcost graph correct bench launch"}
+STEPS=${STEPS:-"env native tune hostcost api graph correct bench launch"}
 # Prefer the NCCL wheel of the Python venv (2.28.9, what torch uses here);
 # else the loader's libnccl.so.2.
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
@@ -49,6 +50,7 @@ has native && step native ${T_NATIVE:-120} .build/native-cuda.test -test.v -test
 # issue time per call (SYMMEM_TUNE_VARIANTS / SYMMEM_TUNE_SIZES narrow it).
 has tune && step tune ${T_TUNE:-200} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune$' -test.timeout 190s
 has hostcost && step hostcost ${T_HOSTCOST:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUHostCost$' -test.timeout 110s
+has api && step api ${T_API:-150} .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
 has graph && step graph ${T_GRAPH:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUGraphCapture$' -test.timeout 110s
 has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch)$' -test.timeout 290s
 if has bench; then
@@ -68,9 +70,10 @@ fi
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
   grep -h -m1 'cuda: nccl' "$OUTDIR"/tune.log "$OUTDIR"/correct.log 2>/dev/null | head -1
   for s in $STEPS; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
-  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log 2>/dev/null | sort | uniq -c
+  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log "$OUTDIR"/hostcost.log 2>/dev/null | sort | uniq -c
   grep -h '^GRAPH' "$OUTDIR"/graph.log 2>/dev/null
   grep -h -E '^(LAUNCHCOST|HOSTCOST)' "$OUTDIR"/native.log "$OUTDIR"/hostcost.log 2>/dev/null
+  grep -h -E '^ +USERCOST|--- (PASS|FAIL): TestGPUUser' "$OUTDIR"/api.log 2>/dev/null
   grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'
   grep -h -E 'symmem bench|Init|not wired' "$OUTDIR"/launch.log 2>/dev/null | head -5
   echo "--- kernel / copy-engine variants (busbw GB/s, time us, host issue us) ---"

@@ -28,8 +28,12 @@ func (b *Backend) Describe() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, g := range b.groups {
-		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); nccl comm %v; windows %v %s; segments %d\n",
-			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, g.nccl.comm != nil, g.nccl.windows, g.nccl.winWhy, g.Registered())
+		kern := "true"
+		if g.kargs == nil {
+			kern = "false (" + g.kernWhy + ")"
+		}
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); all-gather kernel %s; nccl comm %v; windows %v %s; segments %d\n",
+			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, g.nccl.comm != nil, g.nccl.windows, g.nccl.winWhy, g.Registered())
 	}
 	return s.String()
 }
