@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
-	"math/rand/v2"
 	"testing"
 	"time"
 
