@@ -61,7 +61,8 @@ if has launch; then
   # then the CLI bench with the cuda backend (works once the root package
   # wires backend/cuda; until then it reports why and fails fast).
   step launch ${T_LAUNCH:-120} bash -c ".build/symmem launch -n 2 -timeout 100s -- .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(TwoGroupsOnePool|RegistrationMismatch)\$';
-    echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,kernel,auto -b 64K -e 1G -f 4 -budget 100ms"
+    echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,kernel,auto -b 64K -e 1G -f 4 -budget 100ms;
+    echo '--- symmem bench -backend cuda -plain'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl -plain -b 64K -e 1G -f 4 -budget 100ms"
 fi
 
 # ---- short table, last ----
@@ -83,3 +84,8 @@ fi
   echo "--- bench (plain NCCL, ordinary buffers) ---"
   sed -n '/^BENCH plain/,/^---/p' "$OUTDIR"/bench.log 2>/dev/null | head -30
 } | tee "$OUTDIR/summary.txt"
+# The device tool returns at most 8 files: pack everything but the summary.
+if [ -n "${PACK:-}" ]; then
+  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=summary.txt . && \
+    find "$OUTDIR" -type f ! -name summary.txt -delete && mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
+fi
