@@ -425,4 +425,33 @@ func TestLaunchCost(t *testing.T) {
 	}
 	ctxOnly, both, launchOnly := median(true, false), median(true, true), median(false, true)
 	fmt.Printf("LAUNCHCOST cgo+cuCtxSetCurrent %.2f us, cuCtxSetCurrent+cuLaunchKernel %.2f us, cuLaunchKernel alone %.2f us\n", ctxOnly, both, launchOnly)
+	// Stream memory operations, the cheapest stream-ordered driver calls:
+	// one write, and a batch of a write and a (satisfied) wait.
+	memop := func(batch bool) float64 {
+		p := NewProgram(4)
+		if batch {
+			p.BeginBatch(s.Handle())
+		}
+		p.Write32(s.Handle(), base+8192, 7)
+		if batch {
+			p.Wait32(s.Handle(), base+8192, 7)
+			p.EndBatch()
+		}
+		var per []float64
+		for round := 0; round < 200; round++ {
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			for i := 0; i < 8; i++ {
+				if err := p.Exec(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			per = append(per, time.Since(t0).Seconds()*1e6/8)
+		}
+		slices.Sort(per)
+		return per[len(per)/2]
+	}
+	fmt.Printf("LAUNCHCOST cuStreamWriteValue32 %.2f us, cuStreamBatchMemOp(write, wait) %.2f us\n", memop(false), memop(true))
 }
