@@ -4,22 +4,26 @@ import "github.com/symmem/symmem/coll"
 
 // autoRow says which algorithm `auto` picks for one op below a size.
 type autoRow struct {
-	upTo int64     // total bytes (nccl-tests "size": the gathered output for all-gather), inclusive
-	algo coll.Algo // preferred; falls back when not possible (see choose)
+	upTo        int64     // total bytes (nccl-tests "size": the gathered output for all-gather), inclusive
+	algo        coll.Algo // preferred; falls back when not possible (see choose)
+	inPlaceOnly bool      // the row applies to in-place calls only (out-of-place ones read on)
 }
 
 // autoTable is measured on the 2x H200 machine (NVLink NV18, driver 580.159,
-// NCCL 2.28.9), bf16, 2 ranks. All-gather (bench/results/gpu-kernel-2026-11-21.md):
-// symmem's kernel wins up to 16 MiB (1 MiB 9.4/9.2 us out-of-place/in-place
-// vs NCCL windows 12.2/12.8 and copy engines 20.0/19.8; 16 MiB 32.0/32.1 vs
-// 42.8/32.5 and 43.6/42.8); at 64 MiB kernel and copy engines tie (108.5 vs
-// 116.4 us) and copy engines use no SMs, so they take over there (256 MiB
-// 357/370 GB/s busbw vs kernel 332, NCCL 240/256). Reduce-scatter and
-// all-reduce: windows up to 8 MiB, then plain NCCL on the window-free
-// communicator (4x H200, gpu-scale-2026-11-21.md: at 1 GiB plain
+// NCCL 2.28.9), bf16, 2 ranks, `symmem bench` through the launcher
+// (bench/results/gpu-kernel-2026-11-21.md, run 9). All-gather: symmem's
+// kernel wins up to 16 MiB (1 MiB 9.2/8.9 us out-of-place/in-place vs NCCL
+// windows 10.6/9.6 and plain NCCL 11.8/10.6), except in-place around 4 MiB,
+// where NCCL's window kernel is faster (12.4 vs 14.1 us; out-of-place 16.2
+// vs 14.2); at 64 MiB the kernel (104/102 us) and copy engines (116/105)
+// are close and copy engines use no SMs, so they take over above 16 MiB
+// (256 MiB 357/368 GB/s busbw, 1 GiB 381/386; plain NCCL 245/255, 268/290).
+// Reduce-scatter and all-reduce: windows up to 8 MiB, then plain NCCL on the
+// window-free communicator (4x H200, gpu-scale-2026-11-21.md: at 1 GiB plain
 // reduce-scatter 323 vs 210 GB/s on windows, all-reduce 354 vs 263).
 var autoTable = map[coll.Kind][]autoRow{
-	coll.AllGather:     {{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
+	coll.AllGather: {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow, inPlaceOnly: true},
+		{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
 	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.AllReduce:     {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.Broadcast:     {{upTo: 1 << 62, algo: coll.AlgoNCCL}},
@@ -34,13 +38,13 @@ var autoTableWide = map[coll.Kind][]autoRow{
 	coll.AllGather: {{upTo: 64 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
 }
 
-func autoPick(k coll.Kind, total int64, n int) coll.Algo {
+func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {
 	rows := autoTable[k]
 	if w, ok := autoTableWide[k]; ok && n > 2 {
 		rows = w
 	}
 	for _, r := range rows {
-		if total <= r.upTo {
+		if total <= r.upTo && (inPlace || !r.inPlaceOnly) {
 			return r.algo
 		}
 	}

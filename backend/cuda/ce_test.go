@@ -190,6 +190,7 @@ func TestChoose(t *testing.T) {
 	kplain := ksym
 	kplain.OutSym = backend.Sym{}
 	kbig := gatherReq(kg, 64<<20, false)
+	kin4 := gatherReq(kg, 1<<20, true) // 4 MiB in-place: NCCL windows preferred, none here
 	tests := []struct {
 		name string
 		g    *Group
@@ -214,6 +215,7 @@ func TestChoose(t *testing.T) {
 		{"auto small odd -> ce", kg, kodd, coll.AlgoAuto, coll.AlgoCE, false},
 		{"auto big -> ce", kg, kbig, coll.AlgoAuto, coll.AlgoCE, false},
 		{"kernel forced", kg, kbig, coll.AlgoKernel, coll.AlgoKernel, false},
+		{"auto in-place 4 MiB without windows -> kernel", kg, kin4, coll.AlgoAuto, coll.AlgoKernel, false},
 		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, true},
@@ -248,7 +250,7 @@ func TestAutoTable(t *testing.T) {
 				t.Fatalf("%v: rows not ascending", k)
 			}
 		}
-		if autoPick(k, 1<<61, 2) == "" {
+		if autoPick(k, 1<<61, 2, false) == "" {
 			t.Fatalf("%v: no pick for huge sizes", k)
 		}
 	}
@@ -343,25 +345,28 @@ func TestSignalProtocolModel(t *testing.T) {
 
 func TestAutoPickBySizeAndRanks(t *testing.T) {
 	tests := []struct {
-		k     coll.Kind
-		total int64
-		n     int
-		want  coll.Algo
+		k       coll.Kind
+		total   int64
+		n       int
+		inPlace bool
+		want    coll.Algo
 	}{
-		{coll.AllGather, 1 << 20, 2, coll.AlgoKernel},
-		{coll.AllGather, 4 << 20, 4, coll.AlgoKernel},
-		{coll.AllGather, 16 << 20, 2, coll.AlgoKernel},
-		{coll.AllGather, 32 << 20, 2, coll.AlgoCE},
-		{coll.AllGather, 16 << 20, 4, coll.AlgoKernel},
-		{coll.AllGather, 128 << 20, 4, coll.AlgoCE},
-		{coll.AllGather, 256 << 20, 4, coll.AlgoCE},
-		{coll.ReduceScatter, 1 << 20, 4, coll.AlgoNCCLWindow},
-		{coll.ReduceScatter, 1 << 30, 4, coll.AlgoNCCL},
-		{coll.AllReduce, 1 << 30, 2, coll.AlgoNCCL},
+		{coll.AllGather, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllGather, 1 << 20, 2, true, coll.AlgoKernel},
+		{coll.AllGather, 4 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllGather, 4 << 20, 2, true, coll.AlgoNCCLWindow}, // NCCL's in-place window kernel wins there
+		{coll.AllGather, 16 << 20, 2, true, coll.AlgoKernel},
+		{coll.AllGather, 32 << 20, 2, false, coll.AlgoCE},
+		{coll.AllGather, 4 << 20, 4, true, coll.AlgoKernel},
+		{coll.AllGather, 16 << 20, 4, false, coll.AlgoKernel},
+		{coll.AllGather, 128 << 20, 4, false, coll.AlgoCE},
+		{coll.ReduceScatter, 1 << 20, 4, false, coll.AlgoNCCLWindow},
+		{coll.ReduceScatter, 1 << 30, 4, false, coll.AlgoNCCL},
+		{coll.AllReduce, 1 << 30, 2, true, coll.AlgoNCCL},
 	}
 	for _, tt := range tests {
-		if got := autoPick(tt.k, tt.total, tt.n); got != tt.want {
-			t.Errorf("autoPick(%v, %d, n=%d) = %v, want %v", tt.k, tt.total, tt.n, got, tt.want)
+		if got := autoPick(tt.k, tt.total, tt.n, tt.inPlace); got != tt.want {
+			t.Errorf("autoPick(%v, %d, n=%d, inPlace=%v) = %v, want %v", tt.k, tt.total, tt.n, tt.inPlace, got, tt.want)
 		}
 	}
 }

@@ -133,7 +133,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	if req.Kind == coll.AllGather {
 		total *= int64(n)
 	}
-	pick := autoPick(req.Kind, total, n)
+	pick := autoPick(req.Kind, total, n, inPlace)
 	if pick == coll.AlgoKernel {
 		if kernErr == nil {
 			return coll.AlgoKernel, "auto: symmem's all-gather kernel for small messages (autotable.go)", nil
@@ -143,8 +143,13 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	if pick == coll.AlgoCE && ceOK {
 		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
 	}
-	if pick == coll.AlgoNCCLWindow && !win && ceOK && req.Kind == coll.AllGather {
-		return coll.AlgoCE, "auto: copy engines (buffers not in NCCL windows)", nil
+	if pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather {
+		if kernErr == nil {
+			return coll.AlgoKernel, "auto: symmem's all-gather kernel (buffers not in NCCL windows)", nil
+		}
+		if ceOK {
+			return coll.AlgoCE, "auto: copy engines (buffers not in NCCL windows)", nil
+		}
 	}
 	if g.nccl.comm == nil || bad {
 		if ceOK {
