@@ -52,7 +52,7 @@ has tune && step tune ${T_TUNE:-200} .build/cuda-backend.test -test.v -test.coun
 has hostcost && step hostcost ${T_HOSTCOST:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUHostCost$' -test.timeout 110s
 has api && step api ${T_API:-150} .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
 has graph && step graph ${T_GRAPH:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUGraphCapture$' -test.timeout 110s
-has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch)$' -test.timeout 290s
+has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|PeerDies)$' -test.timeout 290s
 if has bench; then
   SYMMEM_BENCH_DIR="$OUTDIR" step bench ${T_BENCH:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUBench$' -test.timeout 290s
 fi
@@ -75,7 +75,7 @@ fi
   grep -h '^GRAPH' "$OUTDIR"/graph.log 2>/dev/null
   grep -h -E '^(LAUNCHCOST|HOSTCOST)' "$OUTDIR"/native.log "$OUTDIR"/hostcost.log 2>/dev/null
   grep -h -E '^ +USERCOST|--- (PASS|FAIL): TestGPUUser' "$OUTDIR"/api.log 2>/dev/null
-  grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'
+  grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|PEER DIES)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'
   grep -h -E 'symmem bench|Init|not wired' "$OUTDIR"/launch.log 2>/dev/null | head -5
   echo "--- kernel / copy-engine variants (busbw GB/s, time us, host issue us) ---"
   grep -h '^CETUNE' "$OUTDIR"/tune.log 2>/dev/null

@@ -766,3 +766,56 @@ func TestGPUHostCost(t *testing.T) {
 		}
 	})
 }
+
+// TestGPUPeerDies: rank 1 exits before an all-gather; rank 0's kernel must
+// not spin forever. Its watchdog (the group timeout, 3 s here) traps, and
+// the stream reports an error within a few seconds instead of hanging.
+func TestGPUPeerDies(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		const timeout = 3 * time.Second
+		// No Close: rank 0's context is poisoned on purpose, rank 1 leaves.
+		tg, err := NewTarget(context.Background(), env, TargetOptions{Timeout: timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tg.G.kargs == nil {
+			t.Skipf("no kernel path: %s", tg.G.kernWhy)
+		}
+		n, me := int64(tg.Size()), tg.Rank()
+		out, err := tg.Alloc(1<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if me == 1 {
+			os.Exit(0) // dies between collectives, as a crashed rank would
+		}
+		time.Sleep(300 * time.Millisecond)
+		slice := (1 << 20) / n
+		in := coll.Span{Ptr: out.Ptr + uint64(int64(me)*slice), Len: slice}
+		req := tg.Request(tg.G, tg.gid, coll.AllGather, out, in, slice/2, coll.BFloat16, coll.Sum, 0, coll.AlgoKernel)
+		if _, err := tg.G.Run(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		var qerr error
+		for time.Since(t0) < 30*time.Second {
+			if qerr = tg.B.stream.Query(); qerr == nil || !errors.Is(qerr, cuda.ErrNotReady) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		el := time.Since(t0)
+		logf(env, "PEER DIES: rank 1 exited; rank 0's stream after %v: %v\n", el.Round(time.Millisecond), qerr)
+		switch {
+		case qerr == nil:
+			t.Fatal("the all-gather completed without its peer")
+		case errors.Is(qerr, cuda.ErrNotReady):
+			t.Fatalf("still running after %v: the watchdog did not fire", el)
+		case el < timeout-500*time.Millisecond:
+			t.Fatalf("failed after %v, before the %v watchdog", el, timeout)
+		}
+	})
+}

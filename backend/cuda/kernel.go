@@ -24,13 +24,14 @@ const (
 	kernRegion   = 64 << 10 // byte offset of the region in the pad
 	kernMaxCTAs  = 64       // counters and flags exist for CTAs 0..63
 	kernMaxRanks = 8        // targets in the parameter block
-	kernArgBytes = 168
+	kernArgBytes = 176
 	kernThreads  = 512
 	kernAlign    = 16 // the kernel moves 16-byte vectors
 
 	argIn, argSlice, argRegion = 0, 8, 16
 	argMe, argN, argMask       = 24, 28, 32
 	argDst, argPeerRegion      = 40, 104
+	argTimeout                 = 168
 )
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it
@@ -149,6 +150,7 @@ func (g *Group) fillKernelArgs(req backend.Request) error {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)
+	a.PutU64(argTimeout, uint64(g.timeout.Nanoseconds()))
 	return nil
 }
 

@@ -30,7 +30,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	want := []int{argIn, argSlice, argRegion, argMe, argN, argMask}
+	want := []int{argIn, argSlice, argRegion, argMe, argN, argMask, argTimeout}
 	for r := 0; r < kernMaxRanks; r++ {
 		want = append(want, argDst+8*r, argPeerRegion+8*r)
 	}
@@ -38,8 +38,8 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("PTX reads parameter offsets %v, kernel.go writes %v", got, want)
 	}
-	if argPeerRegion+8*kernMaxRanks != kernArgBytes {
-		t.Fatalf("block ends at %d, size %d", argPeerRegion+8*kernMaxRanks, kernArgBytes)
+	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
+		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
 	}
 	// ready at 4*kernMaxCTAs, done after kernMaxCTAs*kernMaxRanks words.
 	ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
@@ -81,6 +81,9 @@ func TestKernelArgs(t *testing.T) {
 			slice := uint64(count * 2)
 			if u64(argIn) != req.In.Ptr || u64(argSlice) != slice || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) {
 				t.Fatalf("header: in %#x slice %d me %d n %d", u64(argIn), u64(argSlice), u32(argMe), u32(argN))
+			}
+			if u64(argTimeout) != uint64(g.timeout.Nanoseconds()) || g.timeout <= 0 {
+				t.Fatalf("watchdog %d ns, group timeout %v", u64(argTimeout), g.timeout)
 			}
 			if u32(argMask) != tc.mask {
 				t.Fatalf("mask %b, want %b", u32(argMask), tc.mask)
