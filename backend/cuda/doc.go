@@ -5,13 +5,18 @@
 //   - Group: registration of segments with a group (the segment's fd goes to
 //     every peer over rendezvous.FDExchange, peers import and map it and keep
 //     the peer addresses per segment), signal pads (a small VMM segment per
-//     group, peer-mapped, words carrying increasing epochs) and Run;
+//     group, peer-mapped) and Run;
 //   - the copy-engine all-gather: stream memory operations signal readiness
-//     and completion through the pads and cuMemcpyDtoDAsync moves the data,
-//     so no SM runs; the whole sequence of one call is issued in one cgo
-//     call (native/cuda.Program);
-//   - algorithm choice (auto) between plain NCCL, NCCL on windows and copy
-//     engines, from measurements recorded in autotable.go;
+//     and completion through the pads (set, wait, reset: no host-chosen
+//     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
+//     moves the data, so no SM runs; the whole sequence of one call is issued
+//     in one cgo call (native/cuda.Program);
+//   - the all-gather kernel (kernel.go, ptx/allgather.ptx): hand-written PTX
+//     JIT-compiled once per process, pushing 16-byte vectors into the peers'
+//     outputs, per-CTA signals with device-side epochs, a watchdog that traps
+//     after the group timeout; one cuLaunchKernel per call;
+//   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
+//     engines and the kernel, from measurements recorded in autotable.go;
 //   - Target: the bench harness's Target on top of this backend.
 //
 // All driver access goes through internal/native/cuda; NCCL through

@@ -14,8 +14,11 @@
 //     reserve+map+set-access and the reverse;
 //   - streams, events, synchronous copies and memsets for setup and tests;
 //   - Exec: a whole sequence of stream operations (signal writes and waits,
-//     copies, event records and waits, batched memory operations) issued in
-//     ONE cgo call, so a small collective costs one crossing.
+//     copies, event records and waits, batched memory operations, kernel
+//     launches, graph launches) issued in ONE cgo call, so a small collective
+//     costs one crossing;
+//   - modules (LoadModule: PTX JIT with the JIT log in errors), kernel
+//     parameter blocks in C memory (Args), and stream capture into graphs.
 //
 // Contexts: the CUDA current context is per OS thread and goroutines move
 // between threads, so every function here makes the right context current
