@@ -94,7 +94,10 @@ func roleGPU(ctx context.Context) error {
 	}
 	cases = append(cases, // the kernel moves 16-byte vectors: slices of 1 MiB
 		gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoKernel, count: 1 << 19},
-		gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoKernel, count: 1 << 19, inPl: true})
+		gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoKernel, count: 1 << 19, inPl: true},
+		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18},
+		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18, inPl: true},
+		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: 1 << 14})
 	seed := uint64(time.Now().UnixNano()) // fresh data each run; shared below
 	all, err := w.World().bg.AllGather(ctx, binary.LittleEndian.AppendUint64(nil, seed))
 	if err != nil {

@@ -15,7 +15,7 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native tune hostcost api graph correct bench launch"}
+STEPS=${STEPS:-"env native tune hostcost api ar graph correct bench launch"}
 # Prefer the NCCL wheel of the Python venv (2.28.9, what torch uses here);
 # else the loader's libnccl.so.2.
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
@@ -51,6 +51,7 @@ has native && step native ${T_NATIVE:-120} .build/native-cuda.test -test.v -test
 has tune && step tune ${T_TUNE:-200} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune$' -test.timeout 190s
 has hostcost && step hostcost ${T_HOSTCOST:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUHostCost$' -test.timeout 110s
 has api && step api ${T_API:-150} .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
+has ar && step ar ${T_AR:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUAllReduceKernel$' -test.timeout 110s
 has graph && step graph ${T_GRAPH:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUGraphCapture$' -test.timeout 110s
 has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|PeerDies)$' -test.timeout 290s
 if has bench; then
@@ -62,7 +63,10 @@ if has launch; then
   # wires backend/cuda; until then it reports why and fails fast).
   step launch ${T_LAUNCH:-120} bash -c ".build/symmem launch -n 2 -timeout 100s -- .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(TwoGroupsOnePool|RegistrationMismatch)\$';
     echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,kernel,auto -b 64K -e 1G -f 4 -budget 100ms;
-    echo '--- symmem bench -backend cuda -plain'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl -plain -b 64K -e 1G -f 4 -budget 100ms"
+    echo '--- symmem bench -backend cuda -plain'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl -plain -b 64K -e 1G -f 4 -budget 100ms;
+    echo '--- symmem bench -backend cuda all_reduce'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,kernel,auto -b 16K -e 2M -f 2 -budget 100ms;
+    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,auto -b 4M -e 64M -f 4 -budget 100ms;
+    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl -plain -b 16K -e 64M -f 4 -budget 100ms"
 fi
 
 # ---- short table, last ----
@@ -71,8 +75,9 @@ fi
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
   grep -h -m1 'cuda: nccl' "$OUTDIR"/tune.log "$OUTDIR"/correct.log 2>/dev/null | head -1
   for s in $STEPS; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
-  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log "$OUTDIR"/hostcost.log 2>/dev/null | sort | uniq -c
+  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log "$OUTDIR"/hostcost.log "$OUTDIR"/ar.log 2>/dev/null | sort | uniq -c
   grep -h '^GRAPH' "$OUTDIR"/graph.log 2>/dev/null
+  grep -h '^ALLREDUCE KERNEL' "$OUTDIR"/ar.log 2>/dev/null
   grep -h -E '^(LAUNCHCOST|HOSTCOST)' "$OUTDIR"/native.log "$OUTDIR"/hostcost.log 2>/dev/null
   grep -h -E '^ +USERCOST|--- (PASS|FAIL): TestGPUUser' "$OUTDIR"/api.log 2>/dev/null
   grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|PEER DIES)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'

@@ -25,7 +25,7 @@ var autoTable = map[coll.Kind][]autoRow{
 	coll.AllGather: {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow, inPlaceOnly: true},
 		{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
 	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
-	coll.AllReduce:     {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
+	coll.AllReduce:     {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.Broadcast:     {{upTo: 1 << 62, algo: coll.AlgoNCCL}},
 }
 
@@ -36,6 +36,9 @@ var autoTable = map[coll.Kind][]autoRow{
 // engines win from 256 MiB (gpu-scale-2026-11-21.md: 340-353 GB/s vs 331).
 var autoTableWide = map[coll.Kind][]autoRow{
 	coll.AllGather: {{upTo: 64 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
+	// The all-reduce kernel reads (n-1) whole inputs over NVLink; it is
+	// measured on 2 ranks only, so wider groups keep NCCL.
+	coll.AllReduce: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 }
 
 func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {

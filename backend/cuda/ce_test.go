@@ -220,6 +220,12 @@ func TestChoose(t *testing.T) {
 		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced, not loaded", g, sym, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"auto all-reduce 1 MiB bf16 -> kernel", kg, arReq(kg, 1<<19, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"kernel forced all-reduce in-place f16", kg, arReq(kg, 1<<10, coll.Float16, true), coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced all-reduce int32", kg, arReq(kg, 1<<10, coll.Int32, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce avg", kg, arMax(kg), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce 4 MiB", kg, arReq(kg, 1<<21, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce odd count", kg, arReq(kg, 1001, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,6 +243,13 @@ func TestChoose(t *testing.T) {
 			}
 		})
 	}
+}
+
+// arMax is a bf16 all-reduce with the average: the kernel only sums.
+func arMax(g *Group) backend.Request {
+	r := arReq(g, 1<<10, coll.BFloat16, false)
+	r.Op = coll.Avg
+	return r
 }
 
 func TestAutoTable(t *testing.T) {
@@ -363,6 +376,8 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 		{coll.ReduceScatter, 1 << 20, 4, false, coll.AlgoNCCLWindow},
 		{coll.ReduceScatter, 1 << 30, 4, false, coll.AlgoNCCL},
 		{coll.AllReduce, 1 << 30, 2, true, coll.AlgoNCCL},
+		{coll.AllReduce, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllReduce, 1 << 20, 4, false, coll.AlgoNCCLWindow},
 	}
 	for _, tt := range tests {
 		if got := autoPick(tt.k, tt.total, tt.n, tt.inPlace); got != tt.want {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/reduce"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -817,5 +819,137 @@ func TestGPUPeerDies(t *testing.T) {
 		case el < timeout-500*time.Millisecond:
 			t.Fatalf("failed after %v, before the %v watchdog", el, timeout)
 		}
+	})
+}
+
+// arData is count random finite values of dt from seed (any sum of a few
+// of them stays finite).
+func arData(dt coll.DType, count int64, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	b := make([]byte, count*int64(dt.Size()))
+	for i := int64(0); i < count; i++ {
+		v := float32(rng.Float64()*200 - 100)
+		switch dt {
+		case coll.Float32:
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v*10))
+		case coll.BFloat16:
+			binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToBF16(v))
+		case coll.Float16:
+			binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToF16(v))
+		}
+	}
+	return b
+}
+
+// TestGPUAllReduceKernel: the all-reduce kernel against reduce.ReduceN (the
+// same float32 sums in rank order, one rounding): bit-exact, fresh random
+// data, 16 B..2 MiB, float32/bfloat16/float16, in-place and out-of-place;
+// then one call captured into a graph and replayed with new data.
+func TestGPUAllReduceKernel(t *testing.T) {
+	asRanks(t, func(t *testing.T, env rendezvous.Env) {
+		tg := newTarget(t, env)
+		if tg.G.kargs == nil {
+			t.Skipf("no kernel path: %s", tg.G.kernWhy)
+		}
+		n, me := tg.Size(), tg.Rank()
+		const maxBytes = 2 << 20
+		out, err := tg.Alloc(maxBytes+4096, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := tg.Alloc(maxBytes, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(dt coll.DType, bytes int64, inPlace bool, graph bool) int {
+			count := bytes / int64(dt.Size())
+			sd := seeds(t, tg)
+			inputs := make([][]byte, n)
+			for r := range inputs {
+				inputs[r] = arData(dt, count, sd[r])
+			}
+			want := make([]byte, bytes)
+			if err := reduce.ReduceN(want, inputs, dt, coll.Sum); err != nil {
+				t.Fatal(err)
+			}
+			src := coll.Span{Ptr: in.Ptr, Len: bytes}
+			if inPlace {
+				src = coll.Span{Ptr: out.Ptr, Len: bytes}
+			}
+			if err := cuda.Memset8(tg.B.ctx, out.Ptr, 0xAB, bytes+4096); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.Write(src, inputs[me]); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.Barrier(); err != nil {
+				t.Fatal(err)
+			}
+			req := tg.Request(tg.G, tg.gid, coll.AllReduce, coll.Span{Ptr: out.Ptr, Len: bytes}, src, count, dt, coll.Sum, 0, coll.AlgoKernel)
+			if graph {
+				s := tg.B.stream
+				if err := cuda.BeginCapture(tg.B.ctx, s); err != nil {
+					t.Fatal(err)
+				}
+				_, rerr := tg.G.Run(context.Background(), req)
+				gr, err := cuda.EndCapture(tg.B.ctx, s)
+				if rerr != nil || err != nil {
+					t.Fatalf("capture: %v, %v", rerr, err)
+				}
+				defer gr.Destroy()
+				if err := gr.Launch(s); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := tg.G.Run(context.Background(), req); err != nil {
+				t.Fatalf("%v %d bytes in-place=%v: %v", dt, bytes, inPlace, err)
+			}
+			if err := tg.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, bytes+4096)
+			if err := tg.Read(got, coll.Span{Ptr: out.Ptr, Len: bytes + 4096}); err != nil {
+				t.Fatal(err)
+			}
+			wrong := 0
+			for i := range want {
+				if got[i] != want[i] {
+					wrong++
+				}
+			}
+			for _, b := range got[bytes:] {
+				if b != 0xAB {
+					wrong++ // wrote past the output
+				}
+			}
+			all, err := tg.ExchangeFloat64([]float64{float64(wrong)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := 0
+			for _, v := range all {
+				sum += int(v[0])
+			}
+			return sum
+		}
+		cases, bad := 0, 0
+		for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
+			for _, bytes := range []int64{16, 4096, 64<<10 + 16, 1 << 20, 2 << 20} {
+				for _, inPlace := range []bool{false, true} {
+					cases++
+					if w := run(dt, bytes, inPlace, false); w != 0 {
+						bad++
+						t.Errorf("all_reduce kernel %v %d bytes in-place=%v: %d wrong bytes", dt, bytes, inPlace, w)
+					}
+				}
+			}
+		}
+		for round := 0; round < 3; round++ { // a graph per round, each replayed once with fresh data
+			cases++
+			if w := run(coll.BFloat16, 1<<20, round%2 == 1, true); w != 0 {
+				bad++
+				t.Errorf("all_reduce kernel in a graph, round %d: %d wrong bytes", round, w)
+			}
+		}
+		logf(env, "ALLREDUCE KERNEL: %d cases, %d wrong (bit-exact against reduce.ReduceN; 16 B..2 MiB, f32/bf16/f16, in/out-of-place, graph)\n", cases, bad)
 	})
 }

@@ -11,17 +11,22 @@ import (
 	"github.com/symmem/symmem/internal/native/cuda"
 )
 
-// allGatherPTX is symmem's own all-gather kernel (hand-written PTX, see the
-// file's header for the protocol). The driver JIT-compiles it once per
-// process for the device at hand.
-//
-//go:embed ptx/allgather.ptx
-var allGatherPTX []byte
+// symmem's own kernels (hand-written PTX, see each file's header for its
+// protocol). The driver JIT-compiles them once per process for the device at
+// hand.
+var (
+	//go:embed ptx/allgather.ptx
+	allGatherPTX []byte
+	//go:embed ptx/allreduce.ptx
+	allReducePTX []byte
+)
 
-// Kernel signal region in each rank's pad, and the kernel's limits; the
-// offsets inside the region and the parameter block are fixed by the PTX.
+// Kernel signal regions in each rank's pad (one per kernel, so their epoch
+// counters never mix), and the kernels' limits; the offsets inside a region
+// and the parameter blocks are fixed by the PTX.
 const (
-	kernRegion   = 64 << 10 // byte offset of the region in the pad
+	kernRegion   = 64 << 10 // byte offset of the all-gather region in the pad
+	arRegion     = 80 << 10 // ... and of the all-reduce region
 	kernMaxCTAs  = 64       // counters and flags exist for CTAs 0..63
 	kernMaxRanks = 8        // targets in the parameter block
 	kernArgBytes = 176
@@ -36,36 +41,46 @@ const (
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it
 // cannot move with 16-byte vectors.
-var errKernelAlign = errors.New("the kernel all-gather needs 16-byte aligned buffers and a slice that is a multiple of 16 bytes")
+var errKernelAlign = errors.New("the kernels need 16-byte aligned buffers and per-rank sizes that are multiples of 16 bytes")
 
-// kernels is the backend's loaded module (once per backend, lazily: the JIT
-// costs tens of milliseconds).
+// kernels are the backend's loaded modules (once per backend, lazily: the
+// JIT costs tens of milliseconds).
 type kernels struct {
-	once sync.Once
-	mod  *cuda.Module
-	ag   cuda.Function
-	err  error
+	once   sync.Once
+	mods   []*cuda.Module
+	ag, ar cuda.Function
+	err    error
 }
 
 func (b *Backend) loadKernels() error {
 	k := &b.kern
 	k.once.Do(func() {
-		if k.mod, k.err = cuda.LoadModule(b.ctx, allGatherPTX); k.err != nil {
-			return
+		for _, x := range []struct {
+			ptx   []byte
+			entry string
+			fn    *cuda.Function
+		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar}} {
+			var m *cuda.Module
+			if m, k.err = cuda.LoadModule(b.ctx, x.ptx); k.err != nil {
+				break
+			}
+			k.mods = append(k.mods, m)
+			if *x.fn, k.err = m.Function(x.entry); k.err != nil {
+				break
+			}
 		}
-		if k.ag, k.err = k.mod.Function("symmem_allgather_push"); k.err != nil {
-			k.mod.Unload()
-			k.mod = nil
+		if k.err != nil {
+			b.unloadKernels()
 		}
 	})
 	return k.err
 }
 
 func (b *Backend) unloadKernels() {
-	if b.kern.mod != nil {
-		b.kern.mod.Unload()
-		b.kern.mod = nil
+	for _, m := range b.kern.mods {
+		m.Unload()
 	}
+	b.kern.mods = nil
 }
 
 // kernVecsPerThread is the work per thread below the CTA limit. Measured on
@@ -88,10 +103,12 @@ func kernelCTAs(slice int64, limit int) int {
 func (g *Group) kernelWhyNot(req backend.Request) error {
 	slice := req.Count * int64(req.DType.Size())
 	switch {
-	case req.Kind != coll.AllGather:
-		return fmt.Errorf("the kernel serves all_gather only: %w", ErrNotSupported)
+	case req.Kind == coll.AllReduce && g.kargs != nil:
+		return g.allReduceWhyNot(req)
+	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce:
+		return fmt.Errorf("the kernels serve all_gather and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
 	case g.kargs == nil:
-		return fmt.Errorf("the all-gather kernel is unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	case !req.OutSym.OK:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
 	case slice%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0:
@@ -100,20 +117,28 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 	return nil
 }
 
-// kernelAllGather issues one all-gather kernel on stream s. The caller holds
-// runMu and has checked kernelWhyNot.
-func (g *Group) kernelAllGather(req backend.Request, s uint64) error {
-	if err := g.fillKernelArgs(req); err != nil {
-		return err
+// runKernel issues req's kernel (all-gather or all-reduce) on stream s: one
+// cuLaunchKernel. The caller holds runMu and has checked kernelWhyNot.
+func (g *Group) runKernel(req backend.Request, s uint64) error {
+	fn, ctas := g.b.kern.ag, 0
+	if req.Kind == coll.AllReduce {
+		if err := g.fillAllReduceArgs(req); err != nil {
+			return err
+		}
+		fn, ctas = g.b.kern.ar, allReduceCTAs(req.Count*int64(req.DType.Size()))
+	} else {
+		if err := g.fillKernelArgs(req); err != nil {
+			return err
+		}
+		ctas = kernelCTAs(req.Count*int64(req.DType.Size()), g.tune.kernCTAs)
 	}
-	slice := req.Count * int64(req.DType.Size())
 	p := g.prog
 	p.Reset()
 	p.SetContext(g.b.ctx)
-	p.Launch(s, g.b.kern.ag, g.kargs, kernelCTAs(slice, g.tune.kernCTAs), kernThreads)
+	p.Launch(s, fn, g.kargs, ctas, kernThreads)
 	if err := p.Exec(); err != nil {
 		// The peers' CTAs now wait for ours: the group cannot go on.
-		g.broken = fmt.Errorf("all-gather kernel launch failed: %w", err)
+		g.broken = fmt.Errorf("%v kernel launch failed: %w", req.Kind, err)
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	g.noteStream(s)

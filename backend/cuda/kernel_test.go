@@ -9,47 +9,66 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/cuda"
 )
 
-// TestKernelPTXMatchesGo: the PTX reads exactly the parameter offsets
-// kernel.go writes, declares the block's size, and uses the region offsets.
+// TestKernelPTXMatchesGo: each kernel's PTX reads exactly the parameter
+// offsets kernel.go / allreduce.go write, declares the block's size, and
+// uses the region offsets.
 func TestKernelPTXMatchesGo(t *testing.T) {
-	src := string(allGatherPTX)
-	if !strings.Contains(src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
-		t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
-	}
-	if !strings.Contains(src, ".entry symmem_allgather_push(") {
-		t.Fatal("entry symmem_allgather_push missing")
-	}
-	var got []int
-	for _, m := range regexp.MustCompile(`\[P\+(\d+)\]`).FindAllStringSubmatch(src, -1) {
-		off, _ := strconv.Atoi(m[1])
-		if !slices.Contains(got, off) {
-			got = append(got, off)
-		}
-	}
-	slices.Sort(got)
-	want := []int{argIn, argSlice, argRegion, argMe, argN, argMask, argTimeout}
+	common := []int{argRegion, argMe, argN, argTimeout}
 	for r := 0; r < kernMaxRanks; r++ {
-		want = append(want, argDst+8*r, argPeerRegion+8*r)
+		common = append(common, argPeerRegion+8*r)
 	}
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("PTX reads parameter offsets %v, kernel.go writes %v", got, want)
+	ag := append([]int{argIn, argSlice, argMask}, common...)
+	ar := append([]int{arOut, arBytes, arDType}, common...)
+	for r := 0; r < kernMaxRanks; r++ {
+		ag = append(ag, argDst+8*r)
+		ar = append(ar, arSrc+8*r)
+	}
+	for _, k := range []struct {
+		name, src, entry string
+		want             []int
+	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar}} {
+		t.Run(k.name, func(t *testing.T) {
+			if !strings.Contains(k.src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
+				t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
+			}
+			if !strings.Contains(k.src, ".entry "+k.entry+"(") {
+				t.Fatalf("entry %s missing", k.entry)
+			}
+			var got []int
+			for _, m := range regexp.MustCompile(`\[P\+(\d+)\]`).FindAllStringSubmatch(k.src, -1) {
+				off, _ := strconv.Atoi(m[1])
+				if !slices.Contains(got, off) {
+					got = append(got, off)
+				}
+			}
+			slices.Sort(got)
+			want := slices.Clone(k.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("PTX reads parameter offsets %v, Go writes %v", got, want)
+			}
+			// ready at 4*kernMaxCTAs, done after kernMaxCTAs*kernMaxRanks words.
+			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
+			for _, off := range []int{ready, done} {
+				if !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
+					t.Errorf("PTX never adds region offset %d", off)
+				}
+			}
+		})
 	}
 	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
 		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
 	}
-	// ready at 4*kernMaxCTAs, done after kernMaxCTAs*kernMaxRanks words.
-	ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
-	for _, off := range []int{ready, done} {
-		if !strings.Contains(src, ", "+strconv.Itoa(off)+";") {
-			t.Errorf("PTX never adds region offset %d", off)
-		}
+	if end := 4*kernMaxCTAs + 8*kernMaxCTAs*kernMaxRanks; kernRegion+end > arRegion || arRegion+end > 128<<10 {
+		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)
 	}
-	if done+4*kernMaxCTAs*kernMaxRanks > 64<<10 {
-		t.Fatal("kernel region does not fit below 64 KiB")
+	if arMaxBytes != 2<<20 {
+		t.Fatalf("arMaxBytes = %d, the PTX's shared memory holds 2 MiB per call", arMaxBytes)
 	}
 }
 
@@ -124,4 +143,62 @@ func TestKernelCTAs(t *testing.T) {
 			t.Errorf("kernelCTAs(%d, %d) = %d, want %d", tt.slice, tt.limit, got, tt.want)
 		}
 	}
+}
+
+func TestAllReduceArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, me   int
+		dt      coll.DType
+		inPlace bool
+	}{{"2 ranks bf16", 2, 1, coll.BFloat16, false}, {"4 ranks f32 in-place", 4, 2, coll.Float32, true}, {"8 ranks f16", 8, 0, coll.Float16, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			g.kargs = cuda.NewArgs(kernArgBytes)
+			defer g.kargs.Free()
+			const bytes = 1 << 20
+			req := arReq(g, bytes/int64(tc.dt.Size()), tc.dt, tc.inPlace)
+			if err := g.allReduceWhyNot(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.fillAllReduceArgs(req); err != nil {
+				t.Fatal(err)
+			}
+			b := g.kargs.Bytes()
+			u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+			u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
+			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
+				t.Fatalf("header: out %#x bytes %d me %d n %d dtype %d", u64(arOut), u64(arBytes), u32(argMe), u32(argN), u32(arDType))
+			}
+			if u64(argRegion) != g.padPeers[tc.me]+arRegion || u64(argTimeout) != uint64(g.timeout.Nanoseconds()) {
+				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
+			}
+			for r := 0; r < tc.n; r++ {
+				want := g.segs[1].bases[r] + uint64(req.InSym.Off) // rank r's input as mapped here
+				if got := u64(arSrc + 8*r); got != want {
+					t.Fatalf("src[%d] = %#x, want %#x", r, got, want)
+				}
+				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+arRegion {
+					t.Fatalf("region[%d] = %#x", r, got)
+				}
+			}
+			if got, want := allReduceCTAs(bytes), bytes/(kernThreads*kernVecsPerThread*kernAlign); got != want {
+				t.Fatalf("allReduceCTAs(%d) = %d, want %d", bytes, got, want)
+			}
+		})
+	}
+}
+
+// arReq is an all-reduce of count elements per rank in segment 1: input at
+// offset 512 MiB, output at 0 (in-place: both at 0).
+func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
+	bytes := count * int64(dt.Size())
+	base := g.segs[1].bases[g.me]
+	req := backend.Request{Kind: coll.AllReduce, DType: dt, Op: coll.Sum, Count: count,
+		Out: coll.Span{Ptr: base, Len: bytes}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
+		In: coll.Span{Ptr: base + 512<<20, Len: bytes}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
+	if inPlace {
+		req.In, req.InSym = req.Out, req.OutSym
+	}
+	return req
 }

@@ -57,7 +57,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		if algo == coll.AlgoCE {
 			err = g.ceAllGather(req, req.Stream)
 		} else {
-			err = g.kernelAllGather(req, req.Stream)
+			err = g.runKernel(req, req.Stream)
 		}
 		g.runMu.Unlock()
 	default:
@@ -136,7 +136,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	pick := autoPick(req.Kind, total, n, inPlace)
 	if pick == coll.AlgoKernel {
 		if kernErr == nil {
-			return coll.AlgoKernel, "auto: symmem's all-gather kernel for small messages (autotable.go)", nil
+			return coll.AlgoKernel, fmt.Sprintf("auto: symmem's %v kernel for small messages (autotable.go)", req.Kind), nil
 		}
 		pick = coll.AlgoNCCLWindow // the next best there (autotable.go)
 	}

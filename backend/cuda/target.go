@@ -287,11 +287,11 @@ func (t *Target) CheckAlgo(k coll.Kind, a coll.Algo) error {
 			return fmt.Errorf("copy engines unavailable: %s", t.G.ceWhy)
 		}
 	case coll.AlgoKernel:
-		if k != coll.AllGather {
-			return fmt.Errorf("kernel serves all_gather only")
+		if k != coll.AllGather && k != coll.AllReduce {
+			return fmt.Errorf("kernel serves all_gather and all_reduce")
 		}
 		if t.G.kargs == nil {
-			return fmt.Errorf("the all-gather kernel is unavailable: %s", t.G.kernWhy)
+			return fmt.Errorf("the kernels are unavailable: %s", t.G.kernWhy)
 		}
 	case coll.AlgoNCCL, coll.AlgoNCCLWindow:
 		if t.G.nccl.comm == nil {

@@ -1,0 +1,78 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/coll"
+)
+
+// The all-reduce kernel (ptx/allreduce.ptx) reads every rank's input through
+// the peer mappings and sums in float32, in rank order, once per element: a
+// one-shot all-reduce for small messages. Its parameter block has the
+// all-gather's size and shares the header, region and timeout offsets.
+const (
+	arOut, arBytes, arDType = 0, 8, 32
+	arSrc                   = 40
+	// arMaxBytes is what one pass holds: every thread keeps at most four
+	// 16-byte results in shared memory until the peers have read its input.
+	arMaxBytes = kernMaxCTAs * kernThreads * kernVecsPerThread * kernAlign
+)
+
+// errKernelOp is wrapped when the all-reduce kernel is forced on an
+// operation, type or size it does not implement.
+var errKernelOp = errors.New("the all-reduce kernel sums float32, bfloat16 or float16 up to 2 MiB")
+
+// arDTypes maps the element types the kernel sums to its dtype codes.
+var arDTypes = map[coll.DType]uint32{coll.Float32: 0, coll.BFloat16: 1, coll.Float16: 2}
+
+// allReduceWhyNot says why the all-reduce kernel cannot run req (nil if it
+// can).
+func (g *Group) allReduceWhyNot(req backend.Request) error {
+	bytes := req.Count * int64(req.DType.Size())
+	_, typeOK := arDTypes[req.DType]
+	switch {
+	case req.Op != coll.Sum || !typeOK:
+		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
+	case bytes > arMaxBytes:
+		return fmt.Errorf("%d bytes: %w (use nccl)", bytes, errKernelOp)
+	case !req.InSym.OK:
+		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
+	case bytes%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0:
+		return fmt.Errorf("%d bytes, input %#x, output %#x: %w (use nccl)", bytes, req.In.Ptr, req.Out.Ptr, errKernelAlign)
+	}
+	return nil
+}
+
+// allReduceCTAs is the grid: four vectors per thread, so that one pass
+// covers the message (allReduceWhyNot bounds it by arMaxBytes).
+func allReduceCTAs(bytes int64) int {
+	per := int64(kernThreads * kernVecsPerThread * kernAlign)
+	return max(1, int((bytes+per-1)/per))
+}
+
+// fillAllReduceArgs writes req's parameter block (pure: no driver call).
+func (g *Group) fillAllReduceArgs(req backend.Request) error {
+	n, me := len(g.ranks), g.me
+	a := g.kargs
+	for r := 0; r < n; r++ {
+		src := req.In.Ptr
+		if r != me {
+			var ok bool
+			if src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off); !ok {
+				return fmt.Errorf("kernel all-reduce: input not registered with group %q: %w", g.name, errNotSymmetric)
+			}
+		}
+		a.PutU64(arSrc+8*r, src)
+		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+arRegion)
+	}
+	a.PutU64(arOut, req.Out.Ptr)
+	a.PutU64(arBytes, uint64(req.Count*int64(req.DType.Size())))
+	a.PutU64(argRegion, g.padPeers[me]+arRegion)
+	a.PutU32(argMe, uint32(me))
+	a.PutU32(argN, uint32(n))
+	a.PutU32(arDType, arDTypes[req.DType])
+	a.PutU64(argTimeout, uint64(g.timeout.Nanoseconds()))
+	return nil
+}
