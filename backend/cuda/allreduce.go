@@ -45,11 +45,14 @@ func (g *Group) allReduceWhyNot(req backend.Request) error {
 	return nil
 }
 
-// allReduceCTAs is the grid: four vectors per thread, so that one pass
-// covers the message (allReduceWhyNot bounds it by arMaxBytes).
+// allReduceCTAs is the grid: one vector per thread up to 64 CTAs (512
+// KiB), then up to four (allReduceWhyNot bounds the size by arMaxBytes).
+// Every vector waits on a read over NVLink, so many threads with one each
+// beat few with four: 1 CTA with 4 vectors per thread took 11.9 us at 32 KiB
+// on 2x H200 where 1 CTA with 2 took 9.0 at 16 KiB (gpu-kernel-2026-11-21.md, run 11).
 func allReduceCTAs(bytes int64) int {
-	per := int64(kernThreads * kernVecsPerThread * kernAlign)
-	return max(1, int((bytes+per-1)/per))
+	per := int64(kernThreads * kernAlign)
+	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
 // fillAllReduceArgs writes req's parameter block (pure: no driver call).

@@ -182,8 +182,13 @@ func TestAllReduceArgs(t *testing.T) {
 					t.Fatalf("region[%d] = %#x", r, got)
 				}
 			}
-			if got, want := allReduceCTAs(bytes), bytes/(kernThreads*kernVecsPerThread*kernAlign); got != want {
-				t.Fatalf("allReduceCTAs(%d) = %d, want %d", bytes, got, want)
+			for _, c := range []struct {
+				bytes int64
+				want  int
+			}{{16, 1}, {kernThreads * kernAlign, 1}, {kernThreads*kernAlign + 16, 2}, {512 << 10, 64}, {bytes, 64}, {arMaxBytes, 64}} {
+				if got := allReduceCTAs(c.bytes); got != c.want {
+					t.Fatalf("allReduceCTAs(%d) = %d, want %d", c.bytes, got, c.want)
+				}
 			}
 		})
 	}
