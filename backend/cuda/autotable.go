@@ -18,7 +18,10 @@ type autoRow struct {
 // vs 14.2); at 64 MiB the kernel (104/102 us) and copy engines (116/105)
 // are close and copy engines use no SMs, so they take over above 16 MiB
 // (256 MiB 357/368 GB/s busbw, 1 GiB 381/386; plain NCCL 245/255, 268/290).
-// Reduce-scatter and all-reduce: windows up to 8 MiB, then plain NCCL on the
+// All-reduce (run 12): symmem's one-shot kernel up to 2 MiB, its limit (16
+// KiB 7.4 us vs NCCL windows 9.4 and plain NCCL 10.9; 1 MiB 10.8 vs 16.3 and
+// 14.3; 2 MiB 14.4 vs 19.6 and 27.1), windows to 8 MiB (4 MiB 28.9 vs 33.1,
+// run 11). Reduce-scatter: windows up to 8 MiB. Above, plain NCCL on the
 // window-free communicator (4x H200, gpu-scale-2026-11-21.md: at 1 GiB plain
 // reduce-scatter 323 vs 210 GB/s on windows, all-reduce 354 vs 263).
 var autoTable = map[coll.Kind][]autoRow{
