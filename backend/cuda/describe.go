@@ -32,7 +32,7 @@ func (b *Backend) Describe() string {
 		if g.kargs == nil {
 			kern = "false (" + g.kernWhy + ")"
 		}
-		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); all-gather kernel %s; nccl comm %v; windows %v %s; segments %d\n",
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %v; windows %v %s; segments %d\n",
 			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, g.nccl.comm != nil, g.nccl.windows, g.nccl.winWhy, g.Registered())
 	}
 	return s.String()

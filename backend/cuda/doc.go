@@ -11,12 +11,14 @@
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
 //     moves the data, so no SM runs; the whole sequence of one call is issued
 //     in one cgo call (native/cuda.Program);
-//   - the all-gather kernel (kernel.go, ptx/allgather.ptx): hand-written PTX
-//     JIT-compiled once per process, pushing 16-byte vectors into the peers'
-//     outputs, per-CTA signals with device-side epochs, a watchdog that traps
-//     after the group timeout; one cuLaunchKernel per call;
+//   - symmem's kernels (kernel.go, allreduce.go, ptx/): PTX JIT-compiled once
+//     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
+//     signals with device-side epochs (graph replay is correct) and a watchdog
+//     that traps after the group timeout. The all-gather pushes 16-byte vectors
+//     into the peers' outputs; the one-shot all-reduce (sums up to 2 MiB) pulls
+//     every rank's input and sums in float32 in rank order;
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
-//     engines and the kernel, from measurements recorded in autotable.go;
+//     engines and the kernels, from measurements recorded in autotable.go;
 //   - Target: the bench harness's Target on top of this backend.
 //
 // All driver access goes through internal/native/cuda; NCCL through
