@@ -14,12 +14,13 @@ import (
 // newBackend creates the backend Options.Backend names. "auto" takes the GPU
 // when this rank can use one and the CPU backend otherwise; why says which
 // and, for a fallback, what the GPU backend reported.
-func newBackend(kind string, env rendezvous.Env) (be backend.Backend, why string, err error) {
+func newBackend(kind string, env rendezvous.Env, opts Options) (be backend.Backend, why string, err error) {
+	copts := cuda.Options{Watchdog: opts.GPUWatchdog}
 	switch kind {
 	case "cpu":
 		return shm.New(env), "asked for cpu", nil
 	case "cuda":
-		b, err := cuda.New(env, cuda.Options{})
+		b, err := cuda.New(env, copts)
 		if err != nil {
 			if errors.Is(err, cuda.ErrNotSupported) {
 				return nil, "", fmt.Errorf("backend \"cuda\": %w: %w", ErrNotSupported, err)
@@ -28,7 +29,7 @@ func newBackend(kind string, env rendezvous.Env) (be backend.Backend, why string
 		}
 		return b, "asked for cuda", nil
 	}
-	b, err := cuda.New(env, cuda.Options{})
+	b, err := cuda.New(env, copts)
 	if err != nil {
 		return shm.New(env), fmt.Sprintf("auto: no usable GPU (%v), CPU shared memory", err), nil
 	}

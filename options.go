@@ -10,9 +10,10 @@ import (
 
 // Options configures Init. The zero value is ready to use.
 type Options struct {
-	// Backend is "auto" (or ""), "cpu" or "cuda". auto picks cpu today;
-	// cuda returns an error wrapping ErrNotSupported until the GPU backend
-	// is wired in.
+	// Backend is "auto" (or ""), "cpu" or "cuda". auto takes the GPU when
+	// this rank can use one (libcuda loads, a device with VMM is visible)
+	// and the CPU backend otherwise; cuda without a usable GPU is an error
+	// wrapping ErrNotSupported.
 	Backend string
 	// Timeout bounds every wait (store, fd exchange, peer signals);
 	// default 60 s.
@@ -30,6 +31,11 @@ type Options struct {
 	// 0 means DefaultStagingBytes; negative disables staging (ordinary
 	// memory is then an error).
 	StagingBytes int64
+	// GPUWatchdog is how long one of symmem's GPU kernels waits for a peer
+	// before it traps, failing this rank's CUDA context instead of spinning
+	// forever on a rank that died. 0 means 10 minutes. It is separate from
+	// Timeout because a healthy peer may reach a collective minutes late.
+	GPUWatchdog time.Duration
 	// Env overrides the environment (tests and tools); nil reads it with
 	// rendezvous.EnvFromOS.
 	Env *rendezvous.Env

@@ -80,7 +80,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	if w.be, w.why, err = newBackend(kind, env); err != nil {
+	if w.be, w.why, err = newBackend(kind, env, opts); err != nil {
 		w.fdx.Close()
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)

@@ -76,6 +76,6 @@ func (g *Group) fillAllReduceArgs(req backend.Request) error {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
-	a.PutU64(argTimeout, uint64(g.timeout.Nanoseconds()))
+	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	return nil
 }

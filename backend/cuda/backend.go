@@ -25,7 +25,17 @@ type Options struct {
 	// NoNCCL disables NCCL (copy engines only); otherwise NCCL is loaded
 	// when available and its absence is reported by NCCLStatus.
 	NoNCCL bool
+	// Watchdog is how long one of symmem's kernels waits for a peer before
+	// it traps, which fails the context (every later CUDA call errors)
+	// instead of spinning forever on a rank that died. 0 means
+	// DefaultWatchdog. It is not the group timeout: a healthy peer may reach
+	// a collective minutes late (rank 0 writing a checkpoint).
+	Watchdog time.Duration
 }
+
+// DefaultWatchdog is the kernels' wait limit when Options.Watchdog is 0
+// (PyTorch's NCCL watchdog also defaults to 10 minutes).
+const DefaultWatchdog = 10 * time.Minute
 
 // Backend is the GPU backend of one rank.
 type Backend struct {
@@ -37,6 +47,8 @@ type Backend struct {
 	stream *cuda.Stream // the stream used when a request names none
 	nccl   ncclState
 	kern   kernels
+	// watchdog is Options.Watchdog (kernel parameter).
+	watchdog time.Duration
 
 	mu     sync.Mutex
 	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
@@ -77,7 +89,10 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 		ctx.Release()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s}
+	if opts.Watchdog <= 0 {
+		opts.Watchdog = DefaultWatchdog
+	}
+	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog}
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {

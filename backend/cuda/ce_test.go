@@ -14,7 +14,7 @@ import (
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{b: &Backend{ctx: &cuda.Context{}}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
+	g := &Group{b: &Backend{ctx: &cuda.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
 		segs: map[pool.SegmentID]*peerSeg{}, prog: cuda.NewProgram(64), tune: defaultTune(), padPeers: make([]uint64, n)}
 	for r := range g.ranks {
 		g.ranks[r] = r

@@ -14,7 +14,7 @@
 //   - symmem's kernels (kernel.go, allreduce.go, ptx/): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
 //     signals with device-side epochs (graph replay is correct) and a watchdog
-//     that traps after the group timeout. The all-gather pushes 16-byte vectors
+//     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
 //     into the peers' outputs; the one-shot all-reduce (sums up to 2 MiB) pulls
 //     every rank's input and sums in float32 in rank order;
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy

@@ -247,13 +247,13 @@ func TestGPUHostCost(t *testing.T) {
 }
 
 // TestGPUPeerDies: rank 1 exits before an all-gather; rank 0's kernel must
-// not spin forever. Its watchdog (the group timeout, 3 s here) traps, and
-// the stream reports an error within a few seconds instead of hanging.
+// not spin forever. Its watchdog (Options.Watchdog, 3 s here) traps, and the
+// stream reports an error within a few seconds instead of hanging.
 func TestGPUPeerDies(t *testing.T) {
 	asRanks(t, func(t *testing.T, env rendezvous.Env) {
 		const timeout = 3 * time.Second
 		// No Close: rank 0's context is poisoned on purpose, rank 1 leaves.
-		tg, err := NewTarget(context.Background(), env, TargetOptions{Timeout: timeout})
+		tg, err := NewTarget(context.Background(), env, TargetOptions{Timeout: 30 * time.Second, Backend: Options{Watchdog: timeout}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -175,7 +175,7 @@ func (g *Group) fillKernelArgs(req backend.Request) error {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)
-	a.PutU64(argTimeout, uint64(g.timeout.Nanoseconds()))
+	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	return nil
 }
 

@@ -101,8 +101,8 @@ func TestKernelArgs(t *testing.T) {
 			if u64(argIn) != req.In.Ptr || u64(argSlice) != slice || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) {
 				t.Fatalf("header: in %#x slice %d me %d n %d", u64(argIn), u64(argSlice), u32(argMe), u32(argN))
 			}
-			if u64(argTimeout) != uint64(g.timeout.Nanoseconds()) || g.timeout <= 0 {
-				t.Fatalf("watchdog %d ns, group timeout %v", u64(argTimeout), g.timeout)
+			if u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) || g.b.watchdog <= 0 {
+				t.Fatalf("watchdog %d ns, backend's %v", u64(argTimeout), g.b.watchdog)
 			}
 			if u32(argMask) != tc.mask {
 				t.Fatalf("mask %b, want %b", u32(argMask), tc.mask)
@@ -170,7 +170,7 @@ func TestAllReduceArgs(t *testing.T) {
 			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
 				t.Fatalf("header: out %#x bytes %d me %d n %d dtype %d", u64(arOut), u64(arBytes), u32(argMe), u32(argN), u32(arDType))
 			}
-			if u64(argRegion) != g.padPeers[tc.me]+arRegion || u64(argTimeout) != uint64(g.timeout.Nanoseconds()) {
+			if u64(argRegion) != g.padPeers[tc.me]+arRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
 				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
 			}
 			for r := 0; r < tc.n; r++ {
