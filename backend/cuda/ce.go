@@ -28,8 +28,6 @@ type ceTune struct {
 	sideLocal int64 // slice bytes from which the out-of-place local copy runs on a side stream
 	batch     bool  // issue each signal round as one cuStreamBatchMemOp
 	kernCTAs  int   // most CTAs of the all-gather kernel (kernel.go)
-	localLate bool  // fork the side-stream local copy after the ready signal, not before
-	localHalf bool  // split the side-stream local copy over two side streams (2 ranks)
 }
 
 // defaultTune is chosen from the variants measured on the 2x H200 machine
@@ -175,38 +173,21 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 	p.NoBatch = !g.tune.batch
 	p.SetContext(g.b.ctx)
 
-	var localJoins [2]uint64
-	sideLocal := func() {
+	localJoin := uint64(0)
+	if !inPlace {
 		dst := out + uint64(int64(me)*slice)
-		parts := 1
-		if g.tune.localHalf && nstreams == 1 && len(g.h.side) > 1 {
-			parts = 2
+		if slice >= g.tune.sideLocal {
+			side := g.h.side[0]
+			p.Record(s, g.h.fork)
+			p.WaitEvent(side, g.h.fork)
+			p.Copy(side, dst, in, slice)
+			localJoin = g.h.joins[0]
+			p.Record(side, localJoin)
+		} else {
+			p.Copy(s, dst, in, slice)
 		}
-		p.Record(s, g.h.fork)
-		off := int64(0)
-		for i := 0; i < parts; i++ {
-			part := slice - off
-			if i < parts-1 {
-				part = (slice / int64(parts)) &^ 4095
-			}
-			p.WaitEvent(g.h.side[i], g.h.fork)
-			p.Copy(g.h.side[i], dst+uint64(off), in+uint64(off), part)
-			localJoins[i] = g.h.joins[i]
-			p.Record(g.h.side[i], localJoins[i])
-			off += part
-		}
-	}
-	side := !inPlace && slice >= g.tune.sideLocal
-	if !inPlace && !side {
-		p.Copy(s, out+uint64(int64(me)*slice), in, slice)
-	}
-	if side && !g.tune.localLate {
-		sideLocal()
 	}
 	g.signal(p, s, slotReady)
-	if side && g.tune.localLate {
-		sideLocal()
-	}
 	if nstreams > 1 {
 		p.Record(s, g.h.forkX)
 		for i := 1; i < nstreams; i++ {
@@ -225,10 +206,8 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 		p.WaitEvent(s, g.h.joins[i])
 	}
 	g.signal(p, s, slotDone)
-	for _, j := range localJoins {
-		if j != 0 {
-			p.WaitEvent(s, j)
-		}
+	if localJoin != 0 {
+		p.WaitEvent(s, localJoin)
 	}
 	return nil
 }

@@ -210,8 +210,7 @@ func TestGPUAllGatherCorrect(t *testing.T) {
 			{mode: modeBoth, split: 1, splitMin: 1 << 62, sideLocal: 0},
 			{mode: modePull, split: 3, splitMin: 0, sideLocal: 0},
 			{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, batch: true},
-			{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 0},
-			{mode: modePush, split: 1, splitMin: 1 << 62, localLate: true, localHalf: true}} {
+			{mode: modePull, split: 1, splitMin: 1 << 62, sideLocal: 0}} {
 			tg.G.runMu.Lock()
 			tg.G.tune = tu
 			tg.G.runMu.Unlock()
