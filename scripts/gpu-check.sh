@@ -66,6 +66,8 @@ if has launch; then
     echo '--- symmem bench -backend cuda -plain'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl -plain -b 64K -e 1G -f 4 -budget 100ms;
     echo '--- symmem bench -backend cuda all_reduce'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,kernel,auto -b 16K -e 2M -f 2 -budget 100ms;
     .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,auto -b 4M -e 64M -f 4 -budget 100ms;
+    echo '--- symmem bench -backend cuda reduce_scatter'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops reduce_scatter -dtype bfloat16 -algo nccl,nccl-window,kernel,auto -b 32K -e 4M -f 2 -budget 100ms;
+    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops reduce_scatter -dtype bfloat16 -algo nccl -plain -b 32K -e 4M -f 2 -budget 100ms;
     .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl -plain -b 16K -e 64M -f 4 -budget 100ms"
 fi
 

@@ -10,8 +10,9 @@ import (
 
 // The all-reduce kernel (ptx/allreduce.ptx) reads every rank's input through
 // the peer mappings and sums in float32, in rank order, once per element: a
-// one-shot all-reduce for small messages. Its parameter block has the
-// all-gather's size and shares the header, region and timeout offsets.
+// one-shot all-reduce for small messages. Pointed at chunk r of every input
+// it is rank r's reduce-scatter. Its parameter block has the all-gather's
+// size and shares the header, region and timeout offsets.
 const (
 	arOut, arBytes, arDType = 0, 8, 32
 	arSrc                   = 40
@@ -22,15 +23,15 @@ const (
 
 // errKernelOp is wrapped when the all-reduce kernel is forced on an
 // operation, type or size it does not implement.
-var errKernelOp = errors.New("the all-reduce kernel sums float32, bfloat16 or float16 up to 2 MiB")
+var errKernelOp = errors.New("the all-reduce / reduce-scatter kernel sums float32, bfloat16 or float16, up to 2 MiB of output per rank")
 
 // arDTypes maps the element types the kernel sums to its dtype codes.
 var arDTypes = map[coll.DType]uint32{coll.Float32: 0, coll.BFloat16: 1, coll.Float16: 2}
 
-// allReduceWhyNot says why the all-reduce kernel cannot run req (nil if it
-// can).
+// allReduceWhyNot says why the all-reduce kernel cannot run req, an
+// all-reduce or a reduce-scatter (nil if it can).
 func (g *Group) allReduceWhyNot(req backend.Request) error {
-	bytes := req.Count * int64(req.DType.Size())
+	bytes := req.Count * int64(req.DType.Size()) // output bytes per rank
 	_, typeOK := arDTypes[req.DType]
 	switch {
 	case req.Op != coll.Sum || !typeOK:
@@ -56,15 +57,20 @@ func allReduceCTAs(bytes int64) int {
 }
 
 // fillAllReduceArgs writes req's parameter block (pure: no driver call).
+// Reduce-scatter reads chunk me of every rank's input.
 func (g *Group) fillAllReduceArgs(req backend.Request) error {
 	n, me := len(g.ranks), g.me
 	a := g.kargs
+	var off int64
+	if req.Kind == coll.ReduceScatter {
+		off = int64(me) * req.Count * int64(req.DType.Size())
+	}
 	for r := 0; r < n; r++ {
-		src := req.In.Ptr
+		src := req.In.Ptr + uint64(off)
 		if r != me {
 			var ok bool
-			if src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off); !ok {
-				return fmt.Errorf("kernel all-reduce: input not registered with group %q: %w", g.name, errNotSymmetric)
+			if src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off+off); !ok {
+				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.name, errNotSymmetric)
 			}
 		}
 		a.PutU64(arSrc+8*r, src)

@@ -27,7 +27,7 @@ type autoRow struct {
 var autoTable = map[coll.Kind][]autoRow{
 	coll.AllGather: {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow, inPlaceOnly: true},
 		{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
-	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
+	coll.ReduceScatter: {{upTo: 4 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.AllReduce:     {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 	coll.Broadcast:     {{upTo: 1 << 62, algo: coll.AlgoNCCL}},
 }
@@ -39,9 +39,11 @@ var autoTable = map[coll.Kind][]autoRow{
 // engines win from 256 MiB (gpu-scale-2026-11-21.md: 340-353 GB/s vs 331).
 var autoTableWide = map[coll.Kind][]autoRow{
 	coll.AllGather: {{upTo: 64 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
-	// The all-reduce kernel reads (n-1) whole inputs over NVLink; it is
-	// measured on 2 ranks only, so wider groups keep NCCL.
-	coll.AllReduce: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
+	// The all-reduce kernel reads (n-1) whole inputs over NVLink; it (and
+	// its reduce-scatter) is measured on 2 ranks only, so wider groups keep
+	// NCCL.
+	coll.AllReduce:     {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
+	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
 }
 
 func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {

@@ -182,6 +182,8 @@ func TestChoose(t *testing.T) {
 	inPlace.InSym = backend.Sym{} // in-place needs only the output registered
 	rs := sym
 	rs.Kind = coll.ReduceScatter
+	bc := sym
+	bc.Kind = coll.Broadcast
 	kg := fakeGroup(2, 1)
 	kg.kargs = cuda.NewArgs(kernArgBytes)
 	defer kg.kargs.Free()
@@ -218,7 +220,8 @@ func TestChoose(t *testing.T) {
 		{"auto in-place 4 MiB without windows -> kernel", kg, kin4, coll.AlgoAuto, coll.AlgoKernel, false},
 		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
-		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced on broadcast", kg, bc, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced, not loaded", g, sym, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"auto all-reduce 1 MiB bf16 -> kernel", kg, arReq(kg, 1<<19, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
 		{"kernel forced all-reduce in-place f16", kg, arReq(kg, 1<<10, coll.Float16, true), coll.AlgoKernel, coll.AlgoKernel, false},
@@ -374,6 +377,8 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 		{coll.AllGather, 16 << 20, 4, false, coll.AlgoKernel},
 		{coll.AllGather, 128 << 20, 4, false, coll.AlgoCE},
 		{coll.ReduceScatter, 1 << 20, 4, false, coll.AlgoNCCLWindow},
+		{coll.ReduceScatter, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.ReduceScatter, 8 << 20, 2, false, coll.AlgoNCCLWindow},
 		{coll.ReduceScatter, 1 << 30, 4, false, coll.AlgoNCCL},
 		{coll.AllReduce, 1 << 30, 2, true, coll.AlgoNCCL},
 		{coll.AllReduce, 1 << 20, 2, false, coll.AlgoKernel},

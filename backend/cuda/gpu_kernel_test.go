@@ -318,10 +318,11 @@ func arData(dt coll.DType, count int64, seed uint64) []byte {
 	return b
 }
 
-// TestGPUAllReduceKernel: the all-reduce kernel against reduce.ReduceN (the
-// same float32 sums in rank order, one rounding): bit-exact, fresh random
-// data, 16 B..2 MiB, float32/bfloat16/float16, in-place and out-of-place;
-// then one call captured into a graph and replayed with new data.
+// TestGPUAllReduceKernel: the all-reduce kernel, and reduce-scatter on it,
+// against reduce.ReduceN (the same float32 sums in rank order, one rounding):
+// bit-exact, fresh random data, 16 B..2 MiB per rank, float32/bfloat16/
+// float16, in-place and out-of-place; then calls captured into graphs and
+// replayed with new data.
 func TestGPUAllReduceKernel(t *testing.T) {
 	asRanks(t, func(t *testing.T, env rendezvous.Env) {
 		tg := newTarget(t, env)
@@ -330,30 +331,39 @@ func TestGPUAllReduceKernel(t *testing.T) {
 		}
 		n, me := tg.Size(), tg.Rank()
 		const maxBytes = 2 << 20
-		out, err := tg.Alloc(maxBytes+4096, true)
+		out, err := tg.Alloc(int64(n)*maxBytes+4096, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, err := tg.Alloc(maxBytes, true)
+		in, err := tg.Alloc(int64(n)*maxBytes, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := func(dt coll.DType, bytes int64, inPlace bool, graph bool) int {
+		// run does one call of kind with bytes of output per rank.
+		run := func(kind coll.Kind, dt coll.DType, bytes int64, inPlace bool, graph bool) int {
 			count := bytes / int64(dt.Size())
+			inBytes, chunk := bytes, int64(0)
+			if kind == coll.ReduceScatter {
+				inBytes, chunk = bytes*int64(n), bytes*int64(me)
+			}
 			sd := seeds(t, tg)
 			inputs := make([][]byte, n)
+			parts := make([][]byte, n)
 			for r := range inputs {
-				inputs[r] = arData(dt, count, sd[r])
+				inputs[r] = arData(dt, inBytes/int64(dt.Size()), sd[r])
+				parts[r] = inputs[r][chunk : chunk+bytes]
 			}
 			want := make([]byte, bytes)
-			if err := reduce.ReduceN(want, inputs, dt, coll.Sum); err != nil {
+			if err := reduce.ReduceN(want, parts, dt, coll.Sum); err != nil {
 				t.Fatal(err)
 			}
-			src := coll.Span{Ptr: in.Ptr, Len: bytes}
-			if inPlace {
-				src = coll.Span{Ptr: out.Ptr, Len: bytes}
+			src := coll.Span{Ptr: in.Ptr, Len: inBytes}
+			dst := coll.Span{Ptr: out.Ptr, Len: bytes}
+			if inPlace { // all-reduce: out == in; reduce-scatter: out is chunk me of in
+				src = coll.Span{Ptr: out.Ptr, Len: inBytes}
+				dst = coll.Span{Ptr: out.Ptr + uint64(chunk), Len: bytes}
 			}
-			if err := cuda.Memset8(tg.B.ctx, out.Ptr, 0xAB, bytes+4096); err != nil {
+			if err := cuda.Memset8(tg.B.ctx, out.Ptr, 0xAB, int64(n)*maxBytes+4096); err != nil {
 				t.Fatal(err)
 			}
 			if err := tg.Write(src, inputs[me]); err != nil {
@@ -362,7 +372,7 @@ func TestGPUAllReduceKernel(t *testing.T) {
 			if err := tg.Barrier(); err != nil {
 				t.Fatal(err)
 			}
-			req := tg.Request(tg.G, tg.gid, coll.AllReduce, coll.Span{Ptr: out.Ptr, Len: bytes}, src, count, dt, coll.Sum, 0, coll.AlgoKernel)
+			req := tg.Request(tg.G, tg.gid, kind, dst, src, count, dt, coll.Sum, 0, coll.AlgoKernel)
 			if graph {
 				s := tg.B.stream
 				if err := cuda.BeginCapture(tg.B.ctx, s); err != nil {
@@ -378,13 +388,13 @@ func TestGPUAllReduceKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else if _, err := tg.G.Run(context.Background(), req); err != nil {
-				t.Fatalf("%v %d bytes in-place=%v: %v", dt, bytes, inPlace, err)
+				t.Fatalf("%v %v %d bytes in-place=%v: %v", kind, dt, bytes, inPlace, err)
 			}
 			if err := tg.Sync(); err != nil {
 				t.Fatal(err)
 			}
 			got := make([]byte, bytes+4096)
-			if err := tg.Read(got, coll.Span{Ptr: out.Ptr, Len: bytes + 4096}); err != nil {
+			if err := tg.Read(got, coll.Span{Ptr: dst.Ptr, Len: bytes + 4096}); err != nil {
 				t.Fatal(err)
 			}
 			wrong := 0
@@ -393,9 +403,11 @@ func TestGPUAllReduceKernel(t *testing.T) {
 					wrong++
 				}
 			}
-			for _, b := range got[bytes:] {
-				if b != 0xAB {
-					wrong++ // wrote past the output
+			if !inPlace || kind == coll.AllReduce {
+				for _, b := range got[bytes:] {
+					if b != 0xAB {
+						wrong++ // wrote past the output
+					}
 				}
 			}
 			all, err := tg.ExchangeFloat64([]float64{float64(wrong)})
@@ -409,24 +421,26 @@ func TestGPUAllReduceKernel(t *testing.T) {
 			return sum
 		}
 		cases, bad := 0, 0
-		for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
-			for _, bytes := range []int64{16, 4096, 64<<10 + 16, 1 << 20, 2 << 20} {
-				for _, inPlace := range []bool{false, true} {
-					cases++
-					if w := run(dt, bytes, inPlace, false); w != 0 {
-						bad++
-						t.Errorf("all_reduce kernel %v %d bytes in-place=%v: %d wrong bytes", dt, bytes, inPlace, w)
+		for _, kind := range []coll.Kind{coll.AllReduce, coll.ReduceScatter} {
+			for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
+				for _, bytes := range []int64{16, 4096, 64<<10 + 16, 1 << 20, 2 << 20} {
+					for _, inPlace := range []bool{false, true} {
+						cases++
+						if w := run(kind, dt, bytes, inPlace, false); w != 0 {
+							bad++
+							t.Errorf("%v kernel %v %d bytes in-place=%v: %d wrong bytes", kind, dt, bytes, inPlace, w)
+						}
 					}
 				}
 			}
-		}
-		for round := 0; round < 3; round++ { // a graph per round, each replayed once with fresh data
-			cases++
-			if w := run(coll.BFloat16, 1<<20, round%2 == 1, true); w != 0 {
-				bad++
-				t.Errorf("all_reduce kernel in a graph, round %d: %d wrong bytes", round, w)
+			for round := 0; round < 3; round++ { // a graph per round, each replayed once with fresh data
+				cases++
+				if w := run(kind, coll.BFloat16, 1<<20, round%2 == 1, true); w != 0 {
+					bad++
+					t.Errorf("%v kernel in a graph, round %d: %d wrong bytes", kind, round, w)
+				}
 			}
 		}
-		logf(env, "ALLREDUCE KERNEL: %d cases, %d wrong (bit-exact against reduce.ReduceN; 16 B..2 MiB, f32/bf16/f16, in/out-of-place, graph)\n", cases, bad)
+		logf(env, "ALLREDUCE KERNEL: %d cases, %d wrong (all_reduce and reduce_scatter, bit-exact against reduce.ReduceN; 16 B..2 MiB per rank, f32/bf16/f16, in/out-of-place, graph)\n", cases, bad)
 	})
 }

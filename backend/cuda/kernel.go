@@ -103,10 +103,10 @@ func kernelCTAs(slice int64, limit int) int {
 func (g *Group) kernelWhyNot(req backend.Request) error {
 	slice := req.Count * int64(req.DType.Size())
 	switch {
-	case req.Kind == coll.AllReduce && g.kargs != nil:
+	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && g.kargs != nil:
 		return g.allReduceWhyNot(req)
-	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce:
-		return fmt.Errorf("the kernels serve all_gather and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce && req.Kind != coll.ReduceScatter:
+		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
 	case g.kargs == nil:
 		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	case !req.OutSym.OK:
@@ -121,7 +121,7 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 // cuLaunchKernel. The caller holds runMu and has checked kernelWhyNot.
 func (g *Group) runKernel(req backend.Request, s uint64) error {
 	fn, ctas := g.b.kern.ag, 0
-	if req.Kind == coll.AllReduce {
+	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {
 		if err := g.fillAllReduceArgs(req); err != nil {
 			return err
 		}

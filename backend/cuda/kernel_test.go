@@ -207,3 +207,31 @@ func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 	}
 	return req
 }
+
+// TestReduceScatterArgs: a reduce-scatter runs the all-reduce kernel on
+// chunk me of every rank's input.
+func TestReduceScatterArgs(t *testing.T) {
+	const n, me, chunk = 4, 2, 64 << 10
+	g := fakeGroup(n, me)
+	g.kargs = cuda.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	req := arReq(g, chunk/2, coll.BFloat16, false)
+	req.Kind = coll.ReduceScatter
+	req.In.Len = chunk * n
+	if err := g.kernelWhyNot(req); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.fillAllReduceArgs(req); err != nil {
+		t.Fatal(err)
+	}
+	b := g.kargs.Bytes()
+	if got := binary.LittleEndian.Uint64(b[arBytes:]); got != chunk {
+		t.Fatalf("bytes %d, want the chunk (%d)", got, chunk)
+	}
+	for r := 0; r < n; r++ {
+		want := g.segs[1].bases[r] + uint64(req.InSym.Off) + me*chunk
+		if got := binary.LittleEndian.Uint64(b[arSrc+8*r:]); got != want {
+			t.Fatalf("src[%d] = %#x, want chunk %d of rank %d's input (%#x)", r, got, me, r, want)
+		}
+	}
+}

@@ -287,8 +287,8 @@ func (t *Target) CheckAlgo(k coll.Kind, a coll.Algo) error {
 			return fmt.Errorf("copy engines unavailable: %s", t.G.ceWhy)
 		}
 	case coll.AlgoKernel:
-		if k != coll.AllGather && k != coll.AllReduce {
-			return fmt.Errorf("kernel serves all_gather and all_reduce")
+		if k == coll.Broadcast {
+			return fmt.Errorf("kernel serves all_gather, reduce_scatter and all_reduce")
 		}
 		if t.G.kargs == nil {
 			return fmt.Errorf("the kernels are unavailable: %s", t.G.kernWhy)
