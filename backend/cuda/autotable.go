@@ -21,7 +21,9 @@ type autoRow struct {
 // All-reduce (run 12): symmem's one-shot kernel up to 2 MiB, its limit (16
 // KiB 7.4 us vs NCCL windows 9.4 and plain NCCL 10.9; 1 MiB 10.8 vs 16.3 and
 // 14.3; 2 MiB 14.4 vs 19.6 and 27.1), windows to 8 MiB (4 MiB 28.9 vs 33.1,
-// run 11). Reduce-scatter: windows up to 8 MiB. Above, plain NCCL on the
+// run 11). Reduce-scatter (run 16) on the same kernel up to 4 MiB of input (2
+// MiB out per rank; 1 MiB 9.2 us vs windows 12.5 and plain 11.2; 4 MiB 14.6
+// vs 21.9 and 23.0), windows to 8 MiB. Above, plain NCCL on the
 // window-free communicator (4x H200, gpu-scale-2026-11-21.md: at 1 GiB plain
 // reduce-scatter 323 vs 210 GB/s on windows, all-reduce 354 vs 263).
 var autoTable = map[coll.Kind][]autoRow{
