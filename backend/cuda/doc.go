@@ -16,7 +16,8 @@
 //     signals with device-side epochs (graph replay is correct) and a watchdog
 //     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
 //     into the peers' outputs; the one-shot all-reduce (sums up to 2 MiB) pulls
-//     every rank's input and sums in float32 in rank order;
+//     every rank's input and sums in float32 in rank order, and pointed at
+//     chunk r of every input it is rank r's reduce-scatter;
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
 //     engines and the kernels, from measurements recorded in autotable.go;
 //   - Target: the bench harness's Target on top of this backend.
