@@ -76,6 +76,9 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed.Load() {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: %w", c.kind, g.name, ErrGroupClosed)
+	}
 	if g.w.host || g.w.opts.Checked {
 		// Only these wait (CPU collectives, checked-mode exchange); the GPU
 		// path just enqueues, and a timer per call costs ~0.5 us there.

@@ -18,4 +18,6 @@ var (
 	ErrMismatch = errors.New("symmem: ranks disagree")
 	// ErrClosed: the world was closed.
 	ErrClosed = errors.New("symmem: world is closed")
+	// ErrGroupClosed: the group was closed (Group.Close).
+	ErrGroupClosed = errors.New("symmem: group is closed")
 )

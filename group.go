@@ -2,9 +2,11 @@ package symmem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
@@ -23,7 +25,8 @@ type Group struct {
 	gid     pool.GroupID
 	staging coll.Span // symmetric staging buffer (Len 0 when disabled)
 
-	mu sync.Mutex // one collective at a time per group
+	mu     sync.Mutex // one collective at a time per group
+	closed atomic.Bool
 }
 
 // IsMember reports whether this rank belongs to the group.
@@ -40,6 +43,59 @@ func (g *Group) Name() string { return g.name }
 
 // Ranks lists the members' world ranks; group rank i is Ranks()[i].
 func (g *Group) Ranks() []int { return slices.Clone(g.ranks) }
+
+// Close removes the group. Like NewGroup it is collective over the whole
+// world: every rank calls it for the same group (verified: ErrMismatch
+// otherwise). Members wait for the group's GPU work, deregister the pool's
+// segments from it (verified across the members) and close its backend group
+// (NCCL finalizes its communicators with the peers); every rank frees the
+// group's staging buffer, so the pools stay identical. Buffers allocated
+// through the group's scopes stay allocated: free them with World.Free.
+// Later calls on the group fail with ErrGroupClosed, and its name may be
+// used again. The world group is closed by World.Close. Local resources are
+// released even when a collective step fails (a peer died); the error says
+// what failed.
+func (g *Group) Close(ctx context.Context) error {
+	w := g.w
+	if err := w.alive(); err != nil {
+		return err
+	}
+	if g == w.World() {
+		return fmt.Errorf("symmem: Close of the world group: close the World instead: %w", ErrInvalid)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+	defer cancel()
+	if err := w.agree(ctx, "Group.Close", fmt.Sprintf("name=%q", g.name)); err != nil {
+		return err
+	}
+	g.closed.Store(true)
+	var errs []error
+	if g.rank >= 0 {
+		if err := w.pool.RemoveGroup(ctx, g.gid); err != nil {
+			errs = append(errs, err)
+		}
+		if err := g.bg.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if g.staging.Len > 0 {
+		if err := w.pool.Free(g.staging.Ptr, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.mu.Lock()
+	w.groups = slices.DeleteFunc(w.groups, func(x *Group) bool { return x == g })
+	w.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("symmem: Close of group %q (rank %d): %w", g.name, w.env.Rank, err)
+	}
+	return nil
+}
 
 // drop undoes a partially created group (local cleanup).
 func (g *Group) drop(ctx context.Context) {
@@ -61,6 +117,9 @@ func (g *Group) drop(ctx context.Context) {
 func (g *Group) OpenScope() (*Scope, error) {
 	if err := g.w.alive(); err != nil {
 		return nil, err
+	}
+	if g.closed.Load() {
+		return nil, fmt.Errorf("symmem: group %q: OpenScope: %w", g.name, ErrGroupClosed)
 	}
 	if !g.IsMember() {
 		return &Scope{g: g, ps: g.w.pool.DisabledScope()}, nil

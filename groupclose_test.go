@@ -1,0 +1,101 @@
+package symmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+)
+
+func init() { roles["groupclose"] = roleGroupClose }
+
+// TestGroupClose: 3 ranks create a subgroup of ranks {0, 1}, run a
+// collective, close it and create it again, three rounds; a closed group
+// refuses calls, the world group cannot be closed, ranks that close
+// different groups get ErrMismatch, and the pool keeps no trace of the
+// closed groups.
+func TestGroupClose(t *testing.T) {
+	t.Parallel()
+	expectOK(t, spawn(t, 3, "groupclose"))
+}
+
+func roleGroupClose(ctx context.Context) error {
+	w, err := Init(ctx, testOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for round := range 3 {
+		g, err := w.NewGroup(ctx, "pair", []int{0, 1})
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		b, err := allocBufs(ctx, g, 1<<16)
+		if err != nil {
+			return err
+		}
+		if g.IsMember() {
+			if err := runCase(ctx, g, coll.AllReduce, coll.Float32, coll.Sum, "sym", 1000, b, uint64(round)); err != nil {
+				return fmt.Errorf("round %d: %w", round, err)
+			}
+		}
+		if err := g.Close(ctx); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		if err := g.Close(ctx); err != nil {
+			return fmt.Errorf("round %d: second Close: %w", round, err)
+		}
+		if g.IsMember() {
+			if _, err := g.AllReduce(ctx, b.out.Span, b.in.Span, coll.Float32, coll.Sum); !errors.Is(err, ErrGroupClosed) {
+				return fmt.Errorf("round %d: all-reduce on a closed group: %v, want ErrGroupClosed", round, err)
+			}
+		}
+		if _, err := g.OpenScope(); !errors.Is(err, ErrGroupClosed) {
+			return fmt.Errorf("round %d: OpenScope on a closed group: %v, want ErrGroupClosed", round, err)
+		}
+		for _, x := range []Buffer{b.in, b.out} {
+			if err := w.Free(x); err != nil {
+				return err
+			}
+		}
+		for _, gs := range w.pool.Stats().Groups {
+			if gs.Name == "pair" {
+				return fmt.Errorf("round %d: the pool still holds group %q after Close", round, gs.Name)
+			}
+		}
+		if n := len(w.Groups()); n != 1 {
+			return fmt.Errorf("round %d: %d groups after Close, want the world only", round, n)
+		}
+	}
+	if err := w.World().Close(ctx); !errors.Is(err, ErrInvalid) {
+		return fmt.Errorf("closing the world group: %v, want ErrInvalid", err)
+	}
+	// Ranks that disagree on which group to close: every rank errors.
+	a, err := w.NewGroup(ctx, "a", []int{0, 2})
+	if err != nil {
+		return err
+	}
+	bg, err := w.NewGroup(ctx, "b", []int{1, 2})
+	if err != nil {
+		return err
+	}
+	first, second := a, bg
+	if w.Rank() == 1 {
+		first, second = bg, a
+	}
+	if err := first.Close(ctx); !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("closing different groups: %v, want ErrMismatch", err)
+	}
+	// Agreeing afterwards still works.
+	if err := a.Close(ctx); err != nil {
+		return fmt.Errorf("closing a after the mismatch: %w", err)
+	}
+	_ = second
+	if err := bg.Close(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d: 3 rounds of create/use/close, close mismatch refused, %d group(s) left\n", w.Rank(), len(w.Groups()))
+	return nil
+}
