@@ -3,6 +3,7 @@ package symmem
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -116,6 +117,30 @@ func roleGPU(ctx context.Context) error {
 					g.Name(), c.kind, c.dt, c.algo, c.count, c.inPl, c.plain, path))
 			}
 		}
+	}
+	// A group closed and created again (its NCCL communicators, pads and
+	// registrations go; the name is reused), twice.
+	everyone := make([]int, n)
+	for r := range everyone {
+		everyone[r] = r
+	}
+	for round := 0; round < 2; round++ {
+		g, err := w.NewGroup(ctx, "again", everyone)
+		if err != nil {
+			return fmt.Errorf("group close round %d: %w", round, err)
+		}
+		c := gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: 1 << 19}
+		path, err := gpuRun(ctx, w, be, g, c, seed+uint64(round))
+		if err != nil {
+			return fmt.Errorf("group close round %d: %w", round, err)
+		}
+		if err := g.Close(ctx); err != nil {
+			return fmt.Errorf("group close round %d: %w", round, err)
+		}
+		if _, err := g.OpenScope(); !errors.Is(err, ErrGroupClosed) {
+			return fmt.Errorf("group close round %d: OpenScope after Close: %v", round, err)
+		}
+		report = append(report, fmt.Sprintf("ok group closed and recreated, round %d (all_gather path=%v)", round, path.Algo))
 	}
 	fmt.Println(strings.Join(report, "\n"))
 	return nil
