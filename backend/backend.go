@@ -7,6 +7,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +15,13 @@ import (
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
+
+// ErrRefused is wrapped when a call forces an algorithm (Request.Algo) that
+// cannot run this particular call — a size, alignment, type or buffer it
+// does not serve. Nothing was enqueued, and every rank refuses alike (the
+// choice depends only on what all ranks share); `auto` never refuses this
+// way.
+var ErrRefused = errors.New("backend: the requested algorithm cannot run this call")
 
 // Backend is one kind of memory and transport.
 type Backend interface {

@@ -401,3 +401,58 @@ func TestRunFakeLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFakeRefusedRows: a forced algorithm that refuses some sizes
+// (backend.ErrRefused) yields "refused" rows with the reason, the sweep
+// goes on, and the table, JSON and plot carry them.
+func TestRunFakeRefusedRows(t *testing.T) {
+	j := newFakeJob(2)
+	j.refuseOver = 1 << 10
+	cfg := baseConfig()
+	cfg.Ops, cfg.Algos = []coll.Kind{coll.AllReduce}, []coll.Algo{coll.AlgoKernel, coll.AlgoAuto}
+	cfg.Sizes = []int64{1 << 10, 64 << 10}
+	rep, err := runFakeJob(j, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, timed int
+	for _, res := range rep.Results {
+		for _, m := range res.measures() {
+			switch {
+			case m.Refused != "":
+				refused++
+				if res.Algo != string(coll.AlgoKernel) || res.Bytes != 64<<10 || m.Path != "refused" || !strings.Contains(m.Refused, "over 1024") {
+					t.Errorf("unexpected refusal %s %d: %+v", res.Algo, res.Bytes, m)
+				}
+			case m.TimeUs > 0:
+				timed++
+			}
+		}
+	}
+	if refused != 2 || timed != 6 {
+		t.Fatalf("%d refused and %d timed measurements, want 2 (kernel 64K, both placements) and 6", refused, timed)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "# refused: all_reduce 64K algo kernel: fake: 65536 bytes per rank is over 1024") {
+		t.Fatalf("table lacks the refusal:\n%s", b.String())
+	}
+	if strings.Count(b.String(), "# refused:") != 1 {
+		t.Fatalf("the refusal is listed %d times, want once:\n%s", strings.Count(b.String(), "# refused:"), b.String())
+	}
+	var svg, img bytes.Buffer
+	if err := WriteJSON(io.Discard, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSVG(&svg, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePNG(&img, rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(svg.String(), "<polyline") == 0 {
+		t.Fatal("the plot has no lines")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/reduce"
 )
@@ -20,6 +21,9 @@ type fakeJob struct {
 	gen     int
 	ranks   []*fakeRank
 	corrupt int // when > 0, rank 0 flips this many output elements per call
+	// refuseOver: when > 0, algorithm "kernel" refuses calls of more than
+	// this many bytes per rank (backend.ErrRefused), like a forced path.
+	refuseOver int64
 }
 
 type fakeRank struct {
@@ -124,6 +128,9 @@ func (f *fakeRank) Memcpy(dst, src coll.Span) error {
 // from peers' inputs, then a second barrier protects the inputs.
 func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (coll.Path, error) {
 	j, es := f.job, int64(dt.Size())
+	if algo == coll.AlgoKernel && j.refuseOver > 0 && count*es > j.refuseOver {
+		return coll.Path{}, fmt.Errorf("fake: %d bytes per rank is over %d: %w", count*es, j.refuseOver, backend.ErrRefused)
+	}
 	f.job.barrier()
 	ins := make([][]byte, j.n)
 	for r, p := range j.ranks {
@@ -182,7 +189,11 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 
 // runFake runs cfg on every rank of a fake job and returns rank 0's report.
 func runFake(n int, cfg Config, corrupt int) (*Report, error) {
-	j := newFakeJob(n)
+	return runFakeJob(newFakeJob(n), cfg, corrupt)
+}
+
+func runFakeJob(j *fakeJob, cfg Config, corrupt int) (*Report, error) {
+	n := j.n
 	j.corrupt = corrupt
 	reps := make([]*Report, n)
 	errs := make([]error, n)

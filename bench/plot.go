@@ -33,11 +33,11 @@ func plotSeries(r *Report) []series {
 	}
 	mc := map[int64][]float64{}
 	for _, res := range r.Results {
-		if res.OutOfPlace != nil {
-			add(res.Op+" "+res.Algo+" out-of-place", float64(res.Bytes), res.OutOfPlace.BusBW)
+		if m := res.OutOfPlace; m != nil && m.Refused == "" {
+			add(res.Op+" "+res.Algo+" out-of-place", float64(res.Bytes), m.BusBW)
 		}
-		if res.InPlace != nil {
-			add(res.Op+" "+res.Algo+" in-place", float64(res.Bytes), res.InPlace.BusBW)
+		if m := res.InPlace; m != nil && m.Refused == "" {
+			add(res.Op+" "+res.Algo+" in-place", float64(res.Bytes), m.BusBW)
 		}
 		mc[res.Bytes] = append(mc[res.Bytes], res.MemcpyGBps)
 	}

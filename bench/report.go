@@ -51,6 +51,9 @@ type Measure struct {
 	Staged   bool    `json:"staged"`
 	Reason   string  `json:"reason,omitempty"`
 	VsMemcpy float64 `json:"busbw_vs_memcpy"`
+	// Refused says why a forced algorithm could not run this call (the
+	// backend's error); the row then has no timing.
+	Refused string `json:"refused,omitempty"`
 }
 
 // WrongTotal sums #wrong over every measurement.
@@ -124,6 +127,7 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 	var busSum float64
 	var busN int
+	var refusals []string
 	for i, res := range r.Results {
 		if i == 0 || res.Op != r.Results[i-1].Op || res.Algo != r.Results[i-1].Algo {
 			writeHeader(&b, res)
@@ -131,6 +135,14 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "%12d  %12d  %8s  %6s  %6d", res.Bytes, res.Count, res.Type, res.RedOp, res.Root)
 		var paths []string
 		for _, m := range res.measures() {
+			if m.Refused != "" {
+				fmt.Fprintf(&b, "  %s  %6s  %6s  %6s", "    n/a", "n/a", "n/a", "n/a")
+				refusals = appendNew(refusals, fmt.Sprintf("# refused: %s %s algo %s: %s", res.Op, FormatSize(res.Bytes), res.Algo, m.Refused))
+				if len(paths) == 0 || paths[0] != m.path() {
+					paths = append(paths, m.path())
+				}
+				continue
+			}
 			wrong := fmt.Sprintf("%6d", m.Wrong)
 			if !r.Checked {
 				wrong = "   N/A"
@@ -144,9 +156,16 @@ func WriteTable(w io.Writer, r *Report) error {
 		}
 		fmt.Fprintf(&b, "  %7.2f", res.MemcpyGBps)
 		for _, m := range res.measures() {
+			if m.Refused != "" {
+				fmt.Fprintf(&b, "  %5s", "n/a")
+				continue
+			}
 			fmt.Fprintf(&b, "  %4.0f%%", 100*m.VsMemcpy)
 		}
 		fmt.Fprintf(&b, "  %s\n", strings.Join(paths, "|"))
+	}
+	for _, line := range refusals {
+		b.WriteString(line + "\n")
 	}
 	status := "OK"
 	if n := r.WrongTotal(); n != 0 {
@@ -219,4 +238,12 @@ func (r Result) summary() string {
 	}
 	return fmt.Sprintf("%s %s %s: %s; memcpy %.2f GB/s", r.Op, r.Algo, FormatSize(r.Bytes),
 		strings.Join(parts, ", "), r.MemcpyGBps)
+}
+
+// appendNew appends s unless it is already the last element.
+func appendNew(list []string, s string) []string {
+	if len(list) > 0 && list[len(list)-1] == s {
+		return list
+	}
+	return append(list, s)
 }

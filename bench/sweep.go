@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
 )
 
@@ -186,6 +189,14 @@ func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, err
 			if err != nil {
 				return res, fmt.Errorf("bench: %v %s %s (algo %s, in-place %v): %w", k, FormatSize(l.bytes), s.cfg.DType, a, inPlace, err)
 			}
+			if m.Refused != "" {
+				if inPlace {
+					res.InPlace = m
+				} else {
+					res.OutOfPlace = m
+				}
+				continue
+			}
 			m.AlgBW, m.BusBW = Bandwidth(k, s.n, l.bytes, m.TimeUs)
 			iters = max(iters, m.Iters)
 			keep := &res.OutOfPlace
@@ -209,7 +220,7 @@ func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, err
 	}
 	res.MemcpyGBps = float64(l.bytes) / best / 1e9
 	for _, m := range []*Measure{res.OutOfPlace, res.InPlace} {
-		if m != nil {
+		if m != nil && m.Refused == "" {
 			m.VsMemcpy = m.BusBW / res.MemcpyGBps
 		}
 	}
@@ -274,8 +285,19 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	}
 	t0 := time.Now()
 	path, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
-	if err != nil {
+	// A forced algorithm that cannot run this call is a row, not a failure
+	// of the sweep; every rank must have refused alike.
+	refused := errors.Is(err, backend.ErrRefused)
+	if err != nil && !refused {
 		return nil, err
+	}
+	if flags, xerr := s.x.exchange([]float64{b2f(refused), 0}); xerr != nil {
+		return nil, xerr
+	} else if mixed := slices.ContainsFunc(flags, func(v []float64) bool { return (v[0] == 1) != refused }); mixed {
+		return nil, fmt.Errorf("ranks disagree whether -algo %s can run this call (this rank: %v)", a, err)
+	}
+	if refused {
+		return &Measure{Path: "refused", Refused: err.Error()}, nil
 	}
 	if err := t.Sync(); err != nil {
 		return nil, err
@@ -369,4 +391,11 @@ func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
 		slowest = max(slowest, v[0])
 	}
 	return slowest, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

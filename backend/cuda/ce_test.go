@@ -390,3 +390,38 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedRefusalsAreMarked: a forced algorithm that cannot run one call
+// wraps backend.ErrRefused (the bench then reports the row as refused);
+// missing pieces (no NCCL) and unknown names do not.
+func TestForcedRefusalsAreMarked(t *testing.T) {
+	g := fakeGroup(2, 0)
+	g.kargs = cuda.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	odd := gatherReq(g, 1001, false)
+	plain := gatherReq(g, 1<<19, false)
+	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
+	big := arReq(g, 1<<21, coll.BFloat16, false)
+	for _, tc := range []struct {
+		name    string
+		req     backend.Request
+		algo    coll.Algo
+		refused bool
+	}{
+		{"kernel, odd slice", odd, coll.AlgoKernel, true},
+		{"kernel, all-reduce over 2 MiB", big, coll.AlgoKernel, true},
+		{"ce, plain buffers", plain, coll.AlgoCE, true},
+		{"nccl without NCCL", odd, coll.AlgoNCCL, false},
+		{"unknown algorithm", odd, coll.Algo("fast"), false},
+	} {
+		req := tc.req
+		req.Algo = tc.algo
+		_, _, err := g.choose(req)
+		if err == nil {
+			t.Fatalf("%s: no error", tc.name)
+		}
+		if errors.Is(err, backend.ErrRefused) != tc.refused {
+			t.Errorf("%s: %v: refused=%v, want %v", tc.name, err, errors.Is(err, backend.ErrRefused), tc.refused)
+		}
+	}
+}

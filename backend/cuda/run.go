@@ -98,12 +98,12 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	switch req.Algo {
 	case coll.AlgoKernel:
 		if kernErr != nil {
-			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w", kernErr)
+			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w: %w", kernErr, backend.ErrRefused)
 		}
 		return coll.AlgoKernel, "kernel requested", nil
 	case coll.AlgoCE:
 		if !ceOK {
-			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w", g.ceWhyNot(req), errNotSymmetric)
+			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w: %w", g.ceWhyNot(req), errNotSymmetric, backend.ErrRefused)
 		}
 		return coll.AlgoCE, "ce requested", nil
 	case coll.AlgoNCCLWindow:
@@ -111,10 +111,10 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
 		}
 		if !win {
-			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w", g.winWhy(symOK), errNotSymmetric)
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", g.winWhy(symOK), errNotSymmetric, backend.ErrRefused)
 		}
 		if bad {
-			return coll.AlgoNCCLWindow, "", ErrNCCLInPlaceMisaligned
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("%w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
 		}
 		return coll.AlgoNCCLWindow, "nccl-window requested", nil
 	case coll.AlgoNCCL:
@@ -122,7 +122,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
 		}
 		if bad {
-			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers: %w", ErrNCCLInPlaceMisaligned)
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers: %w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
 		}
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
