@@ -161,7 +161,7 @@ func TestGPUHostCost(t *testing.T) {
 					}
 					switch a {
 					case coll.AlgoKernel:
-						err = tg.G.fillKernelArgs(req)
+						err = tg.G.fillAllGatherArgs(req)
 					case coll.AlgoCE:
 						err = tg.G.buildAllGather(tg.G.prog, req, req.Stream)
 					}
@@ -199,7 +199,7 @@ func TestGPUHostCost(t *testing.T) {
 						p := tg.G.prog
 						p.Reset()
 						p.SetContext(tg.B.ctx)
-						p.Launch(req.Stream, tg.B.kern.ag, tg.G.kargs, kernelCTAs(slice, tg.G.tune.kernCTAs), kernThreads)
+						p.Launch(req.Stream, tg.B.kern.ag, tg.G.kargs, allGatherCTAs(slice, tg.G.tune.kernCTAs), kernThreads)
 						return p.Exec()
 					})
 				}

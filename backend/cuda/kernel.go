@@ -89,9 +89,9 @@ func (b *Backend) unloadKernels() {
 // 64 CTAs took 31.7 us and 16 took 34.6.
 const kernVecsPerThread = 4
 
-// kernelCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per
+// allGatherCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per
 // thread, at most limit CTAs (they then loop).
-func kernelCTAs(slice int64, limit int) int {
+func allGatherCTAs(slice int64, limit int) int {
 	v := slice / kernAlign
 	per := int64(kernThreads * kernVecsPerThread)
 	ctas := int((v + per - 1) / per)
@@ -127,10 +127,10 @@ func (g *Group) runKernel(req backend.Request, s uint64) error {
 		}
 		fn, ctas = g.b.kern.ar, allReduceCTAs(req.Count*int64(req.DType.Size()))
 	} else {
-		if err := g.fillKernelArgs(req); err != nil {
+		if err := g.fillAllGatherArgs(req); err != nil {
 			return err
 		}
-		ctas = kernelCTAs(req.Count*int64(req.DType.Size()), g.tune.kernCTAs)
+		ctas = allGatherCTAs(req.Count*int64(req.DType.Size()), g.tune.kernCTAs)
 	}
 	p := g.prog
 	p.Reset()
@@ -145,8 +145,8 @@ func (g *Group) runKernel(req backend.Request, s uint64) error {
 	return nil
 }
 
-// fillKernelArgs writes req's parameter block (pure: no driver call).
-func (g *Group) fillKernelArgs(req backend.Request) error {
+// fillAllGatherArgs writes an all-gather's parameter block (pure: no driver call).
+func (g *Group) fillAllGatherArgs(req backend.Request) error {
 	n, me := len(g.ranks), g.me
 	slice := req.Count * int64(req.DType.Size())
 	a := g.kargs

@@ -72,7 +72,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	}
 }
 
-func TestKernelArgs(t *testing.T) {
+func TestAllGatherArgs(t *testing.T) {
 	tests := []struct {
 		name    string
 		n, me   int
@@ -91,7 +91,7 @@ func TestKernelArgs(t *testing.T) {
 			defer g.kargs.Free()
 			const count = 4096
 			req := gatherReq(g, count, tc.inPlace)
-			if err := g.fillKernelArgs(req); err != nil {
+			if err := g.fillAllGatherArgs(req); err != nil {
 				t.Fatal(err)
 			}
 			b := g.kargs.Bytes()
@@ -124,7 +124,7 @@ func TestKernelArgs(t *testing.T) {
 	}
 }
 
-func TestKernelCTAs(t *testing.T) {
+func TestAllGatherCTAs(t *testing.T) {
 	tests := []struct {
 		slice int64
 		limit int
@@ -139,8 +139,8 @@ func TestKernelCTAs(t *testing.T) {
 		{1 << 30, 8, 8},
 	}
 	for _, tt := range tests {
-		if got := kernelCTAs(tt.slice, tt.limit); got != tt.want {
-			t.Errorf("kernelCTAs(%d, %d) = %d, want %d", tt.slice, tt.limit, got, tt.want)
+		if got := allGatherCTAs(tt.slice, tt.limit); got != tt.want {
+			t.Errorf("allGatherCTAs(%d, %d) = %d, want %d", tt.slice, tt.limit, got, tt.want)
 		}
 	}
 }
