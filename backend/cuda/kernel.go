@@ -117,7 +117,7 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 	return nil
 }
 
-// runKernel issues req's kernel (all-gather or all-reduce) on stream s: one
+// runKernel issues req's kernel (all-gather, all-reduce or reduce-scatter) on stream s: one
 // cuLaunchKernel. The caller holds runMu and has checked kernelWhyNot.
 func (g *Group) runKernel(req backend.Request, s uint64) error {
 	fn, ctas := g.b.kern.ag, 0
