@@ -399,59 +399,47 @@ func TestLaunchCost(t *testing.T) {
 	args.PutU64(0, base)
 	args.PutU32(8, 1)
 	args.PutU32(12, 1024)
-	median := func(withCtx, launch bool) float64 {
+	// median is the CPU time of one Exec of p: bursts of 8 right after a
+	// synchronisation (the queue never blocks the caller), median of 200.
+	median := func(p *Program) float64 {
+		var per []float64
+		for round := 0; round < 200; round++ {
+			if err := s.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			for i := 0; i < 8; i++ {
+				if err := p.Exec(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			per = append(per, time.Since(t0).Seconds()*1e6/8)
+		}
+		slices.Sort(per)
+		return per[len(per)/2]
+	}
+	program := func(withCtx bool, add func(p *Program)) *Program {
 		p := NewProgram(4)
 		if withCtx {
 			p.SetContext(ctx)
 		}
-		if launch {
-			p.Launch(s.Handle(), f, args, 4, 256)
+		if add != nil {
+			add(p)
 		}
-		var per []float64
-		for round := 0; round < 200; round++ {
-			if err := s.Synchronize(); err != nil {
-				t.Fatal(err)
-			}
-			t0 := time.Now()
-			for i := 0; i < 8; i++ {
-				if err := p.Exec(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			per = append(per, time.Since(t0).Seconds()*1e6/8)
-		}
-		slices.Sort(per)
-		return per[len(per)/2]
+		return p
 	}
-	ctxOnly, both, launchOnly := median(true, false), median(true, true), median(false, true)
+	launch := func(p *Program) { p.Launch(s.Handle(), f, args, 4, 256) }
+	ctxOnly, both := median(program(true, nil)), median(program(true, launch))
+	launchOnly := median(program(false, launch))
 	fmt.Printf("LAUNCHCOST cgo+cuCtxSetCurrent %.2f us, cuCtxSetCurrent+cuLaunchKernel %.2f us, cuLaunchKernel alone %.2f us\n", ctxOnly, both, launchOnly)
 	// Stream memory operations, the cheapest stream-ordered driver calls:
 	// one write, and a batch of a write and a (satisfied) wait.
-	memop := func(batch bool) float64 {
-		p := NewProgram(4)
-		if batch {
-			p.BeginBatch(s.Handle())
-		}
+	write := median(program(false, func(p *Program) { p.Write32(s.Handle(), base+8192, 7) }))
+	batch := median(program(false, func(p *Program) {
+		p.BeginBatch(s.Handle())
 		p.Write32(s.Handle(), base+8192, 7)
-		if batch {
-			p.Wait32(s.Handle(), base+8192, 7)
-			p.EndBatch()
-		}
-		var per []float64
-		for round := 0; round < 200; round++ {
-			if err := s.Synchronize(); err != nil {
-				t.Fatal(err)
-			}
-			t0 := time.Now()
-			for i := 0; i < 8; i++ {
-				if err := p.Exec(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			per = append(per, time.Since(t0).Seconds()*1e6/8)
-		}
-		slices.Sort(per)
-		return per[len(per)/2]
-	}
-	fmt.Printf("LAUNCHCOST cuStreamWriteValue32 %.2f us, cuStreamBatchMemOp(write, wait) %.2f us\n", memop(false), memop(true))
+		p.Wait32(s.Handle(), base+8192, 7)
+		p.EndBatch()
+	}))
+	fmt.Printf("LAUNCHCOST cuStreamWriteValue32 %.2f us, cuStreamBatchMemOp(write, wait) %.2f us\n", write, batch)
 }
