@@ -425,3 +425,26 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChoose: the algorithm choice on the issue path (no driver call).
+func BenchmarkChoose(b *testing.B) {
+	g := fakeGroup(2, 0)
+	g.kargs = cuda.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	for _, c := range []struct {
+		name string
+		req  backend.Request
+	}{
+		{"all_gather 1M kernel", gatherReq(g, 1<<18, false)},
+		{"all_gather odd count", gatherReq(g, 1001, false)},
+		{"all_reduce 1M kernel", arReq(g, 1<<19, coll.BFloat16, false)},
+		{"all_reduce 64M nccl", arReq(g, 1<<25, coll.BFloat16, false)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.choose(c.req)
+			}
+		})
+	}
+}

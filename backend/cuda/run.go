@@ -75,6 +75,14 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	return path, nil
 }
 
+// autoKernelWhy is auto's reason for a kernel path (constant: no formatting
+// per call).
+var autoKernelWhy = map[coll.Kind]string{
+	coll.AllGather:     "auto: symmem's all_gather kernel for small messages (autotable.go)",
+	coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (autotable.go)",
+	coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (autotable.go)",
+}
+
 // choose resolves req.Algo to the path that runs, with the reason.
 func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
 	return g.chooseWin(req, g.nccl.windowed(req, len(g.ranks)))
@@ -94,10 +102,9 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
 	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
 	bad := ncclUnsafe(req, inPlace, win, n)
-	kernErr := g.kernelWhyNot(req)
 	switch req.Algo {
 	case coll.AlgoKernel:
-		if kernErr != nil {
+		if kernErr := g.kernelWhyNot(req); kernErr != nil {
 			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w: %w", kernErr, backend.ErrRefused)
 		}
 		return coll.AlgoKernel, "kernel requested", nil
@@ -134,9 +141,13 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		total *= int64(n)
 	}
 	pick := autoPick(req.Kind, total, n, inPlace)
+	// Only kernel rows pay for the kernel check (it formats an error when
+	// the kernel cannot run).
+	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather)) &&
+		g.kernelWhyNot(req) == nil
 	if pick == coll.AlgoKernel {
-		if kernErr == nil {
-			return coll.AlgoKernel, fmt.Sprintf("auto: symmem's %v kernel for small messages (autotable.go)", req.Kind), nil
+		if kernOK {
+			return coll.AlgoKernel, autoKernelWhy[req.Kind], nil
 		}
 		pick = coll.AlgoNCCLWindow // the next best there (autotable.go)
 	}
@@ -144,7 +155,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
 	}
 	if pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather {
-		if kernErr == nil {
+		if kernOK {
 			return coll.AlgoKernel, "auto: symmem's all-gather kernel (buffers not in NCCL windows)", nil
 		}
 		if ceOK {
