@@ -74,40 +74,31 @@ func (g *Group) Close(ctx context.Context) error {
 		return err
 	}
 	g.closed.Store(true)
-	var errs []error
-	if g.rank >= 0 {
-		if err := w.pool.RemoveGroup(ctx, g.gid); err != nil {
-			errs = append(errs, err)
-		}
-		if err := g.bg.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if g.staging.Len > 0 {
-		if err := w.pool.Free(g.staging.Ptr, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	err := g.drop(ctx)
 	w.mu.Lock()
 	w.groups = slices.DeleteFunc(w.groups, func(x *Group) bool { return x == g })
 	w.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("symmem: Close of group %q (rank %d): %w", g.name, w.env.Rank, err)
 	}
 	return nil
 }
 
-// drop undoes a partially created group (local cleanup).
-func (g *Group) drop(ctx context.Context) {
+// drop releases what the group holds — its staging buffer, its registrations
+// (collective over the members) and its backend group — as far as they
+// exist, so it also undoes a partially created group.
+func (g *Group) drop(ctx context.Context) error {
+	var errs []error
 	if g.staging.Len > 0 {
-		g.w.pool.Free(g.staging.Ptr, nil)
+		errs = append(errs, g.w.pool.Free(g.staging.Ptr, nil))
 	}
 	if g.gid >= 0 {
-		g.w.pool.RemoveGroup(ctx, g.gid)
+		errs = append(errs, g.w.pool.RemoveGroup(ctx, g.gid))
 	}
 	if g.bg != nil {
-		g.bg.Close()
+		errs = append(errs, g.bg.Close())
 	}
+	return errors.Join(errs...)
 }
 
 // OpenScope opens a symmetric scope: buffers allocated through it are

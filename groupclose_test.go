@@ -81,9 +81,9 @@ func roleGroupClose(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	first, second := a, bg
+	first := a
 	if w.Rank() == 1 {
-		first, second = bg, a
+		first = bg
 	}
 	if err := first.Close(ctx); !errors.Is(err, ErrMismatch) {
 		return fmt.Errorf("closing different groups: %v, want ErrMismatch", err)
@@ -92,7 +92,6 @@ func roleGroupClose(ctx context.Context) error {
 	if err := a.Close(ctx); err != nil {
 		return fmt.Errorf("closing a after the mismatch: %w", err)
 	}
-	_ = second
 	if err := bg.Close(ctx); err != nil {
 		return err
 	}
