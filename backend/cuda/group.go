@@ -165,7 +165,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.kargs = cuda.NewArgs(kernArgBytes)
 		}
 	} else if kern {
-		kern, g.kernWhy = false, "it needs peer mappings: "+g.ceWhy
+		g.kernWhy = "it needs peer mappings: " + g.ceWhy
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
 	return nil
