@@ -203,20 +203,8 @@ func TestGraphCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctx.Release()
-	g, _ := Granularity(0)
-	a, err := Create(ctx, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := a.Map(ctx, g, []int{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Release()
-	defer Unmap(ctx, base, g)
-	if err := Memset8(ctx, base, 0, g); err != nil {
-		t.Fatal(err)
-	}
+	base, free := zeroed(t, ctx)
+	defer free()
 	src := make([]byte, 1000)
 	for i := range src {
 		src[i] = byte(i*7 + 1)
@@ -313,20 +301,8 @@ func TestKernelLaunch(t *testing.T) {
 	if _, err := m.Function("nope"); err == nil {
 		t.Fatal("a missing kernel was found")
 	}
-	g, _ := Granularity(0)
-	a, err := Create(ctx, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := a.Map(ctx, g, []int{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Release()
-	defer Unmap(ctx, base, g)
-	if err := Memset8(ctx, base, 0, g); err != nil {
-		t.Fatal(err)
-	}
+	base, free := zeroed(t, ctx)
+	defer free()
 	s, _ := NewStream(ctx, 0)
 	defer s.Destroy()
 	args := NewArgs(16)
@@ -381,17 +357,8 @@ func TestLaunchCost(t *testing.T) {
 	}
 	defer m.Unload()
 	f, _ := m.Function("fill")
-	g, _ := Granularity(0)
-	a, err := Create(ctx, g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := a.Map(ctx, g, []int{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Release()
-	defer Unmap(ctx, base, g)
+	base, free := zeroed(t, ctx)
+	defer free()
 	s, _ := NewStream(ctx, 0)
 	defer s.Destroy()
 	args := NewArgs(16)
@@ -442,4 +409,29 @@ func TestLaunchCost(t *testing.T) {
 		p.EndBatch()
 	}))
 	fmt.Printf("LAUNCHCOST cuStreamWriteValue32 %.2f us, cuStreamBatchMemOp(write, wait) %.2f us\n", write, batch)
+}
+
+// zeroed maps one granule of zeroed VMM memory on device 0; free unmaps and
+// releases it (defer it, so that it runs before the context is released).
+func zeroed(t *testing.T, ctx *Context) (base uint64, free func()) {
+	t.Helper()
+	g, _ := Granularity(0)
+	a, err := Create(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err = a.Map(ctx, g, []int{0})
+	if err != nil {
+		a.Release()
+		t.Fatal(err)
+	}
+	free = func() {
+		Unmap(ctx, base, g)
+		a.Release()
+	}
+	if err := Memset8(ctx, base, 0, g); err != nil {
+		free()
+		t.Fatal(err)
+	}
+	return base, free
 }
