@@ -15,7 +15,7 @@ import (
 // when this rank can use one and the CPU backend otherwise; why says which
 // and, for a fallback, what the GPU backend reported.
 func newBackend(kind string, env rendezvous.Env, opts Options) (be backend.Backend, why string, err error) {
-	copts := cuda.Options{Watchdog: opts.GPUWatchdog}
+	copts := cuda.Options{Watchdog: opts.GPUWatchdog, ShareDevice: opts.ShareDevice || env.ShareDevice}
 	switch kind {
 	case "cpu":
 		return shm.New(env), "asked for cpu", nil

@@ -36,6 +36,16 @@ type Options struct {
 	// forever on a rank that died. 0 means 10 minutes. It is separate from
 	// Timeout because a healthy peer may reach a collective minutes late.
 	GPUWatchdog time.Duration
+	// ShareDevice lets several ranks use one GPU (a workstation with one
+	// card; tests on a single-GPU machine). symmem's kernels and copy
+	// engines run; NCCL, which needs a GPU per rank, is reported unavailable
+	// for groups whose ranks share a GPU, so `auto` never picks it and
+	// ordinary (non-pool) device memory is an error there — allocate from
+	// the pool. Kernels of different processes time-slice the GPU unless
+	// NVIDIA MPS runs (README). The environment variable
+	// SYMMEM_SHARE_DEVICE=1 (set by `symmem launch --share-device`) turns it
+	// on too. Without it a group whose ranks share a GPU is refused.
+	ShareDevice bool
 	// Env overrides the environment (tests and tools); nil reads it with
 	// rendezvous.EnvFromOS.
 	Env *rendezvous.Env

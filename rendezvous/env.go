@@ -18,6 +18,9 @@ type Env struct {
 	MasterAddr                                 string
 	MasterPort                                 int
 	Token, JobID                               string
+	// ShareDevice is SYMMEM_SHARE_DEVICE=1: the job runs several ranks on
+	// one GPU on purpose (`symmem launch --share-device`).
+	ShareDevice bool
 }
 
 // Environment variable names.
@@ -33,6 +36,9 @@ const (
 	// VarStoreHosted=1 means the launcher hosts the store at
 	// MASTER_ADDR:MASTER_PORT, so rank 0 dials it instead of hosting one.
 	VarStoreHosted = "SYMMEM_STORE_HOSTED"
+	// VarShareDevice=1 lets several ranks of the job use one GPU (symmem's
+	// own paths only; NCCL needs a GPU per rank). Unset or 0: refused.
+	VarShareDevice = "SYMMEM_SHARE_DEVICE"
 )
 
 // ErrBadEnv is wrapped by EnvFromOS errors.
@@ -79,6 +85,15 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 	e.MasterPort = num(VarMasterPort, 1, 65535)
 	e.Token = str(VarToken)
 	e.JobID = str(VarJobID)
+	if v, ok := lookup(VarShareDevice); ok {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "true", "yes":
+			e.ShareDevice = true
+		case "", "0", "false", "no":
+		default:
+			probs = append(probs, fmt.Sprintf("%s=%q: want 1 (ranks may share a GPU) or 0", VarShareDevice, v))
+		}
+	}
 	if e.Rank >= 0 && e.WorldSize > 0 && e.Rank >= e.WorldSize {
 		probs = append(probs, fmt.Sprintf("RANK=%d must be less than WORLD_SIZE=%d", e.Rank, e.WorldSize))
 	}

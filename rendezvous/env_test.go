@@ -43,7 +43,15 @@ func TestEnvFrom(t *testing.T) {
 		{"empty token", with("SYMMEM_TOKEN", ""), []string{"SYMMEM_TOKEN is not set"}},
 		{"missing two", with("MASTER_ADDR", "<unset>", "SYMMEM_JOB_ID", "<unset>"), []string{"MASTER_ADDR is not set", "SYMMEM_JOB_ID is not set"}},
 		{"bad job id", with("SYMMEM_JOB_ID", "a/b"), []string{"SYMMEM_JOB_ID"}},
+		{"share device off", with("SYMMEM_SHARE_DEVICE", "0"), nil},
+		{"bad share device", with("SYMMEM_SHARE_DEVICE", "maybe"), []string{`SYMMEM_SHARE_DEVICE="maybe": want 1`}},
 	}
+	t.Run("share device on", func(t *testing.T) {
+		e, err := envFrom(func(k string) (string, bool) { v, ok := with("SYMMEM_SHARE_DEVICE", "1")[k]; return v, ok })
+		if err != nil || !e.ShareDevice {
+			t.Fatalf("SYMMEM_SHARE_DEVICE=1: got %+v, %v; want ShareDevice", e, err)
+		}
+	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := envFrom(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })

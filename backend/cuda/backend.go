@@ -31,6 +31,12 @@ type Options struct {
 	// DefaultWatchdog. It is not the group timeout: a healthy peer may reach
 	// a collective minutes late (rank 0 writing a checkpoint).
 	Watchdog time.Duration
+	// ShareDevice lets several ranks of a group use this GPU (one GPU on a
+	// workstation, tests on a single-GPU machine). symmem's kernels and
+	// copy engines run — kernels of different processes time-slice the GPU
+	// unless MPS runs — and NCCL, which needs a GPU per rank, is reported
+	// unavailable for such groups. Without it, sharing is refused.
+	ShareDevice bool
 }
 
 // DefaultWatchdog is the kernels' wait limit when Options.Watchdog is 0
@@ -49,6 +55,7 @@ type Backend struct {
 	kern   kernels
 	// watchdog is Options.Watchdog (kernel parameter).
 	watchdog time.Duration
+	share    bool // Options.ShareDevice
 
 	mu     sync.Mutex
 	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
@@ -92,7 +99,7 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.Watchdog <= 0 {
 		opts.Watchdog = DefaultWatchdog
 	}
-	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog}
+	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog, share: opts.ShareDevice}
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // Describe reports the backend's device, its peers, NCCL and the groups'
@@ -25,6 +26,11 @@ func (b *Backend) Describe() string {
 		}
 	}
 	fmt.Fprintf(&s, "cuda: nccl %s\n", b.NCCLStatus())
+	if b.share {
+		fmt.Fprintf(&s, "cuda: device sharing allowed (%s=1): ranks on one GPU run symmem's kernels and copy engines; NCCL is off for such groups\n", rendezvous.VarShareDevice)
+	} else {
+		fmt.Fprintf(&s, "cuda: device sharing refused (set %s=1 or `symmem launch --share-device` to run several ranks on one GPU)\n", rendezvous.VarShareDevice)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, g := range b.groups {
@@ -32,8 +38,12 @@ func (b *Backend) Describe() string {
 		if g.kargs == nil {
 			kern = "false (" + g.kernWhy + ")"
 		}
-		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %v; windows %v %s; segments %d\n",
-			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, g.nccl.comm != nil, g.nccl.windows, g.nccl.winWhy, g.Registered())
+		nccl := fmt.Sprint(g.nccl.comm != nil)
+		if g.nccl.comm == nil && g.nccl.err != nil {
+			nccl = "false (" + g.nccl.err.Error() + ")"
+		}
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d\n",
+			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered())
 	}
 	return s.String()
 }

@@ -20,6 +20,10 @@ import (
 // collective on it failed midway: the ranks' epochs no longer agree.
 var ErrBroken = errors.New("cuda: group is broken by an earlier failure")
 
+// ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
+// was not allowed (Options.ShareDevice).
+var ErrSharedDevice = errors.New("cuda: ranks share a GPU")
+
 // DefaultTimeout bounds waits when the GroupConfig gives none.
 const DefaultTimeout = 60 * time.Second
 
@@ -40,6 +44,9 @@ type Group struct {
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
 	ceWhy string
+	// sharing names the ranks that use this rank's GPU too ("" if none);
+	// NCCL is unavailable then.
+	sharing string
 
 	segMu sync.RWMutex
 	segs  map[pool.SegmentID]*peerSeg
@@ -142,7 +149,13 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			continue
 		}
 		if parts[1] == g.b.info.PCI {
-			return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device", g.ranks[r], parts[1])
+			if !g.b.share {
+				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
+					"(symmem.Options.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					g.ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
+			}
+			g.sharing += fmt.Sprintf(" %d", g.ranks[r])
+			continue // the same device: peer mappings and copy engines work
 		}
 		dev, err := deviceByPCI(parts[1])
 		if err != nil {
@@ -166,6 +179,11 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+	}
+	if g.sharing != "" {
+		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
+			winWhy: "no NCCL on a shared GPU"}
+		return nil
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
 	return nil

@@ -58,6 +58,7 @@ func NewTarget(ctx context.Context, env rendezvous.Env, o TargetOptions) (*Targe
 	}
 	t := &Target{env: env, timeout: o.Timeout, ordinary: map[uint64]*segment{}, prog: cuda.NewProgram(4), seq: nextGeneration("\x00target")}
 	var err error
+	o.Backend.ShareDevice = o.Backend.ShareDevice || env.ShareDevice
 	if t.B, err = New(env, o.Backend); err != nil {
 		return nil, err
 	}

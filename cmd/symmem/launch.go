@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/symmem/symmem/launch"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 func init() { commands["launch"] = launchCmd }
@@ -19,6 +20,7 @@ func launchCmd(args []string) int {
 	timeout := fs.Duration("timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
 	grace := fs.Duration("grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	noPrefix := fs.Bool("no-prefix", false, `do not prefix output lines with "[rank r] "`)
+	share := fs.Bool("share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: symmem launch -n N [flags] [--] prog args...
 
@@ -43,8 +45,12 @@ flags:
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	var env []string
+	if *share {
+		env = append(env, rendezvous.VarShareDevice+"=1")
+	}
 	code, err := launch.Run(context.Background(), launch.Config{
-		N: *n, Prog: rest[0], Args: rest[1:],
+		N: *n, Prog: rest[0], Args: rest[1:], Env: env,
 		Timeout: *timeout, Grace: *grace, NoPrefix: *noPrefix, Signals: sigs,
 	})
 	if err != nil {

@@ -10,7 +10,10 @@ import (
 	"unsafe"
 )
 
-// CopyHtoD copies src into device memory at dst (synchronous; setup and tests).
+// CopyHtoD copies src into device memory at dst and returns once the bytes
+// are in device memory (it synchronizes the context: a plain cuMemcpyHtoD
+// from pageable memory may return before its DMA lands, and a peer told
+// through the host would then read stale input). For setup and tests.
 func CopyHtoD(ctx *Context, dst uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
@@ -32,12 +35,13 @@ func CopyDtoH(ctx *Context, dst []byte, src uint64) error {
 	return nil
 }
 
-// Memset8 sets n bytes at dst to v (synchronous).
+// Memset8 sets n bytes at dst to v and waits until it is done.
 func Memset8(ctx *Context, dst uint64, v byte, n int64) error {
 	return check("cuMemsetD8", C.symc_memset8(ctx.h, C.CUdeviceptr(dst), C.uchar(v), C.size_t(n)))
 }
 
-// Memset32 sets n 32-bit words at dst to v (synchronous; dst 4-byte aligned).
+// Memset32 sets n 32-bit words at dst to v (dst 4-byte aligned) and waits
+// until it is done.
 func Memset32(ctx *Context, dst uint64, v uint32, n int64) error {
 	return check("cuMemsetD32", C.symc_memset32(ctx.h, C.CUdeviceptr(dst), C.uint(v), C.size_t(n)))
 }

@@ -271,10 +271,27 @@ CUresult symc_event_sync(CUcontext ctx, CUevent e) { CTX(ctx); return p_cuEventS
 CUresult symc_event_elapsed(CUcontext ctx, CUevent a, CUevent b, float* ms) { CTX(ctx); return p_cuEventElapsedTime(ms, a, b); }
 CUresult symc_ctx_sync(CUcontext ctx) { CTX(ctx); return p_cuCtxSynchronize(); }
 
-CUresult symc_htod(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n) { CTX(ctx); return p_cuMemcpyHtoD(dst, src, n); }
+/* cuMemcpyHtoD from pageable memory may return once the data is staged,
+   before the DMA lands, and the cuMemset family is asynchronous: both are
+   followed by a context synchronize so that the memory holds the new bytes
+   when the call returns (a peer signalled through the host then reads
+   them). */
+CUresult symc_htod(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n) {
+	CTX(ctx);
+	CUresult r = p_cuMemcpyHtoD(dst, src, n);
+	return r != 0 ? r : p_cuCtxSynchronize();
+}
 CUresult symc_dtoh(CUcontext ctx, void* dst, CUdeviceptr src, size_t n) { CTX(ctx); return p_cuMemcpyDtoH(dst, src, n); }
-CUresult symc_memset8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n) { CTX(ctx); return p_cuMemsetD8(dst, v, n); }
-CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n) { CTX(ctx); return p_cuMemsetD32(dst, v, n); }
+CUresult symc_memset8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n) {
+	CTX(ctx);
+	CUresult r = p_cuMemsetD8(dst, v, n);
+	return r != 0 ? r : p_cuCtxSynchronize();
+}
+CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n) {
+	CTX(ctx);
+	CUresult r = p_cuMemsetD32(dst, v, n);
+	return r != 0 ? r : p_cuCtxSynchronize();
+}
 
 CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 	symc_CUstreamBatchMemOpParams batch[32];
