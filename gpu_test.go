@@ -17,6 +17,7 @@ import (
 	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
 	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // The user API on GPUs: Init with the cuda backend, the world plus TP x DP
@@ -31,16 +32,29 @@ func init() {
 	roles["gpucost"] = roleGPUCost
 }
 
-func TestGPUUserAPI(t *testing.T) {
-	n, err := ncuda.DeviceCount()
-	if err != nil || n < 2 {
-		t.Skipf("needs 2 or more GPUs (device count %d, %v)", n, err)
+// gpuRanks is the rank count of a GPU test — one per GPU up to 4, at least
+// 2, or SYMMEM_GPU_TEST_RANKS — and the environment the ranks need: more
+// ranks than GPUs share them (SYMMEM_SHARE_DEVICE=1; NCCL is off then).
+func gpuRanks(t *testing.T) (int, []string) {
+	gpus, err := ncuda.DeviceCount()
+	if err != nil || gpus < 1 {
+		t.Skipf("GPU test skipped: no usable GPU (device count %d, %v)", gpus, err)
 	}
-	if v, err := strconv.Atoi(os.Getenv("SYMMEM_GPU_TEST_RANKS")); err == nil && v >= 2 && v <= n {
+	n := max(2, min(gpus, 4))
+	if v, err := strconv.Atoi(os.Getenv("SYMMEM_GPU_TEST_RANKS")); err == nil && v >= 1 {
 		n = v
 	}
-	n = min(n, 4)
-	res := spawn(t, n, "gpu", "NCCL_NVLS_ENABLE=0")
+	env := []string{"NCCL_NVLS_ENABLE=0"}
+	if n > gpus {
+		env = append(env, rendezvous.VarShareDevice+"=1")
+		t.Logf("%d ranks share %d GPU(s)", n, gpus)
+	}
+	return n, env
+}
+
+func TestGPUUserAPI(t *testing.T) {
+	n, env := gpuRanks(t)
+	res := spawn(t, n, "gpu", env...)
 	for r, rr := range res {
 		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
 	}
@@ -99,6 +113,21 @@ func roleGPU(ctx context.Context) error {
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18, inPl: true},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: 1 << 14})
+	if shared := w.Env().ShareDevice && gpusVisible() < n; shared {
+		// Ranks share a GPU: NCCL is off. Forced NCCL and ordinary memory
+		// must say so (ErrNotSupported), and the NCCL cases are dropped.
+		kept := cases[:0]
+		for _, c := range cases {
+			if c.plain || c.algo == coll.AlgoNCCLWindow || c.algo == coll.AlgoNCCL {
+				continue
+			}
+			kept = append(kept, c)
+		}
+		cases = kept
+		if err := gpuNCCLRefused(ctx, w, be); err != nil {
+			return err
+		}
+	}
 	seed := uint64(time.Now().UnixNano()) // fresh data each run; shared below
 	all, err := w.World().bg.AllGather(ctx, binary.LittleEndian.AppendUint64(nil, seed))
 	if err != nil {
@@ -143,6 +172,50 @@ func roleGPU(ctx context.Context) error {
 		report = append(report, fmt.Sprintf("ok group closed and recreated, round %d (all_gather path=%v)", round, path.Algo))
 	}
 	fmt.Println(strings.Join(report, "\n"))
+	return nil
+}
+
+func gpusVisible() int {
+	n, _ := ncuda.DeviceCount()
+	return n
+}
+
+// notSupported: the backend's sentinel is not yet the root's (issue 10).
+func notSupported(err error) bool {
+	return errors.Is(err, ErrNotSupported) || errors.Is(err, cuda.ErrNotSupported)
+}
+
+// gpuNCCLRefused checks that on a shared GPU a forced NCCL call and a call
+// on ordinary device memory fail with ErrNotSupported naming the reason.
+func gpuNCCLRefused(ctx context.Context, w *World, be *cuda.Backend) error {
+	g := w.World()
+	sc, err := g.OpenScope()
+	if err != nil {
+		return err
+	}
+	buf, err := sc.Alloc(int64(4096 * g.Size()))
+	if err != nil {
+		return err
+	}
+	if err := sc.End(ctx); err != nil {
+		return err
+	}
+	defer w.Free(buf)
+	in := coll.Span{Ptr: buf.Ptr + uint64(4096*g.Rank()), Len: 4096}
+	for _, a := range []coll.Algo{coll.AlgoNCCL, coll.AlgoNCCLWindow} {
+		_, err := g.AllGather(ctx, buf.Span, in, coll.Int8, WithAlgo(a))
+		if !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
+			return fmt.Errorf("forced %s on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", a, err)
+		}
+	}
+	pin, pout, free, err := plainPair(be, 4096, int64(4096*g.Size()))
+	if err != nil {
+		return err
+	}
+	defer free()
+	if _, err := g.AllGather(ctx, pout, pin, coll.Int8); !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
+		return fmt.Errorf("ordinary device memory on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", err)
+	}
 	return nil
 }
 
@@ -329,11 +402,8 @@ func plainPair(be *cuda.Backend, inLen, outLen int64) (in, out coll.Span, free f
 // calls right after a synchronisation (median of 200 bursts), so that the
 // GPU's queue never blocks the caller.
 func TestGPUUserHostCost(t *testing.T) {
-	n, err := ncuda.DeviceCount()
-	if err != nil || n < 2 {
-		t.Skipf("needs 2 or more GPUs (device count %d, %v)", n, err)
-	}
-	res := spawn(t, 2, "gpucost", "NCCL_NVLS_ENABLE=0")
+	_, env := gpuRanks(t)
+	res := spawn(t, 2, "gpucost", env...)
 	for r, rr := range res {
 		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
 	}

@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
-# gpu-check.sh: every GPU check and benchmark of symmem, run on the GPU host
-# in one go. Build first on the build machine (no Go toolchain on GPU hosts):
+# gpu-check.sh: symmem's GPU checks and benchmarks on a GPU host, in one go,
+# on any number of GPUs: with fewer GPUs than ranks the ranks share them
+# (SYMMEM_SHARE_DEVICE=1; NCCL paths are then unavailable and skipped).
+# GPU hosts have no Go toolchain; build on the build machine first:
 #
-#   CGO_ENABLED=1 go test -c -o .build/native-cuda.test ./internal/native/cuda
-#   CGO_ENABLED=1 go test -c -o .build/cuda-backend.test ./backend/cuda
-#   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
-#   CGO_ENABLED=1 go test -c -o .build/symmem.test .
+#   scripts/build-gpu.sh          # test binaries and the CLI into .build/
 #
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
-# Steps can be chosen with STEPS="env native tune hostcost graph correct bench launch".
+# STEPS chooses steps (default: all below, in order):
+#   env native suite2 suite3 api2 api3 ag10 stress2 stress3 mps
+# MPS=1 runs the rank steps under NVIDIA MPS (started and stopped here; needs
+# root), so ranks sharing a GPU run their kernels concurrently instead of
+# time-slicing. STRESS_SECONDS bounds each stress run (default 120).
 set -u
 OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native tune hostcost api ar graph correct bench launch"}
-# Prefer the NCCL wheel of the Python venv (2.28.9, what torch uses here);
-# else the loader's libnccl.so.2.
-if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
+STEPS=${STEPS:-"env native suite2 suite3 api2 api3 ag10 stress2 stress3 mps"}
+if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
   for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
     [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
   done
 fi
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/symmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/symmem-mps-log
+mps_on() {
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && echo "MPS on"
+}
+mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; echo "MPS off"; }
+[ "${MPS:-0}" = 1 ] && mps_on >>"$OUTDIR/env.log" 2>&1
 declare -A RC
 step() { # name timeout_s cmd...
   local name=$1 t=$2; shift 2
@@ -33,66 +42,56 @@ step() { # name timeout_s cmd...
   echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
 }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+CUDA_TESTS='^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|PeerDies|GraphCapture|AllReduceKernel|HostCost)$'
 
 if has env; then
   {
     date -u; uname -a
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
     nvidia-smi topo -m
-    echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
-    ls -l /usr/lib/x86_64-linux-gnu/libnccl.so* 2>/dev/null
+    echo "GPUS=$GPUS MPS=${MPS:-0} SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
     ls -l .build/
-  } >"$OUTDIR/env.log" 2>&1
+  } >>"$OUTDIR/env.log" 2>&1
   RC[env]=0
 fi
-has native && step native ${T_NATIVE:-120} .build/native-cuda.test -test.v -test.count=1
-# Kernel CTA counts and copy-engine variants: GPU time, wall time and host
-# issue time per call (SYMMEM_TUNE_VARIANTS / SYMMEM_TUNE_SIZES narrow it).
-has tune && step tune ${T_TUNE:-200} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUCETune$' -test.timeout 190s
-has hostcost && step hostcost ${T_HOSTCOST:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUHostCost$' -test.timeout 110s
-has api && step api ${T_API:-150} .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
-has ar && step ar ${T_AR:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUAllReduceKernel$' -test.timeout 110s
-has graph && step graph ${T_GRAPH:-120} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUGraphCapture$' -test.timeout 110s
-has correct && step correct ${T_CORRECT:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|PeerDies)$' -test.timeout 290s
-if has bench; then
-  SYMMEM_BENCH_DIR="$OUTDIR" step bench ${T_BENCH:-300} .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPUBench$' -test.timeout 290s
+has native && step native 120 .build/native-cuda.test -test.v -test.count=1
+has suite2 && SYMMEM_GPU_TEST_RANKS=2 step suite2 300 .build/cuda-backend.test -test.v -test.count=1 -test.run "$CUDA_TESTS" -test.timeout 290s
+has suite3 && SYMMEM_GPU_TEST_RANKS=3 step suite3 300 .build/cuda-backend.test -test.v -test.count=1 -test.run "$CUDA_TESTS" -test.timeout 290s
+has api2 && SYMMEM_GPU_TEST_RANKS=2 step api2 150 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
+has api3 && SYMMEM_GPU_TEST_RANKS=3 step api3 150 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUserAPI$' -test.timeout 140s
+# 10 consecutive all-gather correctness runs (the pageable-copy ordering bug
+# showed in 4 of 5 runs).
+has ag10 && SYMMEM_GPU_TEST_RANKS=2 step ag10 400 .build/cuda-backend.test -test.v -test.count=10 -test.run '^TestGPUAllGatherCorrect$' -test.timeout 390s
+S=${STRESS_SECONDS:-120}
+has stress2 && SYMMEM_GPU_TEST_RANKS=2 SYMMEM_STRESS_SECONDS=$S step stress2 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
+has stress3 && SYMMEM_GPU_TEST_RANKS=3 SYMMEM_STRESS_SECONDS=$S step stress3 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
+if has mps; then
+  # Two ranks on one GPU, time-sliced vs under MPS: the kernel and the
+  # copy-engine all-gather, and the kernel all-reduce.
+  B=".build/symmem launch --share-device -n 2 -timeout 120s -- .build/symmem bench -backend cuda -budget 50ms -rounds 1"
+  run_mps() {
+    echo "--- $1"
+    $B -ops all_gather -dtype bfloat16 -algo kernel,ce -b 64K -e 16M -f 4
+    $B -ops all_reduce -dtype bfloat16 -algo kernel -b 16K -e 1M -f 4
+  }
+  [ "${MPS:-0}" = 1 ] && mps_off
+  step mps 400 bash -c "$(declare -f run_mps); B='$B'; run_mps 'time-sliced (no MPS)'; \
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY; nvidia-cuda-mps-control -d && echo 'MPS on'; \
+    run_mps 'under MPS'; echo quit | nvidia-cuda-mps-control; sleep 1"
+  [ "${MPS:-0}" = 1 ] && mps_on >/dev/null 2>&1
 fi
-if has launch; then
-  # The GPU tests as ranks of `symmem launch -n 2` (launcher-hosted store),
-  # then the CLI bench with the cuda backend (works once the root package
-  # wires backend/cuda; until then it reports why and fails fast).
-  step launch ${T_LAUNCH:-120} bash -c ".build/symmem launch -n 2 -timeout 100s -- .build/cuda-backend.test -test.v -test.count=1 -test.run '^TestGPU(TwoGroupsOnePool|RegistrationMismatch)\$';
-    echo '--- symmem bench -backend cuda'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl,nccl-window,ce,kernel,auto -b 64K -e 1G -f 4 -budget 100ms;
-    echo '--- symmem bench -backend cuda -plain'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_gather -dtype bfloat16 -algo nccl -plain -b 64K -e 1G -f 4 -budget 100ms;
-    echo '--- symmem bench -backend cuda all_reduce'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,kernel,auto -b 16K -e 2M -f 2 -budget 100ms;
-    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl,nccl-window,auto -b 4M -e 64M -f 4 -budget 100ms;
-    echo '--- symmem bench -backend cuda reduce_scatter'; .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops reduce_scatter -dtype bfloat16 -algo nccl,nccl-window,kernel,auto -b 32K -e 4M -f 2 -budget 100ms;
-    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops reduce_scatter -dtype bfloat16 -algo nccl -plain -b 32K -e 4M -f 2 -budget 100ms;
-    .build/symmem launch -n 2 -timeout 60s -- .build/symmem bench -backend cuda -ops all_reduce -dtype bfloat16 -algo nccl -plain -b 16K -e 64M -f 4 -budget 100ms"
-fi
+[ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
 {
-  echo "==================== gpu-check summary ($(date -u +%FT%TZ)) ===================="
+  echo "==================== gpu-check summary ($(date -u +%FT%TZ), $GPUS GPU(s), MPS=${MPS:-0}) ===================="
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
-  grep -h -m1 'cuda: nccl' "$OUTDIR"/tune.log "$OUTDIR"/correct.log 2>/dev/null | head -1
   for s in $STEPS; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
-  grep -h -E '^--- (FAIL|PASS|SKIP)' "$OUTDIR"/native.log "$OUTDIR"/correct.log "$OUTDIR"/bench.log "$OUTDIR"/tune.log "$OUTDIR"/graph.log "$OUTDIR"/hostcost.log "$OUTDIR"/ar.log 2>/dev/null | sort | uniq -c
-  grep -h '^GRAPH' "$OUTDIR"/graph.log 2>/dev/null
-  grep -h '^ALLREDUCE KERNEL' "$OUTDIR"/ar.log 2>/dev/null
-  grep -h -E '^(LAUNCHCOST|HOSTCOST)' "$OUTDIR"/native.log "$OUTDIR"/hostcost.log 2>/dev/null
-  grep -h -E '^ +USERCOST|--- (PASS|FAIL): TestGPUUser' "$OUTDIR"/api.log 2>/dev/null
-  grep -h -E '(CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|PEER DIES)' "$OUTDIR"/correct.log "$OUTDIR"/launch.log 2>/dev/null | grep -v '=== RUN'
-  grep -h -E 'symmem bench|Init|not wired' "$OUTDIR"/launch.log 2>/dev/null | head -5
-  echo "--- kernel / copy-engine variants (busbw GB/s, time us, host issue us) ---"
-  grep -h '^CETUNE' "$OUTDIR"/tune.log 2>/dev/null
-  echo "--- bench (symmetric buffers) ---"
-  sed -n '/^BENCH sym/,/^BENCH plain/p' "$OUTDIR"/bench.log 2>/dev/null | grep -v '^BENCH plain' | head -60
-  echo "--- bench (plain NCCL, ordinary buffers) ---"
-  sed -n '/^BENCH plain/,/^---/p' "$OUTDIR"/bench.log 2>/dev/null | head -30
+  for f in "$OUTDIR"/*.log; do
+    c=$(grep -h -E '^--- (FAIL|PASS|SKIP)' "$f" 2>/dev/null | sed -E 's/ \([0-9.]+s\)//' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+    [ -n "$c" ] && echo "$(basename "$f" .log): $c"
+  done
+  grep -h -E 'ranks share|^GRAPH|^ALLREDUCE KERNEL|^(LAUNCHCOST|HOSTCOST)|USERCOST|CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|PEER DIES' "$OUTDIR"/*.log 2>/dev/null | grep -v '=== RUN' | sort | uniq -c | head -60
+  grep -h -E '^STRESS (seed|total)' "$OUTDIR"/stress*.log 2>/dev/null
+  grep -h -E '^(---|#|  *[0-9]+ )' "$OUTDIR"/mps.log 2>/dev/null | head -60
 } | tee "$OUTDIR/summary.txt"
-# The device tool returns at most 8 files: pack everything but the summary.
-if [ -n "${PACK:-}" ]; then
-  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=summary.txt . && \
-    find "$OUTDIR" -type f ! -name summary.txt -delete && mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
-fi

@@ -14,9 +14,9 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// GPU tests run as ranks of a job. Under `symmem launch -n 2` (RANK is set)
-// every process runs them directly. Otherwise the test spawns two copies of
-// this binary as ranks 0 and 1 (one GPU each) and checks they pass.
+// GPU tests run as ranks of a job. Under `symmem launch -n N` (RANK is set)
+// every process runs them directly. Otherwise the test spawns copies of this
+// binary as the ranks and checks they pass.
 
 const childEnv = "SYMMEM_CUDA_TEST_RANK_CHILD"
 
@@ -36,8 +36,11 @@ func needGPUs(t testing.TB, n int) {
 	}
 }
 
-// asRanks runs body as one rank of a 2-rank job: directly when this process
-// is a rank (launcher or spawned child), else by spawning two ranks.
+// asRanks runs body as one rank of a job: directly when this process is a
+// rank (launcher or spawned child), else by spawning the ranks —
+// SYMMEM_GPU_TEST_RANKS of them (default 2), one GPU each where there are
+// enough GPUs, else sharing the GPUs (SYMMEM_SHARE_DEVICE=1; NCCL paths are
+// then unavailable and the tests skip them).
 func asRanks(t *testing.T, body func(t *testing.T, env rendezvous.Env)) {
 	if os.Getenv("RANK") != "" {
 		env, err := rendezvous.EnvFromOS()
@@ -48,7 +51,16 @@ func asRanks(t *testing.T, body func(t *testing.T, env rendezvous.Env)) {
 		body(t, env)
 		return
 	}
-	needGPUs(t, 2)
+	needGPUs(t, 1)
+	n := 2
+	if v, err := strconv.Atoi(os.Getenv("SYMMEM_GPU_TEST_RANKS")); err == nil && v >= 1 {
+		n = v
+	}
+	var share []string
+	if c, _ := cuda.DeviceCount(); c < n {
+		share = []string{rendezvous.VarShareDevice + "=1"}
+		fmt.Printf("%s: %d ranks share %d GPU(s)\n", t.Name(), n, c)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +68,6 @@ func asRanks(t *testing.T, body func(t *testing.T, env rendezvous.Env)) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	token, job := rendezvous.NewToken(), rendezvous.NewJobID()
-	const n = 2
 	type res struct {
 		rank int
 		out  []byte
@@ -70,6 +81,7 @@ func asRanks(t *testing.T, body func(t *testing.T, env rendezvous.Env)) {
 		cmd.Env = append(os.Environ(), childEnv+"=1", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1",
 			"MASTER_PORT="+strconv.Itoa(port), "SYMMEM_TOKEN="+token, "SYMMEM_JOB_ID="+job)
+		cmd.Env = append(cmd.Env, share...)
 		go func(r int) {
 			out, err := cmd.CombinedOutput()
 			ch <- res{r, out, err}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# build-gpu.sh: build, on the build machine (Go + cgo), everything the GPU
+# scripts run on a GPU host (which has no Go toolchain) into .build/
+# (git-ignored; carry it to the GPU host).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .build
+export CGO_ENABLED=1
+go test -c -o .build/native-cuda.test ./internal/native/cuda
+go test -c -o .build/cuda-backend.test ./backend/cuda
+go test -c -o .build/nccl-backend.test ./backend/nccl
+go test -c -o .build/symmem.test .
+go build -o .build/symmem ./cmd/symmem
+ls -l .build
