@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/symmem/symmem/internal/native/cuda"
 
@@ -73,11 +74,13 @@ const maxCERanks = 64
 //	signal done (the same round on the done words)
 //	join side0
 //
-// The caller's stream is remembered (not recorded: one driver call fewer)
-// so that quiesce can fence it later.
+// track lets quiesce fence the stream later.
 func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 	p := g.prog
 	if err := g.buildAllGather(p, req, s); err != nil {
+		return err
+	}
+	if err := g.track(p, s); err != nil {
 		return err
 	}
 	if err := p.Exec(); err != nil {
@@ -86,7 +89,6 @@ func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	g.epoch++
-	g.noteStream(s)
 	return nil
 }
 
@@ -235,13 +237,40 @@ func (g *Group) signal(p *cuda.Program, s uint64, slot int) {
 	p.EndBatch()
 }
 
-// noteStream remembers a stream the group's collectives ran on (quiesce
-// fences it later).
-func (g *Group) noteStream(s uint64) {
-	for _, x := range g.used {
-		if x == s {
-			return
+// track makes the collective just built into p (on stream s) visible to
+// quiesce. The backend's own stream is remembered and fenced later (no extra
+// driver call). A caller's stream may be destroyed before the group is done
+// (its handle then dangles), so a fence event of the group's is recorded on
+// it at the end of the program instead. A stream being captured needs
+// neither: captured work runs when the graph is replayed, and the caller
+// keeps the buffers alive while the graph exists.
+func (g *Group) track(p *cuda.Program, s uint64) error {
+	if s == g.b.stream.Handle() {
+		if !slices.Contains(g.used, s) {
+			g.used = append(g.used, s)
+		}
+		return nil
+	}
+	if capturing, err := cuda.StreamCapturing(g.b.ctx, s); err != nil || capturing {
+		return err
+	}
+	for _, f := range g.fences {
+		if f.stream == s {
+			p.Record(s, f.ev.Handle())
+			return nil
 		}
 	}
-	g.used = append(g.used, s)
+	ev, err := cuda.NewEvent(g.b.ctx, false)
+	if err != nil {
+		return fmt.Errorf("fence for stream %#x: %w", s, err)
+	}
+	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
+	p.Record(s, ev.Handle())
+	return nil
+}
+
+// streamFence is the group's fence event on one caller stream.
+type streamFence struct {
+	stream uint64
+	ev     *cuda.Event
 }

@@ -62,7 +62,8 @@ type Group struct {
 	forkX   *cuda.Event // transfer fork (after the ready wait)
 	joins   []*cuda.Event
 	last    *cuda.Event // fence recorded by quiesce
-	used    []uint64    // streams that ran copy-engine collectives since the last quiesce
+	used    []uint64    // the backend's stream, if collectives ran on it since the last quiesce
+	fences  []streamFence // fence events on callers' streams (track)
 	h       handles     // raw handles of side, joins, fork, forkX, last
 	broken  error
 	tune    ceTune
@@ -379,8 +380,9 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	return nil
 }
 
-// quiesce waits (bounded by the timeout) until every copy-engine collective
-// issued so far finished: it records a fence on each stream they ran on.
+// quiesce waits (bounded by the timeout) until every collective issued so
+// far (outside graph capture) finished: it fences the backend's stream and
+// waits for the fence events recorded on callers' streams (track).
 func (g *Group) quiesce(ctx context.Context) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -396,6 +398,11 @@ func (g *Group) quiesce(ctx context.Context) error {
 			return err
 		}
 		g.used = g.used[1:]
+	}
+	for _, f := range g.fences {
+		if err := f.ev.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
 	}
 	// Side streams are joined into the caller's stream by events, so they
 	// are idle once it is.
@@ -469,6 +476,9 @@ func (g *Group) Close() error {
 		}
 		if g.kargs != nil {
 			g.kargs.Free()
+		}
+		for _, f := range g.fences {
+			f.ev.Destroy()
 		}
 		for _, e := range append(g.joins, g.fork, g.forkX, g.last) {
 			if e != nil {

@@ -136,12 +136,14 @@ func (g *Group) runKernel(req backend.Request, s uint64) error {
 	p.Reset()
 	p.SetContext(g.b.ctx)
 	p.Launch(s, fn, g.kargs, ctas, kernThreads)
+	if err := g.track(p, s); err != nil {
+		return err
+	}
 	if err := p.Exec(); err != nil {
 		// The peers' CTAs now wait for ours: the group cannot go on.
 		g.broken = fmt.Errorf("%v kernel launch failed: %w", req.Kind, err)
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
-	g.noteStream(s)
 	return nil
 }
 

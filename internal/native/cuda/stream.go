@@ -56,15 +56,6 @@ func (s *Stream) Wait(ctx context.Context, timeout time.Duration) error {
 	return poll(ctx, timeout, "stream", s.Query, s.Synchronize)
 }
 
-// Capturing reports whether the stream is being captured into a CUDA graph.
-func (s *Stream) Capturing() (bool, error) {
-	var st C.int
-	if err := check("cuStreamIsCapturing", C.symc_stream_capturing(s.ctx.h, s.h, &st)); err != nil {
-		return false, err
-	}
-	return st != 0, nil
-}
-
 // Event is a CUDA event of one context.
 type Event struct {
 	ctx *Context
@@ -160,4 +151,14 @@ func poll(ctx context.Context, timeout time.Duration, what string, q func() erro
 func ptrOf(h uint64) unsafe.Pointer {
 	p := uintptr(h)
 	return *(*unsafe.Pointer)(unsafe.Pointer(&p))
+}
+
+// StreamCapturing reports whether the raw stream h is being captured into a
+// CUDA graph (Stream.Capturing without wrapping the handle).
+func StreamCapturing(ctx *Context, h uint64) (bool, error) {
+	var st C.int
+	if err := check("cuStreamIsCapturing", C.symc_stream_capturing(ctx.h, C.CUstream(ptrOf(h)), &st)); err != nil {
+		return false, err
+	}
+	return st != 0, nil
 }
