@@ -61,10 +61,10 @@ type Group struct {
 	fork    *cuda.Event // local-copy fork
 	forkX   *cuda.Event // transfer fork (after the ready wait)
 	joins   []*cuda.Event
-	last    *cuda.Event // fence recorded by quiesce
-	used    []uint64    // the backend's stream, if collectives ran on it since the last quiesce
+	last    *cuda.Event   // fence recorded by quiesce
+	used    []uint64      // the backend's stream, if collectives ran on it since the last quiesce
 	fences  []streamFence // fence events on callers' streams (track)
-	h       handles     // raw handles of side, joins, fork, forkX, last
+	h       handles       // raw handles of side, joins, fork, forkX, last
 	broken  error
 	tune    ceTune
 	kargs   *cuda.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
