@@ -76,7 +76,7 @@ func (b *Backend) unloadKernels() {
 }
 
 // kernVecsPerThread is the work per thread below the CTA limit. Measured on
-// 2x H200 (bench/results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
+// 2x H200 (results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
 // CTAs took 9.0 us and 64 took 9.9 (each CTA signals every peer), at 16 MiB
 // 64 CTAs took 31.7 us and 16 took 34.6.
 const kernVecsPerThread = 4
