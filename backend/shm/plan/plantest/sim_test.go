@@ -1,4 +1,4 @@
-package plan
+package plantest
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/reduce"
 )
@@ -37,7 +38,7 @@ func serialReduce(t *testing.T, bufs [][]byte, dt coll.DType, op coll.ReduceOp) 
 // setup makes random buffers for the group and the expected Out of every
 // rank (nil where only part of Out is defined: see check).
 type groupCase struct {
-	spec Spec
+	spec plan.Spec
 	n    int
 }
 
@@ -48,10 +49,10 @@ func (g groupCase) run(t *testing.T, r *rand.Rand, calls int, seed uint64) {
 func (g groupCase) runEpoch(t *testing.T, r *rand.Rand, calls int, seed uint64, epoch uint32) {
 	t.Helper()
 	s, n := g.spec, g.n
-	plans := make([]Plan, n)
+	plans := make([]plan.Plan, n)
 	for q := range n {
 		s.N, s.Rank = n, q
-		p, err := Build(s)
+		p, err := plan.Build(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,18 +121,18 @@ func TestSimulatedCorrectness(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	type kv struct {
 		kind coll.Kind
-		o    Options
+		o    plan.Options
 	}
 	var kinds []kv
 	for _, ip := range []bool{false, true} {
 		for _, ch := range []int{1, 3} {
 			kinds = append(kinds,
-				kv{coll.AllGather, Options{InPlace: ip, Chunks: ch}},
-				kv{coll.ReduceScatter, Options{InPlace: ip, Chunks: ch}},
-				kv{coll.AllReduce, Options{InPlace: ip, Chunks: ch}},
-				kv{coll.AllReduce, Options{InPlace: ip, Chunks: ch, OneShot: true}})
+				kv{coll.AllGather, plan.Options{InPlace: ip, Chunks: ch}},
+				kv{coll.ReduceScatter, plan.Options{InPlace: ip, Chunks: ch}},
+				kv{coll.AllReduce, plan.Options{InPlace: ip, Chunks: ch}},
+				kv{coll.AllReduce, plan.Options{InPlace: ip, Chunks: ch, OneShot: true}})
 			if !ip {
-				kinds = append(kinds, kv{coll.Broadcast, Options{Chunks: ch}})
+				kinds = append(kinds, kv{coll.Broadcast, plan.Options{Chunks: ch}})
 			}
 		}
 	}
@@ -141,7 +142,7 @@ func TestSimulatedCorrectness(t *testing.T) {
 	for n := 2; n <= 8; n++ {
 		for _, k := range kinds {
 			for _, count := range []int64{0, 1, int64(n) - 1, 13, int64(r.IntN(40) + 1)} {
-				g := groupCase{n: n, spec: Spec{Kind: k.kind, Count: count, DType: dtypes[r.IntN(len(dtypes))],
+				g := groupCase{n: n, spec: plan.Spec{Kind: k.kind, Count: count, DType: dtypes[r.IntN(len(dtypes))],
 					Op: ops[r.IntN(len(ops))], Root: r.IntN(n), Options: k.o}}
 				if k.kind != coll.Broadcast {
 					g.spec.Root = 0
@@ -172,8 +173,8 @@ func TestRepeatedCallsNoReset(t *testing.T) {
 			}
 			for seed := range uint64(20) {
 				n := 2 + r.IntN(6)
-				g := groupCase{n: n, spec: Spec{Kind: k, Count: 9, DType: coll.Float32, Op: coll.Sum,
-					Root: r.IntN(n), Options: Options{OneShot: oneShot}}}
+				g := groupCase{n: n, spec: plan.Spec{Kind: k, Count: 9, DType: coll.Float32, Op: coll.Sum,
+					Root: r.IntN(n), Options: plan.Options{OneShot: oneShot}}}
 				if k != coll.Broadcast {
 					g.spec.Root = 0
 				}
@@ -184,17 +185,17 @@ func TestRepeatedCallsNoReset(t *testing.T) {
 	}
 }
 
-func buildGroup(t *testing.T, s Spec, n int) []Plan {
+func buildGroup(t *testing.T, s plan.Spec, n int) []plan.Plan {
 	t.Helper()
 	return buildAll(t, s, n)
 }
 
-func remove(p Plan, match func(Step) bool) Plan {
+func remove(p plan.Plan, match func(plan.Step) bool) plan.Plan {
 	p.Steps = slices.DeleteFunc(slices.Clone(p.Steps), match)
 	return p
 }
 
-func groupBufs(plans []Plan) []Buffers {
+func groupBufs(plans []plan.Plan) []Buffers {
 	b := make([]Buffers, len(plans))
 	for i, p := range plans {
 		b[i] = Buffers{In: make([]byte, p.InBytes), Out: make([]byte, p.OutBytes)}
@@ -205,14 +206,14 @@ func groupBufs(plans []Plan) []Buffers {
 // TestCorruptedPlansAreCaught removes or reorders barrier steps and checks
 // that Validate, ValidateGroup or Simulate reports it.
 func TestCorruptedPlansAreCaught(t *testing.T) {
-	ag := Spec{Kind: coll.AllGather, Count: 4, DType: coll.Float32}
-	ar := Spec{Kind: coll.AllReduce, Count: 8, DType: coll.Float32, Op: coll.Sum}
+	ag := plan.Spec{Kind: coll.AllGather, Count: 4, DType: coll.Float32}
+	ar := plan.Spec{Kind: coll.AllReduce, Count: 8, DType: coll.Float32, Op: coll.Sum}
 
 	t.Run("missing ready wait: Validate", func(t *testing.T) {
 		plans := buildGroup(t, ag, 3)
-		bad := remove(plans[1], func(s Step) bool { return s.Op == Wait && s.Peer == 2 && s.Phase == 0 })
-		err := Validate(bad)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "missing Wait") {
+		bad := remove(plans[1], func(s plan.Step) bool { return s.Op == plan.Wait && s.Peer == 2 && s.Phase == 0 })
+		err := plan.Validate(bad)
+		if !errors.Is(err, plan.ErrInvalid) || !strings.Contains(err.Error(), "missing Wait") {
 			t.Fatalf("Validate = %v", err)
 		}
 	})
@@ -221,12 +222,12 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 		p := plans[0]
 		steps := slices.Clone(p.Steps)
 		// Move the phase-0 wait after the reduce: the reduce reads rank 1 first.
-		i := slices.IndexFunc(steps, func(s Step) bool { return s.Op == Wait && s.Phase == 0 })
+		i := slices.IndexFunc(steps, func(s plan.Step) bool { return s.Op == plan.Wait && s.Phase == 0 })
 		w := steps[i]
 		steps = slices.Delete(steps, i, i+1)
 		steps = slices.Insert(steps, i+1, w)
 		p.Steps = steps
-		if err := Validate(p); !errors.Is(err, ErrInvalid) {
+		if err := plan.Validate(p); !errors.Is(err, plan.ErrInvalid) {
 			t.Fatalf("Validate = %v", err)
 		}
 	})
@@ -234,18 +235,18 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 		plans := buildGroup(t, ag, 3)
 		// Rank 0 neither signals nor waits for phase 1: it may return
 		// while peers still read its input.
-		plans[0] = remove(plans[0], func(s Step) bool { return s.Phase == 1 })
+		plans[0] = remove(plans[0], func(s plan.Step) bool { return s.Phase == 1 })
 		// Validate alone notices that rank 0 never says its reads are done.
-		if err := Validate(plans[0]); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no later Signal") {
+		if err := plan.Validate(plans[0]); !errors.Is(err, plan.ErrInvalid) || !strings.Contains(err.Error(), "no later Signal") {
 			t.Fatalf("Validate = %v", err)
 		}
-		if err := ValidateGroup(plans); !errors.Is(err, ErrInvalid) {
+		if err := plan.ValidateGroup(plans); !errors.Is(err, plan.ErrInvalid) {
 			t.Fatalf("ValidateGroup = %v", err)
 		}
 		// The simulator sees the race even without the static checks:
 		// drop the matching waits on peers so the signal counts agree.
 		for q := 1; q < 3; q++ {
-			plans[q] = remove(plans[q], func(s Step) bool { return s.Op == Wait && s.Peer == 0 && s.Phase == 1 })
+			plans[q] = remove(plans[q], func(s plan.Step) bool { return s.Op == plan.Wait && s.Peer == 0 && s.Phase == 1 })
 		}
 		s := newSim(plans, groupBufs(plans), 1)
 		err := runSim(s, 3, 7)
@@ -258,8 +259,8 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 		// A missing signal of an inner phase is covered by the next phase's
 		// signal (waits are "greater or equal"); the last one is not.
 		plans := buildGroup(t, ar, 3)
-		plans[2] = remove(plans[2], func(s Step) bool { return s.Op == Signal && s.Peer == 0 && s.Phase == 2 })
-		if err := ValidateGroup(plans); !errors.Is(err, ErrInvalid) {
+		plans[2] = remove(plans[2], func(s plan.Step) bool { return s.Op == plan.Signal && s.Peer == 0 && s.Phase == 2 })
+		if err := plan.ValidateGroup(plans); !errors.Is(err, plan.ErrInvalid) {
 			t.Fatalf("ValidateGroup = %v", err)
 		}
 		err := runSim(newSim(plans, groupBufs(plans), 1), 3, 1)
@@ -271,16 +272,16 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 	t.Run("in-place one-shot without scratch races", func(t *testing.T) {
 		// The naive in-place one-shot (reduce straight into Out) overwrites
 		// an input peers are still reading: the simulator must say so.
-		plans := buildGroup(t, Spec{Kind: coll.AllReduce, Count: 8, DType: coll.Float32, Op: coll.Sum,
-			Options: Options{InPlace: true, OneShot: true}}, 2)
+		plans := buildGroup(t, plan.Spec{Kind: coll.AllReduce, Count: 8, DType: coll.Float32, Op: coll.Sum,
+			Options: plan.Options{InPlace: true, OneShot: true}}, 2)
 		for q := range plans {
-			var steps []Step
+			var steps []plan.Step
 			for _, s := range plans[q].Steps {
-				if s.Op == Copy {
+				if s.Op == plan.Copy {
 					continue
 				}
-				if s.Op == Reduce {
-					s.Dst = Ref{Out, q, 0}
+				if s.Op == plan.Reduce {
+					s.Dst = plan.Ref{Buf: plan.Out, Rank: q}
 				}
 				steps = append(steps, s)
 			}
@@ -296,18 +297,18 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 		base := buildGroup(t, ar, 2)[0]
 		for _, tc := range []struct {
 			name string
-			mut  func(*Plan)
+			mut  func(*plan.Plan)
 		}{
-			{"write to peer", func(p *Plan) { p.Steps[2].Dst.Rank = 1 }},
-			{"out of bounds", func(p *Plan) { p.Steps[2].Bytes = 1 << 20 }},
-			{"misaligned", func(p *Plan) { p.Steps[2].Dst.Off = 2 }},
-			{"phase range", func(p *Plan) { p.Steps[0].Phase = 7 }},
-			{"signal self", func(p *Plan) { p.Steps[0].Peer = 0 }},
-			{"write In", func(p *Plan) { p.Steps[2].Dst.Buf = In }},
-			{"peer scratch", func(p *Plan) { p.Steps[2].Srcs[1].Buf = Scratch }},
-			{"phase repeats", func(p *Plan) { p.Steps[3].Phase = 0 }},
-			{"stage overlap", func(p *Plan) {
-				p.Steps = slices.Insert(p.Steps, 3, Step{Op: Copy, Srcs: []Ref{{In, 0, 0}}, Dst: Ref{Out, 0, 0}, Bytes: 4})
+			{"write to peer", func(p *plan.Plan) { p.Steps[2].Dst.Rank = 1 }},
+			{"out of bounds", func(p *plan.Plan) { p.Steps[2].Bytes = 1 << 20 }},
+			{"misaligned", func(p *plan.Plan) { p.Steps[2].Dst.Off = 2 }},
+			{"phase range", func(p *plan.Plan) { p.Steps[0].Phase = 7 }},
+			{"signal self", func(p *plan.Plan) { p.Steps[0].Peer = 0 }},
+			{"write In", func(p *plan.Plan) { p.Steps[2].Dst.Buf = plan.In }},
+			{"peer scratch", func(p *plan.Plan) { p.Steps[2].Srcs[1].Buf = plan.Scratch }},
+			{"phase repeats", func(p *plan.Plan) { p.Steps[3].Phase = 0 }},
+			{"stage overlap", func(p *plan.Plan) {
+				p.Steps = slices.Insert(p.Steps, 3, plan.Step{Op: plan.Copy, Srcs: []plan.Ref{{Buf: plan.In}}, Dst: plan.Ref{Buf: plan.Out}, Bytes: 4})
 			}},
 		} {
 			p := base
@@ -316,7 +317,7 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 				p.Steps[i].Srcs = slices.Clone(p.Steps[i].Srcs)
 			}
 			tc.mut(&p)
-			if err := Validate(p); !errors.Is(err, ErrInvalid) {
+			if err := plan.Validate(p); !errors.Is(err, plan.ErrInvalid) {
 				t.Errorf("%s: Validate = %v", tc.name, err)
 			} else {
 				t.Logf("%s: %v", tc.name, err)
@@ -329,4 +330,22 @@ func TestCorruptedPlansAreCaught(t *testing.T) {
 // so tests can feed it plans the static checks would reject.
 func runSim(s *sim, n int, seed uint64) error {
 	return s.run(n, rand.New(rand.NewPCG(seed, 1)))
+}
+
+// buildAll builds the plans of all n ranks for s and checks they match.
+func buildAll(t *testing.T, s plan.Spec, n int) []plan.Plan {
+	t.Helper()
+	plans := make([]plan.Plan, n)
+	for r := range n {
+		s.N, s.Rank = n, r
+		p, err := plan.Build(s)
+		if err != nil {
+			t.Fatalf("Build(%+v): %v", s, err)
+		}
+		plans[r] = p
+	}
+	if err := plan.ValidateGroup(plans); err != nil {
+		t.Fatalf("ValidateGroup: %v", err)
+	}
+	return plans
 }

@@ -1,9 +1,18 @@
-// Package plan owns collective schedules as data: for one rank of a group,
-// the list of steps that rank executes for one collective call — which bytes
-// it copies or reduces from whose symmetric buffer, and which signals it sends
-// and waits for. Backends interpret plans (backend/shm today, copy engines in
-// backend/cuda later); this package only builds, checks, prints and
-// simulates them. It is pure Go.
+// Package plan is the CPU backend's schedule language: for one rank of a
+// group, the list of steps that rank executes for one collective call —
+// which bytes it copies or reduces from whose symmetric buffer, and which
+// signals it sends and waits for. backend/shm interprets plans; this package
+// only builds, checks and prints them, and plantest simulates a group of
+// them. It is pure Go.
+//
+// Scope: the GPU backend does not run plans. Its copy engines signal with
+// stream memory operations that set, wait for and reset pad words (a
+// captured graph must replay without host-chosen values), and its kernels
+// with per-CTA epochs kept in device memory (backend/cuda/ptx); those two
+// protocols are checked by backend/cuda's own model test
+// (TestSignalProtocolModel) and its GPU tests, not by plantest. Lowering
+// them to plans would need set/reset words and per-CTA signals in the step
+// vocabulary.
 //
 // # Buffers and references
 //
@@ -61,8 +70,7 @@
 // larger value before we saw the smaller one; the >= test accepts that,
 // because the later signal implies the earlier one. Peers never drift more
 // than a few phases apart, far from the 2^31 wrap limit. Nothing is ever
-// reset, so there is no reset race, and a CUDA graph must bake E per replay
-// (or read it from memory) — that is the cuda backend's concern.
+// reset, so there is no reset race.
 //
 // A backend's executor is then, per call (E shared by the group's calls):
 //
@@ -90,9 +98,10 @@
 // Validate checks one plan on its own (bounds, alignment, references,
 // phases, a Wait on a peer before reading it, a Signal to it after, and
 // stage independence). ValidateGroup checks that the n plans of a group
-// match (every Wait has its Signal and vice versa). Simulate executes the n
-// plans against in-memory buffers, honouring waits, with a happens-before
-// checker that reports any read of a peer's buffer not ordered after the
-// peer's writes (or the caller's) and before the peer returns, and reports
-// deadlock (a Wait whose Signal never comes) naming the stuck ranks.
+// match (every Wait has its Signal and vice versa). plantest.Simulate (a
+// package for tests) executes the n plans against in-memory buffers,
+// honouring waits, with a happens-before checker that reports any read of a
+// peer's buffer not ordered after the peer's writes (or the caller's) and
+// before the peer returns, and reports deadlock (a Wait whose Signal never
+// comes) naming the stuck ranks.
 package plan

@@ -12,7 +12,7 @@ import (
 	"github.com/symmem/symmem/coll"
 )
 
-var update = flag.Bool("update", false, "rewrite plan/testdata/*.golden from the current generators")
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current generators")
 
 type variant struct {
 	name string
@@ -50,7 +50,7 @@ func buildAll(t *testing.T, s Spec, n int) []Plan {
 }
 
 // TestGolden compares the printed plans of every rank for n = 2, 3, 4 with
-// plan/testdata/<variant>.golden. Run `go test ./plan -run Golden -update`
+// testdata/<variant>.golden. Run `go test ./backend/shm/plan -run Golden -update`
 // after an intended change and review the diff.
 func TestGolden(t *testing.T) {
 	for _, v := range variants {
@@ -74,7 +74,7 @@ func TestGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./plan -run Golden -update to create it)", err)
+				t.Fatalf("%v (run go test ./backend/shm/plan -run Golden -update to create it)", err)
 			}
 			if got := b.String(); got != string(want) {
 				t.Errorf("%s differs from the generated plans; first difference:\n%s", path, firstDiff(got, string(want)))

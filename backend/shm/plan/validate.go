@@ -12,7 +12,7 @@ import (
 // or Scratch, Scratch never of a peer), phases, a Wait on a peer before any
 // read of its buffers and a Signal to it after the last one, strictly
 // increasing phases per peer, and that the data steps of each stage are
-// independent. It cannot see peers' plans: use ValidateGroup and Simulate.
+// independent. It cannot see peers' plans: use ValidateGroup and plantest.Simulate.
 func Validate(p Plan) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("plan %v n=%d rank=%d: %s: %w", p.Kind, p.N, p.Rank, fmt.Sprintf(format, a...), ErrInvalid)

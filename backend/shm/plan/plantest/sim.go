@@ -1,4 +1,4 @@
-package plan
+package plantest
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/reduce"
 )
@@ -50,18 +51,18 @@ type SimOptions struct {
 //     while a peer still reads its memory.
 //
 // ValidateGroup runs first.
-func Simulate(plans []Plan, bufs []Buffers, o SimOptions) error {
-	if err := ValidateGroup(plans); err != nil {
+func Simulate(plans []plan.Plan, bufs []Buffers, o SimOptions) error {
+	if err := plan.ValidateGroup(plans); err != nil {
 		return err
 	}
 	n := len(plans)
 	if len(bufs) != n {
-		return fmt.Errorf("plan: Simulate: %d buffer sets for %d plans: %w", len(bufs), n, ErrInvalid)
+		return fmt.Errorf("plan: Simulate: %d buffer sets for %d plans: %w", len(bufs), n, plan.ErrInvalid)
 	}
 	for r, b := range bufs {
 		if int64(len(b.In)) < plans[r].InBytes || int64(len(b.Out)) < plans[r].OutBytes {
 			return fmt.Errorf("plan: Simulate: rank %d has in=%d out=%d bytes, plan needs %d and %d: %w",
-				r, len(b.In), len(b.Out), plans[r].InBytes, plans[r].OutBytes, ErrInvalid)
+				r, len(b.In), len(b.Out), plans[r].InBytes, plans[r].OutBytes, plan.ErrInvalid)
 		}
 	}
 	s := newSim(plans, bufs, max(o.Calls, 1))
@@ -112,7 +113,7 @@ type simRank struct {
 }
 
 type sim struct {
-	plans   []Plan
+	plans   []plan.Plan
 	bufs    []Buffers
 	calls   int
 	ranks   []simRank
@@ -121,7 +122,7 @@ type sim struct {
 	history map[[2]int][]access
 }
 
-func newSim(plans []Plan, bufs []Buffers, calls int) *sim {
+func newSim(plans []plan.Plan, bufs []Buffers, calls int) *sim {
 	n := len(plans)
 	s := &sim{plans: plans, bufs: bufs, calls: calls, ranks: make([]simRank, n),
 		slot: make([][]uint32, n), slotVC: make([][][]int, n), history: map[[2]int][]access{}}
@@ -138,7 +139,7 @@ func newSim(plans []Plan, bufs []Buffers, calls int) *sim {
 // now (before a call, and after it returns).
 func (s *sim) callerOwns(r int, what string) error {
 	s.ranks[r].vc[r]++
-	for _, b := range []Buf{In, Out} {
+	for _, b := range []plan.Buf{plan.In, plan.Out} {
 		if n := int64(len(s.mem(r, b))); n > 0 {
 			if err := s.record(r, b, r, 0, n, true, fmt.Sprintf("rank %d: %s", r, what)); err != nil {
 				return err
@@ -157,25 +158,25 @@ func (s *sim) setEpoch(e uint32) {
 	}
 }
 
-func (s *sim) mem(owner int, b Buf) []byte {
+func (s *sim) mem(owner int, b plan.Buf) []byte {
 	switch b {
-	case In:
+	case plan.In:
 		return s.bufs[owner].In[:s.plans[owner].InBytes]
-	case Out:
+	case plan.Out:
 		return s.bufs[owner].Out[:s.plans[owner].OutBytes]
 	}
 	return s.ranks[owner].scratch
 }
 
-func (s *sim) want(r int, phase int) uint32 { return Target(s.ranks[r].base, phase) }
+func (s *sim) want(r int, phase int) uint32 { return plan.Target(s.ranks[r].base, phase) }
 
 func (s *sim) ready(r int) bool {
 	st := s.plans[r].Steps
-	if s.ranks[r].pc >= len(st) || st[s.ranks[r].pc].Op != Wait {
+	if s.ranks[r].pc >= len(st) || st[s.ranks[r].pc].Op != plan.Wait {
 		return true
 	}
 	w := st[s.ranks[r].pc]
-	return Reached(s.slot[r][w.Peer], s.want(r, w.Phase))
+	return plan.Reached(s.slot[r][w.Peer], s.want(r, w.Phase))
 }
 
 func (s *sim) step(r int) error {
@@ -195,18 +196,18 @@ func (s *sim) step(r int) error {
 	rk.pc++
 	rk.vc[r]++
 	switch st.Op {
-	case Signal:
+	case plan.Signal:
 		v := s.want(r, st.Phase)
-		if old := s.slot[st.Peer][r]; Reached(old, v) {
-			return fmt.Errorf("plan: %s stores %d but the word already holds %d (signals must increase): %w", what, v, old, ErrInvalid)
+		if old := s.slot[st.Peer][r]; plan.Reached(old, v) {
+			return fmt.Errorf("plan: %s stores %d but the word already holds %d (signals must increase): %w", what, v, old, plan.ErrInvalid)
 		}
 		s.slot[st.Peer][r] = v
 		s.slotVC[st.Peer][r] = append([]int(nil), rk.vc...)
-	case Wait:
+	case plan.Wait:
 		for i, c := range s.slotVC[r][st.Peer] {
 			rk.vc[i] = max(rk.vc[i], c)
 		}
-	case Copy, Reduce:
+	case plan.Copy, plan.Reduce:
 		srcs := make([][]byte, len(st.Srcs))
 		for i, ref := range st.Srcs {
 			if err := s.record(ref.Rank, ref.Buf, r, ref.Off, st.Bytes, false, what); err != nil {
@@ -218,7 +219,7 @@ func (s *sim) step(r int) error {
 			return err
 		}
 		dst := s.mem(st.Dst.Rank, st.Dst.Buf)[st.Dst.Off : st.Dst.Off+st.Bytes]
-		if st.Op == Copy {
+		if st.Op == plan.Copy {
 			copy(dst, srcs[0])
 			return nil
 		}
@@ -234,7 +235,7 @@ func (s *sim) step(r int) error {
 
 // record checks an access by rank r to owner's buffer b against earlier
 // conflicting accesses by other ranks and remembers it.
-func (s *sim) record(owner int, b Buf, r int, off, n int64, write bool, what string) error {
+func (s *sim) record(owner int, b plan.Buf, r int, off, n int64, write bool, what string) error {
 	key := [2]int{owner, int(b)}
 	a := access{lo: off, hi: off + n, rank: r, write: write, clock: s.ranks[r].vc[r], what: what}
 	h := s.history[key]
