@@ -111,14 +111,7 @@ L_bf16:`)
 			p.f("\tmov.b32         %%f%d, %%r56;", f0+2*j+1)
 		}
 	}
-	bf16Unpack(0, 1)
-	for k := 1; k < maxRanks; k++ {
-		p.f("\t@!%%q%d bra       L_bf16_done;", k)
-		bf16Unpack(k, 9)
-		for j := 0; j < 8; j++ {
-			p.f("\tadd.rn.f32      %%f%d, %%f%d, %%f%d;", 1+j, 1+j, 9+j)
-		}
-	}
+	p.sumHalves("L_bf16_done", bf16Unpack)
 	p.w(`L_bf16_done:
 	// Round to nearest even: (u + 0x7fff + (u >> 16 & 1)) >> 16; NaN -> 0x7fc0.`)
 	for j := 0; j < 8; j++ {
@@ -147,14 +140,7 @@ L_f16:`)
 			p.f("\tcvt.f32.f16     %%f%d, %%h%d;", f0+2*j+1, 2+2*j)
 		}
 	}
-	f16Unpack(0, 1)
-	for k := 1; k < maxRanks; k++ {
-		p.f("\t@!%%q%d bra       L_f16_done;", k)
-		f16Unpack(k, 9)
-		for j := 0; j < 8; j++ {
-			p.f("\tadd.rn.f32      %%f%d, %%f%d, %%f%d;", 1+j, 1+j, 9+j)
-		}
-	}
+	p.sumHalves("L_f16_done", f16Unpack)
 	p.w("L_f16_done:")
 	for j := 0; j < 8; j++ {
 		p.f("\tcvt.rn.f16.f32  %%h%d, %%f%d;", 1+j, 1+j)
@@ -190,4 +176,19 @@ L_end:
 	ret;
 }`)
 	return p.b.String()
+}
+
+// sumHalves sums the 16-bit types: unpack(k, f0) widens rank k's quad (eight
+// values) into %f(f0)..%f(f0+7); rank 0 lands in %f1..%f8, every further
+// existing rank in %f9..%f16 and is added in rank order. The first missing
+// rank ends the sum (ranks are 0..n-1).
+func (p *ptx) sumHalves(done string, unpack func(k, f0 int)) {
+	unpack(0, 1)
+	for k := 1; k < maxRanks; k++ {
+		p.f("\t@!%%q%d bra       %s;", k, done)
+		unpack(k, 9)
+		for j := 0; j < 8; j++ {
+			p.f("\tadd.rn.f32      %%f%d, %%f%d, %%f%d;", 1+j, 1+j, 9+j)
+		}
+	}
 }
