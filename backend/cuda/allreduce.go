@@ -12,14 +12,11 @@ import (
 // the peer mappings and sums in float32, in rank order, once per element: a
 // one-shot all-reduce for small messages. Pointed at chunk r of every input
 // it is rank r's reduce-scatter. Its parameter block has the all-gather's
-// size and shares the header, region and timeout offsets.
-const (
-	arOut, arBytes, arDType = 0, 8, 32
-	arSrc                   = 40
-	// arMaxBytes is what one pass holds: every thread keeps at most four
-	// 16-byte results in shared memory until the peers have read its input.
-	arMaxBytes = kernMaxCTAs * kernThreads * kernVecsPerThread * kernAlign
-)
+// size and shares the header, region and timeout offsets (kernel_layout.go).
+//
+// arMaxBytes is what one pass holds: every thread keeps at most arSlots
+// 16-byte results in shared memory until the peers have read its input.
+const arMaxBytes = kernMaxCTAs * kernThreads * arSlots * kernAlign
 
 // errKernelOp is wrapped when the all-reduce kernel is forced on an
 // operation, type or size it does not implement.

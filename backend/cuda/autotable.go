@@ -11,7 +11,7 @@ type autoRow struct {
 
 // autoTable is measured on the 2x H200 machine (NVLink NV18, driver 580.159,
 // NCCL 2.28.9), bf16, 2 ranks, `symmem bench` through the launcher
-// (bench/results/gpu-kernel-2026-11-21.md, run 9). All-gather: symmem's
+// (results/gpu-kernel-2026-11-21.md, run 9). All-gather: symmem's
 // kernel wins up to 16 MiB (1 MiB 9.2/8.9 us out-of-place/in-place vs NCCL
 // windows 10.6/9.6 and plain NCCL 11.8/10.6), except in-place around 4 MiB,
 // where NCCL's window kernel is faster (12.4 vs 14.1 us; out-of-place 16.2
@@ -35,7 +35,7 @@ var autoTable = map[coll.Kind][]autoRow{
 }
 
 // autoTableWide replaces rows for groups of more than 2 ranks, measured on
-// 4x H200 (bench/results/gpu-kernel-2026-11-21.md, 4 ranks): the kernel
+// 4x H200 (results/gpu-kernel-2026-11-21.md, 4 ranks): the kernel
 // matches or beats NCCL windows up to 64 MiB (64 KiB 8.4 vs 10.1 us, 1 MiB
 // 11.1 vs 11.0, 64 MiB 157/156 vs 157/185 out-of-place/in-place), copy
 // engines win from 256 MiB (gpu-scale-2026-11-21.md: 340-353 GB/s vs 331).

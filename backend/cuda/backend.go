@@ -166,7 +166,7 @@ var (
 // Backend in the same job too — never meet those of an earlier one. Ranks
 // that create the same groups in the same order agree on it. (Under `symmem
 // launch` a second Backend in one process reused generation 0 and read the
-// first one's stale NCCL id: bench/results/gpu-2026-11-21.md, run 4.)
+// first one's stale NCCL id: results/gpu-2026-11-21.md, run 4.)
 func nextGeneration(name string) int {
 	genMu.Lock()
 	defer genMu.Unlock()

@@ -32,7 +32,7 @@ type ceTune struct {
 }
 
 // defaultTune is chosen from the variants measured on the 2x H200 machine
-// (bench/results/gpu-2026-11-21.md, run 3, "copy-engine variants"):
+// (results/gpu-2026-11-21.md, run 3, "copy-engine variants"):
 //   - push (write into the peers' outputs) beat pull at every size from
 //     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357;
 //   - the out-of-place local copy on a side stream (sideLocal 0) was best

@@ -11,7 +11,8 @@
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
 //     moves the data, so no SM runs; the whole sequence of one call is issued
 //     in one cgo call (native/cuda.Program);
-//   - symmem's kernels (kernel.go, allreduce.go, ptx/): PTX JIT-compiled once
+//   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
+//     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
 //     signals with device-side epochs (graph replay is correct) and a watchdog
 //     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors

@@ -49,10 +49,10 @@ func TestGPUGraphCapture(t *testing.T) {
 				continue
 			}
 			for _, size := range []int64{64 << 10, 1 << 20, 32 << 20} {
-				slice := size / n
-				count := slice / 2
+				slice := size / n / 16 * 16 // the kernel's 16-byte vectors, for n = 3 too
+				count, total := slice/2, n*slice
 				in := coll.Span{Ptr: out.Ptr + uint64(int64(me)*slice), Len: slice} // in-place
-				req := tg.Request(tg.G, tg.gid, coll.AllGather, coll.Span{Ptr: out.Ptr, Len: size}, in, count, coll.BFloat16, coll.Sum, 0, algo)
+				req := tg.Request(tg.G, tg.gid, coll.AllGather, coll.Span{Ptr: out.Ptr, Len: total}, in, count, coll.BFloat16, coll.Sum, 0, algo)
 				req.Stream = s.Handle()
 				if err := tg.Barrier(); err != nil {
 					t.Fatal(err)
@@ -65,12 +65,12 @@ func TestGPUGraphCapture(t *testing.T) {
 				if rerr != nil || err != nil {
 					t.Fatalf("%s %s: capture: run %v, end %v", algo, bench.FormatSize(size), rerr, err)
 				}
-				host, want := make([]byte, size), make([]byte, slice)
+				host, want := make([]byte, total), make([]byte, slice)
 				check := func(round int) {
 					if err := s.Wait(context.Background(), 30*time.Second); err != nil {
 						t.Fatalf("%s round %d: %v", algo, round, err)
 					}
-					if err := tg.Read(host, coll.Span{Ptr: out.Ptr, Len: size}); err != nil {
+					if err := tg.Read(host, coll.Span{Ptr: out.Ptr, Len: total}); err != nil {
 						t.Fatal(err)
 					}
 				}

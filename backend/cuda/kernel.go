@@ -11,9 +11,11 @@ import (
 	"github.com/symmem/symmem/internal/native/cuda"
 )
 
-// symmem's own kernels (hand-written PTX, see each file's header for its
-// protocol). The driver JIT-compiles them once per process for the device at
-// hand.
+// symmem's own kernels (PTX written by internal/ptxgen with the offsets in
+// kernel_layout.go; see each file's header for its protocol). The driver
+// JIT-compiles them once per process for the device at hand.
+//
+//go:generate go run ./internal/ptxgen
 var (
 	//go:embed ptx/allgather.ptx
 	allGatherPTX []byte
@@ -22,21 +24,11 @@ var (
 )
 
 // Kernel signal regions in each rank's pad (one per kernel, so their epoch
-// counters never mix), and the kernels' limits; the offsets inside a region
-// and the parameter blocks are fixed by the PTX.
+// counters never mix); the parameter blocks and the regions' insides are
+// fixed by the PTX (kernel_layout.go).
 const (
-	kernRegion   = 64 << 10 // byte offset of the all-gather region in the pad
-	arRegion     = 80 << 10 // ... and of the all-reduce region
-	kernMaxCTAs  = 64       // counters and flags exist for CTAs 0..63
-	kernMaxRanks = 8        // targets in the parameter block
-	kernArgBytes = 176
-	kernThreads  = 512
-	kernAlign    = 16 // the kernel moves 16-byte vectors
-
-	argIn, argSlice, argRegion = 0, 8, 16
-	argMe, argN, argMask       = 24, 28, 32
-	argDst, argPeerRegion      = 40, 104
-	argTimeout                 = 168
+	kernRegion = 64 << 10 // byte offset of the all-gather region in the pad
+	arRegion   = 80 << 10 // ... and of the all-reduce region
 )
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it
@@ -84,7 +76,7 @@ func (b *Backend) unloadKernels() {
 }
 
 // kernVecsPerThread is the work per thread below the CTA limit. Measured on
-// 2x H200 (bench/results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
+// 2x H200 (results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
 // CTAs took 9.0 us and 64 took 9.9 (each CTA signals every peer), at 16 MiB
 // 64 CTAs took 31.7 us and 16 took 34.6.
 const kernVecsPerThread = 4

@@ -52,8 +52,11 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("PTX reads parameter offsets %v, Go writes %v", got, want)
 			}
-			// ready at 4*kernMaxCTAs, done after kernMaxCTAs*kernMaxRanks words.
+			// ready after cnt[kernMaxCTAs], done after kernMaxCTAs*kernMaxRanks words.
 			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
+			if ready != regionReady || done != regionDone || done+4*kernMaxCTAs*kernMaxRanks != regionBytes {
+				t.Fatalf("region layout: ready %d done %d size %d, want %d %d %d", regionReady, regionDone, regionBytes, ready, done, done+4*kernMaxCTAs*kernMaxRanks)
+			}
 			for _, off := range []int{ready, done} {
 				if !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
 					t.Errorf("PTX never adds region offset %d", off)
@@ -64,7 +67,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
 		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
 	}
-	if end := 4*kernMaxCTAs + 8*kernMaxCTAs*kernMaxRanks; kernRegion+end > arRegion || arRegion+end > 128<<10 {
+	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > 128<<10 {
 		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)
 	}
 	if arMaxBytes != 2<<20 {

@@ -57,7 +57,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	// A blocking communicator (backend/nccl's default): on the 2x H200
 	// machine (NCCL 2.28.9) the second window registration on a non-blocking
 	// one failed with "Attempt to use communicator before the previous
-	// operation returned ncclSuccess" (bench/results/gpu-2026-11-21.md, run
+	// operation returned ncclSuccess" (results/gpu-2026-11-21.md, run
 	// 1). Every rank has met in setup's all-gather before the communicator is
 	// created, so a blocking init does not wait for absent ranks.
 	cfg := bnccl.Config{NonBlocking: os.Getenv(NCCLNonBlockingEnv) == "1"}

@@ -19,7 +19,7 @@ var ErrNotSymmetric = errNotSymmetric
 // ErrNCCLInPlaceMisaligned is wrapped when NCCL would run an in-place
 // all-gather on window memory with a slice that is not a multiple of 4
 // bytes below 1 MiB: NCCL 2.28.9's symmetric kernels returned wrong data
-// there on the 2x H200 machine (bench/results/gpu-2026-11-21.md, run 2;
+// there on the 2x H200 machine (results/gpu-2026-11-21.md, run 2;
 // 4 KiB and 64 KiB, bf16/fp16/int8 odd counts). Use ce, or an even count.
 var ErrNCCLInPlaceMisaligned = errors.New("NCCL window all-gather in-place with a slice not a multiple of 4 bytes (below 1 MiB) is known to return wrong data")
 

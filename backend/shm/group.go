@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/plan"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )

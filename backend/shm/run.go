@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/plan"
 )
 
 // OneShotBytes: all-reduces up to this size use the one-shot plan (every

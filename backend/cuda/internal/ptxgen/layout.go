@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+)
+
+// The kernels' fixed shape. The launch code (kernel.go, allreduce.go) gets
+// these through the generated kernel_layout.go, never by copying numbers.
+const (
+	maxRanks = 8   // peers in the parameter block (registers per rank are unrolled)
+	maxCTAs  = 64  // CTAs with an epoch counter and flags in the region
+	threads  = 512 // threads per CTA: the all-reduce's shared slots assume it
+	vecBytes = 16  // both kernels move 16-byte vectors (v4.u32)
+	arSlots  = 4   // 16-byte results one all-reduce thread keeps in shared memory
+)
+
+// Parameter block P, shared header then per-kernel arrays. Offsets in bytes.
+const (
+	pA        = 0                      // u64: all-gather input / all-reduce output
+	pBytes    = 8                      // u64: all-gather slice / all-reduce bytes (multiples of 16)
+	pRegion   = 16                     // u64: this rank's signal region
+	pMe       = 24                     // u32
+	pN        = 28                     // u32
+	pMode     = 32                     // u32: all-gather target mask / all-reduce dtype code
+	pPtrs     = 40                     // [maxRanks]u64: all-gather targets / all-reduce sources
+	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
+	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
+	pSize     = pTimeout + 8
+)
+
+// Signal region of one kernel: cnt[maxCTAs] u32 (epoch of CTA b, this rank
+// only), ready[maxCTAs][maxRanks] u32, done[maxCTAs][maxRanks] u32.
+const (
+	rReady = 4 * maxCTAs
+	rDone  = rReady + 4*maxCTAs*maxRanks
+	rSize  = rDone + 4*maxCTAs*maxRanks
+)
+
+// goLayout is kernel_layout.go.
+func goLayout() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `// %s
+
+package cuda
+
+// The kernels' parameter blocks and signal regions, as ptx/*.ptx use them.
+const (
+	kernMaxRanks = %d // peers in a parameter block
+	kernMaxCTAs  = %d // CTAs with counters and flags in a signal region
+	kernThreads  = %d // threads per CTA (the all-reduce's shared memory assumes it)
+	kernAlign    = %d // bytes per vector: buffers and sizes are multiples of it
+	kernArgBytes = %d // parameter block size
+
+	// Header, the same in both kernels.
+	argRegion, argMe, argN    = %d, %d, %d
+	argPeerRegion, argTimeout = %d, %d
+
+	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
+	argIn, argSlice, argMask, argDst = %d, %d, %d, %d
+
+	// All-reduce: output, bytes, dtype code, sources[kernMaxRanks].
+	arOut, arBytes, arDType, arSrc = %d, %d, %d, %d
+	arSlots                        = %d // 16-byte results per thread held in shared memory
+
+	// Signal region: cnt[kernMaxCTAs], ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionReady, regionDone, regionBytes = %d, %d, %d
+)
+`, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
+		pRegion, pMe, pN, pPeerRegs, pTimeout,
+		pA, pBytes, pMode, pPtrs,
+		pA, pBytes, pMode, pPtrs, arSlots,
+		rReady, rDone, rSize)
+	src, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("kernel_layout.go does not format: %w", err)
+	}
+	return src, nil
+}
