@@ -70,9 +70,9 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	if o.algo == "" {
 		o.algo = coll.AlgoAuto
 	}
-	if g.w.host && o.algo != coll.AlgoAuto && o.algo != coll.AlgoDirect {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (use %q or %q): %w",
-			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, coll.AlgoDirect, ErrNotSupported)
+	if !g.w.caps.Supports(c.kind, o.algo) {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (want %q or one of %v): %w",
+			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, g.w.caps.Algos[c.kind], ErrNotSupported)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

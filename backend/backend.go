@@ -7,8 +7,8 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"time"
 
 	"github.com/symmem/symmem/coll"
@@ -21,17 +21,79 @@ import (
 // does not serve. Nothing was enqueued, and every rank refuses alike (the
 // choice depends only on what all ranks share); `auto` never refuses this
 // way.
-var ErrRefused = errors.New("backend: the requested algorithm cannot run this call")
+var ErrRefused = errs.Refused
 
-// Backend is one kind of memory and transport.
+// Backend is one kind of memory and transport. Everything the user API
+// asks of a backend is in this interface and in Capabilities: it never
+// tests which backend it holds.
 type Backend interface {
 	Name() string
+	// Capabilities declares what the backend offers (constant for its
+	// lifetime).
+	Capabilities() Capabilities
 	// Provider supplies the segments of this process's one pool.
 	Provider() pool.Provider
 	// NewGroup creates the backend side of a group. It is collective over
 	// cfg.Ranks.
 	NewGroup(ctx context.Context, cfg GroupConfig) (Group, error)
+	// Describe reports the backend's hardware and groups in a few lines
+	// (`symmem doctor`).
+	Describe() string
 	Close() error
+}
+
+// Capabilities are the declared parts of a backend that differ between
+// backends.
+type Capabilities struct {
+	// Algos lists, per collective, the algorithms a call may force with
+	// Request.Algo besides coll.AlgoAuto. Any other algorithm is
+	// ErrNotSupported before the backend sees the call.
+	Algos map[coll.Kind][]coll.Algo
+	// Device is nil when buffers are host memory (Buffer.Bytes works,
+	// calls complete before they return, ordinary memory is staged through
+	// the pool by the user API). Otherwise buffers live on a device and the
+	// backend supplies the operations a caller needs to move data in and
+	// out and to order work.
+	Device Device
+}
+
+// Supports reports whether a may be forced for k (auto always may).
+func (c Capabilities) Supports(k coll.Kind, a coll.Algo) bool {
+	if a == coll.AlgoAuto || a == "" {
+		return true
+	}
+	for _, x := range c.Algos[k] {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Device is the part of the contract a backend with device memory adds.
+// Addresses are device virtual addresses in this process.
+type Device interface {
+	// Synchronize waits (bounded by timeout) until the work enqueued on
+	// the backend's own stream has completed.
+	Synchronize(ctx context.Context, timeout time.Duration) error
+	// Fence returns a completion marker for the work enqueued so far on
+	// stream (0: the backend's own); the pool waits for it before it hands
+	// freed bytes out again.
+	Fence(stream uint64) (pool.Fence, error)
+	// Write copies src to dst. When it returns, the bytes are in device
+	// memory and visible to every stream and every peer process: a peer
+	// told through the host may read them at once.
+	Write(ctx context.Context, dst uint64, src []byte) error
+	// Read copies len(dst) bytes from src after the work enqueued on the
+	// backend's own stream has completed.
+	Read(ctx context.Context, dst []byte, src uint64) error
+	// Copy enqueues a local device-to-device copy of n bytes on stream (0:
+	// the backend's own).
+	Copy(dst, src uint64, n int64, stream uint64) error
+	// AllocLocal returns ordinary device memory outside the pool (not
+	// symmetric); FreeLocal releases it after the backend's stream is idle.
+	AllocLocal(bytes int64) (uint64, error)
+	FreeLocal(ptr uint64) error
 }
 
 // GroupConfig describes a group of ranks to a backend.
@@ -77,6 +139,9 @@ type Group interface {
 	// Run executes req. Backends that need symmetric buffers for a path say
 	// so in the returned error; the user API stages ordinary memory first.
 	Run(ctx context.Context, req Request) (coll.Path, error)
+	// Explain reports the path Run would take for req and why, without
+	// running anything; symmetric spans (Sym.OK) are taken as registered.
+	Explain(req Request) coll.Path
 	Close() error
 }
 

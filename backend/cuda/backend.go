@@ -50,9 +50,11 @@ type Backend struct {
 	// watchdog is Options.Watchdog (kernel parameter).
 	watchdog time.Duration
 
-	mu     sync.Mutex
-	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
-	closed bool
+	mu       sync.Mutex
+	copyProg *cuda.Program       // Copy's program (under mu)
+	local    map[uint64]*segment // AllocLocal's allocations by base
+	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
+	closed   bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -183,6 +185,12 @@ func (b *Backend) Close() error {
 	for _, g := range gs {
 		g.Close()
 	}
+	b.mu.Lock()
+	for p, s := range b.local {
+		s.release(b.ctx)
+		delete(b.local, p)
+	}
+	b.mu.Unlock()
 	err := b.prov.close()
 	b.unloadKernels()
 	if e := b.stream.Destroy(); err == nil {
@@ -198,4 +206,25 @@ func (b *Backend) Close() error {
 // which runs calls made without WithStream, is idle.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
 	return b.stream.Wait(ctx, timeout)
+}
+
+// Usable reports why this process cannot run the GPU backend (nil when it
+// can): the driver loads and device 0 has VMM with POSIX-fd handles. It
+// opens no context.
+func Usable() error {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no CUDA device visible: %w", ErrNotSupported)
+	}
+	info, err := cuda.Info(0)
+	if err != nil {
+		return err
+	}
+	if !info.VMM || !info.PosixFD {
+		return fmt.Errorf("device 0 (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+	}
+	return nil
 }

@@ -2,8 +2,8 @@ package cuda
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
@@ -18,7 +18,7 @@ import (
 
 // ErrBroken is wrapped by every call on a group after a copy-engine
 // collective on it failed midway: the ranks' epochs no longer agree.
-var ErrBroken = errors.New("cuda: group is broken by an earlier failure")
+var ErrBroken = errs.Broken
 
 // DefaultTimeout bounds waits when the GroupConfig gives none.
 const DefaultTimeout = 60 * time.Second

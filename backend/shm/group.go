@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
 // ErrBroken is wrapped by every call on a group after a collective on it
 // failed midway (a peer died or timed out): the ranks' signal counters no
 // longer agree, so the group cannot be used again.
-var ErrBroken = errors.New("shm: group is broken by an earlier failure")
+var ErrBroken = errs.Broken
 
 // DefaultTimeout bounds waits when the GroupConfig gives none.
 const DefaultTimeout = 60 * time.Second
