@@ -58,7 +58,6 @@ type Group struct {
 	used    []uint64    // streams that ran copy-engine collectives since the last quiesce
 	h       handles     // raw handles of side, joins, fork, forkX, last
 	broken  error
-	tune    ceTune
 	kargs   *cuda.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
 	kernWhy string
 
@@ -102,7 +101,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		prefix: fmt.Sprintf("symmem/%s/cuda/%s#%d", b.env.JobID, cfg.Name, gen),
 		segs:   map[pool.SegmentID]*peerSeg{},
 		prog:   cuda.NewProgram(64),
-		tune:   defaultTune(),
 	}
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
@@ -249,9 +247,6 @@ func (g *Group) Size() int { return len(g.ranks) }
 
 // Name names the group.
 func (g *Group) Name() string { return g.name }
-
-// CopyEngines reports whether the copy-engine path is available, and why.
-func (g *Group) CopyEngines() (bool, string) { return g.ce, g.ceWhy }
 
 func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.timeout)

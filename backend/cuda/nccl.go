@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/symmem/symmem/backend"
 	bnccl "github.com/symmem/symmem/backend/nccl"
@@ -12,10 +11,6 @@ import (
 	native "github.com/symmem/symmem/internal/native/nccl"
 	"github.com/symmem/symmem/pool"
 )
-
-// NCCLNonBlockingEnv set to 1 makes the groups' NCCL communicators
-// non-blocking (NCCL's asynchronous init and registration).
-const NCCLNonBlockingEnv = "SYMMEM_CUDA_NCCL_NONBLOCKING"
 
 // ncclState is the backend's NCCL library (or why there is none).
 type ncclState struct {
@@ -60,7 +55,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	// operation returned ncclSuccess" (bench/results/gpu-2026-11-21.md, run
 	// 1). Every rank has met in setup's all-gather before the communicator is
 	// created, so a blocking init does not wait for absent ranks.
-	cfg := bnccl.Config{NonBlocking: os.Getenv(NCCLNonBlockingEnv) == "1"}
+	cfg := bnccl.Config{}
 	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
 		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})
 	if err != nil {

@@ -96,10 +96,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
 	// Pull reads the peers' inputs (registered input, or in-place in a
 	// registered output); push writes into the peers' outputs.
-	g.runMu.Lock()
-	mode := g.tune.mode
-	g.runMu.Unlock()
-	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
+	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || req.OutSym.OK)
 	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
 	bad := ncclUnsafe(req, inPlace, win, n)
 	switch req.Algo {

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 )
 
@@ -125,12 +124,6 @@ func (p *Program) BeginBatch(stream uint64) {
 	p.ops = append(p.ops, Op{Kind: opBatch, Stream: stream})
 }
 
-// NoBatchEnv, when set to 1, makes every program issue its memory
-// operations one call each instead of cuStreamBatchMemOp (a diagnostic).
-const NoBatchEnv = "SYMMEM_CUDA_NO_BATCH"
-
-var noBatch = os.Getenv(NoBatchEnv) == "1"
-
 // EndBatch closes the group opened by BeginBatch. A group of one op is
 // issued as a plain call.
 func (p *Program) EndBatch() {
@@ -139,7 +132,7 @@ func (p *Program) EndBatch() {
 	}
 	n := len(p.ops) - p.batch - 1
 	switch {
-	case n <= 1 || n > 32 || noBatch || p.NoBatch:
+	case n <= 1 || n > 32 || p.NoBatch:
 		// Not worth a batch (or too long): drop the header, keep the ops.
 		copy(p.ops[p.batch:], p.ops[p.batch+1:])
 		p.ops = p.ops[:len(p.ops)-1]

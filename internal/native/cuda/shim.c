@@ -34,7 +34,6 @@ FN(CUresult, cuStreamCreateWithPriority, (CUstream*, unsigned, int))
 FN(CUresult, cuStreamDestroy, (CUstream))
 FN(CUresult, cuStreamSynchronize, (CUstream))
 FN(CUresult, cuStreamQuery, (CUstream))
-FN(CUresult, cuStreamIsCapturing, (CUstream, int*))
 FN(CUresult, cuStreamWaitEvent, (CUstream, CUevent, unsigned))
 FN(CUresult, cuEventCreate, (CUevent*, unsigned))
 FN(CUresult, cuEventDestroy, (CUevent))
@@ -100,7 +99,6 @@ static symc_sym syms[] = {
 	S(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
 	S(cuStreamSynchronize, "cuStreamSynchronize"),
 	S(cuStreamQuery, "cuStreamQuery"),
-	S(cuStreamIsCapturing, "cuStreamIsCapturing"),
 	S(cuStreamWaitEvent, "cuStreamWaitEvent"),
 	S(cuEventCreate, "cuEventCreate"),
 	S(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy"),
@@ -262,7 +260,6 @@ CUresult symc_stream_create(CUcontext ctx, unsigned flags, int priority, CUstrea
 CUresult symc_stream_destroy(CUcontext ctx, CUstream s) { CTX(ctx); return p_cuStreamDestroy(s); }
 CUresult symc_stream_sync(CUcontext ctx, CUstream s) { CTX(ctx); return p_cuStreamSynchronize(s); }
 CUresult symc_stream_query(CUcontext ctx, CUstream s) { CTX(ctx); return p_cuStreamQuery(s); }
-CUresult symc_stream_capturing(CUcontext ctx, CUstream s, int* status) { CTX(ctx); return p_cuStreamIsCapturing(s, status); }
 CUresult symc_event_create(CUcontext ctx, unsigned flags, CUevent* e) { CTX(ctx); return p_cuEventCreate(e, flags); }
 CUresult symc_event_destroy(CUcontext ctx, CUevent e) { CTX(ctx); return p_cuEventDestroy(e); }
 CUresult symc_event_record(CUcontext ctx, CUevent e, CUstream s) { CTX(ctx); return p_cuEventRecord(e, s); }

@@ -90,7 +90,6 @@ CUresult symc_stream_create(CUcontext ctx, unsigned flags, int priority, CUstrea
 CUresult symc_stream_destroy(CUcontext ctx, CUstream s);
 CUresult symc_stream_sync(CUcontext ctx, CUstream s);
 CUresult symc_stream_query(CUcontext ctx, CUstream s);
-CUresult symc_stream_capturing(CUcontext ctx, CUstream s, int* status);
 CUresult symc_event_create(CUcontext ctx, unsigned flags, CUevent* e);
 CUresult symc_event_destroy(CUcontext ctx, CUevent e);
 CUresult symc_event_record(CUcontext ctx, CUevent e, CUstream s);

@@ -56,15 +56,6 @@ func (s *Stream) Wait(ctx context.Context, timeout time.Duration) error {
 	return poll(ctx, timeout, "stream", s.Query, s.Synchronize)
 }
 
-// Capturing reports whether the stream is being captured into a CUDA graph.
-func (s *Stream) Capturing() (bool, error) {
-	var st C.int
-	if err := check("cuStreamIsCapturing", C.symc_stream_capturing(s.ctx.h, s.h, &st)); err != nil {
-		return false, err
-	}
-	return st != 0, nil
-}
-
 // Event is a CUDA event of one context.
 type Event struct {
 	ctx *Context

@@ -8,8 +8,8 @@
 //     Lib.Version, Lib.HasWindows;
 //   - communicators: GetUniqueID, CommInitRank (ncclCommInitRankConfig),
 //     Finalize, Destroy, Abort, AsyncError;
-//   - collectives: AllGather, ReduceScatter, AllReduce, Broadcast, GroupStart,
-//     GroupEnd — one cgo call each, which also makes the caller's CUDA
+//   - collectives: AllGather, ReduceScatter, AllReduce, Broadcast — one cgo
+//     call each, which also makes the caller's CUDA
 //     context current on the OS thread that runs it (cuCtxSetCurrent), so
 //     goroutine migration cannot leave NCCL on the wrong device;
 //   - windows: WindowRegister / WindowDeregister (NCCL >= 2.27; absent

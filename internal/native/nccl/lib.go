@@ -18,13 +18,12 @@ import (
 
 // Lib is one loaded libnccl.so.2 with its resolved entry points.
 type Lib struct {
-	Path        string   // the candidate that loaded (as given to dlopen)
-	Version     int      // ncclGetVersion, e.g. 22803
-	HasWindows  bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
-	HasMemAlloc bool     // ncclMemAlloc and ncclMemFree exist
-	HasCUDA     bool     // cuCtxSetCurrent was resolved from libcuda.so.1
-	Tried       []string // "candidate: why it failed", for those tried before Path
-	NVLSForced  bool     // Load set NCCL_NVLS_ENABLE=0 because it was unset
+	Path       string   // the candidate that loaded (as given to dlopen)
+	Version    int      // ncclGetVersion, e.g. 22803
+	HasWindows bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
+	HasCUDA    bool     // cuCtxSetCurrent was resolved from libcuda.so.1
+	Tried      []string // "candidate: why it failed", for those tried before Path
+	NVLSForced bool     // Load set NCCL_NVLS_ENABLE=0 because it was unset
 
 	c *C.sm_nccl // C memory, never freed (the library stays loaded)
 }
@@ -94,7 +93,6 @@ func Open(candidates []string) (*Lib, error) {
 		}
 		l.Version = int(v)
 		l.HasWindows = C.sm_has(cl, 0) != 0
-		l.HasMemAlloc = C.sm_has(cl, 1) != 0
 		l.HasCUDA = C.sm_has(cl, 2) != 0
 		return l, nil
 	}
