@@ -36,6 +36,10 @@ type Options struct {
 	// forever on a rank that died. 0 means 10 minutes. It is separate from
 	// Timeout because a healthy peer may reach a collective minutes late.
 	GPUWatchdog time.Duration
+	// NCCLMulticast lets NCCL use NVLink multicast (NVLS) on the GPU
+	// backend. Off by default: symmem sets NCCL_NVLS_ENABLE=0 when that
+	// variable is unset (one you set is kept); `symmem doctor` says which.
+	NCCLMulticast bool
 	// Env overrides the environment (tests and tools); nil reads it with
 	// rendezvous.EnvFromOS.
 	Env *rendezvous.Env

@@ -25,6 +25,10 @@ type Options struct {
 	// NoNCCL disables NCCL (copy engines only); otherwise NCCL is loaded
 	// when available and its absence is reported by NCCLStatus.
 	NoNCCL bool
+	// NCCLMulticast lets NCCL use NVLink multicast (NVLS). By default it
+	// is off: NCCL_NVLS_ENABLE=0 is set when the variable is unset (a value
+	// the user set is always kept); NCCLStatus says which.
+	NCCLMulticast bool
 	// Watchdog is how long one of symmem's kernels waits for a peer before
 	// it traps, which fails the context (every later CUDA call errors)
 	// instead of spinning forever on a rank that died. 0 means
@@ -98,7 +102,7 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {
-		b.nccl.load()
+		b.nccl.load(opts.NCCLMulticast)
 	}
 	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/symmem/symmem/backend"
 	bnccl "github.com/symmem/symmem/backend/nccl"
@@ -14,11 +15,27 @@ import (
 
 // ncclState is the backend's NCCL library (or why there is none).
 type ncclState struct {
-	lib *native.Lib
-	err error
+	nvls string // how NCCL_NVLS_ENABLE was decided
+	lib  *native.Lib
+	err  error
 }
 
-func (s *ncclState) load() {
+// load loads NCCL. Unless multicast is set, NVLink multicast (NVLS) stays
+// off: NCCL_NVLS_ENABLE=0 is set when the variable is unset — a value the
+// user set is kept — and status says which (symmem doctor prints it). NVLS
+// reserves multicast memory per communicator and symmem's paths do not use
+// it; on shared hosts it has failed communicator creation.
+func (s *ncclState) load(multicast bool) {
+	v, set := os.LookupEnv("NCCL_NVLS_ENABLE")
+	switch {
+	case set:
+		s.nvls = fmt.Sprintf("NCCL_NVLS_ENABLE=%s (set by the user, kept)", v)
+	case multicast:
+		s.nvls = "NCCL_NVLS_ENABLE unset: NCCL's default (NVLink multicast allowed by Options.NCCLMulticast)"
+	default:
+		os.Setenv("NCCL_NVLS_ENABLE", "0") // before NCCL reads it; reaches C's environ (cgo)
+		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; Options.NCCLMulticast allows NVLink multicast)"
+	}
 	s.lib, s.err = native.Load()
 }
 
@@ -26,7 +43,7 @@ func (s *ncclState) status() string {
 	if s.lib == nil {
 		return fmt.Sprintf("unavailable: %v", s.err)
 	}
-	return s.lib.String()
+	return s.lib.String() + "; " + s.nvls
 }
 
 // ncclGroup is a group's NCCL communicator (nil comm: unavailable, err says

@@ -23,7 +23,6 @@ type Lib struct {
 	HasWindows bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
 	HasCUDA    bool     // cuCtxSetCurrent was resolved from libcuda.so.1
 	Tried      []string // "candidate: why it failed", for those tried before Path
-	NVLSForced bool     // Load set NCCL_NVLS_ENABLE=0 because it was unset
 
 	c *C.sm_nccl // C memory, never freed (the library stays loaded)
 }
@@ -43,21 +42,14 @@ var (
 )
 
 // Load finds and loads NCCL once per process (see Candidates for the
-// order) and returns the same result on every call. Before loading it sets
-// NCCL_NVLS_ENABLE=0 if that variable is unset.
+// order) and returns the same result on every call. It does not touch the
+// environment: NCCL reads its NCCL_* variables when it first needs them, so
+// a caller that sets one does so before Load.
 func Load() (*Lib, error) {
 	loadOnce.Do(func() {
-		forced := false
-		if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
-			os.Setenv("NCCL_NVLS_ENABLE", "0") // reaches C's environ: cgo is linked
-			forced = true
-		}
 		loadLib, loadErr = Open(Candidates(os.Getenv, filepath.Glob))
 		if loadErr != nil && os.Getenv(EnvLib) == "" {
 			loadErr = fmt.Errorf("%w (site-packages searched: $VIRTUAL_ENV, %s)", loadErr, strings.Join(SitePatterns, ", "))
-		}
-		if loadLib != nil {
-			loadLib.NVLSForced = forced
 		}
 	})
 	return loadLib, loadErr
