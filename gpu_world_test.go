@@ -150,6 +150,9 @@ func gatherOnce(ctx context.Context, w *World, g *Group, out, in coll.Span, coun
 	if errors.Is(err, ErrRefused) {
 		return coll.Path{Algo: algo, Reason: "refused: " + err.Error()}, 0, nil
 	}
+	if errors.Is(err, ErrNotSupported) { // e.g. NCCL with two ranks on one GPU
+		return coll.Path{Algo: algo, Reason: "unavailable: " + err.Error()}, 0, nil
+	}
 	if err != nil {
 		return path, 0, err
 	}
@@ -193,7 +196,7 @@ func roleGPUAllGather(ctx context.Context) error {
 		return err
 	}
 	algos := append([]coll.Algo{coll.AlgoAuto}, w.Algos(coll.AllGather)...)
-	cases, bad, refused := 0, 0, 0
+	cases, bad, refused, unavailable := 0, 0, 0, map[coll.Algo]string{}
 	start := time.Now()
 	for _, size := range []int64{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20} {
 		for _, dt := range []coll.DType{coll.BFloat16, coll.Float32, coll.Int8} {
@@ -212,6 +215,9 @@ func roleGPUAllGather(ctx context.Context) error {
 						if strings.HasPrefix(path.Reason, "refused: ") {
 							refused++
 						}
+						if r, ok := strings.CutPrefix(path.Reason, "unavailable: "); ok {
+							unavailable[algo] = r
+						}
 						if wrong != 0 {
 							bad++
 							fmt.Printf("WRONG all_gather %d bytes %v count=%d in-place=%v %s (path %s): %d bytes\n", size, dt, count, inPlace, algo, path.Algo, wrong)
@@ -222,6 +228,9 @@ func roleGPUAllGather(ctx context.Context) error {
 		}
 	}
 	fmt.Printf("GPU all_gather: %d cases, %d wrong, %d refused, %.1fs (algos %v)\n", cases, bad, refused, time.Since(start).Seconds(), algos)
+	for a, why := range unavailable {
+		fmt.Printf("GPU all_gather: %s unavailable here: %s\n", a, why)
+	}
 	if bad != 0 {
 		return fmt.Errorf("%d of %d all-gather cases wrong", bad, cases)
 	}
@@ -307,7 +316,8 @@ func roleGPUGraph(ctx context.Context) error {
 			}
 			_, rerr := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: size}, in, coll.BFloat16, WithAlgo(algo), WithStream(s.Handle()))
 			gr, err := ncuda.EndCapture(cctx, s)
-			if errors.Is(rerr, ErrRefused) {
+			if errors.Is(rerr, ErrRefused) || errors.Is(rerr, ErrNotSupported) {
+				fmt.Printf("GPU graph %-12s %9d bytes: skipped: %v\n", algo, size, rerr)
 				if gr != nil {
 					gr.Destroy()
 				}
@@ -456,7 +466,7 @@ func roleGPUReduceKernels(ctx context.Context) error {
 						_, rerr = g.ReduceScatter(ctx, dst, src, dt, coll.Sum, WithAlgo(coll.AlgoKernel))
 					}
 					cases++
-					if errors.Is(rerr, ErrRefused) {
+					if errors.Is(rerr, ErrRefused) || errors.Is(rerr, ErrNotSupported) {
 						refused++
 						continue
 					}
