@@ -101,5 +101,5 @@ func (g *Group) explainRequest(k coll.Kind, bytes int64, symmetric bool) backend
 	}
 	sym := backend.Sym{OK: symmetric}
 	return backend.Request{Kind: k, DType: dt, Op: coll.Sum, Count: count, Algo: coll.AlgoAuto,
-		In: coll.Span{Ptr: 1 << 40, Len: bytes}, Out: coll.Span{Ptr: 1 << 41, Len: bytes}, InSym: sym, OutSym: sym}
+		In: coll.Span{Ptr: 1 << 40}, Out: coll.Span{Ptr: 1 << 41}, InSym: sym, OutSym: sym}.Shaped(int(n), max(g.rank, 0))
 }

@@ -114,12 +114,14 @@ type Sym struct {
 	Off int64 // byte offset of the span's first byte within the segment
 }
 
-// Request is one collective call, already validated by the user API.
+// Request is one collective call, already validated by the user API, with
+// its shape computed once (Shaped): backends read In.Len, Out.Len and
+// InPlace instead of deriving them again.
 //
 // Counts are elements. For AllGather, In holds Count elements and Out holds
 // Count*Size; in-place is In == Out[rank*Count:]. For ReduceScatter, In holds
 // Count*Size and Out holds Count. AllReduce and Broadcast use Count for both
-// (Broadcast works in Out only, In is ignored).
+// (Broadcast works in Out only: In is Out).
 type Request struct {
 	Kind    coll.Kind
 	DType   coll.DType
@@ -131,6 +133,43 @@ type Request struct {
 	OutSym  Sym
 	Algo    coll.Algo
 	Stream  uint64 // CUDA stream (0 = the backend's own); unused on CPU
+	// InPlace: the input is this rank's slice of the output (AllGather),
+	// the output is this rank's chunk of the input (ReduceScatter), In is
+	// Out (AllReduce); always true for Broadcast.
+	InPlace bool
+}
+
+// IOBytes is the bytes a collective of kind k on count elements of dt
+// reads from In and writes to Out in a group of n ranks.
+func IOBytes(k coll.Kind, dt coll.DType, count int64, n int) (in, out int64) {
+	one := count * int64(dt.Size())
+	switch k {
+	case coll.AllGather:
+		return one, one * int64(n)
+	case coll.ReduceScatter:
+		return one * int64(n), one
+	}
+	return one, one
+}
+
+// Shaped returns r with its shape computed for group rank rank of n: In
+// and Out trimmed to the bytes the collective touches (Broadcast: In is
+// Out) and InPlace set. The user API calls it once per call.
+func (r Request) Shaped(n, rank int) Request {
+	in, out := IOBytes(r.Kind, r.DType, r.Count, n)
+	if r.Kind == coll.Broadcast {
+		r.In, r.InSym = r.Out, r.OutSym
+	}
+	r.In.Len, r.Out.Len = in, out
+	switch r.Kind {
+	case coll.AllGather:
+		r.InPlace = r.In.Ptr == r.Out.Ptr+uint64(int64(rank)*in)
+	case coll.ReduceScatter:
+		r.InPlace = r.Out.Ptr == r.In.Ptr+uint64(int64(rank)*out)
+	default:
+		r.InPlace = r.In.Ptr == r.Out.Ptr
+	}
+	return r
 }
 
 // Group is the backend side of one group.

@@ -101,7 +101,7 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 	}
 	slice := req.Count * int64(req.DType.Size())
 	out, in := req.Out.Ptr, req.In.Ptr
-	inPlace := in == out+uint64(int64(me)*slice)
+	inPlace := req.InPlace
 	mode := ceModeFor(req)
 	var peerIn, peerOut [maxCERanks]uint64
 	for r := 0; r < n; r++ {

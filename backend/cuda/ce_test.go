@@ -44,7 +44,7 @@ func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
 		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
 	}
-	return req
+	return req.Shaped(len(g.ranks), me)
 }
 
 func TestBuildAllGatherProtocol(t *testing.T) {

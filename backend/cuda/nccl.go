@@ -127,37 +127,21 @@ func (n *ncclGroup) close(ctx context.Context) error {
 	return errors.Join(perr, err)
 }
 
-func (n *ncclGroup) run(ctx context.Context, req backend.Request) (coll.Path, error) {
+// run runs req on NCCL; win is the cuda path's one window decision.
+func (n *ncclGroup) run(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
 	if n.comm == nil {
 		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
 	}
 	if req.Algo == coll.AlgoNCCL && n.plain != nil {
-		return n.plain.Run(ctx, req) // regular kernels even on pool buffers
+		return n.plain.RunDecided(ctx, req, false) // regular kernels even on pool buffers
 	}
-	return n.comm.Run(ctx, req)
+	return n.comm.RunDecided(ctx, req, win)
 }
 
 // windowed reports whether both buffers of req lie in NCCL windows.
-func (n *ncclGroup) windowed(req backend.Request, size int) bool {
+func (n *ncclGroup) windowed(req backend.Request) bool {
 	if n.comm == nil || !n.windows {
 		return false
 	}
-	in, out := ioLens(req, size)
-	inPtr := req.In.Ptr
-	if req.Kind == coll.Broadcast {
-		inPtr = req.Out.Ptr
-	}
-	return n.comm.Windowed(inPtr, in) && n.comm.Windowed(req.Out.Ptr, out)
-}
-
-// ioLens is the bytes a request reads from In and writes to Out.
-func ioLens(req backend.Request, n int) (in, out int64) {
-	one := req.Count * int64(req.DType.Size())
-	switch req.Kind {
-	case coll.AllGather:
-		return one, one * int64(n)
-	case coll.ReduceScatter:
-		return one * int64(n), one
-	}
-	return one, one
+	return n.comm.Windowed(req.In.Ptr, req.In.Len) && n.comm.Windowed(req.Out.Ptr, req.Out.Len)
 }
