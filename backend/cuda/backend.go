@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -133,8 +134,7 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
 	}
 	b.mu.Unlock()
-	gen := nextGeneration(cfg.Name)
-	g, err := newGroup(ctx, b, cfg, gen)
+	g, err := newGroup(ctx, b, cfg, members.Generation("cuda", b.env.JobID, cfg.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -153,25 +153,6 @@ func (b *Backend) forget(g *Group) {
 		}
 	}
 	b.mu.Unlock()
-}
-
-var (
-	genMu sync.Mutex
-	gens  = map[string]int{}
-)
-
-// nextGeneration numbers the groups of one name created by this process, so
-// that store keys (and NCCL unique ids) of a group created again — by a new
-// Backend in the same job too — never meet those of an earlier one. Ranks
-// that create the same groups in the same order agree on it. (Under `symmem
-// launch` a second Backend in one process reused generation 0 and read the
-// first one's stale NCCL id: bench/results/gpu-2026-11-21.md, run 4.)
-func nextGeneration(name string) int {
-	genMu.Lock()
-	defer genMu.Unlock()
-	g := gens[name]
-	gens[name]++
-	return g
 }
 
 // Close closes every group in creation order (collective: NCCL finalizes

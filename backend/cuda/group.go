@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -34,8 +35,7 @@ type Group struct {
 	timeout time.Duration
 	prefix  string
 
-	agMu  sync.Mutex
-	agSeq int
+	ag *members.Gather
 
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
@@ -98,10 +98,11 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix: fmt.Sprintf("symmem/%s/cuda/%s#%d", b.env.JobID, cfg.Name, gen),
+		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		segs:   map[pool.SegmentID]*peerSeg{},
 		prog:   cuda.NewProgram(64),
 	}
+	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
@@ -112,7 +113,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // setup finds out whether copy engines can serve the group, creates and
 // exchanges the signal pads, and creates the NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	host := hostID()
+	host := members.HostID()
 	kern := g.loadKernel()
 	mine := fmt.Sprintf("%s|%s|%d|%t", host, g.b.info.PCI, os.Getpid(), kern)
 	all, err := g.AllGather(ctx, []byte(mine))
@@ -233,12 +234,6 @@ func deviceByPCI(pci string) (int, error) {
 	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
 }
 
-func hostID() string {
-	h, _ := os.Hostname()
-	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + strings.TrimSpace(string(id))
-}
-
 // Rank is this process's rank in the group.
 func (g *Group) Rank() int { return g.me }
 
@@ -248,32 +243,16 @@ func (g *Group) Size() int { return len(g.ranks) }
 // Name names the group.
 func (g *Group) Name() string { return g.name }
 
-func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.timeout)
-}
-
 // AllGather returns every member's bytes by group rank, through the store.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	g.agMu.Lock()
-	defer g.agMu.Unlock()
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
-	seq := g.agSeq
-	g.agSeq++
-	vals, err := g.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", g.prefix, seq), g.ranks, g.me, mine)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: group %q all-gather #%d (timeout %v): %w", g.name, seq, g.timeout, err)
-	}
-	return vals, nil
+	return g.ag.AllGather(ctx, mine)
 }
 
 // exchange sends fd to every peer under tag and imports every peer's fd of
 // the same size, mapped for this device. Indexed by group rank (0 for me).
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
 	bases := make([]uint64, len(g.ranks))
-	err := g.fdx.Swap(ctx, g.prefix+"/"+tag, g.ranks, g.me, fd, func(r, fd int) error {
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
 		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
 		bases[r] = p
 		return err
