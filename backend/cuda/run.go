@@ -132,7 +132,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 	default:
-		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window)", req.Algo)
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
 	}
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
