@@ -291,7 +291,12 @@ func roleGPUGraph(ctx context.Context) error {
 		fmt.Println("SKIP: the driver lacks graph capture")
 		return nil
 	}
-	g := w.World()
+	// A group of its own: closing it fences the caller stream it ran on,
+	// which must happen before the stream is destroyed.
+	g, err := w.NewGroup(ctx, "graph", w.World().Ranks())
+	if err != nil {
+		return err
+	}
 	n, me := int64(g.Size()), int64(g.Rank())
 	bufs, err := gpuAlloc(ctx, g, 32<<20)
 	if err != nil {
@@ -303,7 +308,8 @@ func roleGPUGraph(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer s.Destroy()
+	defer s.Destroy() // runs after the group's Close below
+	defer g.Close(ctx)
 	for _, algo := range w.Algos(coll.AllGather) {
 		for _, size := range []int64{64 << 10, 1 << 20, 32 << 20} {
 			slice := size / n
