@@ -41,8 +41,9 @@ step() { # name timeout_s cmd...
   echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
 }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-# role NAME: a root-package test role on 2 ranks sharing the GPU(s).
-role() { env SYMMEM_TEST_ROLE="$1" .build/symmem launch -n 2 -- .build/symmem.test -test.run '^$'; }
+# A root-package test role on 2 ranks sharing the GPU(s): the role is named
+# by SYMMEM_TEST_ROLE (TestMain runs it instead of the tests).
+RANKS=(.build/symmem launch -n 2 -- .build/symmem.test -test.run '^$')
 
 if has env; then
   { date -u; uname -a; nvidia-smi; echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"; ls -l .build/; } >"$OUTDIR/env.log" 2>&1
@@ -51,18 +52,19 @@ fi
 # doctor through the user API on the GPU (it was the backend's own Target).
 has doctor && step doctor 120 .build/symmem doctor -n 2 -backend cuda -all
 # Every documented sentinel on the GPU backend (errors.Is through the layers).
-has promises && step promises 120 role promises-cuda
+has promises && step promises 120 env SYMMEM_TEST_ROLE=promises-cuda "${RANKS[@]}"
 # All-gather on auto and every declared algorithm, fresh data, checked.
-has ag && step ag 200 role gpuag
-has two && step two 120 role gputwo
-has graph && step graph 150 role gpugraph
-has ark && step ark 150 role gpuark
-# The user-API suite of TestGPUUserAPI (world group; subgroups need 4 ranks).
-has api && step api 200 role gpu
-has cost && step cost 120 role gpucost
+has ag && step ag 200 env SYMMEM_TEST_ROLE=gpuag "${RANKS[@]}"
+has two && step two 120 env SYMMEM_TEST_ROLE=gputwo "${RANKS[@]}"
+has graph && step graph 150 env SYMMEM_TEST_ROLE=gpugraph "${RANKS[@]}"
+has ark && step ark 150 env SYMMEM_TEST_ROLE=gpuark "${RANKS[@]}"
+# The user-API suite of TestGPUUserAPI (world group; subgroups need 4
+# ranks) forces NCCL paths: only where each rank has its own GPU.
+if has api && [ "$NGPU" -ge 2 ]; then step api 200 env SYMMEM_TEST_ROLE=gpu "${RANKS[@]}"; fi
+has cost && step cost 120 env SYMMEM_TEST_ROLE=gpucost "${RANKS[@]}"
 # A peer dies: the kernel's watchdog (3 s) fails rank 0's stream; rank 0
 # exits 0 when it saw the failure in time.
-has dies && step dies 120 role gpudie
+has dies && step dies 120 env SYMMEM_TEST_ROLE=gpudie "${RANKS[@]}"
 # symmem bench on the user API (bench/worldtarget), GPU backend; NCCL only
 # where each rank has its own GPU.
 if has bench; then
