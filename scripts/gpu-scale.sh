@@ -43,11 +43,10 @@ L=".build/symmem launch -n $N -timeout"
 step api 130 env SYMMEM_GPU_TEST_RANKS=$N .build/symmem.test -test.run '^TestGPUUserAPI$' -test.v -test.count=1 -test.timeout 120s
 step usercost 60 .build/symmem.test -test.run '^TestGPUUserHostCost$' -test.v -test.count=1 -test.timeout 55s
 # Correctness roles of the root test binary, all GPUs as ranks.
-role() { env SYMMEM_TEST_ROLE="$1" $L 110s -- .build/symmem.test -test.run '^$'; }
 : >"$OUTDIR/correct.log"
 for r in gpuag gputwo gpugraph gpuark promises-cuda; do
   echo "=== role $r" >>"$OUTDIR/correct.log"
-  timeout -k 10 120 bash -c "$(declare -f role); L='$L'; role $r" >>"$OUTDIR/correct.log" 2>&1
+  env SYMMEM_TEST_ROLE=$r timeout -k 10 120 $L 110s -- .build/symmem.test -test.run '^$' >>"$OUTDIR/correct.log" 2>&1
   rc=$?; echo "=== role $r rc=$rc" >>"$OUTDIR/correct.log"; ORDER+=("$r"); RC[$r]=$rc
 done
 B=".build/symmem bench -backend cuda -dtype bfloat16 -b 64K -e 1G -f 4 -budget 100ms -timeout 30s"
