@@ -20,6 +20,9 @@ func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 // paths; the user API adds the staging of ordinary memory on host-memory
 // backends.
 func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
+	if !g.IsMember() || g.closed.Load() {
+		return coll.Path{Reason: fmt.Sprintf("rank %d cannot run calls on group %q (not a member, or closed)", g.w.Rank(), g.name)}
+	}
 	p := g.bg.Explain(g.explainRequest(k, bytes, symmetric))
 	if symmetric || !g.w.host {
 		return p

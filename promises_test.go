@@ -120,6 +120,9 @@ func rolePromises(ctx context.Context, backend string) error {
 			if me == 0 {
 				return nil // the member (a 1-rank collective is issue 11's)
 			}
+			if p := solo.Explain(coll.AllReduce, 4096, true); !strings.Contains(p.Reason, "not a member") {
+				return fmt.Errorf("Explain on a group this rank is not in: %+v", p)
+			}
 			_, err = solo.AllReduce(ctx, in.Span, in.Span, coll.Float32, coll.Sum)
 			return err
 		}},
