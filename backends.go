@@ -1,43 +1,52 @@
 package symmem
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/backend/shm"
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// newBackend creates the backend Options.Backend names. "auto" takes the GPU
-// when this rank can use one and the CPU backend otherwise; why says which
-// and, for a fallback, what the GPU backend reported.
-func newBackend(kind string, env rendezvous.Env, opts Options) (be backend.Backend, why string, err error) {
-	copts := cuda.Options{Watchdog: opts.GPUWatchdog, ShareDevice: opts.ShareDevice || env.ShareDevice}
-	switch kind {
+// ResolveBackend turns an Options.Backend value into the backend Init
+// starts: "cpu" or "cuda"; "auto" (or "") is "cuda" when this process can
+// use a GPU (libcuda loads and a device with VMM and POSIX-fd handles is
+// visible) and "cpu" otherwise, with why saying which. Init and the CLI
+// both choose with it. An unknown name is ErrInvalid.
+func ResolveBackend(name string) (kind, why string, err error) {
+	switch strings.ToLower(name) {
 	case "cpu":
-		return shm.New(env), "asked for cpu", nil
+		return "cpu", "asked for cpu", nil
 	case "cuda":
-		b, err := cuda.New(env, copts)
-		if err != nil {
-			if errors.Is(err, cuda.ErrNotSupported) {
-				return nil, "", fmt.Errorf("backend \"cuda\": %w: %w", ErrNotSupported, err)
-			}
-			return nil, "", fmt.Errorf("backend \"cuda\": %w", err)
+		return "cuda", "asked for cuda", nil
+	case "", "auto":
+		if err := cuda.Usable(); err != nil {
+			return "cpu", fmt.Sprintf("auto: no usable GPU (%v), CPU shared memory", err), nil
 		}
-		return b, "asked for cuda", nil
+		return "cuda", "auto: a usable GPU", nil
 	}
-	b, err := cuda.New(env, copts)
-	if err != nil {
-		return shm.New(env), fmt.Sprintf("auto: no usable GPU (%v), CPU shared memory", err), nil
-	}
-	return b, fmt.Sprintf("auto: GPU %d of this host", b.Device().Ordinal), nil
+	return "", "", fmt.Errorf("unknown backend %q (want \"auto\", \"cpu\" or \"cuda\"): %w", name, ErrInvalid)
 }
 
-// explainer is implemented by backend groups that choose among several
-// algorithms (cuda); the CPU backend has one direct path.
-type explainer interface {
-	Explain(req backend.Request) coll.Path
+// newBackend creates the backend ResolveBackend chose. When auto chose the
+// GPU but the GPU backend still fails to start, auto falls back to the CPU
+// backend and why says what the GPU backend reported.
+func newBackend(name string, env rendezvous.Env, opts Options) (be backend.Backend, why string, err error) {
+	kind, why, err := ResolveBackend(name)
+	if err != nil {
+		return nil, "", err
+	}
+	if kind == "cpu" {
+		return shm.New(env), why, nil
+	}
+	b, err := cuda.New(env, cuda.Options{Watchdog: opts.GPUWatchdog, NCCLMulticast: opts.NCCLMulticast, ShareDevice: opts.ShareDevice || env.ShareDevice})
+	switch {
+	case err == nil:
+		return b, fmt.Sprintf("%s: GPU %d of this host", why, b.Device().Ordinal), nil
+	case strings.EqualFold(name, "cuda"): // errors.Is(err, ErrNotSupported) without a usable GPU
+		return nil, "", fmt.Errorf("backend \"cuda\": %w", err)
+	}
+	return shm.New(env), fmt.Sprintf("auto: the GPU backend failed to start (%v), CPU shared memory", err), nil
 }

@@ -51,9 +51,8 @@ type call struct {
 // fingerprint describes the call for checked mode. In-place and staged
 // must agree too: the direct path reads peers' buffers at this rank's
 // offsets.
-func (c call) fingerprint(staged bool) string {
-	inPlace := c.in.Ptr == c.out.Ptr || (c.kind == coll.AllGather && overlaps(c.in, c.out)) || (c.kind == coll.ReduceScatter && overlaps(c.in, c.out))
-	return fmt.Sprintf("%v(dtype=%v count=%d op=%v root=%d in-place=%v staged=%v)", c.kind, c.dt, c.count, c.op, c.root, inPlace, staged)
+func fingerprint(req backend.Request, staged bool) string {
+	return fmt.Sprintf("%v(dtype=%v count=%d op=%v root=%d in-place=%v staged=%v)", req.Kind, req.DType, req.Count, req.Op, req.Root, req.InPlace, staged)
 }
 
 func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
@@ -70,9 +69,9 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	if o.algo == "" {
 		o.algo = coll.AlgoAuto
 	}
-	if g.w.host && o.algo != coll.AlgoAuto && o.algo != coll.AlgoDirect {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (use %q or %q): %w",
-			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, coll.AlgoDirect, ErrNotSupported)
+	if !g.w.caps.Supports(c.kind, o.algo) {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (want %q or one of %v): %w",
+			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, g.w.caps.Algos[c.kind], ErrNotSupported)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -87,16 +86,18 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		defer cancel()
 	}
 
+	// The request's shape (lengths, in-place, symmetric lookup) is
+	// computed here once; backends and staging read it.
 	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
-		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream}
-	req.OutSym = g.sym(c.out)
+		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream}.Shaped(g.Size(), g.rank)
+	req.OutSym = g.sym(req.Out)
 	req.InSym = req.OutSym
 	if c.kind != coll.Broadcast {
-		req.InSym = g.sym(c.in)
+		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
 	if g.w.opts.Checked {
-		all, err := g.bg.AllGather(ctx, []byte(c.fingerprint(staged)))
+		all, err := g.bg.AllGather(ctx, []byte(fingerprint(req, staged)))
 		if err != nil {
 			return coll.Path{}, fmt.Errorf("symmem: %v on group %q: checked mode: %w", c.kind, g.name, err)
 		}

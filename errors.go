@@ -1,23 +1,41 @@
 package symmem
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/symmem/symmem/internal/errs"
+)
 
 // Sentinel errors; the wrapped error says what was wrong and what to do.
+// They are the values every layer below wraps (package internal/errs
+// defines each once), so errors.Is holds whichever layer failed: a
+// registration mismatch found by the pool at Scope.End is ErrMismatch, a
+// group broken in the CPU or GPU backend or in NCCL is ErrBroken.
 var (
 	// ErrNotSupported: the requested backend, algorithm or option is not
-	// available in this build or on this machine.
-	ErrNotSupported = errors.New("symmem: not supported")
+	// available in this build or on this machine (WithAlgo naming an
+	// algorithm the backend does not have, Backend "cuda" without a usable
+	// GPU, a missing NCCL).
+	ErrNotSupported = errs.NotSupported
+	// ErrRefused: a forced algorithm (WithAlgo) exists on this backend but
+	// cannot run this call (its size, alignment, dtype or buffers); nothing
+	// was enqueued and every rank refuses alike. auto never refuses.
+	ErrRefused = errs.Refused
 	// ErrInvalid: a bad argument (length, dtype, op, root, ranks, overlap);
 	// nothing was changed.
-	ErrInvalid = errors.New("symmem: invalid argument")
+	ErrInvalid = errs.Invalid
 	// ErrNotMember: a collective or scope was used on a group this rank is
 	// not a member of.
 	ErrNotMember = errors.New("symmem: rank is not a member of the group")
-	// ErrMismatch: ranks called a collective (or NewGroup) with different
-	// arguments; the error names the first differing rank.
-	ErrMismatch = errors.New("symmem: ranks disagree")
-	// ErrClosed: the world was closed.
-	ErrClosed = errors.New("symmem: world is closed")
+	// ErrMismatch: ranks called a collective (or NewGroup, Group.Close,
+	// Scope.End) with different arguments; the error names the first
+	// differing rank.
+	ErrMismatch = errs.Mismatch
+	// ErrClosed: the world (or the pool or store under it) was closed.
+	ErrClosed = errs.Closed
 	// ErrGroupClosed: the group was closed (Group.Close).
-	ErrGroupClosed = errors.New("symmem: group is closed")
+	ErrGroupClosed = errs.GroupClosed
+	// ErrBroken: an earlier collective on the group failed midway (a peer
+	// died or timed out); the group cannot be used again.
+	ErrBroken = errs.Broken
 )

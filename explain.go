@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/shm"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/pool"
 )
@@ -17,45 +16,32 @@ func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	return w.World().Explain(k, bytes, symmetric)
 }
 
-// Explain is World.Explain for this group.
+// Explain is World.Explain for this group. The backend explains its own
+// paths; the user API adds the staging of ordinary memory on host-memory
+// backends.
 func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
-	if ex, ok := g.bg.(explainer); ok {
-		return ex.Explain(g.explainRequest(k, bytes, symmetric))
+	if !g.IsMember() || g.closed.Load() {
+		return coll.Path{Reason: fmt.Sprintf("rank %d cannot run calls on group %q (not a member, or closed)", g.w.Rank(), g.name)}
 	}
-	if symmetric {
-		return coll.Path{Algo: coll.AlgoDirect, Reason: fmt.Sprintf(
-			"symmetric buffers (%s backend, peers mapped): %s", g.w.Backend(), directHow(k, bytes))}
+	p := g.bg.Explain(g.explainRequest(k, bytes, symmetric))
+	if symmetric || !g.w.host {
+		return p
 	}
 	if g.staging.Len <= 0 {
-		return coll.Path{Algo: coll.AlgoDirect, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
+		return coll.Path{Algo: p.Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
 	}
 	rounds := (bytes + g.staging.Len - 1) / g.staging.Len
-	return coll.Path{Algo: coll.AlgoDirect, Staged: true, Reason: fmt.Sprintf(
+	return coll.Path{Algo: p.Algo, Staged: true, Reason: fmt.Sprintf(
 		"ordinary memory: staged through group %q's %d KiB symmetric buffer in ~%d round(s); %s",
-		g.name, g.staging.Len>>10, max(rounds, 1), directHow(k, bytes))}
-}
-
-func directHow(k coll.Kind, bytes int64) string {
-	switch k {
-	case coll.AllGather:
-		return "each rank copies every peer's input into its output"
-	case coll.ReduceScatter:
-		return "each rank reduces its chunk from every peer's input"
-	case coll.AllReduce:
-		if bytes <= shm.OneShotBytes {
-			return fmt.Sprintf("one-shot up to %d KiB: every rank reduces the whole tensor from every peer", shm.OneShotBytes>>10)
-		}
-		return "two-shot: each rank reduces 1/n of the tensor from every peer, then gathers the reduced slices"
-	case coll.Broadcast:
-		return "every rank copies the root's buffer"
-	}
-	return "unknown op"
+		g.name, g.staging.Len>>10, max(rounds, 1), p.Reason)}
 }
 
 // Report is what `symmem doctor` prints: the state of this rank and the
 // path each op and size would take.
 type Report struct {
-	Backend   string        // "cpu"
+	Backend   string        // "cpu" or "cuda"
+	Why       string        // why this backend (auto's choice)
+	Detail    string        // the backend's own description (devices, links, groups)
 	Rank      int           // world rank
 	Size      int           // world size
 	LocalRank int           // rank on this host
@@ -90,7 +76,7 @@ var DoctorSizes = []int64{4 << 10, 1 << 20, 64 << 20}
 
 // Doctor collects a Report (local, not collective).
 func (w *World) Doctor() Report {
-	r := Report{Backend: w.Backend(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
+	r := Report{Backend: w.Backend(), Why: w.why, Detail: w.be.Describe(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
 		LocalSize: w.env.LocalWorldSize, JobID: w.env.JobID, Timeout: w.opts.Timeout, Checked: w.opts.Checked,
 		Staging: max(w.opts.StagingBytes, 0), Pool: w.pool.Stats()}
 	for _, g := range w.Groups() {
@@ -118,5 +104,5 @@ func (g *Group) explainRequest(k coll.Kind, bytes int64, symmetric bool) backend
 	}
 	sym := backend.Sym{OK: symmetric}
 	return backend.Request{Kind: k, DType: dt, Op: coll.Sum, Count: count, Algo: coll.AlgoAuto,
-		In: coll.Span{Ptr: 1 << 40, Len: bytes}, Out: coll.Span{Ptr: 1 << 41, Len: bytes}, InSym: sym, OutSym: sym}
+		In: coll.Span{Ptr: 1 << 40}, Out: coll.Span{Ptr: 1 << 41}, InSym: sym, OutSym: sym}.Shaped(int(n), max(g.rank, 0))
 }

@@ -1,6 +1,7 @@
 package symmem
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
 	ncuda "github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/rendezvous"
@@ -77,7 +77,6 @@ func roleGPU(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	be := w.be.(*cuda.Backend)
 	n, me := w.Size(), w.Rank()
 	groups := []*Group{w.World()}
 	if n == 4 { // TP=2 x DP=2: tp{0,1} tp{2,3}, dp{0,2} dp{1,3}
@@ -125,12 +124,12 @@ func roleGPU(ctx context.Context) error {
 			kept = append(kept, c)
 		}
 		cases = kept
-		if err := gpuNCCLRefused(ctx, w, be); err != nil {
+		if err := gpuNCCLRefused(ctx, w); err != nil {
 			return err
 		}
 	}
 	seed := uint64(time.Now().UnixNano()) // fresh data each run; shared below
-	all, err := w.World().bg.AllGather(ctx, binary.LittleEndian.AppendUint64(nil, seed))
+	all, err := w.World().AllGatherHost(ctx, binary.LittleEndian.AppendUint64(nil, seed))
 	if err != nil {
 		return err
 	}
@@ -138,7 +137,7 @@ func roleGPU(ctx context.Context) error {
 	var report []string
 	for _, g := range groups {
 		for i, c := range cases {
-			path, err := gpuRun(ctx, w, be, g, c, seed+uint64(i)*1000003)
+			path, err := gpuRun(ctx, w, g, c, seed+uint64(i)*1000003)
 			if err != nil && shared && c.kind != coll.AllGather && !kernelServes(c) && notSupported(err) {
 				// Without NCCL a reduction runs only on symmem's kernel.
 				if g.IsMember() && me == g.Ranks()[0] {
@@ -168,7 +167,7 @@ func roleGPU(ctx context.Context) error {
 			return fmt.Errorf("group close round %d: %w", round, err)
 		}
 		c := gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: 1 << 19}
-		path, err := gpuRun(ctx, w, be, g, c, seed+uint64(round))
+		path, err := gpuRun(ctx, w, g, c, seed+uint64(round))
 		if err != nil {
 			return fmt.Errorf("group close round %d: %w", round, err)
 		}
@@ -196,14 +195,11 @@ func gpusVisible() int {
 	return n
 }
 
-// notSupported: the backend's sentinel is not yet the root's (issue 10).
-func notSupported(err error) bool {
-	return errors.Is(err, ErrNotSupported) || errors.Is(err, cuda.ErrNotSupported)
-}
+func notSupported(err error) bool { return errors.Is(err, ErrNotSupported) }
 
 // gpuNCCLRefused checks that on a shared GPU a forced NCCL call and a call
 // on ordinary device memory fail with ErrNotSupported naming the reason.
-func gpuNCCLRefused(ctx context.Context, w *World, be *cuda.Backend) error {
+func gpuNCCLRefused(ctx context.Context, w *World) error {
 	g := w.World()
 	sc, err := g.OpenScope()
 	if err != nil {
@@ -224,12 +220,17 @@ func gpuNCCLRefused(ctx context.Context, w *World, be *cuda.Backend) error {
 			return fmt.Errorf("forced %s on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", a, err)
 		}
 	}
-	pin, pout, free, err := plainPair(be, 4096, int64(4096*g.Size()))
+	pin, err := w.AllocLocal(4096)
 	if err != nil {
 		return err
 	}
-	defer free()
-	if _, err := g.AllGather(ctx, pout, pin, coll.Int8); !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
+	defer w.Free(pin)
+	pout, err := w.AllocLocal(int64(4096 * g.Size()))
+	if err != nil {
+		return err
+	}
+	defer w.Free(pout)
+	if _, err := g.AllGather(ctx, pout.Span, pin.Span, coll.Int8); !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
 		return fmt.Errorf("ordinary device memory on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", err)
 	}
 	return nil
@@ -237,7 +238,7 @@ func gpuNCCLRefused(ctx context.Context, w *World, be *cuda.Backend) error {
 
 // gpuRun runs c on g (every rank calls it: allocations stay symmetric) and
 // checks the result against a host reference. Non-members only allocate.
-func gpuRun(ctx context.Context, w *World, be *cuda.Backend, g *Group, c gpuCase, seed uint64) (coll.Path, error) {
+func gpuRun(ctx context.Context, w *World, g *Group, c gpuCase, seed uint64) (coll.Path, error) {
 	n, es := int64(len(g.Ranks())), int64(c.dt.Size())
 	inLen, outLen := c.count*es, c.count*es
 	switch c.kind {
@@ -251,12 +252,17 @@ func gpuRun(ctx context.Context, w *World, be *cuda.Backend, g *Group, c gpuCase
 		if !g.IsMember() {
 			return coll.Path{}, nil
 		}
-		a, b, free, err := plainPair(be, inLen, outLen)
+		ib, err := w.AllocLocal(inLen)
 		if err != nil {
 			return coll.Path{}, err
 		}
-		defer free()
-		in, out = a, b
+		defer w.Free(ib)
+		ob, err := w.AllocLocal(outLen)
+		if err != nil {
+			return coll.Path{}, err
+		}
+		defer w.Free(ob)
+		in, out = ib.Span, ob.Span
 	} else {
 		sc, err := g.OpenScope()
 		if err != nil {
@@ -292,12 +298,13 @@ func gpuRun(ctx context.Context, w *World, be *cuda.Backend, g *Group, c gpuCase
 	for r := range inputs {
 		inputs[r] = gpuData(c.dt, inLen, seed+uint64(r))
 	}
-	ctxD := be.Context()
-	if err := ncuda.CopyHtoD(ctxD, in.Ptr, inputs[g.Rank()]); err != nil {
+	// World.Write returns once the bytes are visible to the peers: no rank
+	// can start the collective on input that has not landed.
+	if err := w.Write(ctx, in, inputs[g.Rank()]); err != nil {
 		return coll.Path{}, err
 	}
 	if !c.inPl { // in-place: out holds (or is) the input
-		if err := ncuda.Memset8(ctxD, out.Ptr, 0xA5, outLen); err != nil {
+		if err := w.Write(ctx, out, bytes.Repeat([]byte{0xA5}, int(outLen))); err != nil {
 			return coll.Path{}, err
 		}
 	}
@@ -319,7 +326,7 @@ func gpuRun(ctx context.Context, w *World, be *cuda.Backend, g *Group, c gpuCase
 		return path, err
 	}
 	got := make([]byte, outLen)
-	if err := ncuda.CopyDtoH(ctxD, got, out.Ptr); err != nil {
+	if err := w.Read(ctx, got, out); err != nil {
 		return path, err
 	}
 	if bad := gpuCheck(c, g.Rank(), inputs, got); bad != "" {
@@ -383,36 +390,6 @@ func gpuCheck(c gpuCase, me int, inputs [][]byte, got []byte) string {
 	return fmt.Sprintf("%d of %d bytes differ, first at byte %d (got %#x want %#x)", wrong, len(want), first, got[first], want[first])
 }
 
-// plainPair allocates ordinary device memory (outside the pool).
-func plainPair(be *cuda.Backend, inLen, outLen int64) (in, out coll.Span, free func(), err error) {
-	var allocs []*ncuda.Allocation
-	var ptrs []uint64
-	free = func() {
-		for i, a := range allocs {
-			ncuda.Unmap(be.Context(), ptrs[i], a.Size)
-			a.Release()
-		}
-	}
-	gran, err := ncuda.Granularity(be.Device().Ordinal)
-	if err != nil {
-		return in, out, free, err
-	}
-	for _, l := range []int64{inLen, outLen} {
-		size := (l + gran - 1) / gran * gran
-		a, err := ncuda.Create(be.Context(), size)
-		if err != nil {
-			return in, out, free, err
-		}
-		p, err := a.Map(be.Context(), gran, []int{be.Device().Ordinal})
-		if err != nil {
-			a.Release()
-			return in, out, free, err
-		}
-		allocs, ptrs = append(allocs, a), append(ptrs, p)
-	}
-	return coll.Span{Ptr: ptrs[0], Len: inLen}, coll.Span{Ptr: ptrs[1], Len: outLen}, free, nil
-}
-
 // TestGPUUserHostCost measures the CPU time of one small all-gather issued
 // through the user API (World group, pool buffers, auto), over bursts of 4
 // calls right after a synchronisation (median of 200 bursts), so that the
@@ -453,7 +430,7 @@ func roleGPUCost(ctx context.Context) error {
 			if err := w.Synchronize(ctx); err != nil {
 				return err
 			}
-			if _, err := g.bg.AllGather(ctx, []byte{0}); err != nil { // a barrier
+			if err := g.Barrier(ctx); err != nil {
 				return err
 			}
 			t0 := time.Now()

@@ -147,10 +147,12 @@ func (s *Scope) End(ctx context.Context) error {
 	return nil
 }
 
-// Buffer is memory from the symmetric pool.
+// Buffer is memory from the symmetric pool (or, from AllocLocal, ordinary
+// memory outside it).
 type Buffer struct {
 	coll.Span
-	host bool
+	host  bool
+	local bool // from AllocLocal
 }
 
 // Bytes returns the buffer as a Go slice when it is host memory (CPU

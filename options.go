@@ -46,6 +46,10 @@ type Options struct {
 	// SYMMEM_SHARE_DEVICE=1 (set by `symmem launch --share-device`) turns it
 	// on too. Without it a group whose ranks share a GPU is refused.
 	ShareDevice bool
+	// NCCLMulticast lets NCCL use NVLink multicast (NVLS) on the GPU
+	// backend. Off by default: symmem sets NCCL_NVLS_ENABLE=0 when that
+	// variable is unset (one you set is kept); `symmem doctor` says which.
+	NCCLMulticast bool
 	// Env overrides the environment (tests and tools); nil reads it with
 	// rendezvous.EnvFromOS.
 	Env *rendezvous.Env

@@ -52,6 +52,7 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 		b, o := k*es, k0*es       // bytes this round, byte offset into each slice
 		r := req
 		r.Count = k
+		r.InPlace = true // every round runs in place on the staging buffer
 		switch c.kind {
 		case coll.AllGather: // in-place on staging: my slice at me*b
 			copy(stage[me*b:(me+1)*b], user.in[o:o+b])

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
@@ -25,9 +24,12 @@ type World struct {
 	cleanup func() error
 	fdx     *rendezvous.FDExchange
 	be      backend.Backend
+	caps    backend.Capabilities
+	dev     backend.Device // caps.Device; nil: buffers are host memory
 	pool    *pool.Pool
-	host    bool   // buffers are host memory (Buffer.Bytes works)
-	why     string // why this backend (doctor)
+	host    bool              // buffers are host memory (Buffer.Bytes works)
+	why     string            // why this backend (doctor)
+	local   map[uint64][]byte // AllocLocal's host allocations (kept alive)
 
 	mu     sync.Mutex
 	groups []*Group // creation order; groups[0] is the world
@@ -61,13 +63,8 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		}
 		env = e
 	}
-	kind := strings.ToLower(opts.Backend)
-	switch kind {
-	case "", "auto":
-		kind = "auto"
-	case "cpu", "cuda":
-	default:
-		return nil, fmt.Errorf("symmem: Init: unknown backend %q (want \"auto\", \"cpu\" or \"cuda\"): %w", opts.Backend, ErrInvalid)
+	if _, _, err := ResolveBackend(opts.Backend); err != nil {
+		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
 	bctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -80,14 +77,17 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	if w.be, w.why, err = newBackend(kind, env, opts); err != nil {
+	if w.be, w.why, err = newBackend(opts.Backend, env, opts); err != nil {
 		w.fdx.Close()
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	// Host memory (Buffer.Bytes, staging of ordinary memory) only on the
-	// CPU backend; the GPU backend hands ordinary memory to plain NCCL.
-	w.host = w.be.Name() == "cpu"
+	// Host memory (Buffer.Bytes, staging of ordinary memory) only where the
+	// backend declares no device; a device backend runs ordinary memory
+	// itself (the GPU backend on plain NCCL).
+	w.caps = w.be.Capabilities()
+	w.dev = w.caps.Device
+	w.host = w.dev == nil
 	if !w.host {
 		w.opts.StagingBytes = -1
 	}
@@ -101,7 +101,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	}
 	if _, err := w.newGroup(bctx, "world", all, false); err != nil {
 		w.release()
-		return nil, fmt.Errorf("symmem: Init (%s backend, rank %d of %d): %w", kind, env.Rank, env.WorldSize, err)
+		return nil, fmt.Errorf("symmem: Init (%s backend, rank %d of %d): %w", w.be.Name(), env.Rank, env.WorldSize, err)
 	}
 	return w, nil
 }
@@ -290,12 +290,13 @@ func (w *World) FreeOn(b Buffer, stream uint64) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
+	if b.local {
+		return w.freeLocal(b)
+	}
 	var f pool.Fence
-	if fb, ok := w.be.(interface {
-		Fence(stream uint64) (pool.Fence, error)
-	}); ok {
+	if w.dev != nil {
 		var err error
-		if f, err = fb.Fence(stream); err != nil {
+		if f, err = w.dev.Fence(stream); err != nil {
 			return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
 		}
 	}
@@ -362,13 +363,10 @@ func (w *World) Synchronize(ctx context.Context) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	s, ok := w.be.(interface {
-		Synchronize(context.Context, time.Duration) error
-	})
-	if !ok {
+	if w.dev == nil {
 		return nil
 	}
-	if err := s.Synchronize(ctx, w.opts.Timeout); err != nil {
+	if err := w.dev.Synchronize(ctx, w.opts.Timeout); err != nil {
 		return fmt.Errorf("symmem: Synchronize: %w", err)
 	}
 	return nil

@@ -6,8 +6,9 @@
 // bandwidth-vs-size plot (SVG or PNG, drawn without dependencies).
 //
 // The harness is backend-neutral: it drives a Target, which one rank of a
-// job implements on top of its backend (bench/worldtarget for a
-// symmem.World, backend/cuda's Target for GPUs). Every rank of the job calls
-// Run with the same Config; each gets the same Report. Package bench does
-// not import the user API, so backends can import it.
+// job implements (bench/worldtarget does, on a symmem.World of any
+// backend). Every rank of the job calls Run with the same Config; each gets
+// the same Report. Neither the user API nor any backend imports bench (the
+// root package's TestLayering checks), so programs that use symmem do not
+// link the harness or its PNG encoder.
 package bench

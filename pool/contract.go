@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // This file is the contract between the pool and the backends (CPU shared
@@ -74,7 +75,7 @@ var (
 	ErrDoubleFree       = errors.New("pool: block already freed")
 	ErrCapExceeded      = errors.New("pool: allocation would exceed the pool's cap")
 	ErrScopeOrder       = errors.New("pool: scope ended twice or out of order")
-	ErrGroupClosed      = errors.New("pool: group is closed")
-	ErrMismatch         = errors.New("pool: ranks disagree")
-	ErrClosed           = errors.New("pool: pool is closed")
+	ErrGroupClosed      = errs.GroupClosed
+	ErrMismatch         = errs.Mismatch
+	ErrClosed           = errs.Closed
 )

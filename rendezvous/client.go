@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"net"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ var (
 	ErrTokenRefused = errors.New("rendezvous: token refused")
 	ErrUnreachable  = errors.New("rendezvous: store unreachable")
 	ErrTimeout      = errors.New("rendezvous: timed out")
-	ErrClosed       = errors.New("rendezvous: client closed")
+	ErrClosed       = errs.Closed
 )
 
 // Client talks to a Server. It is safe for concurrent use: each in-flight

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # gpu-scale.sh: symmem on every GPU of the host (issue 5) in one go: the
-# user-API GPU test (world + TP x DP subgroups on 4 GPUs), the backend's GPU
-# correctness suite and the CLI benches with all GPUs as ranks, plus a 2-rank
+# user-API GPU test (world + TP x DP subgroups on 4 GPUs), the user-API GPU
+# correctness roles (gpu_world_test.go) and the CLI benches with all GPUs as ranks, plus a 2-rank
 # all-gather bench on the same host for comparison. Build first on the build
 # machine (GPU hosts have no Go toolchain):
 #
 #   CGO_ENABLED=1 go test -c -o .build/symmem.test .
-#   CGO_ENABLED=1 go test -c -o .build/cuda-backend.test ./backend/cuda
 #   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
 #
 # then `scripts/gpu-scale.sh [outdir]` there; logs go to outdir ($OUT), a
@@ -43,8 +42,13 @@ step() { # name timeout_s cmd...
 L=".build/symmem launch -n $N -timeout"
 step api 130 env SYMMEM_GPU_TEST_RANKS=$N .build/symmem.test -test.run '^TestGPUUserAPI$' -test.v -test.count=1 -test.timeout 120s
 step usercost 60 .build/symmem.test -test.run '^TestGPUUserHostCost$' -test.v -test.count=1 -test.timeout 55s
-step correct 130 $L 120s -- .build/cuda-backend.test -test.v -test.count=1 -test.timeout 115s \
-  -test.run '^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|GraphCapture)$'
+# Correctness roles of the root test binary, all GPUs as ranks.
+: >"$OUTDIR/correct.log"
+for r in gpuag gputwo gpugraph gpuark promises-cuda; do
+  echo "=== role $r" >>"$OUTDIR/correct.log"
+  env SYMMEM_TEST_ROLE=$r timeout -k 10 120 $L 110s -- .build/symmem.test -test.run '^$' >>"$OUTDIR/correct.log" 2>&1
+  rc=$?; echo "=== role $r rc=$rc" >>"$OUTDIR/correct.log"; ORDER+=("$r"); RC[$r]=$rc
+done
 B=".build/symmem bench -backend cuda -dtype bfloat16 -b 64K -e 1G -f 4 -budget 100ms -timeout 30s"
 step ag 120 $L 110s -- $B -ops all_gather -algo nccl,nccl-window,ce,kernel,auto -json "$OUTDIR/ag-n$N.json"
 if [ "${FULL:-1}" = 1 ]; then # reduce-scatter / all-reduce and plain NCCL (unchanged by the kernel work)
@@ -60,7 +64,7 @@ fi
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
   for s in "${ORDER[@]}"; do printf '%-8s rc=%s\n' "$s" "${RC[$s]:-?}"; done
   grep -h -E -- '--- (PASS|FAIL|SKIP)' "$OUTDIR"/api.log "$OUTDIR"/usercost.log "$OUTDIR"/correct.log | sort | uniq -c
-  grep -h -E 'CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|GRAPH|USERCOST|FAIL:' "$OUTDIR"/api.log "$OUTDIR"/usercost.log "$OUTDIR"/correct.log | grep -v '=== RUN' | head -30
+  grep -h -E 'GPU |USERCOST|FAIL:|WRONG' "$OUTDIR"/api.log "$OUTDIR"/usercost.log "$OUTDIR"/correct.log | grep -v '=== RUN' | head -30
   for s in ag rsar plain ag2; do
     [ -f "$OUTDIR/$s.log" ] || continue
     echo "--- bench $s"

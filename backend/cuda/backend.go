@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -25,6 +26,10 @@ type Options struct {
 	// NoNCCL disables NCCL (copy engines only); otherwise NCCL is loaded
 	// when available and its absence is reported by NCCLStatus.
 	NoNCCL bool
+	// NCCLMulticast lets NCCL use NVLink multicast (NVLS). By default it
+	// is off: NCCL_NVLS_ENABLE=0 is set when the variable is unset (a value
+	// the user set is always kept); NCCLStatus says which.
+	NCCLMulticast bool
 	// Watchdog is how long one of symmem's kernels waits for a peer before
 	// it traps, which fails the context (every later CUDA call errors)
 	// instead of spinning forever on a rank that died. 0 means
@@ -57,9 +62,11 @@ type Backend struct {
 	watchdog time.Duration
 	share    bool // Options.ShareDevice
 
-	mu     sync.Mutex
-	groups []*Group // creation order: closing is collective (NCCL), so every rank closes in the same order
-	closed bool
+	mu       sync.Mutex
+	copyProg *cuda.Program       // Copy's program (under mu)
+	local    map[uint64]*segment // AllocLocal's allocations by base
+	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
+	closed   bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -103,7 +110,7 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {
-		b.nccl.load()
+		b.nccl.load(opts.NCCLMulticast)
 	}
 	return b, nil
 }
@@ -134,8 +141,7 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
 	}
 	b.mu.Unlock()
-	gen := nextGeneration(cfg.Name)
-	g, err := newGroup(ctx, b, cfg, gen)
+	g, err := newGroup(ctx, b, cfg, members.Generation("cuda", b.env.JobID, cfg.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -156,25 +162,6 @@ func (b *Backend) forget(g *Group) {
 	b.mu.Unlock()
 }
 
-var (
-	genMu sync.Mutex
-	gens  = map[string]int{}
-)
-
-// nextGeneration numbers the groups of one name created by this process, so
-// that store keys (and NCCL unique ids) of a group created again — by a new
-// Backend in the same job too — never meet those of an earlier one. Ranks
-// that create the same groups in the same order agree on it. (Under `symmem
-// launch` a second Backend in one process reused generation 0 and read the
-// first one's stale NCCL id: results/gpu-2026-11-21.md, run 4.)
-func nextGeneration(name string) int {
-	genMu.Lock()
-	defer genMu.Unlock()
-	g := gens[name]
-	gens[name]++
-	return g
-}
-
 // Close closes every group in creation order (collective: NCCL finalizes
 // each communicator with its peers), frees every segment and releases the
 // context.
@@ -190,6 +177,12 @@ func (b *Backend) Close() error {
 	for _, g := range gs {
 		g.Close()
 	}
+	b.mu.Lock()
+	for p, s := range b.local {
+		s.release(b.ctx)
+		delete(b.local, p)
+	}
+	b.mu.Unlock()
 	err := b.prov.close()
 	b.unloadKernels()
 	if e := b.stream.Destroy(); err == nil {
@@ -205,4 +198,25 @@ func (b *Backend) Close() error {
 // which runs calls made without WithStream, is idle.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
 	return b.stream.Wait(ctx, timeout)
+}
+
+// Usable reports why this process cannot run the GPU backend (nil when it
+// can): the driver loads and device 0 has VMM with POSIX-fd handles. It
+// opens no context.
+func Usable() error {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no CUDA device visible: %w", ErrNotSupported)
+	}
+	info, err := cuda.Info(0)
+	if err != nil {
+		return err
+	}
+	if !info.VMM || !info.PosixFD {
+		return fmt.Errorf("device 0 (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+	}
+	return nil
 }

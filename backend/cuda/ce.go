@@ -15,36 +15,29 @@ type ceMode int
 const (
 	modePull ceMode = iota // each rank reads its peers' inputs (copy engine of the reader)
 	modePush               // each rank writes its input into its peers' outputs
-	modeBoth               // half pulled, half pushed (both GPUs' engines on every link)
 )
 
-func (m ceMode) String() string { return [...]string{"pull", "push", "both"}[m] }
-
-// ceTune holds the knobs of the copy-engine all-gather. Defaults come from
-// the measurements recorded in autotable.go.
-type ceTune struct {
-	mode      ceMode
-	split     int   // streams sharing one peer's transfer (n = 2); at most len(side)
-	splitMin  int64 // slice bytes from which the transfer is split
-	sideLocal int64 // slice bytes from which the out-of-place local copy runs on a side stream
-	batch     bool  // issue each signal round as one cuStreamBatchMemOp
-	kernCTAs  int   // most CTAs of the all-gather kernel (kernel.go)
-}
-
-// defaultTune is chosen from the variants measured on the 2x H200 machine
-// (results/gpu-2026-11-21.md, run 3, "copy-engine variants"):
+// The copy-engine all-gather's shape was chosen from the variants measured
+// on the 2x H200 machine (results/gpu-2026-11-21.md, run 3,
+// "copy-engine variants"; the variants are gone from the code):
 //   - push (write into the peers' outputs) beat pull at every size from
-//     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357;
-//   - the out-of-place local copy on a side stream (sideLocal 0) was best
-//     or equal at every size (1 MiB out-of-place 16.1 vs 27.5 us);
+//     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357; pull
+//     remains for an ordinary output with a registered input;
+//   - the out-of-place local copy on a side stream was best or equal at
+//     every size (1 MiB out-of-place 16.1 vs 27.5 us);
 //   - splitting a transfer over two streams, and half-pull/half-push, did
 //     not help;
 //   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time
 //     (1 MiB in-place 13.4 vs 15.2 us) for ~1 us more host time;
 //   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
-//     call) and gave no GPU time over single calls (that mode is gone).
-func defaultTune() ceTune {
-	return ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 0, kernCTAs: kernMaxCTAs}
+//     call) and gave no GPU time over single calls.
+
+// ceModeFor is push when the output is registered, else pull.
+func ceModeFor(req backend.Request) ceMode {
+	if req.OutSym.OK {
+		return modePush
+	}
+	return modePull
 }
 
 // word is the address of pad word (slot, from) in rank r's pad.
@@ -110,11 +103,8 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 	}
 	slice := req.Count * int64(req.DType.Size())
 	out, in := req.Out.Ptr, req.In.Ptr
-	inPlace := in == out+uint64(int64(me)*slice)
-	mode := g.tune.mode
-	if !req.OutSym.OK {
-		mode = modePull
-	}
+	inPlace := req.InPlace
+	mode := ceModeFor(req)
 	var peerIn, peerOut [maxCERanks]uint64
 	for r := 0; r < n; r++ {
 		if r == me {
@@ -127,67 +117,45 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 		case !inPlace && req.InSym.OK:
 			peerIn[r], ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
 		}
-		if mode != modePush && !ok {
+		if mode == modePull && !ok {
 			return fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
 		}
-		if mode != modePull {
+		if mode == modePush {
 			if peerOut[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice); !ok {
 				return fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
 			}
 		}
 	}
-	// The transfers.
-	var xs [2 * maxCERanks * 4]xfer
+	// The transfers: one per peer, in rotated order (me+1, me+2, ...), so
+	// that transfer i of every rank goes to a different peer and no GPU is
+	// every rank's first target.
+	var xs [maxCERanks]xfer
 	nx := 0
-	k := 1
-	if n == 2 && g.tune.split > 1 && slice >= g.tune.splitMin {
-		k = min(g.tune.split, 4)
-	}
-	add := func(dst, src uint64, bytes int64) {
-		if bytes <= 0 {
-			return
-		}
-		chunk := (bytes/int64(k) + 4095) &^ 4095
-		for off := int64(0); off < bytes; off += chunk {
-			xs[nx] = xfer{dst + uint64(off), src + uint64(off), min(chunk, bytes-off)}
-			nx++
-		}
-	}
-	// Peers in rotated order (me+1, me+2, ...): transfer i of every rank
-	// goes to a different peer, so no GPU is every rank's first target.
 	for k := 1; k < n; k++ {
 		r := (me + k) % n
-		mine := out + uint64(int64(r)*slice)
-		switch mode {
-		case modePull:
-			add(mine, peerIn[r], slice)
-		case modePush:
-			add(peerOut[r], in, slice)
-		case modeBoth:
-			half := (slice / 2) &^ 4095
-			add(mine, peerIn[r], half)
-			add(peerOut[r]+uint64(half), in+uint64(half), slice-half)
+		if mode == modePull {
+			xs[nx] = xfer{out + uint64(int64(r)*slice), peerIn[r], slice}
+		} else {
+			xs[nx] = xfer{peerOut[r], in, slice}
 		}
+		nx++
 	}
 	// Streams for the transfers: s first, then side[1:].
 	nstreams := min(nx, len(g.h.side))
 	p.Reset()
-	p.NoBatch = !g.tune.batch
+	p.NoBatch = true // single memory-op calls: less GPU time than one batch
 	p.SetContext(g.b.ctx)
 
 	localJoin := uint64(0)
 	if !inPlace {
+		// The local copy runs on a side stream, beside the peers' transfers.
 		dst := out + uint64(int64(me)*slice)
-		if slice >= g.tune.sideLocal {
-			side := g.h.side[0]
-			p.Record(s, g.h.fork)
-			p.WaitEvent(side, g.h.fork)
-			p.Copy(side, dst, in, slice)
-			localJoin = g.h.joins[0]
-			p.Record(side, localJoin)
-		} else {
-			p.Copy(s, dst, in, slice)
-		}
+		side := g.h.side[0]
+		p.Record(s, g.h.fork)
+		p.WaitEvent(side, g.h.fork)
+		p.Copy(side, dst, in, slice)
+		localJoin = g.h.joins[0]
+		p.Record(side, localJoin)
 	}
 	g.signal(p, s, slotReady)
 	if nstreams > 1 {

@@ -15,7 +15,7 @@ import (
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
 	g := &Group{b: &Backend{ctx: &cuda.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
-		segs: map[pool.SegmentID]*peerSeg{}, prog: cuda.NewProgram(64), tune: defaultTune(), padPeers: make([]uint64, n)}
+		segs: map[pool.SegmentID]*peerSeg{}, prog: cuda.NewProgram(64), padPeers: make([]uint64, n)}
 	for r := range g.ranks {
 		g.ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
@@ -44,7 +44,7 @@ func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
 		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
 	}
-	return req
+	return req.Shaped(len(g.ranks), me)
 }
 
 func TestBuildAllGatherProtocol(t *testing.T) {
@@ -53,23 +53,24 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 		n, me   int
 		count   int64
 		inPlace bool
-		tune    ceTune
-		copies  int // copies to/from peers
+		pull    bool // ordinary output, registered input: pull
+		copies  int  // copies to/from peers
 		local   bool
 	}{
-		{"2 ranks in-place pull", 2, 0, 1 << 20, true, defaultTune(), 1, false},
-		{"2 ranks out-of-place small", 2, 1, 1001, false, defaultTune(), 1, true},
-		{"2 ranks out-of-place big, side local", 2, 0, 64 << 20, false, defaultTune(), 1, true},
-		{"2 ranks split 3", 2, 1, 100 << 20, true, ceTune{mode: modePull, split: 3, splitMin: 0, sideLocal: 1}, 3, false},
-		{"2 ranks push", 2, 0, 4097, false, ceTune{mode: modePush, split: 1, splitMin: 1 << 62, sideLocal: 1 << 30}, 1, true},
-		{"2 ranks both", 2, 1, 1 << 20, true, ceTune{mode: modeBoth, split: 1, splitMin: 1 << 62}, 2, false},
-		{"4 ranks pull", 4, 2, 12345, false, defaultTune(), 1, true},
+		{"2 ranks in-place push", 2, 0, 1 << 20, true, false, 1, false},
+		{"2 ranks out-of-place small", 2, 1, 1001, false, false, 1, true},
+		{"2 ranks out-of-place big, side local", 2, 0, 64 << 20, false, false, 1, true},
+		{"2 ranks pull into ordinary output", 2, 1, 4097, false, true, 1, true},
+		{"4 ranks push", 4, 2, 12345, false, false, 1, true},
+		{"4 ranks pull", 4, 3, 12345, false, true, 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.tune = tc.tune
 			req := gatherReq(g, tc.count, tc.inPlace)
+			if tc.pull {
+				req.OutSym = backend.Sym{}
+			}
 			const s = 7
 			if err := g.buildAllGather(g.prog, req, s); err != nil {
 				t.Fatal(err)
@@ -148,7 +149,6 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 
 func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
 	g := fakeGroup(2, 0)
-	g.tune.mode = modePush
 	req := gatherReq(g, 1000, false)
 	req.InSym = backend.Sym{}
 	if err := g.buildAllGather(g.prog, req, 7); err != nil {
@@ -158,14 +158,9 @@ func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
 	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("nothing registered: got %v, want errNotSymmetric", err)
 	}
-	g.tune.mode = modePull
 	req = gatherReq(g, 1000, false)
-	req.InSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
-		t.Fatalf("got %v, want errNotSymmetric", err)
-	}
-	req = gatherReq(g, 1000, false)
-	req.InSym.Seg = 99 // not registered with the group
+	req.OutSym = backend.Sym{} // pull
+	req.InSym.Seg = 99         // not registered with the group
 	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("unregistered segment: got %v, want errNotSymmetric", err)
 	}

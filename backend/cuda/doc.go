@@ -21,7 +21,12 @@
 //     chunk r of every input it is rank r's reduce-scatter;
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
 //     engines and the kernels, from measurements recorded in autotable.go;
-//   - Target: the bench harness's Target on top of this backend.
+//   - the backend contract's Device part (device.go): writes that are
+//     visible to peers when they return, reads, local copies, ordinary
+//     device memory, fences and synchronisation.
+//
+// Tests, benchmarks and the CLI reach this backend only through the user
+// API (package symmem; bench/worldtarget for the bench harness).
 //
 // All driver access goes through internal/native/cuda; NCCL through
 // backend/nccl.

@@ -2,8 +2,8 @@ package cuda
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cuda"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -18,11 +19,11 @@ import (
 
 // ErrBroken is wrapped by every call on a group after a copy-engine
 // collective on it failed midway: the ranks' epochs no longer agree.
-var ErrBroken = errors.New("cuda: group is broken by an earlier failure")
+var ErrBroken = errs.Broken
 
 // ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
-// was not allowed (Options.ShareDevice).
-var ErrSharedDevice = errors.New("cuda: ranks share a GPU")
+// was not allowed (Options.ShareDevice). It matches ErrNotSupported too.
+var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
 
 // DefaultTimeout bounds waits when the GroupConfig gives none.
 const DefaultTimeout = 60 * time.Second
@@ -38,8 +39,7 @@ type Group struct {
 	timeout time.Duration
 	prefix  string
 
-	agMu  sync.Mutex
-	agSeq int
+	ag *members.Gather
 
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
@@ -66,7 +66,6 @@ type Group struct {
 	fences  []streamFence // fence events on callers' streams (track)
 	h       handles       // raw handles of side, joins, fork, forkX, last
 	broken  error
-	tune    ceTune
 	kargs   *cuda.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
 	kernWhy string
 
@@ -107,11 +106,11 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix: fmt.Sprintf("symmem/%s/cuda/%s#%d", b.env.JobID, cfg.Name, gen),
+		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		segs:   map[pool.SegmentID]*peerSeg{},
 		prog:   cuda.NewProgram(64),
-		tune:   defaultTune(),
 	}
+	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
@@ -122,7 +121,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // setup finds out whether copy engines can serve the group, creates and
 // exchanges the signal pads, and creates the NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	host := hostID()
+	host := members.HostID()
 	kern := g.loadKernel()
 	mine := fmt.Sprintf("%s|%s|%d|%t", host, g.b.info.PCI, os.Getpid(), kern)
 	all, err := g.AllGather(ctx, []byte(mine))
@@ -254,12 +253,6 @@ func deviceByPCI(pci string) (int, error) {
 	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
 }
 
-func hostID() string {
-	h, _ := os.Hostname()
-	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + strings.TrimSpace(string(id))
-}
-
 // Rank is this process's rank in the group.
 func (g *Group) Rank() int { return g.me }
 
@@ -269,35 +262,16 @@ func (g *Group) Size() int { return len(g.ranks) }
 // Name names the group.
 func (g *Group) Name() string { return g.name }
 
-// CopyEngines reports whether the copy-engine path is available, and why.
-func (g *Group) CopyEngines() (bool, string) { return g.ce, g.ceWhy }
-
-func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.timeout)
-}
-
 // AllGather returns every member's bytes by group rank, through the store.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	g.agMu.Lock()
-	defer g.agMu.Unlock()
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
-	seq := g.agSeq
-	g.agSeq++
-	vals, err := g.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", g.prefix, seq), g.ranks, g.me, mine)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: group %q all-gather #%d (timeout %v): %w", g.name, seq, g.timeout, err)
-	}
-	return vals, nil
+	return g.ag.AllGather(ctx, mine)
 }
 
 // exchange sends fd to every peer under tag and imports every peer's fd of
 // the same size, mapped for this device. Indexed by group rank (0 for me).
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
 	bases := make([]uint64, len(g.ranks))
-	err := g.fdx.Swap(ctx, g.prefix+"/"+tag, g.ranks, g.me, fd, func(r, fd int) error {
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
 		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
 		bases[r] = p
 		return err

@@ -122,7 +122,7 @@ func (g *Group) runKernel(req backend.Request, s uint64) error {
 		if err := g.fillAllGatherArgs(req); err != nil {
 			return err
 		}
-		ctas = allGatherCTAs(req.Count*int64(req.DType.Size()), g.tune.kernCTAs)
+		ctas = allGatherCTAs(req.Count*int64(req.DType.Size()), kernMaxCTAs)
 	}
 	p := g.prog
 	p.Reset()

@@ -208,7 +208,7 @@ func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 	if inPlace {
 		req.In, req.InSym = req.Out, req.OutSym
 	}
-	return req
+	return req.Shaped(len(g.ranks), g.me)
 }
 
 // TestReduceScatterArgs: a reduce-scatter runs the all-reduce kernel on

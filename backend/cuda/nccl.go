@@ -13,17 +13,29 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// NCCLNonBlockingEnv set to 1 makes the groups' NCCL communicators
-// non-blocking (NCCL's asynchronous init and registration).
-const NCCLNonBlockingEnv = "SYMMEM_CUDA_NCCL_NONBLOCKING"
-
 // ncclState is the backend's NCCL library (or why there is none).
 type ncclState struct {
-	lib *native.Lib
-	err error
+	nvls string // how NCCL_NVLS_ENABLE was decided
+	lib  *native.Lib
+	err  error
 }
 
-func (s *ncclState) load() {
+// load loads NCCL. Unless multicast is set, NVLink multicast (NVLS) stays
+// off: NCCL_NVLS_ENABLE=0 is set when the variable is unset — a value the
+// user set is kept — and status says which (symmem doctor prints it). NVLS
+// reserves multicast memory per communicator and symmem's paths do not use
+// it; on shared hosts it has failed communicator creation.
+func (s *ncclState) load(multicast bool) {
+	v, set := os.LookupEnv("NCCL_NVLS_ENABLE")
+	switch {
+	case set:
+		s.nvls = fmt.Sprintf("NCCL_NVLS_ENABLE=%s (set by the user, kept)", v)
+	case multicast:
+		s.nvls = "NCCL_NVLS_ENABLE unset: NCCL's default (NVLink multicast allowed by Options.NCCLMulticast)"
+	default:
+		os.Setenv("NCCL_NVLS_ENABLE", "0") // before NCCL reads it; reaches C's environ (cgo)
+		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; Options.NCCLMulticast allows NVLink multicast)"
+	}
 	s.lib, s.err = native.Load()
 }
 
@@ -31,7 +43,7 @@ func (s *ncclState) status() string {
 	if s.lib == nil {
 		return fmt.Sprintf("unavailable: %v", s.err)
 	}
-	return s.lib.String()
+	return s.lib.String() + "; " + s.nvls
 }
 
 // ncclGroup is a group's NCCL communicator (nil comm: unavailable, err says
@@ -60,7 +72,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	// operation returned ncclSuccess" (results/gpu-2026-11-21.md, run
 	// 1). Every rank has met in setup's all-gather before the communicator is
 	// created, so a blocking init does not wait for absent ranks.
-	cfg := bnccl.Config{NonBlocking: os.Getenv(NCCLNonBlockingEnv) == "1"}
+	cfg := bnccl.Config{}
 	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
 		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})
 	if err != nil {
@@ -115,37 +127,21 @@ func (n *ncclGroup) close(ctx context.Context) error {
 	return errors.Join(perr, err)
 }
 
-func (n *ncclGroup) run(ctx context.Context, req backend.Request) (coll.Path, error) {
+// run runs req on NCCL; win is the cuda path's one window decision.
+func (n *ncclGroup) run(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
 	if n.comm == nil {
 		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
 	}
 	if req.Algo == coll.AlgoNCCL && n.plain != nil {
-		return n.plain.Run(ctx, req) // regular kernels even on pool buffers
+		return n.plain.RunDecided(ctx, req, false) // regular kernels even on pool buffers
 	}
-	return n.comm.Run(ctx, req)
+	return n.comm.RunDecided(ctx, req, win)
 }
 
 // windowed reports whether both buffers of req lie in NCCL windows.
-func (n *ncclGroup) windowed(req backend.Request, size int) bool {
+func (n *ncclGroup) windowed(req backend.Request) bool {
 	if n.comm == nil || !n.windows {
 		return false
 	}
-	in, out := ioLens(req, size)
-	inPtr := req.In.Ptr
-	if req.Kind == coll.Broadcast {
-		inPtr = req.Out.Ptr
-	}
-	return n.comm.Windowed(inPtr, in) && n.comm.Windowed(req.Out.Ptr, out)
-}
-
-// ioLens is the bytes a request reads from In and writes to Out.
-func ioLens(req backend.Request, n int) (in, out int64) {
-	one := req.Count * int64(req.DType.Size())
-	switch req.Kind {
-	case coll.AllGather:
-		return one, one * int64(n)
-	case coll.ReduceScatter:
-		return one * int64(n), one
-	}
-	return one, one
+	return n.comm.Windowed(req.In.Ptr, req.In.Len) && n.comm.Windowed(req.Out.Ptr, req.Out.Len)
 }

@@ -42,7 +42,10 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
 	}
-	algo, why, err := g.choose(req)
+	// The NCCL window decision is made once, here; the choice and NCCL
+	// both consume it.
+	win := g.nccl.windowed(req)
+	algo, why, err := g.chooseWin(req, win)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
 	}
@@ -64,7 +67,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		r := req
 		r.Algo = algo
 		var p coll.Path
-		p, err = g.nccl.run(ctx, r)
+		p, err = g.nccl.run(ctx, r, win)
 		if p.Algo != "" {
 			path.Algo = p.Algo
 		}
@@ -85,22 +88,17 @@ var autoKernelWhy = map[coll.Kind]string{
 
 // choose resolves req.Algo to the path that runs, with the reason.
 func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
-	return g.chooseWin(req, g.nccl.windowed(req, len(g.ranks)))
+	return g.chooseWin(req, g.nccl.windowed(req))
 }
 
 // chooseWin is choose with the buffers' window status given (win).
 func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, error) {
 	n := len(g.ranks)
 	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
-	inPlaceAG := req.Kind == coll.AllGather && req.OutSym.OK &&
-		req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
+	inPlace := req.Kind == coll.AllGather && req.InPlace
 	// Pull reads the peers' inputs (registered input, or in-place in a
 	// registered output); push writes into the peers' outputs.
-	g.runMu.Lock()
-	mode := g.tune.mode
-	g.runMu.Unlock()
-	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || inPlaceAG || (req.OutSym.OK && mode != modePull))
-	inPlace := req.Kind == coll.AllGather && req.In.Ptr == req.Out.Ptr+uint64(int64(g.me)*req.Count*int64(req.DType.Size()))
+	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || req.OutSym.OK)
 	bad := ncclUnsafe(req, inPlace, win, n)
 	switch req.Algo {
 	case coll.AlgoKernel:
@@ -134,11 +132,11 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 	default:
-		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window)", req.Algo)
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
 	}
-	total, _ := ioLens(req, n)
+	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
-		total *= int64(n)
+		total = req.Out.Len
 	}
 	pick := autoPick(req.Kind, total, n, inPlace)
 	// Only kernel rows pay for the kernel check (it formats an error when

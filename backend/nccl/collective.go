@@ -117,7 +117,18 @@ func (c *Comm) Run(ctx context.Context, req backend.Request) (coll.Path, error) 
 	if req.Kind == coll.Broadcast {
 		in = req.Out.Ptr
 	}
-	win := c.Windowed(in, inLen) && c.Windowed(req.Out.Ptr, outLen)
+	return c.RunDecided(ctx, req, c.Windowed(in, inLen) && c.Windowed(req.Out.Ptr, outLen))
+}
+
+// RunDecided is Run with the window decision made by the caller (win: every
+// buffer lies inside a window of this communicator); the GPU backend decides
+// once per call and passes it here. req's shape must be valid (Shaped).
+func (c *Comm) RunDecided(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
+	var err error
+	in, inLen, outLen := req.In.Ptr, req.In.Len, req.Out.Len
+	if req.Kind == coll.Broadcast {
+		in = req.Out.Ptr
+	}
 	path := coll.Path{Algo: coll.AlgoNCCL, Reason: "buffers outside NCCL windows"}
 	if win {
 		path = coll.Path{Algo: coll.AlgoNCCLWindow, Reason: "buffers inside NCCL symmetric windows"}

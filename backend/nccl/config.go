@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"strings"
 	"time"
 
@@ -15,9 +16,9 @@ import (
 var (
 	ErrNotSupported = native.ErrNotSupported // NCCL, windows or CUDA missing here
 	ErrTimeout      = native.ErrTimeout      // a peer did not arrive in time
-	ErrClosed       = errors.New("nccl: communicator is closed")
-	ErrBroken       = errors.New("nccl: communicator failed and was aborted")
-	ErrMismatch     = errors.New("nccl: ranks disagree")
+	ErrClosed       = errs.Closed
+	ErrBroken       = errs.Broken // the communicator failed and was aborted
+	ErrMismatch     = errs.Mismatch
 	ErrNotWindow    = errors.New("nccl: buffer is not inside a registered window")
 )
 

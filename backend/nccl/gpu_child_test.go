@@ -70,8 +70,8 @@ func (c *child) run() error {
 		return err
 	}
 	c.lib = lib
-	c.logf("INFO nccl %s path=%s windows=%v memalloc=%v cuda=%v NCCL_NVLS_ENABLE=%q",
-		lib.VersionString(), lib.Path, lib.HasWindows, lib.HasMemAlloc, lib.HasCUDA, os.Getenv("NCCL_NVLS_ENABLE"))
+	c.logf("INFO nccl %s path=%s windows=%v cuda=%v NCCL_NVLS_ENABLE=%q",
+		lib.VersionString(), lib.Path, lib.HasWindows, lib.HasCUDA, os.Getenv("NCCL_NVLS_ENABLE"))
 	if c.cctx, err = cuda.Retain(c.rank); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -16,7 +17,6 @@ type Backend struct {
 	prov *Provider
 
 	mu     sync.Mutex
-	gens   map[string]int // groups created per name, to namespace store keys
 	groups map[*Group]struct{}
 	closed bool
 }
@@ -26,7 +26,7 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns the CPU backend for the rank described by e (JobID namespaces
 // store keys).
 func New(e rendezvous.Env) *Backend {
-	return &Backend{env: e, prov: NewProvider(), gens: map[string]int{}, groups: map[*Group]struct{}{}}
+	return &Backend{env: e, prov: NewProvider(), groups: map[*Group]struct{}{}}
 }
 
 // Name is "cpu".
@@ -45,10 +45,8 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		b.mu.Unlock()
 		return nil, fmt.Errorf("shm: NewGroup %q: backend is closed", cfg.Name)
 	}
-	gen := b.gens[cfg.Name]
-	b.gens[cfg.Name]++
 	b.mu.Unlock()
-	g, err := newGroup(ctx, b, cfg, gen)
+	g, err := newGroup(ctx, b, cfg, members.Generation("shm", b.env.JobID, cfg.Name))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/shm/plan"
+	"github.com/symmem/symmem/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -37,7 +39,7 @@ func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
 // ErrBroken is wrapped by every call on a group after a collective on it
 // failed midway (a peer died or timed out): the ranks' signal counters no
 // longer agree, so the group cannot be used again.
-var ErrBroken = errors.New("shm: group is broken by an earlier failure")
+var ErrBroken = errs.Broken
 
 // DefaultTimeout bounds waits when the GroupConfig gives none.
 const DefaultTimeout = 60 * time.Second
@@ -54,8 +56,7 @@ type Group struct {
 	prefix  string // store key and fd tag namespace
 	workers int    // goroutines for the data steps of one stage
 
-	agMu  sync.Mutex
-	agSeq int
+	ag *members.Gather
 
 	pidfds []int // peers' pidfds by group rank (-1 for me)
 	pids   []int
@@ -98,11 +99,12 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix:  fmt.Sprintf("symmem/%s/shm/%s#%d", b.env.JobID, cfg.Name, gen),
+		prefix:  members.Prefix("shm", b.env.JobID, cfg.Name, gen),
 		segs:    map[pool.SegmentID]*peerSeg{},
 		plans:   map[plan.Spec]plan.Plan{},
 		workers: workersFor(b.env.LocalWorldSize),
 	}
+	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	n := len(g.ranks)
 	g.pidfds = make([]int, n)
 	g.pids = make([]int, n)
@@ -122,7 +124,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // setup checks that every member runs on this host, opens pidfds for the
 // peers and exchanges signal pads.
 func (g *Group) setup(ctx context.Context) error {
-	host := hostID()
+	host := members.HostID()
 	all, err := g.AllGather(ctx, []byte(host+"|"+strconv.Itoa(os.Getpid())))
 	if err != nil {
 		return err
@@ -154,13 +156,6 @@ func (g *Group) setup(ctx context.Context) error {
 	return nil
 }
 
-// hostID identifies this machine boot: ranks with equal IDs share memory.
-func hostID() string {
-	h, _ := os.Hostname()
-	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + strings.TrimSpace(string(id))
-}
-
 // Rank is this process's rank in the group.
 func (g *Group) Rank() int { return g.me }
 
@@ -174,34 +169,18 @@ func (g *Group) Name() string { return g.name }
 func (g *Group) Ranks() []int { return append([]int(nil), g.ranks...) }
 
 // bound applies the group timeout unless ctx has an earlier deadline.
-func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.timeout)
-}
-
 // AllGather returns every member's bytes by group rank, through the store.
 // Members call it in the same order. Keys live under the group's namespace
 // and the last rank to finish deletes them all.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	g.agMu.Lock()
-	defer g.agMu.Unlock()
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
-	seq := g.agSeq
-	g.agSeq++
-	vals, err := g.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", g.prefix, seq), g.ranks, g.me, mine)
-	if err != nil {
-		return nil, fmt.Errorf("shm: group %q all-gather #%d: %w", g.name, seq, err)
-	}
-	return vals, nil
+	return g.ag.AllGather(ctx, mine)
 }
 
 // exchange sends fd to every peer under tag and maps every peer's fd of the
 // same size. The result is indexed by group rank (nil for this rank).
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([][]byte, error) {
-	ctx, cancel := g.bound(ctx)
-	defer cancel()
 	mems := make([][]byte, len(g.ranks))
-	err := g.fdx.Swap(ctx, g.prefix+"/"+tag, g.ranks, g.me, fd, func(r, fd int) error {
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
 		m, err := mapPeer(fd, size)
 		mems[r] = m
 		return err

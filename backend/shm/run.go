@@ -69,13 +69,11 @@ func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 	spec := plan.Spec{Kind: req.Kind, N: len(g.ranks), Rank: g.me, Count: req.Count, DType: req.DType, Root: req.Root}
 	switch req.Kind {
 	case coll.AllGather:
-		spec.InPlace = req.InSym.Seg == req.OutSym.Seg && req.InSym.Off == req.OutSym.Off+int64(g.me)*req.Count*es
+		spec.InPlace = req.InPlace
 	case coll.ReduceScatter:
-		spec.Op = req.Op
-		spec.InPlace = req.InSym.Seg == req.OutSym.Seg && req.OutSym.Off == req.InSym.Off+int64(g.me)*req.Count*es
+		spec.Op, spec.InPlace = req.Op, req.InPlace
 	case coll.AllReduce:
-		spec.Op = req.Op
-		spec.InPlace = req.InSym == req.OutSym
+		spec.Op, spec.InPlace = req.Op, req.InPlace
 		spec.OneShot = req.Count*es <= OneShotBytes
 	}
 	if p, ok := g.plans[spec]; ok {

@@ -1,157 +1,145 @@
 // Package worldtarget runs the bench harness on a symmem.World through the
-// user API (package symmem): it implements bench.Target on the world group.
-// It is its own package so that package bench stays free of the user API
-// (backends import bench for their own Targets).
+// user API (package symmem), on any backend: it implements bench.Target on
+// the world group. The numbers `symmem bench` publishes therefore come
+// through the same validation, locking and path choice as a user's calls.
+// It is its own package so that package symmem stays free of bench (and of
+// the plotting code bench links).
 package worldtarget
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 )
 
-// Target runs the harness on a symmem.World through the user API, on
-// the world group. It needs host memory (the CPU backend); a device backend
-// brings its own Target.
-//
-// Symmetric buffers come from a group scope (registered when it ends);
-// plain buffers are Go memory, which the user API stages through the pool.
-// Out-of-place broadcast is a local copy on the root followed by the
-// in-place broadcast of the user API (as NCCL does inside its kernel).
 var (
 	_ bench.Target      = (*Target)(nil)
 	_ bench.AlgoChecker = (*Target)(nil)
+	_ bench.Exchanger   = (*Target)(nil)
 )
 
+// Target runs the harness on a symmem.World through the user API, on the
+// world group.
+//
+// Symmetric buffers come from a group scope (registered when it ends);
+// plain buffers come from World.AllocLocal (Go memory on the CPU backend,
+// which the user API stages through the pool; device memory on a GPU,
+// which runs on plain NCCL). Out-of-place broadcast is a local copy on the
+// root followed by the in-place broadcast of the user API (as NCCL does
+// inside its kernel). Writes are complete and visible before they return
+// (World.Write), and Barrier is a host rendezvous, so a collective never
+// reads input that has not landed.
 type Target struct {
 	ctx    context.Context
 	w      *symmem.World
 	g      *symmem.Group
-	allocs []hostAlloc // sorted by address
-	barIn  coll.Span
-	barOut coll.Span
+	allocs []symmem.Buffer // sorted by address
 }
 
-type hostAlloc struct {
-	span coll.Span
-	mem  []byte
-	buf  *symmem.Buffer // nil for plain memory
-}
-
-// New wraps w (collective: it allocates a small symmetric
-// buffer for barriers). ctx bounds every call.
+// New wraps w (local: it allocates nothing). ctx bounds every call.
 func New(ctx context.Context, w *symmem.World) (*Target, error) {
-	t := &Target{ctx: ctx, w: w, g: w.World()}
-	var err error
-	if t.barIn, err = t.Alloc(8, true); err != nil {
-		return nil, err
-	}
-	if t.barOut, err = t.Alloc(int64(8*t.g.Size()), true); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return &Target{ctx: ctx, w: w, g: w.World()}, nil
 }
 
 func (t *Target) Rank() int    { return t.g.Rank() }
 func (t *Target) Size() int    { return t.g.Size() }
 func (t *Target) Name() string { return t.w.Backend() }
-func (t *Target) Sync() error  { return nil } // CPU calls complete before returning
 
-// CheckAlgo accepts what the backend offers: the CPU backend has auto and
-// direct.
+// Sync waits for the calls issued on the backend's own stream (GPU).
+func (t *Target) Sync() error { return t.w.Synchronize(t.ctx) }
+
+// CheckAlgo accepts the algorithms the backend declares for k.
 func (t *Target) CheckAlgo(k coll.Kind, a coll.Algo) error {
-	if t.w.Backend() == "cpu" && a != coll.AlgoAuto && a != coll.AlgoDirect {
-		return fmt.Errorf("algorithm %q is not available on the cpu backend (valid: auto, direct): %w", a, symmem.ErrNotSupported)
+	if t.w.Supports(k, a) {
+		return nil
 	}
-	return nil
+	valid := []string{string(coll.AlgoAuto)}
+	for _, x := range t.w.Algos(k) {
+		valid = append(valid, string(x))
+	}
+	return fmt.Errorf("algorithm %q is not available for %v on the %s backend (valid: %s): %w",
+		a, k, t.w.Backend(), strings.Join(valid, ", "), symmem.ErrNotSupported)
 }
 
 func (t *Target) Alloc(bytes int64, symmetric bool) (coll.Span, error) {
-	a := hostAlloc{}
+	var buf symmem.Buffer
 	if symmetric {
 		sc, err := t.g.OpenScope()
 		if err != nil {
 			return coll.Span{}, err
 		}
-		buf, err := sc.Alloc(bytes)
-		if err != nil {
+		if buf, err = sc.Alloc(bytes); err != nil {
 			return coll.Span{}, err
 		}
 		if err := sc.End(t.ctx); err != nil {
 			return coll.Span{}, err
 		}
-		if a.mem = buf.Bytes(); a.mem == nil {
-			t.w.Free(buf)
-			return coll.Span{}, fmt.Errorf("bench: backend %s does not give host memory; it needs its own bench.Target", t.w.Backend())
-		}
-		a.span, a.buf = buf.Span, &buf
 	} else {
-		a.mem = make([]byte, bytes)
-		a.span = symmem.HostSpan(a.mem)
+		var err error
+		if buf, err = t.w.AllocLocal(bytes); err != nil {
+			return coll.Span{}, err
+		}
 	}
-	i := sort.Search(len(t.allocs), func(i int) bool { return t.allocs[i].span.Ptr >= a.span.Ptr })
-	t.allocs = append(t.allocs, hostAlloc{})
+	i := sort.Search(len(t.allocs), func(i int) bool { return t.allocs[i].Ptr >= buf.Ptr })
+	t.allocs = append(t.allocs, symmem.Buffer{})
 	copy(t.allocs[i+1:], t.allocs[i:])
-	t.allocs[i] = a
-	return a.span, nil
+	t.allocs[i] = buf
+	return buf.Span, nil
 }
 
 func (t *Target) Free(s coll.Span) error {
 	for i, a := range t.allocs {
-		if a.span.Ptr == s.Ptr {
+		if a.Ptr == s.Ptr {
 			t.allocs = append(t.allocs[:i], t.allocs[i+1:]...)
-			if a.buf != nil {
-				return t.w.Free(*a.buf)
-			}
-			return nil
+			return t.w.Free(a)
 		}
 	}
 	return fmt.Errorf("bench: Free of %#x, which this target did not allocate", s.Ptr)
 }
 
-// mem returns the host bytes of s, which must lie inside one allocation.
-func (t *Target) mem(s coll.Span) ([]byte, error) {
-	i := sort.Search(len(t.allocs), func(i int) bool { return t.allocs[i].span.End() > s.Ptr })
-	if i == len(t.allocs) || s.Ptr < t.allocs[i].span.Ptr || s.End() > t.allocs[i].span.End() {
-		return nil, fmt.Errorf("bench: span %#x+%d is not inside a buffer of this target", s.Ptr, s.Len)
+// inside checks that s lies inside one allocation.
+func (t *Target) inside(s coll.Span) error {
+	i := sort.Search(len(t.allocs), func(i int) bool { return t.allocs[i].End() > s.Ptr })
+	if i == len(t.allocs) || s.Ptr < t.allocs[i].Ptr || s.End() > t.allocs[i].End() {
+		return fmt.Errorf("bench: span %#x+%d is not inside a buffer of this target", s.Ptr, s.Len)
 	}
-	a := t.allocs[i]
-	off := s.Ptr - a.span.Ptr
-	return a.mem[off : off+uint64(s.Len)], nil
+	return nil
 }
 
 func (t *Target) Write(dst coll.Span, src []byte) error {
-	b, err := t.mem(coll.Span{Ptr: dst.Ptr, Len: int64(len(src))})
-	if err == nil {
-		copy(b, src)
+	s := coll.Span{Ptr: dst.Ptr, Len: int64(len(src))}
+	if err := t.inside(s); err != nil {
+		return err
 	}
-	return err
+	return t.w.Write(t.ctx, s, src)
 }
 
 func (t *Target) Read(dst []byte, src coll.Span) error {
-	b, err := t.mem(coll.Span{Ptr: src.Ptr, Len: int64(len(dst))})
-	if err == nil {
-		copy(dst, b)
+	s := coll.Span{Ptr: src.Ptr, Len: int64(len(dst))}
+	if err := t.inside(s); err != nil {
+		return err
 	}
-	return err
+	return t.w.Read(t.ctx, dst, s)
 }
 
+// Memcpy copies locally (on the backend's stream on a GPU).
 func (t *Target) Memcpy(dst, src coll.Span) error {
 	n := min(dst.Len, src.Len)
-	d, err := t.mem(coll.Span{Ptr: dst.Ptr, Len: n})
-	if err != nil {
+	d, s := coll.Span{Ptr: dst.Ptr, Len: n}, coll.Span{Ptr: src.Ptr, Len: n}
+	if err := t.inside(d); err != nil {
 		return err
 	}
-	s, err := t.mem(coll.Span{Ptr: src.Ptr, Len: n})
-	if err != nil {
+	if err := t.inside(s); err != nil {
 		return err
 	}
-	copy(d, s)
-	return nil
+	return t.w.Copy(d, s, 0)
 }
 
 func (t *Target) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (coll.Path, error) {
@@ -174,15 +162,36 @@ func (t *Target) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType,
 	return coll.Path{}, fmt.Errorf("bench: unknown op %v", k)
 }
 
-// Barrier is a one-word all-gather: no rank returns before every rank
-// has contributed.
-func (t *Target) Barrier() error {
-	_, err := t.g.AllGather(t.ctx, t.barOut, t.barIn, coll.Float64)
-	return err
+// Barrier is a host rendezvous of the world group.
+func (t *Target) Barrier() error { return t.g.Barrier(t.ctx) }
+
+// ExchangeFloat64 shares a few numbers through the store.
+func (t *Target) ExchangeFloat64(vals []float64) ([][]float64, error) {
+	b := make([]byte, 8*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	}
+	all, err := t.g.AllGatherHost(t.ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(all))
+	for r, v := range all {
+		out[r] = make([]float64, len(v)/8)
+		for i := range out[r] {
+			out[r][i] = math.Float64frombits(binary.LittleEndian.Uint64(v[8*i:]))
+		}
+	}
+	return out, nil
 }
 
-// Close frees the barrier buffers.
+// Close frees what the target still holds.
 func (t *Target) Close() error {
-	t.Free(t.barOut)
-	return t.Free(t.barIn)
+	var first error
+	for len(t.allocs) > 0 {
+		if err := t.Free(t.allocs[0].Span); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

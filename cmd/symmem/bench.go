@@ -276,28 +276,20 @@ func benchRank(f *benchFlags, args []string) error {
 	return nil
 }
 
-// resolveBackend turns auto into cpu or cuda (cuda when libcuda loads and
-// sees a device).
+// resolveBackend is the backend Init will start for the -backend flag
+// (symmem.ResolveBackend: one rule for the CLI and the library).
 func resolveBackend(backend string) string {
-	kind := strings.ToLower(backend)
-	if kind == "auto" {
-		kind = "cpu"
-		if cudaAvailable() {
-			kind = "cuda"
-		}
+	kind, _, err := symmem.ResolveBackend(backend)
+	if err != nil {
+		return backend
 	}
 	return kind
 }
 
-// openTarget joins the job on the chosen backend: cuda through the GPU
-// backend's own Target, cpu through the user API (auto: cuda when libcuda
-// loads and sees a device). Collective over the ranks.
+// openTarget joins the job through the user API on the chosen backend
+// (collective over the ranks).
 func openTarget(ctx context.Context, backend string, timeout time.Duration) (bench.Target, func() error, error) {
-	kind := resolveBackend(backend)
-	if kind == "cuda" {
-		return newCUDATarget(ctx, timeout)
-	}
-	w, err := symmem.Init(ctx, symmem.Options{Backend: kind, Timeout: timeout})
+	w, err := symmem.Init(ctx, symmem.Options{Backend: backend, Timeout: timeout})
 	if err != nil {
 		return nil, nil, err
 	}

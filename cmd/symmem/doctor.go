@@ -57,18 +57,6 @@ flags:
 	if os.Getenv("RANK") == "" {
 		return selfLaunch("doctor", *n, args)
 	}
-	if resolveBackend(*backend) == "cuda" {
-		t, closeTarget, err := newCUDATarget(context.Background(), *timeout)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "symmem doctor (rank %s): %v\n", os.Getenv("RANK"), err)
-			return 1
-		}
-		defer closeTarget()
-		if t.Rank() == 0 || *all {
-			fmt.Printf("symmem doctor: rank %d of %d, backend cuda\nhost: %s\n%s", t.Rank(), t.Size(), hostInfo(), cudaDescribe(t))
-		}
-		return 0
-	}
 	w, err := symmem.Init(context.Background(), symmem.Options{Backend: *backend, Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "symmem doctor (rank %s): %v\n", os.Getenv("RANK"), err)
@@ -84,7 +72,7 @@ flags:
 // writeDoctor prints a doctor report.
 func writeDoctor(out io.Writer, r symmem.Report) {
 	fmt.Fprintf(out, "symmem doctor: rank %d of %d (local %d of %d), job %s\n", r.Rank, r.Size, r.LocalRank, r.LocalSize, r.JobID)
-	fmt.Fprintf(out, "backend:  %s\n", r.Backend)
+	fmt.Fprintf(out, "backend:  %s (%s)\n", r.Backend, r.Why)
 	fmt.Fprintf(out, "host:     %s\n", hostInfo())
 	fmt.Fprintf(out, "timeout:  %v per wait; checked mode %v; staging buffer %s per group\n", r.Timeout, r.Checked, bench.FormatSize(r.Staging))
 	p := r.Pool
@@ -100,6 +88,9 @@ func writeDoctor(out io.Writer, r symmem.Report) {
 			role = "not a member"
 		}
 		fmt.Fprintf(out, "  %-10s ranks %v (%s)\n", g.Name, g.Ranks, role)
+	}
+	if r.Detail != "" {
+		fmt.Fprint(out, r.Detail)
 	}
 	fmt.Fprintf(out, "paths on the world group (what a call would do, and why):\n")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 )
 
@@ -23,17 +22,6 @@ const (
 	OpMemset32  = 8
 	OpGraph     = 9
 	OpLaunch    = 10
-)
-
-const (
-	opCtx       = OpCtx
-	opWrite32   = OpWrite32
-	opWait32    = OpWait32
-	opCopy      = OpCopy
-	opRecord    = OpRecord
-	opWaitEvent = OpWaitEvent
-	opBatch     = OpBatch
-	opMemset32  = OpMemset32
 )
 
 // Wait flags (CUstreamWaitValue_flags).
@@ -77,44 +65,44 @@ func (p *Program) Len() int { return len(p.ops) }
 // SetContext makes c current for the ops that follow. Every program that
 // touches streams must start with it.
 func (p *Program) SetContext(c *Context) {
-	p.ops = append(p.ops, Op{Kind: opCtx, A: uint64(uintptr(unsafe.Pointer(c.h)))})
+	p.ops = append(p.ops, Op{Kind: OpCtx, A: uint64(uintptr(unsafe.Pointer(c.h)))})
 }
 
 // Write32 writes v to the 32-bit word at addr (local or peer-mapped) once the
 // stream's earlier work is done; a memory fence orders those earlier writes
 // before it.
 func (p *Program) Write32(stream, addr uint64, v uint32) {
-	p.ops = append(p.ops, Op{Kind: opWrite32, Stream: stream, A: addr, B: uint64(v)})
+	p.ops = append(p.ops, Op{Kind: OpWrite32, Stream: stream, A: addr, B: uint64(v)})
 }
 
 // Wait32 makes the stream wait until the word at addr reaches v (cyclic >=).
 func (p *Program) Wait32(stream, addr uint64, v uint32) {
-	p.ops = append(p.ops, Op{Kind: opWait32, Flags: WaitGEQ, Stream: stream, A: addr, B: uint64(v)})
+	p.ops = append(p.ops, Op{Kind: OpWait32, Flags: WaitGEQ, Stream: stream, A: addr, B: uint64(v)})
 }
 
 // Wait32EQ makes the stream wait until the word at addr equals v.
 func (p *Program) Wait32EQ(stream, addr uint64, v uint32) {
-	p.ops = append(p.ops, Op{Kind: opWait32, Flags: WaitEQ, Stream: stream, A: addr, B: uint64(v)})
+	p.ops = append(p.ops, Op{Kind: OpWait32, Flags: WaitEQ, Stream: stream, A: addr, B: uint64(v)})
 }
 
 // Copy enqueues an asynchronous device-to-device copy (copy engine).
 func (p *Program) Copy(stream, dst, src uint64, n int64) {
-	p.ops = append(p.ops, Op{Kind: opCopy, Stream: stream, A: dst, B: src, C: uint64(n)})
+	p.ops = append(p.ops, Op{Kind: OpCopy, Stream: stream, A: dst, B: src, C: uint64(n)})
 }
 
 // Memset32 enqueues an asynchronous fill of n words.
 func (p *Program) Memset32(stream, dst uint64, v uint32, n int64) {
-	p.ops = append(p.ops, Op{Kind: opMemset32, Stream: stream, A: dst, B: uint64(v), C: uint64(n)})
+	p.ops = append(p.ops, Op{Kind: OpMemset32, Stream: stream, A: dst, B: uint64(v), C: uint64(n)})
 }
 
 // Record records event on stream.
 func (p *Program) Record(stream, event uint64) {
-	p.ops = append(p.ops, Op{Kind: opRecord, Stream: stream, A: event})
+	p.ops = append(p.ops, Op{Kind: OpRecord, Stream: stream, A: event})
 }
 
 // WaitEvent makes stream wait for event.
 func (p *Program) WaitEvent(stream, event uint64) {
-	p.ops = append(p.ops, Op{Kind: opWaitEvent, Stream: stream, A: event})
+	p.ops = append(p.ops, Op{Kind: OpWaitEvent, Stream: stream, A: event})
 }
 
 // BeginBatch starts a group of Write32/Wait32 ops on stream that Exec issues
@@ -122,14 +110,8 @@ func (p *Program) WaitEvent(stream, event uint64) {
 // it. EndBatch closes the group.
 func (p *Program) BeginBatch(stream uint64) {
 	p.batch = len(p.ops)
-	p.ops = append(p.ops, Op{Kind: opBatch, Stream: stream})
+	p.ops = append(p.ops, Op{Kind: OpBatch, Stream: stream})
 }
-
-// NoBatchEnv, when set to 1, makes every program issue its memory
-// operations one call each instead of cuStreamBatchMemOp (a diagnostic).
-const NoBatchEnv = "SYMMEM_CUDA_NO_BATCH"
-
-var noBatch = os.Getenv(NoBatchEnv) == "1"
 
 // EndBatch closes the group opened by BeginBatch. A group of one op is
 // issued as a plain call.
@@ -139,7 +121,7 @@ func (p *Program) EndBatch() {
 	}
 	n := len(p.ops) - p.batch - 1
 	switch {
-	case n <= 1 || n > 32 || noBatch || p.NoBatch:
+	case n <= 1 || n > 32 || p.NoBatch:
 		// Not worth a batch (or too long): drop the header, keep the ops.
 		copy(p.ops[p.batch:], p.ops[p.batch+1:])
 		p.ops = p.ops[:len(p.ops)-1]
@@ -149,9 +131,9 @@ func (p *Program) EndBatch() {
 	p.batch = -1
 }
 
-var opNames = map[int32]string{opCtx: "cuCtxSetCurrent", opWrite32: "cuStreamWriteValue32", opWait32: "cuStreamWaitValue32",
-	opCopy: "cuMemcpyDtoDAsync", opRecord: "cuEventRecord", opWaitEvent: "cuStreamWaitEvent", opBatch: "cuStreamBatchMemOp",
-	opMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch", OpLaunch: "cuLaunchKernel"}
+var opNames = map[int32]string{OpCtx: "cuCtxSetCurrent", OpWrite32: "cuStreamWriteValue32", OpWait32: "cuStreamWaitValue32",
+	OpCopy: "cuMemcpyDtoDAsync", OpRecord: "cuEventRecord", OpWaitEvent: "cuStreamWaitEvent", OpBatch: "cuStreamBatchMemOp",
+	OpMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch", OpLaunch: "cuLaunchKernel"}
 
 // Exec issues every op in one cgo call. On failure nothing after the failing
 // op was issued; the error names the op.

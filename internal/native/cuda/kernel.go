@@ -114,6 +114,6 @@ func EndCapture(ctx *Context, s *Stream) (*Graph, error) {
 
 // Launch enqueues the graph on stream s.
 func (g *Graph) Launch(s *Stream) error {
-	p := Program{ops: []Op{{Kind: opCtx, A: uint64(uintptr(unsafe.Pointer(g.ctx.h)))}, {Kind: OpGraph, Stream: s.Handle(), A: g.Handle()}}, batch: -1}
+	p := Program{ops: []Op{{Kind: OpCtx, A: uint64(uintptr(unsafe.Pointer(g.ctx.h)))}, {Kind: OpGraph, Stream: s.Handle(), A: g.Handle()}}, batch: -1}
 	return p.Exec()
 }

@@ -66,7 +66,7 @@ func TestProgramBatchHeader(t *testing.T) {
 			if p.Len() != tc.wantLen {
 				t.Fatalf("len %d, want %d", p.Len(), tc.wantLen)
 			}
-			hdr := p.Len() > 0 && p.ops[0].Kind == opBatch
+			hdr := p.Len() > 0 && p.ops[0].Kind == OpBatch
 			if hdr != tc.wantHdr {
 				t.Fatalf("batch header present=%v, want %v", hdr, tc.wantHdr)
 			}

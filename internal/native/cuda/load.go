@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"sync"
 	"unsafe"
@@ -18,7 +19,7 @@ import (
 // ErrNotSupported is matched (errors.Is) by every error that means "no usable
 // CUDA here": libcuda missing, a required symbol missing, or a driver call
 // answering CUDA_ERROR_NOT_SUPPORTED / NO_DEVICE.
-var ErrNotSupported = errors.New("cuda: not supported on this machine")
+var ErrNotSupported = errs.NotSupported
 
 // ErrNotReady is matched by a query whose work is still running.
 var ErrNotReady = errors.New("cuda: not ready")

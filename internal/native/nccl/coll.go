@@ -123,33 +123,3 @@ func (l *Lib) WindowDeregister(ctx uintptr, c Comm, win Window) error {
 	}
 	return nil
 }
-
-// MemAlloc is ncclMemAlloc: device memory NCCL can register as a window
-// (cuMem* VMM, suitably aligned), on ctx's device.
-func (l *Lib) MemAlloc(ctx uintptr, size int64) (uint64, error) {
-	if !l.HasMemAlloc {
-		return 0, notSupported("ncclMemAlloc missing in %s (NCCL %s)", l.Path, l.VersionString())
-	}
-	if err := l.needCtx(ctx); err != nil {
-		return 0, err
-	}
-	var p C.uint64_t
-	if rc := C.sm_mem_alloc(l.c, C.uintptr_t(ctx), &p, C.size_t(size)); rc != 0 {
-		return 0, l.err("ncclMemAlloc", rc, 0)
-	}
-	return uint64(p), nil
-}
-
-// MemFree is ncclMemFree.
-func (l *Lib) MemFree(ctx uintptr, ptr uint64) error {
-	if !l.HasMemAlloc {
-		return notSupported("ncclMemFree missing in %s (NCCL %s)", l.Path, l.VersionString())
-	}
-	if err := l.needCtx(ctx); err != nil {
-		return err
-	}
-	if rc := C.sm_mem_free(l.c, C.uintptr_t(ctx), C.uint64_t(ptr)); rc != 0 {
-		return l.err("ncclMemFree", rc, 0)
-	}
-	return nil
-}

@@ -160,25 +160,3 @@ func (l *Lib) Abort(ctx uintptr, c Comm) error {
 	}
 	return nil
 }
-
-// GroupStart is ncclGroupStart. NCCL keeps group state per OS thread:
-// GroupStart, the grouped calls and GroupEnd must run on one thread
-// (runtime.LockOSThread around them).
-func (l *Lib) GroupStart() error {
-	if rc := C.sm_group_start(l.c); rc != 0 {
-		return l.err("ncclGroupStart", rc, 0)
-	}
-	return nil
-}
-
-// GroupEnd is ncclGroupEnd, with ctx current. On non-blocking communicators
-// it may report in-progress (IsInProgress): Wait on each communicator.
-func (l *Lib) GroupEnd(ctx uintptr) error {
-	if err := l.needCtx(ctx); err != nil {
-		return err
-	}
-	if rc := C.sm_group_end(l.c, C.uintptr_t(ctx)); rc != 0 {
-		return l.err("ncclGroupEnd", rc, 0)
-	}
-	return nil
-}

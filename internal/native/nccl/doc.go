@@ -8,20 +8,20 @@
 //     Lib.Version, Lib.HasWindows;
 //   - communicators: GetUniqueID, CommInitRank (ncclCommInitRankConfig),
 //     Finalize, Destroy, Abort, AsyncError;
-//   - collectives: AllGather, ReduceScatter, AllReduce, Broadcast, GroupStart,
-//     GroupEnd — one cgo call each, which also makes the caller's CUDA
-//     context current on the OS thread that runs it (cuCtxSetCurrent), so
-//     goroutine migration cannot leave NCCL on the wrong device;
+//   - collectives: AllGather, ReduceScatter, AllReduce, Broadcast — one cgo
+//     call each, which also makes the caller's CUDA context current on the
+//     OS thread that runs it (cuCtxSetCurrent), so goroutine migration
+//     cannot leave NCCL on the wrong device;
 //   - windows: WindowRegister / WindowDeregister (NCCL >= 2.27; absent
-//     symbols give an error matching ErrNotSupported);
-//   - a small device helper (device.go: primary contexts, streams, device
-//     memory and copies) used by tests and tools that have no other CUDA
-//     binding at hand.
+//     symbols give an error matching ErrNotSupported).
+//
+// Contexts, streams and device memory come from internal/native/cuda.
 //
 // Every failure is an *Error naming the NCCL (or CUDA) call with NCCL's
 // ncclGetErrorString text. A missing library or symbol matches
-// ErrNotSupported. Loading sets NCCL_NVLS_ENABLE=0 in the environment when
-// it is unset: NVLink multicast must stay off on the machines we run on.
+// ErrNotSupported. Loading leaves the environment alone: the GPU backend
+// decides NCCL_NVLS_ENABLE before it loads NCCL (backend/cuda, Options.
+// NCCLMulticast).
 //
 // Non-blocking communicators (Config.Blocking = 0) are supported: calls that
 // NCCL accepts as in progress report it (IsInProgress) and Wait polls them

@@ -18,13 +18,11 @@ import (
 
 // Lib is one loaded libnccl.so.2 with its resolved entry points.
 type Lib struct {
-	Path        string   // the candidate that loaded (as given to dlopen)
-	Version     int      // ncclGetVersion, e.g. 22803
-	HasWindows  bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
-	HasMemAlloc bool     // ncclMemAlloc and ncclMemFree exist
-	HasCUDA     bool     // cuCtxSetCurrent was resolved from libcuda.so.1
-	Tried       []string // "candidate: why it failed", for those tried before Path
-	NVLSForced  bool     // Load set NCCL_NVLS_ENABLE=0 because it was unset
+	Path       string   // the candidate that loaded (as given to dlopen)
+	Version    int      // ncclGetVersion, e.g. 22803
+	HasWindows bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
+	HasCUDA    bool     // cuCtxSetCurrent was resolved from libcuda.so.1
+	Tried      []string // "candidate: why it failed", for those tried before Path
 
 	c *C.sm_nccl // C memory, never freed (the library stays loaded)
 }
@@ -44,21 +42,14 @@ var (
 )
 
 // Load finds and loads NCCL once per process (see Candidates for the
-// order) and returns the same result on every call. Before loading it sets
-// NCCL_NVLS_ENABLE=0 if that variable is unset.
+// order) and returns the same result on every call. It does not touch the
+// environment: NCCL reads its NCCL_* variables when it first needs them, so
+// a caller that sets one does so before Load.
 func Load() (*Lib, error) {
 	loadOnce.Do(func() {
-		forced := false
-		if _, ok := os.LookupEnv("NCCL_NVLS_ENABLE"); !ok {
-			os.Setenv("NCCL_NVLS_ENABLE", "0") // reaches C's environ: cgo is linked
-			forced = true
-		}
 		loadLib, loadErr = Open(Candidates(os.Getenv, filepath.Glob))
 		if loadErr != nil && os.Getenv(EnvLib) == "" {
 			loadErr = fmt.Errorf("%w (site-packages searched: $VIRTUAL_ENV, %s)", loadErr, strings.Join(SitePatterns, ", "))
-		}
-		if loadLib != nil {
-			loadLib.NVLSForced = forced
 		}
 	})
 	return loadLib, loadErr
@@ -94,7 +85,6 @@ func Open(candidates []string) (*Lib, error) {
 		}
 		l.Version = int(v)
 		l.HasWindows = C.sm_has(cl, 0) != 0
-		l.HasMemAlloc = C.sm_has(cl, 1) != 0
 		l.HasCUDA = C.sm_has(cl, 2) != 0
 		return l, nil
 	}

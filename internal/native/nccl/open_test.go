@@ -55,7 +55,7 @@ func TestLoad(t *testing.T) {
 		}
 		t.Skipf("no NCCL here (expected in CI): %v", err)
 	}
-	t.Logf("loaded %s, NCCL %s, windows=%v memalloc=%v cuda=%v", l.Path, l.VersionString(), l.HasWindows, l.HasMemAlloc, l.HasCUDA)
+	t.Logf("loaded %s, NCCL %s, windows=%v cuda=%v", l.Path, l.VersionString(), l.HasWindows, l.HasCUDA)
 	if l.Version <= 0 {
 		t.Errorf("version %d", l.Version)
 	}

@@ -28,13 +28,9 @@ int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
   SM_REQ(reduceScatter, "ncclReduceScatter");
   SM_REQ(allReduce, "ncclAllReduce");
   SM_REQ(broadcast, "ncclBroadcast");
-  SM_REQ(groupStart, "ncclGroupStart");
-  SM_REQ(groupEnd, "ncclGroupEnd");
   SM_OPT(getLastError, "ncclGetLastError");
   SM_OPT(winRegister, "ncclCommWindowRegister");
   SM_OPT(winDeregister, "ncclCommWindowDeregister");
-  SM_OPT(memAlloc, "ncclMemAlloc");
-  SM_OPT(memFree, "ncclMemFree");
   // The CUDA driver: NCCL has normally loaded it already (RTLD_NOLOAD finds it).
   L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -45,7 +41,6 @@ int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
 int sm_has(const sm_nccl* L, int what) {
   switch (what) {
   case 0: return L->winRegister != NULL && L->winDeregister != NULL;
-  case 1: return L->memAlloc != NULL && L->memFree != NULL;
   case 2: return L->cuCtxSetCurrent != NULL;
   case 3: return L->getLastError != NULL;
   }
@@ -116,8 +111,6 @@ int sm_broadcast(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, 
   SM_CTX(ctx);
   return L->broadcast((const void*)send, (void*)recv, count, dt, root, (ncclComm_t)comm, (sm_stream_t)stream);
 }
-int sm_group_start(const sm_nccl* L) { return L->groupStart(); }
-int sm_group_end(const sm_nccl* L, uintptr_t ctx) { SM_CTX(ctx); return L->groupEnd(); }
 
 int sm_win_register(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uint64_t ptr, size_t size,
                            uintptr_t* win, int flags) {
@@ -130,18 +123,6 @@ int sm_win_deregister(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uintptr_t
   SM_CTX(ctx);
   return L->winDeregister((ncclComm_t)comm, (ncclWindow_t)win);
 }
-int sm_mem_alloc(const sm_nccl* L, uintptr_t ctx, uint64_t* ptr, size_t size) {
-  SM_CTX(ctx);
-  void* p = NULL;
-  int rc = L->memAlloc(&p, size);
-  *ptr = (uint64_t)(uintptr_t)p;
-  return rc;
-}
-int sm_mem_free(const sm_nccl* L, uintptr_t ctx, uint64_t ptr) {
-  SM_CTX(ctx);
-  return L->memFree((void*)(uintptr_t)ptr);
-}
-
 // sm_config_layout reports sizeof and offsetof for the hand-declared types.
 void sm_config_layout(size_t* o) {
   o[0] = sizeof(sm_ncclConfig_t);

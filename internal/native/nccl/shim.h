@@ -52,12 +52,8 @@ typedef struct {
   ncclResult_t (*reduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, sm_stream_t);
   ncclResult_t (*allReduce)(const void*, void*, size_t, int, int, ncclComm_t, sm_stream_t);
   ncclResult_t (*broadcast)(const void*, void*, size_t, int, int, ncclComm_t, sm_stream_t);
-  ncclResult_t (*groupStart)(void);
-  ncclResult_t (*groupEnd)(void);
   ncclResult_t (*winRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int);   // optional (2.27+)
   ncclResult_t (*winDeregister)(ncclComm_t, ncclWindow_t);                      // optional (2.27+)
-  ncclResult_t (*memAlloc)(void**, size_t);                                     // optional (2.19+)
-  ncclResult_t (*memFree)(void*);                                               // optional (2.19+)
   CUresult (*cuCtxSetCurrent)(CUcontext);                                       // from libcuda.so.1
 } sm_nccl;
 
@@ -77,12 +73,8 @@ int sm_all_gather(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv,
 int sm_reduce_scatter(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);
 int sm_all_reduce(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);
 int sm_broadcast(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int root, uintptr_t comm, uintptr_t stream);
-int sm_group_start(const sm_nccl* L);
-int sm_group_end(const sm_nccl* L, uintptr_t ctx);
 int sm_win_register(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uint64_t ptr, size_t size, uintptr_t* win, int flags);
 int sm_win_deregister(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uintptr_t win);
-int sm_mem_alloc(const sm_nccl* L, uintptr_t ctx, uint64_t* ptr, size_t size);
-int sm_mem_free(const sm_nccl* L, uintptr_t ctx, uint64_t ptr);
 void sm_config_layout(size_t* o);
 
 #endif

@@ -3,6 +3,7 @@ package nccl
 import (
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"math"
 
 	"github.com/symmem/symmem/coll"
@@ -10,7 +11,7 @@ import (
 
 // ErrNotSupported reports that NCCL (or one of its optional calls, or the
 // CUDA driver) is not available in this process. Test with errors.Is.
-var ErrNotSupported = errors.New("nccl: not supported")
+var ErrNotSupported = errs.NotSupported
 
 // ErrTimeout reports that a non-blocking NCCL operation did not finish
 // before its deadline. The communicator should be aborted.

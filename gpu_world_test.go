@@ -1,0 +1,565 @@
+package symmem
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"testing"
+
+	"github.com/symmem/symmem/backend/cuda"
+	"github.com/symmem/symmem/coll"
+	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/reduce"
+)
+
+// GPU tests on the user API (they ran on a second World in backend/cuda
+// before): all-gather on every algorithm, two groups on one pool, CUDA graph
+// capture on a caller stream, the reduction kernels bit-exact, and a peer
+// that dies. With 2 or more GPUs each test spawns 2 ranks; on one GPU run
+// the roles as ranks of `symmem launch -n 2` (scripts/gpu-world.sh does).
+
+func init() {
+	roles["gpuag"] = roleGPUAllGather
+	roles["gputwo"] = roleGPUTwoGroups
+	roles["gpugraph"] = roleGPUGraph
+	roles["gpuark"] = roleGPUReduceKernels
+	roles["gpudie"] = roleGPUPeerDies
+}
+
+// gpuSpawn runs role on 2 ranks, one GPU each, or skips with the reason.
+func gpuSpawn(t *testing.T, role string) {
+	t.Helper()
+	n, err := ncuda.DeviceCount()
+	if err != nil || n < 2 {
+		t.Skipf("needs 2 GPUs here (device count %d, %v); on one GPU run SYMMEM_TEST_ROLE=%s under `symmem launch -n 2` (scripts/gpu-world.sh)", n, err, role)
+	}
+	res := spawn(t, 2, role, "NCCL_NVLS_ENABLE=0")
+	for r, rr := range res {
+		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
+	}
+	expectOK(t, res)
+}
+
+func TestGPUWorldAllGather(t *testing.T)    { gpuSpawn(t, "gpuag") }
+func TestGPUWorldTwoGroups(t *testing.T)    { gpuSpawn(t, "gputwo") }
+func TestGPUWorldGraph(t *testing.T)        { gpuSpawn(t, "gpugraph") }
+func TestGPUWorldReduceKernel(t *testing.T) { gpuSpawn(t, "gpuark") }
+func TestGPUWorldPeerDies(t *testing.T)     { gpuSpawn(t, "gpudie") }
+
+// gpuWorld starts the cuda backend for a role.
+func gpuWorld(ctx context.Context, o Options) (*World, error) {
+	o.Backend = "cuda"
+	if o.Timeout == 0 {
+		o.Timeout = 40 * time.Second
+	}
+	return Init(ctx, o)
+}
+
+// gpuAlloc allocates symmetric buffers of the given sizes in one scope of g.
+func gpuAlloc(ctx context.Context, g *Group, sizes ...int64) ([]Buffer, error) {
+	sc, err := g.OpenScope()
+	if err != nil {
+		return nil, err
+	}
+	var bufs []Buffer
+	for _, s := range sizes {
+		b, err := sc.Alloc(s)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, b)
+	}
+	return bufs, sc.End(ctx)
+}
+
+// fillSeed writes pseudo-random bytes from seed.
+func fillSeed(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	for ; i < len(b); i++ {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+// seedsOf gives every member a fresh seed per member (through the store).
+func seedsOf(ctx context.Context, g *Group) ([]uint64, error) {
+	mine := rand.Uint64() ^ uint64(time.Now().UnixNano())
+	all, err := g.AllGatherHost(ctx, binary.LittleEndian.AppendUint64(nil, mine))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(all))
+	for r, v := range all {
+		out[r] = binary.LittleEndian.Uint64(v)
+	}
+	return out, nil
+}
+
+// sumWrong adds every member's count of wrong bytes.
+func sumWrong(ctx context.Context, g *Group, wrong int64) (int64, error) {
+	all, err := g.AllGatherHost(ctx, binary.LittleEndian.AppendUint64(nil, uint64(wrong)))
+	if err != nil {
+		return 0, err
+	}
+	var s int64
+	for _, v := range all {
+		s += int64(binary.LittleEndian.Uint64(v))
+	}
+	return s, nil
+}
+
+// gatherOnce runs one all-gather of count elements per rank on g with fresh
+// data and returns the wrong bytes summed over the members (0 and the
+// refusal as the path when the forced algorithm refused this geometry: every
+// rank refuses alike).
+func gatherOnce(ctx context.Context, w *World, g *Group, out, in coll.Span, count int64, dt coll.DType, inPlace bool, algo coll.Algo) (coll.Path, int64, error) {
+	n, me := int64(g.Size()), int64(g.Rank())
+	slice := count * int64(dt.Size())
+	total := slice * n
+	sd, err := seedsOf(ctx, g)
+	if err != nil {
+		return coll.Path{}, 0, err
+	}
+	if err := w.Write(ctx, coll.Span{Ptr: out.Ptr, Len: total + 64}, bytes.Repeat([]byte{0xAB}, int(total+64))); err != nil {
+		return coll.Path{}, 0, err
+	}
+	src := coll.Span{Ptr: in.Ptr, Len: slice}
+	if inPlace {
+		src = coll.Span{Ptr: out.Ptr + uint64(me*slice), Len: slice}
+	}
+	mine := make([]byte, slice)
+	fillSeed(mine, sd[me])
+	if err := w.Write(ctx, src, mine); err != nil {
+		return coll.Path{}, 0, err
+	}
+	if err := g.Barrier(ctx); err != nil { // every rank's input has landed
+		return coll.Path{}, 0, err
+	}
+	path, err := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: total}, src, dt, WithAlgo(algo))
+	if errors.Is(err, ErrRefused) {
+		return coll.Path{Algo: algo, Reason: "refused: " + err.Error()}, 0, nil
+	}
+	if errors.Is(err, ErrNotSupported) { // e.g. NCCL with two ranks on one GPU
+		return coll.Path{Algo: algo, Reason: "unavailable: " + err.Error()}, 0, nil
+	}
+	if err != nil {
+		return path, 0, err
+	}
+	got := make([]byte, total+64)
+	if err := w.Read(ctx, got, coll.Span{Ptr: out.Ptr, Len: total + 64}); err != nil {
+		return path, 0, err
+	}
+	var wrong int64
+	want := make([]byte, slice)
+	for r := int64(0); r < n; r++ {
+		fillSeed(want, sd[r])
+		for i, b := range got[r*slice : (r+1)*slice] {
+			if b != want[i] {
+				wrong++
+			}
+		}
+	}
+	for _, b := range got[total:] {
+		if b != 0xAB {
+			wrong++ // wrote past the output
+		}
+	}
+	sum, err := sumWrong(ctx, g, wrong)
+	return path, sum, err
+}
+
+// roleGPUAllGather: fresh random data, 4 KiB..64 MiB, odd counts and
+// 16-byte slices, bf16/f32/int8, in-place and out-of-place, auto and every
+// algorithm the backend declares.
+func roleGPUAllGather(ctx context.Context) error {
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	n := int64(g.Size())
+	const maxBytes = 64 << 20
+	bufs, err := gpuAlloc(ctx, g, maxBytes+4096, maxBytes/n+4096)
+	if err != nil {
+		return err
+	}
+	algos := append([]coll.Algo{coll.AlgoAuto}, w.Algos(coll.AllGather)...)
+	cases, bad, refused, unavailable := 0, 0, 0, map[coll.Algo]string{}
+	start := time.Now()
+	for _, size := range []int64{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20} {
+		for _, dt := range []coll.DType{coll.BFloat16, coll.Float32, coll.Int8} {
+			count := size / int64(dt.Size()) / n
+			if count%2 == 0 {
+				count--
+			}
+			for _, count := range []int64{count, size / n / 16 * 16 / int64(dt.Size())} {
+				for _, inPlace := range []bool{false, true} {
+					for _, algo := range algos {
+						path, wrong, err := gatherOnce(ctx, w, g, bufs[0].Span, bufs[1].Span, count, dt, inPlace, algo)
+						if err != nil {
+							return fmt.Errorf("all_gather %d bytes %v count=%d in-place=%v %s: %w", size, dt, count, inPlace, algo, err)
+						}
+						cases++
+						if strings.HasPrefix(path.Reason, "refused: ") {
+							refused++
+						}
+						if r, ok := strings.CutPrefix(path.Reason, "unavailable: "); ok {
+							unavailable[algo] = r
+						}
+						if wrong != 0 {
+							bad++
+							fmt.Printf("WRONG all_gather %d bytes %v count=%d in-place=%v %s (path %s): %d bytes\n", size, dt, count, inPlace, algo, path.Algo, wrong)
+						}
+					}
+				}
+			}
+		}
+	}
+	fmt.Printf("GPU all_gather: %d cases, %d wrong, %d refused, %.1fs (algos %v)\n", cases, bad, refused, time.Since(start).Seconds(), algos)
+	for a, why := range unavailable {
+		fmt.Printf("GPU all_gather: %s unavailable here: %s\n", a, why)
+	}
+	if bad != 0 {
+		return fmt.Errorf("%d of %d all-gather cases wrong", bad, cases)
+	}
+	return nil
+}
+
+// roleGPUTwoGroups: two groups share one pool; each gathers in its own
+// blocks, alternating, and both stay correct.
+func roleGPUTwoGroups(ctx context.Context) error {
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g1 := w.World()
+	g2, err := w.NewGroup(ctx, "second", g1.Ranks())
+	if err != nil {
+		return err
+	}
+	b1, err := gpuAlloc(ctx, g1, 32<<20, 16<<20)
+	if err != nil {
+		return err
+	}
+	b2, err := gpuAlloc(ctx, g2, 32<<20, 16<<20)
+	if err != nil {
+		return err
+	}
+	n := int64(g1.Size())
+	for i := 0; i < 6; i++ {
+		count := int64(1<<20*(i+1)+1) / n
+		for j, x := range []struct {
+			g    *Group
+			bufs []Buffer
+		}{{g1, b1}, {g2, b2}} {
+			_, wrong, err := gatherOnce(ctx, w, x.g, x.bufs[0].Span, x.bufs[1].Span, count, coll.BFloat16, (i+j)%2 == 0, coll.AlgoAuto)
+			if err != nil {
+				return fmt.Errorf("group %s round %d: %w", x.g.Name(), i, err)
+			}
+			if wrong != 0 {
+				return fmt.Errorf("group %s round %d: %d wrong bytes", x.g.Name(), i, wrong)
+			}
+		}
+	}
+	fmt.Printf("GPU two groups on one pool: ok, pool %+v\n", w.Pool().Stats())
+	return nil
+}
+
+// roleGPUGraph captures one in-place all-gather per forced algorithm into a
+// CUDA graph on a caller stream (WithStream), then replays it: once per
+// fresh input (checked after each) and 50 times back to back.
+func roleGPUGraph(ctx context.Context) error {
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if !ncuda.HaveGraphs() {
+		fmt.Println("SKIP: the driver lacks graph capture")
+		return nil
+	}
+	// A group of its own: closing it fences the caller stream it ran on,
+	// which must happen before the stream is destroyed.
+	g, err := w.NewGroup(ctx, "graph", w.World().Ranks())
+	if err != nil {
+		return err
+	}
+	n, me := int64(g.Size()), int64(g.Rank())
+	bufs, err := gpuAlloc(ctx, g, 32<<20)
+	if err != nil {
+		return err
+	}
+	out := bufs[0]
+	cctx := w.be.(*cuda.Backend).Context()
+	s, err := ncuda.NewStream(cctx, 0)
+	if err != nil {
+		return err
+	}
+	defer s.Destroy() // runs after the group's Close below
+	defer g.Close(ctx)
+	for _, algo := range w.Algos(coll.AllGather) {
+		for _, size := range []int64{64 << 10, 1 << 20, 32 << 20} {
+			slice := size / n
+			in := coll.Span{Ptr: out.Ptr + uint64(me*slice), Len: slice}
+			if err := g.Barrier(ctx); err != nil {
+				return err
+			}
+			if err := ncuda.BeginCapture(cctx, s); err != nil {
+				return err
+			}
+			_, rerr := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: size}, in, coll.BFloat16, WithAlgo(algo), WithStream(s.Handle()))
+			gr, err := ncuda.EndCapture(cctx, s)
+			if errors.Is(rerr, ErrRefused) || errors.Is(rerr, ErrNotSupported) {
+				fmt.Printf("GPU graph %-12s %9d bytes: skipped: %v\n", algo, size, rerr)
+				if gr != nil {
+					gr.Destroy()
+				}
+				continue
+			}
+			if rerr != nil || err != nil {
+				return fmt.Errorf("%s %d bytes: capture: run %v, end %v", algo, size, rerr, err)
+			}
+			host, want := make([]byte, size), make([]byte, slice)
+			var wrong int64
+			check := func(sd []uint64) error {
+				if err := s.Wait(ctx, 30*time.Second); err != nil {
+					return err
+				}
+				if err := w.Read(ctx, host, coll.Span{Ptr: out.Ptr, Len: size}); err != nil {
+					return err
+				}
+				for r := int64(0); r < n; r++ {
+					fillSeed(want, sd[r])
+					if !bytes.Equal(host[r*slice:(r+1)*slice], want) {
+						wrong++
+					}
+				}
+				return nil
+			}
+			for round := 0; round < 4; round++ {
+				sd, err := seedsOf(ctx, g)
+				if err != nil {
+					return err
+				}
+				fillSeed(want, sd[me])
+				if err := w.Write(ctx, in, want); err != nil {
+					return err
+				}
+				if err := g.Barrier(ctx); err != nil {
+					return err
+				}
+				if err := gr.Launch(s); err != nil {
+					return err
+				}
+				if err := check(sd); err != nil {
+					return err
+				}
+				if round == 3 { // 50 replays back to back: the data stays the same
+					for i := 0; i < 50; i++ {
+						if err := gr.Launch(s); err != nil {
+							return err
+						}
+					}
+					if err := check(sd); err != nil {
+						return err
+					}
+				}
+			}
+			gr.Destroy()
+			sum, err := sumWrong(ctx, g, wrong)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("GPU graph %-12s %9d bytes: 4 fresh replays + 50 back to back, %d wrong slices\n", algo, size, sum)
+			if sum != 0 {
+				return fmt.Errorf("%s %d bytes: %d wrong slices after graph replay", algo, size, sum)
+			}
+		}
+	}
+	// Free fences the caller stream's work before the pool reuses the bytes.
+	return w.FreeOn(out, s.Handle())
+}
+
+// arValues is count random finite values of dt from seed.
+func arValues(dt coll.DType, count int64, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	b := make([]byte, count*int64(dt.Size()))
+	for i := int64(0); i < count; i++ {
+		v := float32(rng.Float64()*200 - 100)
+		switch dt {
+		case coll.Float32:
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v*10))
+		case coll.BFloat16:
+			binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToBF16(v))
+		case coll.Float16:
+			binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToF16(v))
+		}
+	}
+	return b
+}
+
+// roleGPUReduceKernels: all-reduce and reduce-scatter forced onto symmem's
+// kernel against reduce.ReduceN (the same float32 sums in rank order, one
+// rounding): bit-exact, fresh data, 16 B..2 MiB per rank, f32/bf16/f16,
+// in-place and out-of-place.
+func roleGPUReduceKernels(ctx context.Context) error {
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	n, me := g.Size(), g.Rank()
+	const maxBytes = 2 << 20
+	bufs, err := gpuAlloc(ctx, g, int64(n)*maxBytes+4096, int64(n)*maxBytes)
+	if err != nil {
+		return err
+	}
+	out, in := bufs[0], bufs[1]
+	cases, bad, refused := 0, 0, 0
+	for _, kind := range []coll.Kind{coll.AllReduce, coll.ReduceScatter} {
+		for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
+			for _, nb := range []int64{16, 4096, 64<<10 + 16, 1 << 20, 2 << 20} {
+				for _, inPlace := range []bool{false, true} {
+					inBytes, chunk := nb, int64(0)
+					if kind == coll.ReduceScatter {
+						inBytes, chunk = nb*int64(n), nb*int64(me)
+					}
+					sd, err := seedsOf(ctx, g)
+					if err != nil {
+						return err
+					}
+					inputs, parts := make([][]byte, n), make([][]byte, n)
+					for r := range inputs {
+						inputs[r] = arValues(dt, inBytes/int64(dt.Size()), sd[r])
+						parts[r] = inputs[r][chunk : chunk+nb]
+					}
+					want := make([]byte, nb)
+					if err := reduce.ReduceN(want, parts, dt, coll.Sum); err != nil {
+						return err
+					}
+					src, dst := coll.Span{Ptr: in.Ptr, Len: inBytes}, coll.Span{Ptr: out.Ptr, Len: nb}
+					if inPlace {
+						src = coll.Span{Ptr: out.Ptr, Len: inBytes}
+						dst = coll.Span{Ptr: out.Ptr + uint64(chunk), Len: nb}
+					}
+					if err := w.Write(ctx, out.Span, bytes.Repeat([]byte{0xAB}, int(out.Len))); err != nil {
+						return err
+					}
+					if err := w.Write(ctx, src, inputs[me]); err != nil {
+						return err
+					}
+					if err := g.Barrier(ctx); err != nil {
+						return err
+					}
+					var rerr error
+					if kind == coll.AllReduce {
+						_, rerr = g.AllReduce(ctx, dst, src, dt, coll.Sum, WithAlgo(coll.AlgoKernel))
+					} else {
+						_, rerr = g.ReduceScatter(ctx, dst, src, dt, coll.Sum, WithAlgo(coll.AlgoKernel))
+					}
+					cases++
+					if errors.Is(rerr, ErrRefused) || errors.Is(rerr, ErrNotSupported) {
+						refused++
+						continue
+					}
+					if rerr != nil {
+						return fmt.Errorf("%v kernel %v %d bytes in-place=%v: %w", kind, dt, nb, inPlace, rerr)
+					}
+					got := make([]byte, nb+4096)
+					if err := w.Read(ctx, got, coll.Span{Ptr: dst.Ptr, Len: nb + 4096}); err != nil {
+						return err
+					}
+					var wrong int64
+					for i := range want {
+						if got[i] != want[i] {
+							wrong++
+						}
+					}
+					if !inPlace || kind == coll.AllReduce {
+						for _, b := range got[nb:] {
+							if b != 0xAB {
+								wrong++
+							}
+						}
+					}
+					sum, err := sumWrong(ctx, g, wrong)
+					if err != nil {
+						return err
+					}
+					if sum != 0 {
+						bad++
+						fmt.Printf("WRONG %v kernel %v %d bytes in-place=%v: %d bytes\n", kind, dt, nb, inPlace, sum)
+					}
+				}
+			}
+		}
+	}
+	fmt.Printf("GPU reduction kernels: %d cases, %d wrong, %d refused (bit-exact against reduce.ReduceN)\n", cases, bad, refused)
+	if bad != 0 {
+		return fmt.Errorf("%d of %d kernel cases wrong", bad, cases)
+	}
+	return nil
+}
+
+// roleGPUPeerDies: rank 1 exits before an all-gather; rank 0's kernel must
+// not spin forever: its watchdog (3 s here) traps and Synchronize fails
+// within seconds. The world is not closed: rank 0's context is poisoned on
+// purpose.
+func roleGPUPeerDies(ctx context.Context) error {
+	const watchdog = 3 * time.Second
+	w, err := gpuWorld(ctx, Options{GPUWatchdog: watchdog, Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	g := w.World()
+	if !w.Supports(coll.AllGather, coll.AlgoKernel) {
+		return fmt.Errorf("the cuda backend does not declare the kernel path")
+	}
+	bufs, err := gpuAlloc(ctx, g, 1<<20)
+	if err != nil {
+		return err
+	}
+	if err := g.Barrier(ctx); err != nil {
+		return err
+	}
+	if g.Rank() == 1 {
+		os.Exit(0) // dies between collectives, as a crashed rank would
+	}
+	time.Sleep(300 * time.Millisecond)
+	slice := int64(1<<20) / int64(g.Size())
+	in := coll.Span{Ptr: bufs[0].Ptr + uint64(int64(g.Rank())*slice), Len: slice}
+	if _, err := g.AllGather(ctx, bufs[0].Span, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
+		if errors.Is(err, ErrRefused) {
+			fmt.Println("SKIP: the kernel refused this geometry:", err)
+			return nil
+		}
+		return err
+	}
+	t0 := time.Now()
+	serr := w.Synchronize(ctx)
+	el := time.Since(t0)
+	fmt.Printf("GPU peer dies: rank 1 exited; rank 0's Synchronize after %v: %v\n", el.Round(time.Millisecond), serr)
+	switch {
+	case serr == nil:
+		return fmt.Errorf("the all-gather completed without its peer")
+	case el >= 25*time.Second:
+		return fmt.Errorf("still running after %v: the watchdog did not fire", el)
+	case el < watchdog-500*time.Millisecond:
+		return fmt.Errorf("failed after %v, before the %v watchdog", el, watchdog)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+// Package errs defines symmem's sentinel errors once. Every layer that
+// promises one of these conditions re-exports the same value (symmem.ErrX,
+// pool.ErrX, backend/shm.ErrBroken, ...), so errors.Is matches at any layer
+// and the user API's documented sentinels hold whichever layer failed. The
+// wrapping error says where and why; the sentinel says only what kind.
+package errs
+
+import "errors"
+
+var (
+	// NotSupported: the backend, algorithm, option or library is not
+	// available in this build or on this machine.
+	NotSupported = errors.New("not supported")
+	// Invalid: a bad argument; nothing was changed.
+	Invalid = errors.New("invalid argument")
+	// Mismatch: ranks called a collective step with different arguments.
+	Mismatch = errors.New("ranks disagree")
+	// Closed: the object (world, pool, store client, communicator) was closed.
+	Closed = errors.New("closed")
+	// GroupClosed: the group was closed.
+	GroupClosed = errors.New("group is closed")
+	// Broken: an earlier collective on the group failed midway (a peer died
+	// or timed out), so the ranks' signal state no longer agrees and the
+	// group cannot be used again.
+	Broken = errors.New("group is broken by an earlier failure")
+	// Refused: a forced algorithm cannot run this particular call (size,
+	// alignment, type or buffers); nothing was enqueued and every rank
+	// refuses alike.
+	Refused = errors.New("the requested algorithm cannot run this call")
+)
