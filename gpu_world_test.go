@@ -23,8 +23,8 @@ import (
 // GPU tests on the user API (they ran on a second World in backend/cuda
 // before): all-gather on every algorithm, two groups on one pool, CUDA graph
 // capture on a caller stream, the reduction kernels bit-exact, and a peer
-// that dies. With 2 or more GPUs each test spawns 2 ranks; on one GPU run
-// the roles as ranks of `symmem launch -n 2` (scripts/gpu-world.sh does).
+// that dies. Each test spawns the ranks gpuRanks chooses: one per GPU, or
+// several sharing one GPU (scripts/gpu-check.sh runs 2 and 3).
 
 func init() {
 	roles["gpuag"] = roleGPUAllGather
@@ -34,14 +34,12 @@ func init() {
 	roles["gpudie"] = roleGPUPeerDies
 }
 
-// gpuSpawn runs role on 2 ranks, one GPU each, or skips with the reason.
+// gpuSpawn runs role on the ranks gpuRanks chooses (several may share a
+// GPU), or skips with the reason.
 func gpuSpawn(t *testing.T, role string) {
 	t.Helper()
-	n, err := ncuda.DeviceCount()
-	if err != nil || n < 2 {
-		t.Skipf("needs 2 GPUs here (device count %d, %v); on one GPU run SYMMEM_TEST_ROLE=%s under `symmem launch -n 2` (scripts/gpu-world.sh)", n, err, role)
-	}
-	res := spawn(t, 2, role, "NCCL_NVLS_ENABLE=0")
+	n, env := gpuRanks(t)
+	res := spawn(t, n, role, env...)
 	for r, rr := range res {
 		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
 	}
@@ -312,7 +310,8 @@ func roleGPUGraph(ctx context.Context) error {
 	defer g.Close(ctx)
 	for _, algo := range w.Algos(coll.AllGather) {
 		for _, size := range []int64{64 << 10, 1 << 20, 32 << 20} {
-			slice := size / n
+			slice := size / n &^ 15 // 16-byte multiples: the kernel's vectors, with 3 ranks too
+			size := slice * n
 			in := coll.Span{Ptr: out.Ptr + uint64(me*slice), Len: slice}
 			if err := g.Barrier(ctx); err != nil {
 				return err

@@ -188,6 +188,9 @@ func TestChoose(t *testing.T) {
 	kplain.OutSym = backend.Sym{}
 	kbig := gatherReq(kg, 64<<20, false)
 	kin4 := gatherReq(kg, 1<<20, true) // 4 MiB in-place: NCCL windows preferred, none here
+	kg3 := fakeGroup(3, 1)
+	kg3.kargs = cuda.NewArgs(kernArgBytes)
+	defer kg3.kargs.Free()
 	tests := []struct {
 		name string
 		g    *Group
@@ -209,6 +212,10 @@ func TestChoose(t *testing.T) {
 		{"auto without P2P, no NCCL", noCE, sym, coll.AlgoAuto, coll.AlgoAuto, true},
 		{"unknown algo", g, sym, coll.Algo("magic"), coll.Algo("magic"), true},
 		{"auto small aligned -> kernel", kg, ksym, coll.AlgoAuto, coll.AlgoKernel, false},
+		// 1.5 MiB all-reduce on 3 ranks: the table says NCCL; without NCCL
+		// (ranks sharing a GPU) the kernel takes it.
+		{"auto all-reduce, no NCCL -> kernel", kg3, arReq(kg3, 3<<18, coll.Float16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto all-reduce odd, no NCCL", kg3, arReq(kg3, 1001, coll.Float16, false), coll.AlgoAuto, coll.AlgoAuto, true},
 		{"auto small odd -> ce", kg, kodd, coll.AlgoAuto, coll.AlgoCE, false},
 		{"auto big -> ce", kg, kbig, coll.AlgoAuto, coll.AlgoCE, false},
 		{"kernel forced", kg, kbig, coll.AlgoKernel, coll.AlgoKernel, false},

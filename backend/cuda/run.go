@@ -161,6 +161,12 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		}
 	}
 	if g.nccl.comm == nil || bad {
+		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
+		// that the auto table gives to NCCL still runs on symmem's kernel
+		// when the kernel takes it.
+		if req.Kind != coll.AllGather && g.nccl.comm == nil && g.kernelWhyNot(req) == nil {
+			return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
+		}
 		if ceOK {
 			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil
 		}
