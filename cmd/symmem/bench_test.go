@@ -38,7 +38,7 @@ func cli(t *testing.T, args ...string) (string, string, error) {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN", "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED":
+		case "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN", "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED", "SYMMEM_STORE", "SYMMEM_PORT", "TORCHELASTIC_RUN_ID":
 			continue
 		}
 		cmd.Env = append(cmd.Env, kv)
