@@ -31,6 +31,10 @@ type Config struct {
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
 	Seed       uint64
 	Progress   io.Writer // a line per size on rank 0; nil = quiet
+	// OnRow, if set, is called on rank 0 as each size completes, with the
+	// report so far (its settings filled in) and the new row: a Table
+	// prints it at once.
+	OnRow func(rep *Report, res Result) error
 }
 
 // AlgoChecker is optional: a Target that knows which algorithms it supports
@@ -131,7 +135,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 	defer t.Free(s.out)
 	s.got, s.want = make([]byte, min(chunk, maxBytes)), make([]byte, min(chunk, maxBytes))
 
-	rep := &Report{Backend: t.Name(), Ranks: s.n, DType: cfg.DType.String(), RedOp: cfg.RedOp.String(),
+	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
 		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds),
 		Date: time.Now().UTC().Format(time.RFC3339)}
 	start := time.Now()
@@ -150,6 +154,11 @@ func Run(t Target, cfg Config) (*Report, error) {
 					return nil, err
 				}
 				rep.Results = append(rep.Results, res)
+				if cfg.OnRow != nil && s.rank == 0 {
+					if err := cfg.OnRow(rep, res); err != nil {
+						return nil, fmt.Errorf("bench: writing the %s row: %w", FormatSize(res.Bytes), err)
+					}
+				}
 				if cfg.Progress != nil && s.rank == 0 {
 					fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
 				}
@@ -162,7 +171,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 
 // row measures one op/algo/size: the placements and the memcpy baseline.
 func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, error) {
-	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: s.cfg.DType.String(),
+	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: TypeName(s.cfg.DType),
 		RedOp: "none", Root: -1}
 	if k == coll.ReduceScatter || k == coll.AllReduce {
 		res.RedOp = s.cfg.RedOp.String()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +26,7 @@ func init() { commands["bench"] = benchCmd }
 
 // benchFlags are the parsed and validated flags of `symmem bench`.
 type benchFlags struct {
-	n        int
+	n        int // ranks (--nproc-per-node)
 	backend  string
 	cfg      bench.Config
 	json     string
@@ -40,25 +42,27 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := &benchFlags{}
-	fs.IntVar(&f.n, "n", 2, "ranks to start when not already inside a launched job (RANK unset)")
+	intAlias(fs, &f.n, 2, "ranks to start when not already inside a launched job (RANK unset); torchrun's spelling", "nproc-per-node", "nproc_per_node")
 	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
 	ops := fs.String("ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
 	b := fs.String("b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
 	e := fs.String("e", "256M", "largest size")
 	fact := fs.Int("f", 2, "size multiplication factor between steps")
-	dtype := fs.String("dtype", "float32", "element type: float32, float64, bfloat16, float16, int32, int64, int8, uint8")
-	redop := fs.String("op", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
-	root := fs.Int("root", 0, "broadcast root")
+	var dtype, redop, jsonPath string
+	var root, check int
+	strAlias(fs, &dtype, "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8", "d", "dtype")
+	strAlias(fs, &redop, "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max", "o", "op")
+	intAlias(fs, &root, 0, "broadcast root", "r", "root")
 	algos := fs.String("algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
 	inplace := fs.String("inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	plain := fs.Bool("plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
-	fs.BoolVar(&f.cfg.Check, "check", true, "check every size against a serial reference (#wrong)")
-	fs.IntVar(&f.cfg.Iters, "iters", 1000, "timed iterations per size (the maximum when -budget > 0: small sizes need many to amortise the final synchronisation)")
-	fs.IntVar(&f.cfg.Warmup, "warmup", 5, "untimed warmup iterations per size")
-	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -iters)")
+	intAlias(fs, &check, 1, "check every size against a serial reference (#wrong): 1 on, 0 off", "c", "check")
+	intAlias(fs, &f.cfg.Iters, 1000, "timed iterations per size (the maximum when -budget > 0: small sizes need many to amortise the final synchronisation)", "n", "iters")
+	intAlias(fs, &f.cfg.Warmup, 5, "untimed warmup iterations per size", "w", "warmup")
+	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
 	seed := fs.Uint64("seed", 1, "seed of the random test data")
-	fs.StringVar(&f.json, "json", "", "write the results as JSON to this file")
+	strAlias(fs, &jsonPath, "", "write the results as JSON to this file", "J", "json")
 	fs.StringVar(&f.plot, "plot", "", "write a busbw-vs-size plot to this file (.svg or .png)")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
@@ -66,10 +70,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: symmem bench [flags]
 
-Sweeps collectives over sizes like nccl-tests and prints size, count, type, redop,
-root, time, algbw, busbw and #wrong for out-of-place and in-place calls, with the
-memcpy bandwidth of the same bytes measured in the same run. Outside a launched job
-it starts -n local ranks of itself.
+Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
+redop, root, time, algbw, busbw and #wrong, out-of-place and in-place) as each size
+completes, with the path taken and the memcpy bandwidth of the same bytes on a "#"
+line under each row. Flags follow nccl-tests (-b -e -f -n iters -w warmup -c check
+-d datatype -o op -r root -J json). Outside a launched job it starts
+--nproc-per-node local ranks of itself.
 
 flags:
 `)
@@ -82,7 +88,13 @@ flags:
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
 	}
 	c := &f.cfg
-	c.Seed, c.Root, c.Plain = *seed, *root, *plain
+	c.Seed, c.Root, c.Plain, f.json = *seed, root, *plain, jsonPath
+	switch check {
+	case 0, 1:
+		c.Check = check == 1
+	default:
+		return nil, fmt.Errorf("-c %d: want 1 (check) or 0 (no check)", check)
+	}
 	var err error
 	if c.Ops, err = parseOps(*ops); err != nil {
 		return nil, err
@@ -90,11 +102,11 @@ flags:
 	if c.Algos, err = parseAlgos(*algos); err != nil {
 		return nil, err
 	}
-	if c.DType, err = coll.ParseDType(*dtype); err != nil {
-		return nil, fmt.Errorf("-dtype: %w", err)
+	if c.DType, err = coll.ParseDType(dtype); err != nil {
+		return nil, fmt.Errorf("-d: %w", err)
 	}
-	if c.RedOp, err = coll.ParseReduceOp(*redop); err != nil {
-		return nil, fmt.Errorf("-op: %w", err)
+	if c.RedOp, err = coll.ParseReduceOp(redop); err != nil {
+		return nil, fmt.Errorf("-o: %w", err)
 	}
 	lo, err := bench.ParseSize(*b)
 	if err != nil {
@@ -123,7 +135,25 @@ flags:
 		return nil, fmt.Errorf("-backend %q: want auto, cpu or cuda", f.backend)
 	}
 	if f.n < 1 {
-		return nil, fmt.Errorf("-n %d: need at least 1 rank", f.n)
+		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
+	}
+	if c.Rounds < 1 {
+		return nil, fmt.Errorf("-rounds %d: need at least 1", c.Rounds)
+	}
+	if c.Budget < 0 {
+		return nil, fmt.Errorf("-budget %v: must not be negative (0 means always -n iterations)", c.Budget)
+	}
+	ranks := f.n
+	if w, err := strconv.Atoi(os.Getenv("WORLD_SIZE")); err == nil && os.Getenv("RANK") != "" {
+		ranks = w
+	}
+	if min := int64(c.DType.Size() * max(1, ranks)); c.Sizes[0] < min {
+		return nil, fmt.Errorf("-b %d: below %d bytes (one %s element per rank for %d ranks), a size would round down to zero elements", c.Sizes[0], min, bench.TypeName(c.DType), ranks)
+	}
+	if f.json != "" {
+		if err := checkWritable(f.json); err != nil {
+			return nil, fmt.Errorf("-J %s: %w", f.json, err)
+		}
 	}
 	if f.plot != "" && !strings.HasSuffix(strings.ToLower(f.plot), ".svg") && !strings.HasSuffix(strings.ToLower(f.plot), ".png") {
 		return nil, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", f.plot)
@@ -132,9 +162,45 @@ flags:
 		return nil, err
 	}
 	if c.Root >= f.n && os.Getenv("RANK") == "" {
-		return nil, fmt.Errorf("-root %d: outside the %d ranks (-n)", c.Root, f.n)
+		return nil, fmt.Errorf("-r: root %d is outside the %d ranks (--nproc-per-node)", c.Root, f.n)
 	}
 	return f, nil
+}
+
+// intAlias and strAlias define one flag under several names (nccl-tests'
+// short one first).
+func intAlias(fs *flag.FlagSet, p *int, def int, usage string, names ...string) {
+	for i, n := range names {
+		if i > 0 {
+			usage = "same as -" + names[0]
+		}
+		fs.IntVar(p, n, def, usage)
+	}
+}
+
+func strAlias(fs *flag.FlagSet, p *string, def, usage string, names ...string) {
+	for i, n := range names {
+		if i > 0 {
+			usage = "same as -" + names[0]
+		}
+		fs.StringVar(p, n, def, usage)
+	}
+}
+
+// checkWritable fails now, before any work, when path cannot be written:
+// it creates the file if missing (and removes it again) or opens it for
+// appending.
+func checkWritable(path string) error {
+	_, statErr := os.Stat(path)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write the results file: %w", err)
+	}
+	fh.Close()
+	if os.IsNotExist(statErr) {
+		os.Remove(path)
+	}
+	return nil
 }
 
 func parseOps(s string) ([]coll.Kind, error) {
@@ -170,7 +236,7 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 
 func benchCmd(args []string) int {
 	f, err := parseBenchFlags(args, os.Stderr)
-	if err == flag.ErrHelp {
+	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
@@ -240,6 +306,13 @@ func benchRank(f *benchFlags, args []string) error {
 	if t.Rank() == 0 && (f.progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
 		cfg.Progress = os.Stderr
 	}
+	// Rows go to stdout (unbuffered) as each size completes.
+	command, host := strings.TrimSpace("symmem bench "+strings.Join(args, " ")), hostInfo()
+	table := bench.NewTable(os.Stdout)
+	cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
+		rep.Command, rep.Host = command, host
+		return table.Row(rep, res)
+	}
 	rep, err := bench.Run(t, cfg)
 	if err != nil {
 		return err
@@ -247,9 +320,8 @@ func benchRank(f *benchFlags, args []string) error {
 	if t.Rank() != 0 {
 		return nil
 	}
-	rep.Command = strings.TrimSpace("symmem bench " + strings.Join(args, " "))
-	rep.Host = hostInfo()
-	if err := bench.WriteTable(os.Stdout, rep); err != nil {
+	rep.Command, rep.Host, rep.Version, rep.Args = command, host, versionString(), append([]string{"bench"}, args...)
+	if err := table.Close(rep); err != nil {
 		return err
 	}
 	if f.json != "" {
