@@ -25,11 +25,14 @@ type Report struct {
 	Checked   bool     `json:"checked"`
 	Seed      uint64   `json:"seed"`
 	Rounds    int      `json:"rounds"` // each row is the fastest of this many rounds
-	Date      string   `json:"date"`
-	Seconds   float64  `json:"seconds"` // wall time of the sweep
-	Command   string   `json:"command,omitempty"`
-	Host      string   `json:"host,omitempty"`
-	Results   []Result `json:"results"`
+	// MemcpyThreads is how many threads each rank's memcpy baseline used
+	// (0: not known to the harness).
+	MemcpyThreads int      `json:"memcpy_threads,omitempty"`
+	Date          string   `json:"date"`
+	Seconds       float64  `json:"seconds"` // wall time of the sweep
+	Command       string   `json:"command,omitempty"`
+	Host          string   `json:"host,omitempty"`
+	Results       []Result `json:"results"`
 }
 
 // Result is one op/algo/size row.
@@ -48,11 +51,16 @@ type Result struct {
 
 // Measure is one placement of one row. Bandwidths are GB/s (1e9 bytes).
 type Measure struct {
-	TimeUs   float64 `json:"time_us"` // per call, maximum over ranks of the per-rank average
-	AlgBW    float64 `json:"algbw"`
-	BusBW    float64 `json:"busbw"`
-	Wrong    int64   `json:"wrong"` // wrong elements summed over ranks and rounds
-	Iters    int     `json:"iters"`
+	TimeUs float64 `json:"time_us"` // per call, maximum over ranks of the per-rank average
+	AlgBW  float64 `json:"algbw"`
+	BusBW  float64 `json:"busbw"`
+	Wrong  int64   `json:"wrong"` // wrong elements summed over ranks and rounds
+	Iters  int     `json:"iters"`
+	// P50Us and P99Us are percentiles of Samples calls timed one by one,
+	// each followed by a Sync (maximum over ranks).
+	P50Us    float64 `json:"p50_us,omitempty"`
+	P99Us    float64 `json:"p99_us,omitempty"`
+	Samples  int     `json:"samples,omitempty"`
 	Warmup   int     `json:"warmup"`
 	Path     string  `json:"path"` // algorithm the backend used
 	Staged   bool    `json:"staged"`

@@ -29,8 +29,12 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
-	Seed       uint64
-	Progress   io.Writer // a line per size on rank 0; nil = quiet
+	// Samples is how many calls, at most the timed iteration count, are
+	// also timed one by one (each followed by Sync) for the p50/p99
+	// latencies; 0 skips them.
+	Samples  int
+	Seed     uint64
+	Progress io.Writer // a line per size on rank 0; nil = quiet
 	// OnRow, if set, is called on rank 0 as each size completes, with the
 	// report so far (its settings filled in) and the new row: a Table
 	// prints it at once.
@@ -64,6 +68,8 @@ func (c *Config) Validate(n int) error {
 		return fmt.Errorf("bench: -warmup %d must not be negative", c.Warmup)
 	case c.Rounds < 0:
 		return fmt.Errorf("bench: -rounds %d must not be negative", c.Rounds)
+	case c.Samples < 0:
+		return fmt.Errorf("bench: -samples %d must not be negative", c.Samples)
 	}
 	for _, k := range c.Ops {
 		if k < coll.AllGather || k > coll.Broadcast {
@@ -138,6 +144,9 @@ func Run(t Target, cfg Config) (*Report, error) {
 	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
 		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds),
 		Date: time.Now().UTC().Format(time.RFC3339)}
+	if mt, ok := t.(MemcpyThreader); ok {
+		rep.MemcpyThreads = mt.MemcpyThreads()
+	}
 	start := time.Now()
 	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
 	row := 0
@@ -347,7 +356,45 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		return nil, err
 	}
 	m.TimeUs = per * 1e6
+	if n := min(cfg.Samples, m.Iters); n > 0 {
+		if err := s.sample(m, n, func() error {
+			_, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// sample times n calls one by one, each followed by Sync, and sets m's
+// p50 and p99 latencies (the maximum over ranks of each).
+func (s *sweep) sample(m *Measure, n int, f func() error) error {
+	if err := s.t.Barrier(); err != nil {
+		return err
+	}
+	lat := make([]float64, n)
+	for i := range lat {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		if err := s.t.Sync(); err != nil {
+			return err
+		}
+		lat[i] = time.Since(t0).Seconds() * 1e6
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return lat[min(n-1, int(math.Ceil(p*float64(n)))-1)] }
+	all, err := s.x.exchange([]float64{pct(0.50), pct(0.99)})
+	if err != nil {
+		return err
+	}
+	for _, v := range all {
+		m.P50Us, m.P99Us = max(m.P50Us, v[0]), max(m.P99Us, v[1])
+	}
+	m.Samples = n
+	return nil
 }
 
 // memcpy times a local copy of bytes between the same buffers, all ranks at

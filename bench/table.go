@@ -150,6 +150,9 @@ func writePreamble(b *strings.Builder, r *Report) {
 	if r.Rounds > 1 {
 		fmt.Fprintf(b, "# each row: fastest of %d rounds (memcpy: fastest of %d measurements, before and after each round)\n", r.Rounds, 2*r.Rounds)
 	}
+	if r.MemcpyThreads > 0 {
+		fmt.Fprintf(b, "# memcpy baseline: every rank copies at once, from 4 MiB on %d thread(s) each (its share of the CPUs): the machine's copy bandwidth\n", r.MemcpyThreads)
+	}
 	if r.Command != "" {
 		fmt.Fprintf(b, "# command: %s\n", r.Command)
 	}

@@ -41,6 +41,12 @@ type Target interface {
 	Memcpy(dst, src coll.Span) error
 }
 
+// MemcpyThreader is optional: a Target whose Memcpy runs on several threads
+// says how many, and the report labels the baseline with it.
+type MemcpyThreader interface {
+	MemcpyThreads() int
+}
+
 // Exchanger is optional: a Target that has a cheaper or more robust way to
 // share a few numbers between ranks (a store) implements it. Otherwise the
 // harness all-gathers float64 values with the Target's own Run.

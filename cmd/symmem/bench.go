@@ -61,6 +61,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	intAlias(fs, &f.cfg.Warmup, 5, "untimed warmup iterations per size", "w", "warmup")
 	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
+	fs.IntVar(&f.cfg.Samples, "samples", 100, "per size, also time up to this many calls one by one (each synchronised) for p50/p99 latencies in the JSON; 0: off")
 	seed := fs.Uint64("seed", 1, "seed of the random test data")
 	strAlias(fs, &jsonPath, "", "write the results as JSON to this file", "J", "json")
 	fs.StringVar(&f.plot, "plot", "", "write a busbw-vs-size plot to this file (.svg or .png)")

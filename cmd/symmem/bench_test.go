@@ -78,7 +78,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	for _, r := range rep.Results {
 		for _, m := range []*bench.Measure{r.OutOfPlace, r.InPlace} {
-			if m == nil || m.Wrong != 0 || m.TimeUs <= 0 || m.Path == "" {
+			if m == nil || m.Wrong != 0 || m.TimeUs <= 0 || m.Path == "" || m.Samples != m.Iters || m.P50Us <= 0 || m.P99Us < m.P50Us {
 				t.Errorf("%s %d bytes: %+v", r.Op, r.Bytes, m)
 			}
 		}
@@ -114,6 +114,25 @@ func TestDoctorEndToEnd(t *testing.T) {
 	}
 }
 
+// TestDoctorAllPrefixes: with -all every line says which rank wrote it.
+func TestDoctorAllPrefixes(t *testing.T) {
+	out, errs, err := cli(t, "doctor", "-all")
+	if err != nil {
+		t.Fatalf("symmem doctor -all: %v\n%s\n%s", err, out, errs)
+	}
+	ranks := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		p, _, ok := strings.Cut(line, "] ")
+		if !ok || (p != "[rank 0" && p != "[rank 1") {
+			t.Fatalf("line without a rank prefix: %q", line)
+		}
+		ranks[p]++
+	}
+	if len(ranks) != 2 || ranks["[rank 0"] != ranks["[rank 1"] {
+		t.Errorf("lines per rank %v, want the same count from both", ranks)
+	}
+}
+
 func TestBenchFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -137,6 +156,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-rounds", "0"}, "-rounds 0: need at least 1"},
 		{[]string{"-budget", "-1s"}, "-budget -1s: must not be negative"},
 		{[]string{"-c", "2"}, "-c 2: want 1 (check) or 0"},
+		{[]string{"-samples", "-1"}, "-samples -1 must not be negative"},
 		{[]string{"-d", "float8"}, `-d: unknown dtype "float8"`},
 		{[]string{"-o", "prod"}, `-o: unknown reduction "prod"`},
 		{[]string{"-r", "5"}, "root 5"},

@@ -19,16 +19,18 @@ func init() { commands["doctor"] = doctorCmd }
 
 func doctorCmd(args []string) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	n := fs.Int("n", 2, "ranks to start when not already inside a launched job (RANK unset)")
+	var nRanks int
+	intAlias(fs, &nRanks, 2, "ranks to start when not already inside a launched job (RANK unset)", "nproc-per-node", "nproc_per_node", "n")
+	n := &nRanks
 	backend := fs.String("backend", "auto", "backend: auto, cpu or cuda")
-	all := fs.Bool("all", false, "print every rank's report (default: rank 0 only)")
+	all := fs.Bool("all", false, `print every rank's report, each line prefixed "[rank r] " (default: rank 0 only)`)
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on every wait")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: symmem doctor [flags]
 
 Shows the backend, ranks, groups and pool state of a job, and which path each op
 would take at a few sizes for symmetric and ordinary buffers, and why. Outside a
-launched job it starts -n local ranks of itself.
+launched job it starts --nproc-per-node local ranks of itself.
 
 flags:
 `)
@@ -51,7 +53,7 @@ flags:
 		return 2
 	}
 	if *n < 1 {
-		fmt.Fprintf(os.Stderr, "symmem doctor: -n %d: need at least 1 rank\n", *n)
+		fmt.Fprintf(os.Stderr, "symmem doctor: --nproc-per-node %d: need at least 1 rank\n", *n)
 		return 2
 	}
 	if os.Getenv("RANK") == "" {
@@ -65,7 +67,7 @@ flags:
 		}
 		defer closeTarget()
 		if t.Rank() == 0 || *all {
-			fmt.Printf("symmem doctor: rank %d of %d, backend cuda\nhost: %s\n%s", t.Rank(), t.Size(), hostInfo(), cudaDescribe(t))
+			emit(t.Rank(), *all, fmt.Sprintf("symmem doctor: rank %d of %d, backend cuda\nhost: %s\n%s", t.Rank(), t.Size(), hostInfo(), cudaDescribe(t)))
 		}
 		return 0
 	}
@@ -76,9 +78,21 @@ flags:
 	}
 	defer w.Close()
 	if w.Rank() == 0 || *all {
-		writeDoctor(os.Stdout, w.Doctor())
+		var b strings.Builder
+		writeDoctor(&b, w.Doctor())
+		emit(w.Rank(), *all, b.String())
 	}
 	return 0
+}
+
+// emit writes a rank's report in one Write; with prefix every line starts
+// with "[rank r] " so several ranks' reports can be told apart.
+func emit(rank int, prefix bool, report string) {
+	if prefix {
+		p := fmt.Sprintf("[rank %d] ", rank)
+		report = p + strings.ReplaceAll(strings.TrimSuffix(report, "\n"), "\n", "\n"+p) + "\n"
+	}
+	os.Stdout.WriteString(report)
 }
 
 // writeDoctor prints a doctor report.
