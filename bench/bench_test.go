@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,13 +406,22 @@ func TestJSONRoundTrip(t *testing.T) {
 func TestPlots(t *testing.T) {
 	dir := t.TempDir()
 	r := goldenReport()
+	ss := plotSeries(r)
+	var names []string
+	for _, x := range ss {
+		names = append(names, x.name)
+	}
+	want := []string{"all_gather auto out-of-place", "all_gather auto in-place", "all_reduce auto out-of-place", "memcpy baseline (same bytes)"}
+	if !slices.Equal(names, want) || !ss[3].baseline || ss[0].baseline {
+		t.Errorf("series %q (baseline flags %v %v), want %q", names, ss[0].baseline, ss[3].baseline, want)
+	}
 	svg := filepath.Join(dir, "p.svg")
 	if err := WritePlot(svg, r); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(svg)
 	dec := xml.NewDecoder(bytes.NewReader(data))
-	lines := 0
+	var text strings.Builder
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -420,12 +430,14 @@ func TestPlots(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SVG is not well-formed XML: %v", err)
 		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
-			lines++
+		if cd, ok := tok.(xml.CharData); ok {
+			text.Write(cd)
 		}
 	}
-	if lines != 4 { // all_gather oop, all_gather in, all_reduce oop, memcpy
-		t.Errorf("SVG has %d lines, want 4", lines)
+	for _, w := range append(want, "bus bandwidth", "time per call (us)", "64M") {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("SVG lacks the text %q", w)
+		}
 	}
 	pngPath := filepath.Join(dir, "p.png")
 	if err := WritePlot(pngPath, r); err != nil {
@@ -437,24 +449,29 @@ func TestPlots(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PNG does not decode: %v", err)
 	}
-	if b := img.Bounds(); b.Dx() != 960 || b.Dy() != 540 {
-		t.Errorf("PNG is %v", b)
-	}
-	colours := map[[3]uint32]bool{}
-	for y := 0; y < 540; y++ {
-		for x := 0; x < 960; x++ {
-			r, g, b, _ := img.At(x, y).RGBA()
-			colours[[3]uint32{r >> 8, g >> 8, b >> 8}] = true
-		}
-	}
-	for _, p := range palette[:3] {
-		c := hexColor(p)
-		if !colours[[3]uint32{uint32(c.R), uint32(c.G), uint32(c.B)}] {
-			t.Errorf("PNG lacks series colour %s", p)
-		}
+	if b := img.Bounds(); b.Dx() < 1500 || b.Dy() < 600 {
+		t.Errorf("PNG is only %v", b)
 	}
 	if err := WritePlot(filepath.Join(dir, "p.jpg"), r); err == nil || !strings.Contains(err.Error(), ".svg or .png") {
 		t.Errorf("bad extension error: %v", err)
+	}
+}
+
+// TestPlotGPUBaseline: on a GPU backend the baseline is the plain NCCL rows
+// of the same run, not a local memcpy.
+func TestPlotGPUBaseline(t *testing.T) {
+	r := goldenReport()
+	r.Backend = "cuda"
+	nccl := r.Results[0]
+	nccl.Algo = "nccl"
+	r.Results = append(r.Results, nccl)
+	for _, s := range plotSeries(r) {
+		if strings.Contains(s.name, "memcpy") {
+			t.Errorf("GPU plot has a memcpy line %q", s.name)
+		}
+		if s.baseline != strings.Contains(s.name, " nccl ") {
+			t.Errorf("series %q: baseline %v", s.name, s.baseline)
+		}
 	}
 }
 
@@ -527,7 +544,7 @@ func TestRunFakeRefusedRows(t *testing.T) {
 	if err := WritePNG(&img, rep); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(svg.String(), "<polyline") == 0 {
-		t.Fatal("the plot has no lines")
+	if !strings.Contains(svg.String(), "all_reduce kernel out-of-place") {
+		t.Fatal("the plot lacks the timed kernel rows beside the refused ones")
 	}
 }
