@@ -63,24 +63,24 @@ step() { # name timeout_s cmd...
 } >"$OUTDIR/env.log" 2>&1
 
 step torchrun-cpu 300 "$TORCHRUN" --standalone --nproc-per-node 2 --no-python \
-  "$SYMMEM" bench -backend cpu -ops all_reduce,all_gather -b 1K -e 16M -f 4 -J "$OUTDIR/torchrun-cpu.json"
+  "$SYMMEM" bench --backend cpu --ops all_reduce,all_gather -b 1K -e 16M -f 4 -J "$OUTDIR/torchrun-cpu.json"
 NOTE[torchrun-cpu]=$(grep -c '^# Out of bounds values : 0 OK' "$OUTDIR/torchrun-cpu.log")" blocks 0 OK"
-step torchrun-doctor 120 "$TORCHRUN" --standalone --nproc-per-node 2 --no-python "$SYMMEM" doctor -backend cpu -all
+step torchrun-doctor 120 "$TORCHRUN" --standalone --nproc-per-node 2 --no-python "$SYMMEM" doctor --backend cpu --all
 NOTE[torchrun-doctor]=$(grep -c '^\[rank 1\]' "$OUTDIR/torchrun-doctor.log")" lines from rank 1"
-step torchrun-cuda 300 bash -c "'$TORCHRUN' --standalone --nproc-per-node 1 --no-python '$SYMMEM' doctor -backend cuda &&
-  '$TORCHRUN' --standalone --nproc-per-node 1 --no-python '$SYMMEM' bench -backend cuda -ops all_gather -b 1K -e 16M -f 4"
+step torchrun-cuda 300 bash -c "'$TORCHRUN' --standalone --nproc-per-node 1 --no-python '$SYMMEM' doctor --backend cuda &&
+  '$TORCHRUN' --standalone --nproc-per-node 1 --no-python '$SYMMEM' bench --backend cuda --ops all_gather -b 1K -e 16M -f 4"
 NOTE[torchrun-cuda]=$(grep -c '^# Out of bounds values : 0 OK' "$OUTDIR/torchrun-cuda.log")" blocks 0 OK"
 step torch-launch 180 "$SYMMEM" launch --nproc-per-node 2 "$PY" scripts/torch-env-allreduce.py
 NOTE[torch-launch]=$(grep -c 'ok=True' "$OUTDIR/torch-launch.log")" ranks ok"
 
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then
-  SWEEP=(--nproc-per-node "$NGPU" -algo auto,nccl)
+  SWEEP=(--nproc-per-node "$NGPU" --algo auto,nccl)
 else
-  SWEEP=(--nproc-per-node 2 -algo auto)
+  SWEEP=(--nproc-per-node 2 --algo auto)
 fi
-step gpu-sweep 600 "$SYMMEM" bench -backend cuda "${SWEEP[@]}" -d bfloat16 -b 1K -e 1G -f 4 \
-  -J "$OUTDIR/gpu-sweep.json" -plot "$OUTDIR/gpu-sweep.png"
+step gpu-sweep 600 "$SYMMEM" bench --backend cuda "${SWEEP[@]}" -d bfloat16 -b 1K -e 1G -f 4 \
+  -J "$OUTDIR/gpu-sweep.json" --plot "$OUTDIR/gpu-sweep.png"
 NOTE[gpu-sweep]="$NGPU GPU(s): ${SWEEP[*]}; plot $( [ -s "$OUTDIR/gpu-sweep.png" ] && echo written || echo missing)"
 
 echo

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,14 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/bench/worldtarget"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/launch"
 )
-
-func init() { commands["bench"] = benchCmd }
 
 // benchFlags are the parsed and validated flags of `symmem bench`.
 type benchFlags struct {
@@ -38,56 +36,73 @@ type benchFlags struct {
 
 var validAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE, coll.AlgoKernel}
 
-func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &benchFlags{}
-	intAlias(fs, &f.n, 2, "ranks to start when not already inside a launched job (RANK unset); torchrun's spelling", "nproc-per-node", "nproc_per_node")
+// benchOpts holds the raw flag values of `symmem bench`; finish checks them.
+type benchOpts struct {
+	f                                             benchFlags
+	ops, b, e, dtype, redop, algos, inplace, json string
+	fact, root, check                             int
+	plain                                         bool
+	seed                                          uint64
+}
+
+// define declares the flags: nccl-tests' letters as shorthands of the long
+// names.
+func (o *benchOpts) define(fs *pflag.FlagSet) {
+	f := &o.f
+	fs.SetNormalizeFunc(normalizeFlag)
+	fs.IntVar(&f.n, "nproc-per-node", 2, "ranks to start when not already inside a launched job (RANK unset), as torchrun spells it")
 	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
-	ops := fs.String("ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
-	b := fs.String("b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
-	e := fs.String("e", "256M", "largest size")
-	fact := fs.Int("f", 2, "size multiplication factor between steps")
-	var dtype, redop, jsonPath string
-	var root, check int
-	strAlias(fs, &dtype, "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8", "d", "dtype")
-	strAlias(fs, &redop, "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max", "o", "op")
-	intAlias(fs, &root, 0, "broadcast root", "r", "root")
-	algos := fs.String("algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
-	inplace := fs.String("inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
-	plain := fs.Bool("plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
-	intAlias(fs, &check, 1, "check every size against a serial reference (#wrong): 1 on, 0 off", "c", "check")
-	intAlias(fs, &f.cfg.Iters, 1000, "timed iterations per size (the maximum when -budget > 0: small sizes need many to amortise the final synchronisation)", "n", "iters")
-	intAlias(fs, &f.cfg.Warmup, 5, "untimed warmup iterations per size", "w", "warmup")
+	fs.StringVar(&o.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
+	fs.StringVarP(&o.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
+	fs.StringVarP(&o.e, "maxbytes", "e", "256M", "largest size")
+	fs.IntVarP(&o.fact, "stepfactor", "f", 2, "size multiplication factor between steps")
+	fs.StringVarP(&o.dtype, "dtype", "d", "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8")
+	fs.StringVarP(&o.redop, "op", "o", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
+	fs.IntVarP(&o.root, "root", "r", 0, "broadcast root")
+	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
+	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
+	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
+	fs.IntVarP(&o.check, "check", "c", 1, "check every size against a serial reference (#wrong): 1 on, 0 off")
+	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum when --budget > 0: small sizes need many to amortise the final synchronisation)")
+	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
 	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
 	fs.IntVar(&f.cfg.Samples, "samples", 100, "per size, also time up to this many calls one by one (each synchronised) for p50/p99 latencies in the JSON; 0: off")
-	seed := fs.Uint64("seed", 1, "seed of the random test data")
-	strAlias(fs, &jsonPath, "", "write the results as JSON to this file", "J", "json")
-	fs.StringVar(&f.plot, "plot", "", "write a busbw-vs-size plot to this file (.svg or .png)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random test data")
+	fs.StringVarP(&o.json, "json", "J", "", "write the results as JSON to this file")
+	fs.StringVar(&f.plot, "plot", "", "write plots (busbw and latency vs size) to this file (.svg or .png)")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: symmem bench [flags]
+}
 
-Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
+const benchLong = `Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
 redop, root, time, algbw, busbw and #wrong, out-of-place and in-place) as each size
 completes, with the path taken and the memcpy bandwidth of the same bytes on a "#"
-line under each row. Flags follow nccl-tests (-b -e -f -n iters -w warmup -c check
--d datatype -o op -r root -J json). Outside a launched job it starts
---nproc-per-node local ranks of itself.
+line under each row. Flags follow nccl-tests (-b -e -f, -n iterations, -w warmup,
+-c check, -d datatype, -o op, -r root, -J json). Outside a launched job it starts
+--nproc-per-node local ranks of itself.`
 
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+// parseBenchFlags parses and checks args as `symmem bench` would.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &benchOpts{}
+	o.define(fs)
+	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
 	}
+	return o.finish()
+}
+
+// finish checks the flag values and fills in the sweep's Config.
+func (o *benchOpts) finish() (*benchFlags, error) {
+	f := &o.f
+	ops, b, e, dtype, redop, algos, inplace := &o.ops, &o.b, &o.e, o.dtype, o.redop, &o.algos, &o.inplace
+	fact, root, check, plain, seed, jsonPath := &o.fact, o.root, o.check, &o.plain, &o.seed, o.json
 	c := &f.cfg
 	c.Seed, c.Root, c.Plain, f.json = *seed, root, *plain, jsonPath
 	switch check {
@@ -168,26 +183,6 @@ flags:
 	return f, nil
 }
 
-// intAlias and strAlias define one flag under several names (nccl-tests'
-// short one first).
-func intAlias(fs *flag.FlagSet, p *int, def int, usage string, names ...string) {
-	for i, n := range names {
-		if i > 0 {
-			usage = "same as -" + names[0]
-		}
-		fs.IntVar(p, n, def, usage)
-	}
-}
-
-func strAlias(fs *flag.FlagSet, p *string, def, usage string, names ...string) {
-	for i, n := range names {
-		if i > 0 {
-			usage = "same as -" + names[0]
-		}
-		fs.StringVar(p, n, def, usage)
-	}
-}
-
 // checkWritable fails now, before any work, when path cannot be written:
 // it creates the file if missing (and removes it again) or opens it for
 // appending.
@@ -235,15 +230,27 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 	return out, nil
 }
 
-func benchCmd(args []string) int {
-	f, err := parseBenchFlags(args, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+func newBenchCmd() *cobra.Command {
+	o := &benchOpts{}
+	cmd := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "benchmark collectives, nccl-tests output (CPU backend when no GPU)",
+		Long:  benchLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := o.finish()
+			if err != nil {
+				return err
+			}
+			return exitWith(benchCmd(f, subArgs()))
+		},
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "symmem bench: %v\n", err)
-		return 2
-	}
+	o.define(cmd.Flags())
+	return cmd
+}
+
+// benchCmd runs a checked bench: it starts the ranks, or is one.
+func benchCmd(f *benchFlags, args []string) int {
 	if resolveBackend(f.backend) == "cpu" {
 		for _, a := range f.cfg.Algos {
 			if a != coll.AlgoAuto && a != coll.AlgoDirect {

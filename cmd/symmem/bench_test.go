@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 )
@@ -163,7 +164,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-b", "4", "-e", "4K"}, "-b 4: below 8 bytes (one float element per rank for 2 ranks)"},
 		{[]string{"-J", "/nonexistent-dir/r.json"}, "-J /nonexistent-dir/r.json: cannot write the results file"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
-		{[]string{"-nosuchflag"}, "flag provided but not defined"},
+		{[]string{"--nosuchflag"}, "unknown flag: --nosuchflag"},
+		{[]string{"-nosuchflag"}, `invalid argument "osuchflag" for "-n, --iters" flag`},
 	} {
 		_, err := parseBenchFlags(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -323,4 +325,67 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// TestExitCodes: help exits 0 for every command, usage errors 2, and
+// --version, version and completion work.
+func TestExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // in stdout+stderr
+	}{
+		{[]string{"-h"}, 0, "Available Commands"},
+		{[]string{"--help"}, 0, "completion"},
+		{[]string{"launch", "-h"}, 0, "--nproc-per-node"},
+		{[]string{"bench", "-h"}, 0, "-J, --json"},
+		{[]string{"doctor", "--help"}, 0, "--all"},
+		{[]string{"version", "-h"}, 0, "print the version"},
+		{[]string{"--version"}, 0, "symmem "},
+		{[]string{"version"}, 0, "symmem "},
+		{[]string{"completion", "bash"}, 0, "bash completion"},
+		{nil, 2, "no command given"},
+		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
+		{[]string{"bench", "--nosuch"}, 2, "unknown flag: --nosuch"},
+		{[]string{"bench", "-rounds", "0"}, 2, "-rounds 0: need at least 1"},
+		{[]string{"bench", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"launch"}, 2, "need --nproc-per-node N"},
+		{[]string{"launch", "--nproc-per-node", "1", "--", "false"}, 1, ""},
+		{[]string{"launch", "-n", "1", "sh", "-c", "exit 7"}, 7, ""},
+		{[]string{"doctor", "-backend", "tpu"}, 2, "want auto, cpu or cuda"},
+	} {
+		out, errs, err := cli(t, c.args...)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if code != c.code || !strings.Contains(out+errs, c.out) {
+			t.Errorf("symmem %q: exit %d, want %d; output lacks %q?\n%s%s", c.args, code, c.code, c.out, out, errs)
+		}
+	}
+}
+
+// TestCompatArgs: single-dash long flags of earlier versions become
+// double-dash; nccl-tests' letters, values and a launched program's own
+// flags stay as typed.
+func TestCompatArgs(t *testing.T) {
+	bench, launchCmd := newBenchCmd().Flags(), newLaunchCmd().Flags()
+	for _, c := range []struct {
+		fs           *pflag.FlagSet
+		interspersed bool
+		in, want     string
+	}{
+		{bench, true, "-ops ag -b 1K -iters=5 -plain -dtype -d", "--ops ag -b 1K --iters=5 --plain --dtype -d"},
+		{bench, true, "-n 3 --nproc_per_node 2 -J -ops", "-n 3 --nproc_per_node 2 -J -ops"},
+		{bench, true, "-backend cuda -- -ops", "--backend cuda -- -ops"},
+		{launchCmd, false, "-n 2 -timeout 60s prog -timeout 5 -ops", "-n 2 --timeout 60s prog -timeout 5 -ops"},
+		{launchCmd, false, "-nproc-per-node 2 -no-prefix -- prog -grace", "--nproc-per-node 2 --no-prefix -- prog -grace"},
+	} {
+		got := strings.Join(compatArgs(c.fs, strings.Fields(c.in), c.interspersed), " ")
+		if got != c.want {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // Version may be set at build time with -ldflags "-X main.Version=...";
@@ -12,7 +14,8 @@ import (
 var Version = ""
 
 // versionString is Version, else the module's version from the build info
-// ("(devel)" in a local build), plus the VCS revision when recorded.
+// ("(devel)" in a local build), plus the VCS revision when recorded and the
+// Go version.
 func versionString() string {
 	v, rev := Version, ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -28,12 +31,16 @@ func versionString() string {
 	if v == "" {
 		v = "(devel)"
 	}
-	return v + rev
+	return fmt.Sprintf("%s%s (%s)", v, rev, runtime.Version())
 }
 
-func init() { commands["version"] = version }
-
-func version(args []string) int {
-	fmt.Printf("symmem %s (%s)\n", versionString(), runtime.Version())
-	return 0
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Args:  noArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Printf("symmem %s\n", versionString())
+		},
+	}
 }
