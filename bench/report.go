@@ -58,9 +58,12 @@ type Measure struct {
 	Iters  int     `json:"iters"`
 	// P50Us and P99Us are percentiles of Samples calls timed one by one,
 	// each followed by a Sync (maximum over ranks).
-	P50Us    float64 `json:"p50_us,omitempty"`
-	P99Us    float64 `json:"p99_us,omitempty"`
-	Samples  int     `json:"samples,omitempty"`
+	P50Us   float64 `json:"p50_us,omitempty"`
+	P99Us   float64 `json:"p99_us,omitempty"`
+	Samples int     `json:"samples,omitempty"`
+	// Graph is the number of calls per CUDA graph when replays were timed
+	// (-G); 0 for eager calls.
+	Graph    int     `json:"graph_calls,omitempty"`
 	Warmup   int     `json:"warmup"`
 	Path     string  `json:"path"` // algorithm the backend used
 	Staged   bool    `json:"staged"`

@@ -29,6 +29,10 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
+	// Graph, if positive, times CUDA-graph replays instead of eager calls:
+	// each replay launches a graph of Graph captured calls (the Target must
+	// be a Grapher); the time column is per call.
+	Graph int
 	// Samples is how many calls, at most the timed iteration count, are
 	// also timed one by one (each followed by Sync) for the p50/p99
 	// latencies; 0 skips them.
@@ -68,6 +72,8 @@ func (c *Config) Validate(n int) error {
 		return fmt.Errorf("bench: -warmup %d must not be negative", c.Warmup)
 	case c.Rounds < 0:
 		return fmt.Errorf("bench: -rounds %d must not be negative", c.Rounds)
+	case c.Graph < 0:
+		return fmt.Errorf("bench: -G %d must not be negative", c.Graph)
 	case c.Samples < 0:
 		return fmt.Errorf("bench: -samples %d must not be negative", c.Samples)
 	}
@@ -120,6 +126,9 @@ func Run(t Target, cfg Config) (*Report, error) {
 				}
 			}
 		}
+	}
+	if _, ok := t.(Grapher); cfg.Graph > 0 && !ok {
+		return nil, fmt.Errorf("bench: -G %d: the %s target cannot capture CUDA graphs", cfg.Graph, t.Name())
 	}
 	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
 	var maxBytes int64
@@ -348,6 +357,12 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		slowest = max(slowest, v[1])
 	}
 	m.Iters, m.Warmup = cfg.iterations(time.Duration(slowest * 1e9))
+	if cfg.Graph > 0 {
+		if err := s.graphed(m, k, a, out, in, l); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	per, err := s.timed(m.Warmup, m.Iters, func() error {
 		_, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
 		return err
@@ -365,6 +380,25 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		}
 	}
 	return m, nil
+}
+
+// graphed times replays of a graph of cfg.Graph captured calls: about
+// m.Iters calls in all (at least one replay), warmed up by one replay.
+func (s *sweep) graphed(m *Measure, k coll.Kind, a coll.Algo, out, in coll.Span, l layout) error {
+	cfg := &s.cfg
+	g, err := s.t.(Grapher).Capture(cfg.Graph, k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+	if err != nil {
+		return fmt.Errorf("capturing %d calls into a CUDA graph (-G): %w", cfg.Graph, err)
+	}
+	defer g.Close()
+	replays := max(1, m.Iters/cfg.Graph)
+	per, err := s.timedSync(min(1, m.Warmup), replays, g.Replay, g.Wait)
+	if err != nil {
+		return err
+	}
+	m.TimeUs = per / float64(cfg.Graph) * 1e6
+	m.Iters, m.Warmup, m.Graph = replays*cfg.Graph, min(1, m.Warmup)*cfg.Graph, cfg.Graph
+	return nil
 }
 
 // sample times n calls one by one, each followed by Sync, and sets m's
@@ -416,13 +450,18 @@ func (s *sweep) memcpy(bytes int64, iters int, adapt bool) (float64, error) {
 // timed runs f warmup times, then iters times between barriers, and
 // returns the maximum over ranks of the per-iteration seconds.
 func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
+	return s.timedSync(warmup, iters, f, s.t.Sync)
+}
+
+// timedSync is timed with sync as the wait for f's work.
+func (s *sweep) timedSync(warmup, iters int, f, sync func() error) (float64, error) {
 	t := s.t
 	for i := 0; i < warmup; i++ {
 		if err := f(); err != nil {
 			return 0, err
 		}
 	}
-	if err := t.Sync(); err != nil {
+	if err := sync(); err != nil {
 		return 0, err
 	}
 	if err := t.Barrier(); err != nil {
@@ -434,7 +473,7 @@ func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
 			return 0, err
 		}
 	}
-	if err := t.Sync(); err != nil {
+	if err := sync(); err != nil {
 		return 0, err
 	}
 	per := time.Since(t0).Seconds() / float64(iters)

@@ -24,6 +24,12 @@
 #                  scripts/torch-env-allreduce.py`: torch's
 #                  init_process_group("env://") binds MASTER_PORT, which symmem
 #                  launch leaves free. Success: rc 0 and "ok=True" twice.
+#   gpu-graph      `symmem bench --backend cuda -G 10`: replays of CUDA graphs
+#                  of 10 captured calls, 1 rank (world 1 works with or without
+#                  the same-GPU sharing of issue 9). Needs the user-API bench
+#                  target on the GPU (issue 10a); before that merge it fails
+#                  at once with "-G 10: the cuda target cannot capture CUDA
+#                  graphs". Success: rc 0, rows with 0 wrong.
 #   gpu-sweep      `symmem bench -backend cuda` with a plot: with 2+ GPUs one
 #                  rank per GPU and -algo auto,nccl (plain NCCL of the same run
 #                  is the plot's baseline); with one GPU two ranks share it and
@@ -72,6 +78,10 @@ step torchrun-cuda 300 bash -c "'$TORCHRUN' --standalone --nproc-per-node 1 --no
 NOTE[torchrun-cuda]=$(grep -c '^# Out of bounds values : 0 OK' "$OUTDIR/torchrun-cuda.log")" blocks 0 OK"
 step torch-launch 180 "$SYMMEM" launch --nproc-per-node 2 "$PY" scripts/torch-env-allreduce.py
 NOTE[torch-launch]=$(grep -c 'ok=True' "$OUTDIR/torch-launch.log")" ranks ok"
+
+step gpu-graph 300 "$SYMMEM" bench --backend cuda --nproc-per-node 1 --ops all_gather,all_reduce --inplace only \
+  -d bfloat16 -b 64K -e 16M -f 4 -G 10 -J "$OUTDIR/gpu-graph.json"
+NOTE[gpu-graph]=$(grep -c '^# Out of bounds values : 0 OK' "$OUTDIR/gpu-graph.log")" blocks 0 OK"
 
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then

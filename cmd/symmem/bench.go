@@ -67,6 +67,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
 	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
+	fs.IntVarP(&f.cfg.Graph, "cudagraph", "G", 0, "time CUDA-graph replays: each replay launches a graph of this many captured calls (cuda backend); 0: eager calls")
 	fs.IntVar(&f.cfg.Samples, "samples", 100, "per size, also time up to this many calls one by one (each synchronised) for p50/p99 latencies in the JSON; 0: off")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random test data")
 	fs.StringVarP(&o.json, "json", "J", "", "write the results as JSON to this file")
@@ -80,7 +81,7 @@ const benchLong = `Sweeps collectives over sizes like nccl-tests and prints its 
 redop, root, time, algbw, busbw and #wrong, out-of-place and in-place) as each size
 completes, with the path taken and the memcpy bandwidth of the same bytes on a "#"
 line under each row. Flags follow nccl-tests (-b -e -f, -n iterations, -w warmup,
--c check, -d datatype, -o op, -r root, -J json). Outside a launched job it starts
+-c check, -d datatype, -o op, -r root, -G graph, -J json). Outside a launched job it starts
 --nproc-per-node local ranks of itself.`
 
 // parseBenchFlags parses and checks args as `symmem bench` would.
@@ -258,6 +259,10 @@ func benchCmd(f *benchFlags, args []string) int {
 				return 2
 			}
 		}
+	}
+	if f.cfg.Graph > 0 && resolveBackend(f.backend) != "cuda" {
+		fmt.Fprintf(os.Stderr, "symmem bench: -G %d: CUDA graphs need the cuda backend (this run uses %s)\n", f.cfg.Graph, resolveBackend(f.backend))
+		return 2
 	}
 	if os.Getenv("RANK") == "" {
 		return selfLaunch("bench", f.n, args)

@@ -158,6 +158,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-budget", "-1s"}, "-budget -1s: must not be negative"},
 		{[]string{"-c", "2"}, "-c 2: want 1 (check) or 0"},
 		{[]string{"-samples", "-1"}, "-samples -1 must not be negative"},
+		{[]string{"-G", "-1"}, "-G -1 must not be negative"},
 		{[]string{"-d", "float8"}, `-d: unknown dtype "float8"`},
 		{[]string{"-o", "prod"}, `-o: unknown reduction "prod"`},
 		{[]string{"-r", "5"}, "root 5"},
@@ -353,6 +354,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"launch", "--nproc-per-node", "1", "--", "false"}, 1, ""},
 		{[]string{"launch", "-n", "1", "sh", "-c", "exit 7"}, 7, ""},
 		{[]string{"doctor", "-backend", "tpu"}, 2, "want auto, cpu or cuda"},
+		{[]string{"bench", "--backend", "cpu", "-G", "4"}, 2, "-G 4: CUDA graphs need the cuda backend (this run uses cpu)"},
 	} {
 		out, errs, err := cli(t, c.args...)
 		code := 0
