@@ -151,6 +151,9 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	default:
 		return nil, fmt.Errorf("-backend %q: want auto, cpu or cuda", f.backend)
 	}
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", f.timeout)
+	}
 	if f.n < 1 {
 		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
 	}

@@ -32,6 +32,9 @@ launched job it starts --nproc-per-node local ranks of itself.`,
 			default:
 				return fmt.Errorf("--backend %q: want auto, cpu or cuda", backend)
 			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", timeout)
+			}
 			if n < 1 {
 				return fmt.Errorf("--nproc-per-node %d: need at least 1 rank", n)
 			}

@@ -33,6 +33,12 @@ rank's status.`,
 			if o.n < 1 || len(rest) == 0 {
 				return errors.New("need --nproc-per-node N (N >= 1) and a program to run")
 			}
+			if o.timeout < 0 || o.grace < 0 {
+				return fmt.Errorf("--timeout %v / --grace %v: must not be negative", o.timeout, o.grace)
+			}
+			if o.masterPort < 0 || o.masterPort > 65535 {
+				return fmt.Errorf("--master-port %d: want 1..65535 (0: a free port)", o.masterPort)
+			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			defer signal.Stop(sigs)
