@@ -144,12 +144,12 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	case "only", "true", "1", "in":
 		c.InPlace = true
 	default:
-		return nil, fmt.Errorf("-inplace %q: want both, no or only", *inplace)
+		return nil, fmt.Errorf("--inplace %q: want both, no or only", *inplace)
 	}
 	switch strings.ToLower(f.backend) {
 	case "auto", "cpu", "cuda":
 	default:
-		return nil, fmt.Errorf("-backend %q: want auto, cpu or cuda", f.backend)
+		return nil, fmt.Errorf("--backend %q: want auto, cpu or cuda", f.backend)
 	}
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", f.timeout)
@@ -158,10 +158,10 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
 	}
 	if c.Rounds < 1 {
-		return nil, fmt.Errorf("-rounds %d: need at least 1", c.Rounds)
+		return nil, fmt.Errorf("--rounds %d: need at least 1", c.Rounds)
 	}
 	if c.Budget < 0 {
-		return nil, fmt.Errorf("-budget %v: must not be negative (0 means always -n iterations)", c.Budget)
+		return nil, fmt.Errorf("--budget %v: must not be negative (0 means always -n iterations)", c.Budget)
 	}
 	ranks := f.n
 	if w, err := strconv.Atoi(os.Getenv("WORLD_SIZE")); err == nil && os.Getenv("RANK") != "" {
@@ -176,7 +176,7 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 		}
 	}
 	if f.plot != "" && !strings.HasSuffix(strings.ToLower(f.plot), ".svg") && !strings.HasSuffix(strings.ToLower(f.plot), ".png") {
-		return nil, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", f.plot)
+		return nil, fmt.Errorf("--plot %q: want a file name ending in .svg or .png", f.plot)
 	}
 	if err := c.Validate(max(f.n, c.Root+1)); err != nil {
 		return nil, err
@@ -211,7 +211,7 @@ func parseOps(s string) ([]coll.Kind, error) {
 	for _, p := range strings.Split(s, ",") {
 		k, err := coll.ParseKind(strings.TrimSpace(p))
 		if err != nil {
-			return nil, fmt.Errorf("-ops: %w (or all)", err)
+			return nil, fmt.Errorf("--ops: %w (or all)", err)
 		}
 		out = append(out, k)
 	}
@@ -227,7 +227,7 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 			ok = ok || a == v
 		}
 		if !ok {
-			return nil, fmt.Errorf("-algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
+			return nil, fmt.Errorf("--algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
 		}
 		out = append(out, a)
 	}
@@ -258,7 +258,7 @@ func benchCmd(f *benchFlags, args []string) int {
 	if resolveBackend(f.backend) == "cpu" {
 		for _, a := range f.cfg.Algos {
 			if a != coll.AlgoAuto && a != coll.AlgoDirect {
-				fmt.Fprintf(os.Stderr, "symmem bench: -algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)\n", a)
+				fmt.Fprintf(os.Stderr, "symmem bench: --algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)\n", a)
 				return 2
 			}
 		}

@@ -199,7 +199,7 @@ func TestBenchFlagErrors(t *testing.T) {
 // clear error before anything runs.
 func TestBenchAlgoNotOnBackend(t *testing.T) {
 	out, errs, err := cli(t, "bench", "-backend", "cpu", "-algo", "ce", "-b", "1K", "-e", "1K")
-	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)`) {
+	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)`) {
 		t.Errorf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
 	}
 }
