@@ -126,17 +126,18 @@ func newPanel(title, ylabel string) *plot.Plot {
 	p.X.Tick.Marker = sizeTicks{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	return p
 }
 
 // panels draws busbw against size (every size) and time against size (up
-// to latencyMax).
-func panels(r *Report) ([]*plot.Plot, error) {
+// to latencyMax), and one legend for both, drawn beside them so it never
+// covers a line.
+func panels(r *Report) ([]*plot.Plot, plot.Legend, error) {
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(9)
 	bw := newPanel(r.plotTitle(), "bus bandwidth (GB/s, nccl-tests busbw)")
 	lat := newPanel(fmt.Sprintf("latency, sizes up to %s", FormatSize(latencyMax)), "time per call (us)")
-	bw.Legend.Top, bw.Legend.Left = false, false // lines rise to the right: legend bottom right
 	for i, s := range plotSeries(r) {
 		col := palette[i%len(palette)]
 		if s.baseline {
@@ -169,33 +170,41 @@ func panels(r *Report) ([]*plot.Plot, error) {
 			}
 			l, pts, err := plotter.NewLinePoints(d.xys)
 			if err != nil {
-				return nil, fmt.Errorf("bench: plot %s: %w", s.name, err)
+				return nil, legend, fmt.Errorf("bench: plot %s: %w", s.name, err)
 			}
 			style(l, pts)
 			d.p.Add(l, pts)
-			d.p.Legend.Add(s.name, l, pts)
+			if d.p == bw {
+				legend.Add(s.name, l, pts)
+			}
 		}
 	}
-	return []*plot.Plot{bw, lat}, nil
+	return []*plot.Plot{bw, lat}, legend, nil
 }
 
-// writePlot draws both panels side by side on c.
+// legendW is the width kept right of the panels for the legend.
+const legendW = 7 * vg.Centimeter
+
+// drawPlot draws both panels side by side on c, the legend to their right.
 func drawPlot(c draw.Canvas, r *Report) error {
-	ps, err := panels(r)
+	ps, legend, err := panels(r)
 	if err != nil {
 		return err
 	}
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+	c.SetColor(color.White)
+	c.Fill(c.Rectangle.Path())
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
 		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	cs := plot.Align([][]*plot.Plot{ps}, tiles, c)
+	cs := plot.Align([][]*plot.Plot{ps}, tiles, draw.Crop(c, 0, -legendW, 0, 0))
 	for i, p := range ps {
 		p.Draw(cs[0][i])
 	}
+	legend.Draw(draw.Crop(c, c.Max.X-c.Min.X-legendW+vg.Millimeter*3, 0, vg.Millimeter*20, -vg.Millimeter*15))
 	return nil
 }
 
-// Plot size: wide enough for two panels and a legend of eight lines.
-const plotW, plotH = 32 * vg.Centimeter, 13 * vg.Centimeter
+// Plot size: two panels and the legend beside them.
+const plotW, plotH = 36 * vg.Centimeter, 13 * vg.Centimeter
 
 // WriteSVG writes the plots as SVG.
 func WriteSVG(w io.Writer, r *Report) error {
