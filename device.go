@@ -162,6 +162,10 @@ func (g *Group) AllGatherHost(ctx context.Context, mine []byte) ([][]byte, error
 	return all, nil
 }
 
+// HostMemory reports whether the backend's buffers are host memory (the CPU
+// backend: Buffer.Bytes works, Copy is a plain copy).
+func (w *World) HostMemory() bool { return w.dev == nil }
+
 // Supports reports whether WithAlgo(a) is accepted for k on this world's
 // backend (auto always is); others fail with ErrNotSupported.
 func (w *World) Supports(k coll.Kind, a coll.Algo) bool { return w.caps.Supports(k, a) }

@@ -37,8 +37,9 @@ type World struct {
 }
 
 // Init joins the job described by the environment (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN,
-// SYMMEM_JOB_ID): it connects to the rendezvous store, starts the backend and
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets
+// them, plus SYMMEM_TOKEN or torchrun's TORCHELASTIC_RUN_ID; see
+// rendezvous.Env): it connects to the rendezvous store, starts the backend and
 // the pool and creates the world group. Collective over the world.
 func Init(ctx context.Context, opts Options) (*World, error) {
 	if opts.Timeout < 0 || opts.StagingBytes > 1<<40 {
@@ -59,7 +60,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	} else {
 		e, err := rendezvous.EnvFromOS()
 		if err != nil {
-			return nil, fmt.Errorf("symmem: Init: %w (start ranks with `symmem launch -n N prog` or torchrun)", err)
+			return nil, fmt.Errorf("symmem: Init: %w (start ranks with `symmem launch --nproc-per-node N prog` or torchrun)", err)
 		}
 		env = e
 	}

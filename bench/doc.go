@@ -1,9 +1,11 @@
 // Package bench is symmem's nccl-tests-style benchmark harness. It owns the
 // sweep (ops × algorithms × sizes × placements), the check of every result
 // against a serial reference computed from seeded random data, the timing
-// (maximum over ranks of the per-rank average), the memcpy baseline measured
-// in the same run, and the reports: an nccl-tests-like table, JSON, and a
-// bandwidth-vs-size plot (SVG or PNG, drawn without dependencies).
+// (maximum over ranks of the per-rank average; CUDA-graph replays with
+// Config.Graph; p50/p99 of calls timed one by one), the memcpy baseline
+// measured in the same run, and the reports: nccl-tests' output format
+// (Table, written row by row as sizes complete, so parsers of nccl-tests
+// output read it), versioned JSON, and plots drawn with gonum.org/v1/plot.
 //
 // The harness is backend-neutral: it drives a Target, which one rank of a
 // job implements (bench/worldtarget does, on a symmem.World of any

@@ -2,201 +2,251 @@ package bench
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// series is one line of the plot: busbw (GB/s) against size (bytes).
+// latencyMax is the largest size on the latency panel: small messages are
+// judged by time, large ones by bandwidth.
+const latencyMax = 1 << 20
+
+// series is one line of the plots: busbw (GB/s) and time (us) by size.
 type series struct {
-	name string
-	x, y []float64
+	name     string
+	baseline bool // plain NCCL rows or the CPU memcpy: drawn dashed
+	x, bw    []float64
+	us       []float64 // 0 where unknown (memcpy)
 }
 
-// plotSeries extracts one line per op/algo/placement plus the memcpy
-// baseline (averaged per size over the rows that measured it).
+// plotSeries extracts one line per op/algo/placement. The baseline is
+// plain NCCL measured in the same run (algo nccl rows, on GPUs); on the
+// CPU backend, where there is no NCCL, the memcpy bandwidth of the same
+// bytes (averaged per size over the rows that measured it).
 func plotSeries(r *Report) []series {
 	var out []series
 	idx := map[string]int{}
-	add := func(name string, x, y float64) {
+	add := func(name string, base bool, x, bw, us float64) {
 		i, ok := idx[name]
 		if !ok {
 			i = len(out)
 			idx[name] = i
-			out = append(out, series{name: name})
+			out = append(out, series{name: name, baseline: base})
 		}
-		out[i].x = append(out[i].x, x)
-		out[i].y = append(out[i].y, y)
+		s := &out[i]
+		s.x, s.bw, s.us = append(s.x, x), append(s.bw, bw), append(s.us, us)
 	}
 	mc := map[int64][]float64{}
 	for _, res := range r.Results {
-		if m := res.OutOfPlace; m != nil && m.Refused == "" {
-			add(res.Op+" "+res.Algo+" out-of-place", float64(res.Bytes), m.BusBW)
+		for _, m := range res.measures() {
+			if m.Refused != "" || m.BusBW <= 0 {
+				continue
+			}
+			place := "out-of-place"
+			if m == res.InPlace {
+				place = "in-place"
+			}
+			add(fmt.Sprintf("%s %s %s", res.Op, res.Algo, place), res.Algo == "nccl", float64(res.Bytes), m.BusBW, m.TimeUs)
 		}
-		if m := res.InPlace; m != nil && m.Refused == "" {
-			add(res.Op+" "+res.Algo+" in-place", float64(res.Bytes), m.BusBW)
+		if res.MemcpyGBps > 0 {
+			mc[res.Bytes] = append(mc[res.Bytes], res.MemcpyGBps)
 		}
-		mc[res.Bytes] = append(mc[res.Bytes], res.MemcpyGBps)
 	}
-	sizes := make([]int64, 0, len(mc))
-	for s := range mc {
-		sizes = append(sizes, s)
-	}
-	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
-	for _, s := range sizes {
-		var sum float64
-		for _, v := range mc[s] {
-			sum += v
+	if r.Backend == "cpu" {
+		sizes := make([]int64, 0, len(mc))
+		for s := range mc {
+			sizes = append(sizes, s)
 		}
-		add("memcpy (same bytes)", float64(s), sum/float64(len(mc[s])))
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		name := "memcpy baseline (same bytes)"
+		if r.MemcpyThreads > 0 {
+			name = fmt.Sprintf("memcpy baseline (%d thread(s) per rank)", r.MemcpyThreads)
+		}
+		for _, s := range sizes {
+			var sum float64
+			for _, v := range mc[s] {
+				sum += v
+			}
+			add(name, true, float64(s), sum/float64(len(mc[s])), 0)
+		}
 	}
 	return out
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"}
-
-// frame maps data to pixels: log2 x, linear y from 0.
-type frame struct {
-	w, h, left, right, top, bottom float64
-	x0, x1, y1                     float64 // log2 range and y max
+// palette has ten colours that stay apart on screen and in print (the
+// "tab10" set); baselines are grey.
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
+	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x17, 0xbe, 0xcf, 0xff}, color.RGBA{0xbc, 0xbd, 0x22, 0xff},
+	color.RGBA{0x7f, 0x7f, 0x7f, 0xff},
 }
 
-func newFrame(ss []series, w, h float64) frame {
-	f := frame{w: w, h: h, left: 70, right: 300, top: 40, bottom: 50, x0: math.Inf(1), x1: math.Inf(-1)}
-	for _, s := range ss {
-		for i := range s.x {
-			f.x0 = math.Min(f.x0, math.Floor(math.Log2(s.x[i])))
-			f.x1 = math.Max(f.x1, math.Ceil(math.Log2(s.x[i])))
-			f.y1 = math.Max(f.y1, s.y[i])
+// sizeTicks labels a log size axis at powers of 4 with K/M/G suffixes.
+type sizeTicks struct{}
+
+func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for v := math.Pow(2, math.Floor(math.Log2(lo))); v <= hi*1.0001; v *= 2 {
+		if v < lo/1.0001 {
+			continue
 		}
-	}
-	if math.IsInf(f.x0, 0) {
-		f.x0, f.x1 = 10, 11
-	}
-	if f.x1 <= f.x0 {
-		f.x1 = f.x0 + 1
-	}
-	f.y1 = niceCeil(f.y1)
-	return f
-}
-
-func (f frame) px(x float64) float64 {
-	return f.left + (math.Log2(x)-f.x0)/(f.x1-f.x0)*(f.w-f.left-f.right)
-}
-
-func (f frame) py(y float64) float64 {
-	return f.h - f.bottom - y/f.y1*(f.h-f.top-f.bottom)
-}
-
-// niceCeil rounds up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if v <= m*p {
-			return m * p
+		t := plot.Tick{Value: v}
+		if int(math.Round(math.Log2(v)))%2 == 0 {
+			t.Label = FormatSize(int64(v))
 		}
+		ts = append(ts, t)
 	}
-	return 10 * p
-}
-
-// xTicks are powers of two, at most about 12 of them.
-func (f frame) xTicks() []float64 {
-	step := math.Ceil((f.x1 - f.x0) / 12)
-	var out []float64
-	for e := f.x0; e <= f.x1; e += step {
-		out = append(out, math.Exp2(e))
-	}
-	return out
-}
-
-func (f frame) yTicks() []float64 {
-	var out []float64
-	for i := 0; i <= 5; i++ {
-		out = append(out, f.y1*float64(i)/5)
-	}
-	return out
-}
-
-func yLabel(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.3g", v)
+	return ts
 }
 
 func (r *Report) plotTitle() string {
-	return fmt.Sprintf("symmem bench: %s, %d ranks, %s - busbw vs size", r.Backend, r.Ranks, r.DType)
+	return fmt.Sprintf("symmem bench: %s backend, %d ranks, %s, %s", r.Backend, r.Ranks, r.DType, r.Date)
 }
 
-// WriteSVG draws the bandwidth-vs-size plot as SVG.
-func WriteSVG(w io.Writer, r *Report) error {
-	ss := plotSeries(r)
-	f := newFrame(ss, 960, 540)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", f.w, f.h, f.w, f.h)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15">%s</text>`+"\n", f.left, xmlEscape(r.plotTitle()))
-	for _, x := range f.xTicks() {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", f.px(x), f.top, f.px(x), f.h-f.bottom)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", f.px(x), f.h-f.bottom+16, FormatSize(int64(x)))
-	}
-	for _, y := range f.yTicks() {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", f.left, f.py(y), f.w-f.right, f.py(y))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", f.left-6, f.py(y)+4, yLabel(y))
-	}
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="black"/>`+"\n", f.left, f.top, f.w-f.left-f.right, f.h-f.top-f.bottom)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">size (bytes, log2 scale)</text>`+"\n", (f.left+f.w-f.right)/2, f.h-12)
-	fmt.Fprintf(&b, `<text transform="translate(18,%.1f) rotate(-90)" text-anchor="middle">busbw (GB/s)</text>`+"\n", (f.top+f.h-f.bottom)/2)
-	for i, s := range ss {
+// newPanel is a log-log plot with a size axis.
+func newPanel(title, ylabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "size (bytes of the full tensor)"
+	p.Y.Label.Text = ylabel
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker = sizeTicks{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// panels draws busbw against size (every size) and time against size (up
+// to latencyMax), and one legend for both, drawn beside them so it never
+// covers a line.
+func panels(r *Report) ([]*plot.Plot, plot.Legend, error) {
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(9)
+	bw := newPanel(r.plotTitle(), "bus bandwidth (GB/s, nccl-tests busbw)")
+	lat := newPanel(fmt.Sprintf("latency, sizes up to %s", FormatSize(latencyMax)), "time per call (us)")
+	for i, s := range plotSeries(r) {
 		col := palette[i%len(palette)]
-		dash := ""
-		if strings.HasPrefix(s.name, "memcpy") {
-			col, dash = "black", ` stroke-dasharray="6,4"`
+		if s.baseline {
+			col = color.Gray{Y: 0x55}
 		}
-		pts := make([]string, len(s.x))
-		for j := range s.x {
-			pts[j] = fmt.Sprintf("%.1f,%.1f", f.px(s.x[j]), f.py(s.y[j]))
+		style := func(l *plotter.Line, pts *plotter.Scatter) {
+			l.Color, pts.Color = col, col
+			l.Width = vg.Points(1.5)
+			pts.Shape = plotutil.Shape(i)
+			pts.Radius = vg.Points(2.5)
+			if s.baseline {
+				l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(pts, " "))
-		ly := f.top + 10 + 18*float64(i)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", f.w-f.right+12, ly, f.w-f.right+36, ly, col, dash)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", f.w-f.right+42, ly+4, xmlEscape(s.name))
+		var bwXY, latXY plotter.XYs
+		for j, x := range s.x {
+			if s.bw[j] > 0 {
+				bwXY = append(bwXY, plotter.XY{X: x, Y: s.bw[j]})
+			}
+			if x <= latencyMax && s.us[j] > 0 {
+				latXY = append(latXY, plotter.XY{X: x, Y: s.us[j]})
+			}
+		}
+		for _, d := range []struct {
+			p   *plot.Plot
+			xys plotter.XYs
+		}{{bw, bwXY}, {lat, latXY}} {
+			if len(d.xys) == 0 {
+				continue
+			}
+			l, pts, err := plotter.NewLinePoints(d.xys)
+			if err != nil {
+				return nil, legend, fmt.Errorf("bench: plot %s: %w", s.name, err)
+			}
+			style(l, pts)
+			d.p.Add(l, pts)
+			if d.p == bw {
+				legend.Add(s.name, l, pts)
+			}
+		}
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
+	return []*plot.Plot{bw, lat}, legend, nil
+}
+
+// legendW is the width kept right of the panels for the legend.
+const legendW = 7 * vg.Centimeter
+
+// drawPlot draws both panels side by side on c, the legend to their right.
+func drawPlot(c draw.Canvas, r *Report) error {
+	ps, legend, err := panels(r)
+	if err != nil {
+		return err
+	}
+	c.SetColor(color.White)
+	c.Fill(c.Rectangle.Path())
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	cs := plot.Align([][]*plot.Plot{ps}, tiles, draw.Crop(c, 0, -legendW, 0, 0))
+	for i, p := range ps {
+		p.Draw(cs[0][i])
+	}
+	legend.Draw(draw.Crop(c, c.Max.X-c.Min.X-legendW+vg.Millimeter*3, 0, vg.Millimeter*20, -vg.Millimeter*15))
+	return nil
+}
+
+// Plot size: two panels and the legend beside them.
+const plotW, plotH = 36 * vg.Centimeter, 13 * vg.Centimeter
+
+// WriteSVG writes the plots as SVG.
+func WriteSVG(w io.Writer, r *Report) error {
+	c := vgsvg.New(plotW, plotH)
+	if err := drawPlot(draw.New(c), r); err != nil {
+		return err
+	}
+	_, err := c.WriteTo(w)
 	return err
 }
 
-func xmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+// WritePNG writes the plots as PNG (150 dpi).
+func WritePNG(w io.Writer, r *Report) error {
+	c := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(150))
+	if err := drawPlot(draw.New(c), r); err != nil {
+		return err
+	}
+	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)
+	return err
 }
 
-// WritePlot writes the plot to path, as SVG or PNG by its extension.
+// WritePlot writes the plots to path, as SVG or PNG by its extension.
 func WritePlot(path string, r *Report) error {
-	ext := strings.ToLower(filepath.Ext(path))
-	if ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("plot file %q: want a name ending in .svg or .png", path)
+	var write func(io.Writer, *Report) error
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg":
+		write = WriteSVG
+	case ".png":
+		write = WritePNG
+	default:
+		return fmt.Errorf("bench: plot %s: want a file name ending in .svg or .png", path)
 	}
 	fh, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("writing plot: %w", err)
+		return fmt.Errorf("bench: plot: %w", err)
 	}
-	if ext == ".svg" {
-		err = WriteSVG(fh, r)
-	} else {
-		err = WritePNG(fh, r)
-	}
+	err = write(fh, r)
 	if cerr := fh.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing plot %s: %w", path, err)
+		return fmt.Errorf("bench: plot %s: %w", path, err)
 	}
 	return nil
 }

@@ -29,8 +29,20 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
-	Seed       uint64
-	Progress   io.Writer // a line per size on rank 0; nil = quiet
+	// Graph, if positive, times CUDA-graph replays instead of eager calls:
+	// each replay launches a graph of Graph captured calls (the Target must
+	// be a Grapher); the time column is per call.
+	Graph int
+	// Samples is how many calls, at most the timed iteration count, are
+	// also timed one by one (each followed by Sync) for the p50/p99
+	// latencies; 0 skips them.
+	Samples  int
+	Seed     uint64
+	Progress io.Writer // a line per size on rank 0; nil = quiet
+	// OnRow, if set, is called on rank 0 as each size completes, with the
+	// report so far (its settings filled in) and the new row: a Table
+	// prints it at once.
+	OnRow func(rep *Report, res Result) error
 }
 
 // AlgoChecker is optional: a Target that knows which algorithms it supports
@@ -60,6 +72,10 @@ func (c *Config) Validate(n int) error {
 		return fmt.Errorf("bench: -warmup %d must not be negative", c.Warmup)
 	case c.Rounds < 0:
 		return fmt.Errorf("bench: -rounds %d must not be negative", c.Rounds)
+	case c.Graph < 0:
+		return fmt.Errorf("bench: -G %d must not be negative", c.Graph)
+	case c.Samples < 0:
+		return fmt.Errorf("bench: -samples %d must not be negative", c.Samples)
 	}
 	for _, k := range c.Ops {
 		if k < coll.AllGather || k > coll.Broadcast {
@@ -111,6 +127,9 @@ func Run(t Target, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	if _, ok := t.(Grapher); cfg.Graph > 0 && !ok {
+		return nil, fmt.Errorf("bench: -G %d: the %s target cannot capture CUDA graphs", cfg.Graph, t.Name())
+	}
 	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
 	var maxBytes int64
 	for _, b := range cfg.Sizes {
@@ -131,9 +150,12 @@ func Run(t Target, cfg Config) (*Report, error) {
 	defer t.Free(s.out)
 	s.got, s.want = make([]byte, min(chunk, maxBytes)), make([]byte, min(chunk, maxBytes))
 
-	rep := &Report{Backend: t.Name(), Ranks: s.n, DType: cfg.DType.String(), RedOp: cfg.RedOp.String(),
+	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
 		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds),
 		Date: time.Now().UTC().Format(time.RFC3339)}
+	if mt, ok := t.(MemcpyThreader); ok {
+		rep.MemcpyThreads = mt.MemcpyThreads()
+	}
 	start := time.Now()
 	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
 	row := 0
@@ -150,6 +172,11 @@ func Run(t Target, cfg Config) (*Report, error) {
 					return nil, err
 				}
 				rep.Results = append(rep.Results, res)
+				if cfg.OnRow != nil && s.rank == 0 {
+					if err := cfg.OnRow(rep, res); err != nil {
+						return nil, fmt.Errorf("bench: writing the %s row: %w", FormatSize(res.Bytes), err)
+					}
+				}
 				if cfg.Progress != nil && s.rank == 0 {
 					fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
 				}
@@ -162,7 +189,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 
 // row measures one op/algo/size: the placements and the memcpy baseline.
 func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, error) {
-	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: s.cfg.DType.String(),
+	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: TypeName(s.cfg.DType),
 		RedOp: "none", Root: -1}
 	if k == coll.ReduceScatter || k == coll.AllReduce {
 		res.RedOp = s.cfg.RedOp.String()
@@ -330,6 +357,12 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		slowest = max(slowest, v[1])
 	}
 	m.Iters, m.Warmup = cfg.iterations(time.Duration(slowest * 1e9))
+	if cfg.Graph > 0 {
+		if err := s.graphed(m, k, a, out, in, l); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	per, err := s.timed(m.Warmup, m.Iters, func() error {
 		_, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
 		return err
@@ -338,7 +371,64 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		return nil, err
 	}
 	m.TimeUs = per * 1e6
+	if n := min(cfg.Samples, m.Iters); n > 0 {
+		if err := s.sample(m, n, func() error {
+			_, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// graphed times replays of a graph of cfg.Graph captured calls: about
+// m.Iters calls in all (at least one replay), warmed up by one replay.
+func (s *sweep) graphed(m *Measure, k coll.Kind, a coll.Algo, out, in coll.Span, l layout) error {
+	cfg := &s.cfg
+	g, err := s.t.(Grapher).Capture(cfg.Graph, k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
+	if err != nil {
+		return fmt.Errorf("capturing %d calls into a CUDA graph (-G): %w", cfg.Graph, err)
+	}
+	defer g.Close()
+	replays := max(1, m.Iters/cfg.Graph)
+	per, err := s.timedSync(min(1, m.Warmup), replays, g.Replay, g.Wait)
+	if err != nil {
+		return err
+	}
+	m.TimeUs = per / float64(cfg.Graph) * 1e6
+	m.Iters, m.Warmup, m.Graph = replays*cfg.Graph, min(1, m.Warmup)*cfg.Graph, cfg.Graph
+	return nil
+}
+
+// sample times n calls one by one, each followed by Sync, and sets m's
+// p50 and p99 latencies (the maximum over ranks of each).
+func (s *sweep) sample(m *Measure, n int, f func() error) error {
+	if err := s.t.Barrier(); err != nil {
+		return err
+	}
+	lat := make([]float64, n)
+	for i := range lat {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return err
+		}
+		if err := s.t.Sync(); err != nil {
+			return err
+		}
+		lat[i] = time.Since(t0).Seconds() * 1e6
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return lat[min(n-1, int(math.Ceil(p*float64(n)))-1)] }
+	all, err := s.x.exchange([]float64{pct(0.50), pct(0.99)})
+	if err != nil {
+		return err
+	}
+	for _, v := range all {
+		m.P50Us, m.P99Us = max(m.P50Us, v[0]), max(m.P99Us, v[1])
+	}
+	m.Samples = n
+	return nil
 }
 
 // memcpy times a local copy of bytes between the same buffers, all ranks at
@@ -360,13 +450,18 @@ func (s *sweep) memcpy(bytes int64, iters int, adapt bool) (float64, error) {
 // timed runs f warmup times, then iters times between barriers, and
 // returns the maximum over ranks of the per-iteration seconds.
 func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
+	return s.timedSync(warmup, iters, f, s.t.Sync)
+}
+
+// timedSync is timed with sync as the wait for f's work.
+func (s *sweep) timedSync(warmup, iters int, f, sync func() error) (float64, error) {
 	t := s.t
 	for i := 0; i < warmup; i++ {
 		if err := f(); err != nil {
 			return 0, err
 		}
 	}
-	if err := t.Sync(); err != nil {
+	if err := sync(); err != nil {
 		return 0, err
 	}
 	if err := t.Barrier(); err != nil {
@@ -378,7 +473,7 @@ func (s *sweep) timed(warmup, iters int, f func() error) (float64, error) {
 			return 0, err
 		}
 	}
-	if err := t.Sync(); err != nil {
+	if err := sync(); err != nil {
 		return 0, err
 	}
 	per := time.Since(t0).Seconds() / float64(iters)

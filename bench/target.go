@@ -41,6 +41,28 @@ type Target interface {
 	Memcpy(dst, src coll.Span) error
 }
 
+// Grapher is optional: a Target on a GPU captures calls into a CUDA graph,
+// for -G (how decode loops issue collectives: one graph launch replays many
+// calls). Capture is collective like Run: every rank captures the same calls.
+type Grapher interface {
+	// Capture records calls identical calls of Run (same arguments) into
+	// one graph on a stream of the target's own.
+	Capture(calls int, k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (Graph, error)
+}
+
+// Graph is a captured sequence of calls.
+type Graph interface {
+	Replay() error // enqueue one launch of the graph (asynchronous)
+	Wait() error   // wait until every launch enqueued so far completed
+	Close() error  // free the graph and its stream
+}
+
+// MemcpyThreader is optional: a Target whose Memcpy runs on several threads
+// says how many, and the report labels the baseline with it.
+type MemcpyThreader interface {
+	MemcpyThreads() int
+}
+
 // Exchanger is optional: a Target that has a cheaper or more robust way to
 // share a few numbers between ranks (a store) implements it. Otherwise the
 // harness all-gathers float64 values with the Target's own Run.

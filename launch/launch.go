@@ -46,6 +46,11 @@ type Config struct {
 	Grace time.Duration
 	// NoPrefix turns the "[rank r] " prefix off (lines stay whole).
 	NoPrefix bool
+	// MasterPort is the MASTER_PORT the ranks see, left free for torch's own
+	// store (init_process_group("env://") binds it on rank 0). 0 picks a
+	// port that is free at launch time. symmem's store is elsewhere
+	// (SYMMEM_STORE).
+	MasterPort int
 	// Signals, if set, are forwarded to every running rank (the CLI feeds it
 	// from signal.Notify for SIGINT and SIGTERM). After a forwarded signal,
 	// ranks that have not exited Grace after the first failure are SIGKILLed.
@@ -89,7 +94,14 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		return 1, fmt.Errorf("launch: hosting the store: %w", err)
 	}
 	defer srv.Close()
-	host, port, _ := net.SplitHostPort(srv.Addr())
+	masterPort := cfg.MasterPort
+	if masterPort == 0 {
+		if masterPort, err = freePort(); err != nil {
+			return 1, fmt.Errorf("launch: finding a free MASTER_PORT: %w", err)
+		}
+	} else if masterPort < 1 || masterPort > 65535 {
+		return 2, fmt.Errorf("%w: master port %d: want 1..65535", ErrBadConfig, masterPort)
+	}
 
 	j := &job{cfg: cfg, exits: make(chan exit, cfg.N)}
 	base := append(os.Environ(), cfg.Env...)
@@ -97,8 +109,8 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		env := append(base[:len(base):len(base)],
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
-			"MASTER_ADDR="+host, "MASTER_PORT="+port,
-			"SYMMEM_TOKEN="+token, "SYMMEM_JOB_ID="+jobID, "SYMMEM_STORE_HOSTED=1",
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(masterPort),
+			rendezvous.VarStore+"="+srv.Addr(), rendezvous.VarToken+"="+token, rendezvous.VarJobID+"="+jobID,
 		)
 		if err := j.start(r, prog, env); err != nil {
 			j.stopAll(syscall.SIGKILL)
@@ -107,6 +119,18 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		}
 	}
 	return j.wait(ctx)
+}
+
+// freePort asks the kernel for a free loopback port and releases it: torch's
+// rank 0 binds it moments later (another process could take it in between;
+// pass Config.MasterPort to pin one).
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 type job struct {

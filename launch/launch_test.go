@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"regexp"
@@ -35,9 +36,20 @@ func runRole(role string) int {
 	}
 	switch role {
 	case "env":
-		fmt.Printf("env rank=%d world=%d local=%d/%d addr=%s hosted=%s token=%t job=%s\n",
+		// MASTER_PORT must be free for torch: every rank can bind it (one
+		// after another; torch's rank 0 would keep it).
+		masterFree := false
+		for range 50 {
+			if ln, err := net.Listen("tcp", e.StoreAddr()); err == nil {
+				ln.Close()
+				masterFree = true
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		fmt.Printf("env rank=%d world=%d local=%d/%d addr=%s own_store=%t master_free=%t token=%t job=%s\n",
 			e.Rank, e.WorldSize, e.LocalRank, e.LocalWorldSize, e.MasterAddr,
-			os.Getenv("SYMMEM_STORE_HOSTED"), len(e.Token) == 32, e.JobID)
+			e.Store != "" && e.Store != e.StoreAddr(), masterFree, len(e.Token) == 32, e.JobID)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		c, cleanup, err := rendezvous.Bootstrap(ctx, e)
@@ -141,7 +153,7 @@ func TestEnvAndPrefixedOutput(t *testing.T) {
 		seen[m[1]+":"+strings.SplitN(m[2], " ", 2)[0]] = true
 	}
 	for r := range 3 {
-		want := fmt.Sprintf(`[rank %d] env rank=%d world=3 local=%d/3 addr=127.0.0.1 hosted=1 token=true job=`, r, r, r)
+		want := fmt.Sprintf(`[rank %d] env rank=%d world=3 local=%d/3 addr=127.0.0.1 own_store=true master_free=true token=true job=`, r, r, r)
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q", want)
 		}

@@ -3,7 +3,6 @@ package rendezvous
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 )
@@ -12,10 +11,10 @@ import (
 // other ranks to finish with the store.
 const exitTimeout = 30 * time.Second
 
-// Bootstrap connects this rank to the job's store. When the launcher hosts it
-// (SYMMEM_STORE_HOSTED=1 in the environment) every rank dials
-// MASTER_ADDR:MASTER_PORT; otherwise rank 0 hosts the store there and the
-// others dial it. Dial retries until ctx's deadline (DefaultTimeout without
+// Bootstrap connects this rank to the job's store. When a launcher hosts it
+// (e.Store, from SYMMEM_STORE) every rank dials it; otherwise rank 0 hosts the
+// store at MASTER_ADDR:e.StorePort (SYMMEM_PORT, default MASTER_PORT+1: never
+// MASTER_PORT, which torch's store owns) and the others dial it. Dial retries until ctx's deadline (DefaultTimeout without
 // one), since ranks start at different times.
 //
 // cleanup closes the client. When rank 0 hosts, every rank's cleanup first
@@ -29,13 +28,17 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 	if e.WorldSize <= 0 || e.Rank < 0 || e.Rank >= e.WorldSize {
 		return nil, nil, fmt.Errorf("%w: rank %d of world size %d", ErrBadEnv, e.Rank, e.WorldSize)
 	}
-	addr := e.StoreAddr()
-	hosted := os.Getenv(VarStoreHosted) == "1"
+	hosted := e.Store != ""
+	if !hosted && (e.StorePort <= 0 || e.StorePort == e.MasterPort) {
+		return nil, nil, fmt.Errorf("%w: no port for symmem's store (set %s or %s)", ErrBadEnv, VarStore, VarStorePort)
+	}
+	addr := e.SymmemStore()
 	var srv *Server
 	if !hosted && e.Rank == 0 {
 		s, err := NewServer(addr, e.Token)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts the store: %w", err)
+			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store on port %d (MASTER_PORT+1 unless %s is set; choose a free one with %s): %w",
+				e.StorePort, VarStorePort, VarStorePort, err)
 		}
 		srv = s
 		addr = s.Addr()

@@ -32,7 +32,11 @@ func TestBootstrapProcesses(t *testing.T) {
 			for r := n - 1; r >= 0; r-- { // rank 0 last: the others must retry
 				env := rankEnv(r, n, "127.0.0.1", port, tok, job)
 				if hosted {
-					env[VarStoreHosted] = "1"
+					env[VarStore] = "127.0.0.1:" + strconv.Itoa(port)
+					env["MASTER_PORT"] = "1" // torch's, unused by symmem
+				} else {
+					env[VarStorePort] = strconv.Itoa(port)
+					env["MASTER_PORT"] = "1"
 				}
 				cmd, out := startRole(t, "bootstrap", env)
 				defer func() {
@@ -42,5 +46,52 @@ func TestBootstrapProcesses(t *testing.T) {
 				}()
 			}
 		})
+	}
+}
+
+// holdPort stands in for torchrun's agent store: a real listener on
+// MASTER_PORT that accepts connections and never answers.
+func holdPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestBootstrapTorchrun: with only torchrun's variables (no SYMMEM_*) and a
+// foreign server holding MASTER_PORT, a 2-rank job meets on its own store.
+func TestBootstrapTorchrun(t *testing.T) {
+	var port int
+	for { // MASTER_PORT+1 must be free for rank 0's store
+		port = holdPort(t)
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1)); err == nil {
+			ln.Close()
+			break
+		}
+	}
+	const n = 2
+	run := "run-" + NewJobID()
+	for r := n - 1; r >= 0; r-- {
+		env := rankEnv(r, n, "127.0.0.1", port, "", "")
+		env[VarRunID] = run
+		env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+		env["GROUP_RANK"] = "0"
+		cmd, out := startRole(t, "bootstrap", env)
+		defer func() {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("rank %d: %v\n%s", r, err, out)
+			}
+		}()
 	}
 }

@@ -83,7 +83,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: cannot reach the store at %s after %d attempts in %v (is rank 0 or the launcher running, and MASTER_ADDR/MASTER_PORT right?): %w",
+			return nil, fmt.Errorf("%w: cannot reach the store at %s after %d attempts in %v (is rank 0 or the launcher running, and MASTER_ADDR, SYMMEM_STORE or SYMMEM_PORT right?): %w",
 				ErrUnreachable, c.addr, attempt, time.Since(start).Round(time.Millisecond), last)
 		case <-t.C:
 		}

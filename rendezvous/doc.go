@@ -3,7 +3,12 @@
 //   - a token-guarded TCP key-value store (Server, Client) with set, get, add,
 //     compare-set, blocking wait and delete, plus a Barrier built on them;
 //   - the torchrun-compatible environment (Env, EnvFromOS) and Bootstrap, which
-//     dials the launcher's store or hosts it on rank 0;
+//     dials the launcher's store (SYMMEM_STORE) or hosts it on rank 0 at
+//     SYMMEM_PORT (default MASTER_PORT+1): never on MASTER_PORT, which belongs
+//     to torch's store (torchrun's agent, or init_process_group under
+//     `symmem launch`). Under torchrun without SYMMEM_TOKEN the token derives
+//     from TORCHELASTIC_RUN_ID and the master address: it separates jobs but
+//     is no secret (see the README's trust model);
 //   - FDExchange, which passes file descriptors between the ranks of one host
 //     over Unix-domain sockets (SCM_RIGHTS), checking the peer's uid and token.
 //

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,7 +13,13 @@ import (
 )
 
 // Env is one rank's view of the job, read from the torchrun-compatible
-// environment plus SYMMEM_TOKEN and SYMMEM_JOB_ID.
+// environment plus symmem's own variables (SYMMEM_TOKEN, SYMMEM_JOB_ID,
+// SYMMEM_STORE, SYMMEM_PORT), which torchrun does not set.
+//
+// symmem never binds MASTER_PORT: under torchrun the agent's TCPStore holds
+// it, and under `symmem launch` it is left free for torch's own
+// init_process_group("env://"). The store lives at Store when a launcher
+// hosts it, otherwise rank 0 hosts it at MASTER_ADDR:StorePort.
 type Env struct {
 	Rank, WorldSize, LocalRank, LocalWorldSize int
 	MasterAddr                                 string
@@ -21,6 +28,15 @@ type Env struct {
 	// ShareDevice is SYMMEM_SHARE_DEVICE=1: the job runs several ranks on
 	// one GPU on purpose (`symmem launch --share-device`).
 	ShareDevice bool
+	// Store is SYMMEM_STORE (host:port of a store a launcher hosts); empty
+	// when rank 0 hosts the store itself.
+	Store string
+	// StorePort is where rank 0 hosts the store when Store is empty:
+	// SYMMEM_PORT, or MASTER_PORT+1.
+	StorePort int
+	// TokenFrom says where Token came from: VarToken, or VarRunID when it
+	// was derived from torchrun's run id (a job name, not a secret).
+	TokenFrom string
 }
 
 // Environment variable names.
@@ -33,12 +49,20 @@ const (
 	VarMasterPort     = "MASTER_PORT"
 	VarToken          = "SYMMEM_TOKEN"
 	VarJobID          = "SYMMEM_JOB_ID"
-	// VarStoreHosted=1 means the launcher hosts the store at
-	// MASTER_ADDR:MASTER_PORT, so rank 0 dials it instead of hosting one.
+	// VarStore is host:port of a store a launcher hosts; every rank dials it.
+	VarStore = "SYMMEM_STORE"
+	// VarStorePort is the port rank 0 hosts the store on when VarStore is
+	// unset (default MASTER_PORT+1).
+	VarStorePort = "SYMMEM_PORT"
+	// VarStoreHosted=1 means a test harness hosts the store at
+	// MASTER_ADDR:MASTER_PORT itself (same as SYMMEM_STORE set to that).
 	VarStoreHosted = "SYMMEM_STORE_HOSTED"
 	// VarShareDevice=1 lets several ranks of the job use one GPU (symmem's
 	// own paths only; NCCL needs a GPU per rank). Unset or 0: refused.
 	VarShareDevice = "SYMMEM_SHARE_DEVICE"
+	// VarRunID is torchrun's job name; with it, SYMMEM_TOKEN and
+	// SYMMEM_JOB_ID may be left unset.
+	VarRunID = "TORCHELASTIC_RUN_ID"
 )
 
 // ErrBadEnv is wrapped by EnvFromOS errors.
@@ -83,8 +107,47 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 	e.LocalWorldSize = num(VarLocalWorldSize, 1, maxRanks)
 	e.MasterAddr = str(VarMasterAddr)
 	e.MasterPort = num(VarMasterPort, 1, 65535)
-	e.Token = str(VarToken)
-	e.JobID = str(VarJobID)
+	opt := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	e.Token, e.JobID, e.TokenFrom = opt(VarToken), opt(VarJobID), VarToken
+	if e.Token == "" {
+		// Under torchrun: derive both from the run id and the master
+		// address, which every worker of the job sees alike.
+		if run := opt(VarRunID); run != "" && e.MasterAddr != "" && e.MasterPort > 0 {
+			e.Token = derive("token", run, e.MasterAddr, strconv.Itoa(e.MasterPort))
+			e.TokenFrom = VarRunID
+		} else {
+			probs = append(probs, VarToken+" is not set (nor "+VarRunID+", which torchrun sets)")
+		}
+	}
+	if e.JobID == "" && e.Token != "" {
+		e.JobID = derive("job", e.Token)[:16]
+	}
+	e.Store = opt(VarStore)
+	if opt(VarStoreHosted) == "1" && e.Store == "" && e.MasterAddr != "" && e.MasterPort > 0 {
+		e.Store = e.StoreAddr()
+	}
+	if e.Store != "" {
+		if _, _, err := net.SplitHostPort(e.Store); err != nil {
+			probs = append(probs, fmt.Sprintf("%s=%q is not host:port", VarStore, e.Store))
+		}
+	} else if v := opt(VarStorePort); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 || p > 65535 {
+			probs = append(probs, fmt.Sprintf("%s=%q is not a port number (1..65535)", VarStorePort, v))
+		}
+		e.StorePort = p
+	} else if e.MasterPort > 0 {
+		e.StorePort = e.MasterPort + 1
+		if e.StorePort > 65535 {
+			probs = append(probs, fmt.Sprintf("MASTER_PORT=%d leaves no port above it for symmem's store: set %s", e.MasterPort, VarStorePort))
+		}
+	}
+	if e.StorePort == e.MasterPort && e.Store == "" && e.MasterPort > 0 {
+		probs = append(probs, fmt.Sprintf("%s=%d equals MASTER_PORT, which belongs to torch's store: pick another port", VarStorePort, e.StorePort))
+	}
 	if v, ok := lookup(VarShareDevice); ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "1", "true", "yes":
@@ -107,15 +170,36 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 		probs = append(probs, fmt.Sprintf("SYMMEM_JOB_ID=%q may not contain '/', NUL or whitespace", e.JobID))
 	}
 	if len(probs) > 0 {
-		return Env{}, fmt.Errorf("%w: %s (start ranks with 'symmem launch -n N prog' or torchrun, and set SYMMEM_TOKEN and SYMMEM_JOB_ID)",
+		return Env{}, fmt.Errorf("%w: %s (start ranks with 'symmem launch --nproc-per-node N prog' or torchrun)",
 			ErrBadEnv, strings.Join(probs, "; "))
 	}
 	return e, nil
 }
 
-// StoreAddr is MasterAddr:MasterPort.
+// StoreAddr is MasterAddr:MasterPort (torch's store, never symmem's).
 func (e Env) StoreAddr() string {
 	return net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.MasterPort))
+}
+
+// SymmemStore is the address of symmem's store: Store when a launcher hosts
+// it, else MasterAddr:StorePort, where rank 0 hosts it.
+func (e Env) SymmemStore() string {
+	if e.Store != "" {
+		return e.Store
+	}
+	return net.JoinHostPort(e.MasterAddr, strconv.Itoa(e.StorePort))
+}
+
+// derive hashes parts into 32 hex digits; the tag keeps tokens and job ids
+// from different uses apart.
+func derive(tag string, parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte("symmem/v1/" + tag))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // NewToken returns a fresh random job token (32 hex digits, 128 bits).

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -32,7 +33,7 @@ func TestEnvFrom(t *testing.T) {
 	}{
 		{"ok", full, nil},
 		{"nothing set", map[string]string{}, []string{"RANK is not set", "WORLD_SIZE is not set", "LOCAL_RANK is not set",
-			"LOCAL_WORLD_SIZE is not set", "MASTER_ADDR is not set", "MASTER_PORT is not set", "SYMMEM_TOKEN is not set", "SYMMEM_JOB_ID is not set"}},
+			"LOCAL_WORLD_SIZE is not set", "MASTER_ADDR is not set", "MASTER_PORT is not set", "SYMMEM_TOKEN is not set (nor TORCHELASTIC_RUN_ID"}},
 		{"rank too big", with("RANK", "4"), []string{"RANK=4 must be less than WORLD_SIZE=4"}},
 		{"local rank too big", with("LOCAL_RANK", "2"), []string{"LOCAL_RANK=2 must be less than LOCAL_WORLD_SIZE=2"}},
 		{"local world too big", with("LOCAL_WORLD_SIZE", "8", "LOCAL_RANK", "0"), []string{"LOCAL_WORLD_SIZE=8 must not exceed WORLD_SIZE=4"}},
@@ -41,7 +42,11 @@ func TestEnvFrom(t *testing.T) {
 		{"port range", with("MASTER_PORT", "70000"), []string{"MASTER_PORT=70000 is out of range"}},
 		{"zero world", with("WORLD_SIZE", "0"), []string{"WORLD_SIZE=0 is out of range"}},
 		{"empty token", with("SYMMEM_TOKEN", ""), []string{"SYMMEM_TOKEN is not set"}},
-		{"missing two", with("MASTER_ADDR", "<unset>", "SYMMEM_JOB_ID", "<unset>"), []string{"MASTER_ADDR is not set", "SYMMEM_JOB_ID is not set"}},
+		{"missing two", with("MASTER_ADDR", "<unset>", "SYMMEM_TOKEN", "<unset>"), []string{"MASTER_ADDR is not set", "SYMMEM_TOKEN is not set"}},
+		{"store port is master port", with("SYMMEM_PORT", "29500"), []string{"SYMMEM_PORT=29500 equals MASTER_PORT"}},
+		{"store port not a number", with("SYMMEM_PORT", "x"), []string{`SYMMEM_PORT="x" is not a port number`}},
+		{"no port above master", with("MASTER_PORT", "65535"), []string{"MASTER_PORT=65535 leaves no port above it"}},
+		{"bad store", with("SYMMEM_STORE", "nohostport"), []string{`SYMMEM_STORE="nohostport" is not host:port`}},
 		{"bad job id", with("SYMMEM_JOB_ID", "a/b"), []string{"SYMMEM_JOB_ID"}},
 		{"share device off", with("SYMMEM_SHARE_DEVICE", "0"), nil},
 		{"bad share device", with("SYMMEM_SHARE_DEVICE", "maybe"), []string{`SYMMEM_SHARE_DEVICE="maybe": want 1`}},
@@ -59,7 +64,8 @@ func TestEnvFrom(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := Env{Rank: 1, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29500, Token: "tok", JobID: "job1"}
+				want := Env{Rank: 1, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29500,
+					Token: "tok", JobID: "job1", StorePort: 29501, TokenFrom: VarToken}
 				if e != want {
 					t.Fatalf("got %+v want %+v", e, want)
 				}
@@ -77,6 +83,47 @@ func TestEnvFrom(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEnvTorchrun: with only the variables torchrun sets, the token and job
+// id derive from the run id and master address; symmem's store port is
+// never MASTER_PORT; other jobs (another run id or port) get other tokens.
+func TestEnvTorchrun(t *testing.T) {
+	tr := map[string]string{
+		"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0",
+		"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "a1b2",
+		"TORCHELASTIC_USE_AGENT_STORE": "True",
+	}
+	get := func(m map[string]string) Env {
+		e, err := envFrom(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := get(tr)
+	if e.Token == "" || len(e.JobID) != 16 || e.TokenFrom != VarRunID || e.StorePort != 29501 || e.Store != "" {
+		t.Fatalf("torchrun env: %+v", e)
+	}
+	if got := e.SymmemStore(); got != "127.0.0.1:29501" {
+		t.Fatalf("SymmemStore %q", got)
+	}
+	tr["RANK"] = "1"
+	if e1 := get(tr); e1.Token != e.Token || e1.JobID != e.JobID {
+		t.Fatalf("ranks derive different tokens: %+v vs %+v", e1, e)
+	}
+	for k, v := range map[string]string{"TORCHELASTIC_RUN_ID": "other", "MASTER_PORT": "29600"} {
+		m := maps.Clone(tr)
+		m[k] = v
+		if o := get(m); o.Token == e.Token || o.JobID == e.JobID {
+			t.Errorf("%s=%s: same token/job id as the first job", k, v)
+		}
+	}
+	m := maps.Clone(tr)
+	m["SYMMEM_TOKEN"] = "secret"
+	if o := get(m); o.Token != "secret" || o.TokenFrom != VarToken {
+		t.Errorf("SYMMEM_TOKEN must win over the derived token: %+v", o)
 	}
 }
 

@@ -136,6 +136,7 @@ func rankEnv(rank, world int, addr string, port int, token, job string) map[stri
 		"RANK": strconv.Itoa(rank), "WORLD_SIZE": strconv.Itoa(world),
 		"LOCAL_RANK": strconv.Itoa(rank), "LOCAL_WORLD_SIZE": strconv.Itoa(world),
 		"MASTER_ADDR": addr, "MASTER_PORT": strconv.Itoa(port),
-		"SYMMEM_TOKEN": token, "SYMMEM_JOB_ID": job, VarStoreHosted: "",
+		"SYMMEM_TOKEN": token, "SYMMEM_JOB_ID": job, VarStoreHosted: "", VarStore: "", VarStorePort: "",
+		VarRunID: "",
 	}
 }

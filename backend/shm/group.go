@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/backend/internal/members"
+	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"

@@ -11,12 +11,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/hostmem"
 )
 
 var (
@@ -139,7 +142,33 @@ func (t *Target) Memcpy(dst, src coll.Span) error {
 	if err := t.inside(s); err != nil {
 		return err
 	}
-	return t.w.Copy(d, s, 0)
+	if !t.w.HostMemory() {
+		return t.w.Copy(d, s, 0)
+	}
+	threads := t.MemcpyThreads()
+	if n < parallelCopy || threads == 1 {
+		return t.w.Copy(d, s, 0)
+	}
+	db, sb := hostmem.Bytes(d.Ptr, int(n)), hostmem.Bytes(s.Ptr, int(n))
+	var wg sync.WaitGroup
+	per := (n + int64(threads) - 1) / int64(threads)
+	for lo := int64(0); lo < n; lo += per {
+		hi := min(n, lo+per)
+		wg.Go(func() { copy(db[lo:hi], sb[lo:hi]) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// parallelCopy is the size from which Memcpy splits its copy over threads.
+const parallelCopy = 4 << 20
+
+// MemcpyThreads is how many goroutines Memcpy uses from parallelCopy bytes:
+// this rank's share of the CPUs (GOMAXPROCS / local ranks, since every rank
+// copies at once). The baseline is then the machine's copy bandwidth,
+// whatever number of threads the backend's own copies use.
+func (t *Target) MemcpyThreads() int {
+	return max(1, runtime.GOMAXPROCS(0)/max(1, t.w.Env().LocalWorldSize))
 }
 
 func (t *Target) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (coll.Path, error) {

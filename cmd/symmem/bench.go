@@ -2,17 +2,19 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/bench/worldtarget"
@@ -20,11 +22,9 @@ import (
 	"github.com/symmem/symmem/launch"
 )
 
-func init() { commands["bench"] = benchCmd }
-
 // benchFlags are the parsed and validated flags of `symmem bench`.
 type benchFlags struct {
-	n        int
+	n        int // ranks (--nproc-per-node)
 	backend  string
 	cfg      bench.Config
 	json     string
@@ -36,53 +36,82 @@ type benchFlags struct {
 
 var validAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE, coll.AlgoKernel}
 
-func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f := &benchFlags{}
-	fs.IntVar(&f.n, "n", 2, "ranks to start when not already inside a launched job (RANK unset)")
+// benchOpts holds the raw flag values of `symmem bench`; finish checks them.
+type benchOpts struct {
+	f                                             benchFlags
+	ops, b, e, dtype, redop, algos, inplace, json string
+	fact, root, check                             int
+	plain                                         bool
+	seed                                          uint64
+}
+
+// define declares the flags: nccl-tests' letters as shorthands of the long
+// names.
+func (o *benchOpts) define(fs *pflag.FlagSet) {
+	f := &o.f
+	fs.SetNormalizeFunc(normalizeFlag)
+	fs.IntVar(&f.n, "nproc-per-node", 2, "ranks to start when not already inside a launched job (RANK unset), as torchrun spells it")
 	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
-	ops := fs.String("ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
-	b := fs.String("b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
-	e := fs.String("e", "256M", "largest size")
-	fact := fs.Int("f", 2, "size multiplication factor between steps")
-	dtype := fs.String("dtype", "float32", "element type: float32, float64, bfloat16, float16, int32, int64, int8, uint8")
-	redop := fs.String("op", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
-	root := fs.Int("root", 0, "broadcast root")
-	algos := fs.String("algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
-	inplace := fs.String("inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
-	plain := fs.Bool("plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
-	fs.BoolVar(&f.cfg.Check, "check", true, "check every size against a serial reference (#wrong)")
-	fs.IntVar(&f.cfg.Iters, "iters", 1000, "timed iterations per size (the maximum when -budget > 0: small sizes need many to amortise the final synchronisation)")
-	fs.IntVar(&f.cfg.Warmup, "warmup", 5, "untimed warmup iterations per size")
-	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -iters)")
+	fs.StringVar(&o.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
+	fs.StringVarP(&o.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
+	fs.StringVarP(&o.e, "maxbytes", "e", "256M", "largest size")
+	fs.IntVarP(&o.fact, "stepfactor", "f", 2, "size multiplication factor between steps")
+	fs.StringVarP(&o.dtype, "dtype", "d", "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8")
+	fs.StringVarP(&o.redop, "op", "o", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
+	fs.IntVarP(&o.root, "root", "r", 0, "broadcast root")
+	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
+	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
+	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
+	fs.IntVarP(&o.check, "check", "c", 1, "check every size against a serial reference (#wrong): 1 on, 0 off")
+	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum when --budget > 0: small sizes need many to amortise the final synchronisation)")
+	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
+	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
-	seed := fs.Uint64("seed", 1, "seed of the random test data")
-	fs.StringVar(&f.json, "json", "", "write the results as JSON to this file")
-	fs.StringVar(&f.plot, "plot", "", "write a busbw-vs-size plot to this file (.svg or .png)")
+	fs.IntVarP(&f.cfg.Graph, "cudagraph", "G", 0, "time CUDA-graph replays: each replay launches a graph of this many captured calls (cuda backend); 0: eager calls")
+	fs.IntVar(&f.cfg.Samples, "samples", 100, "per size, also time up to this many calls one by one (each synchronised) for p50/p99 latencies in the JSON; 0: off")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random test data")
+	fs.StringVarP(&o.json, "json", "J", "", "write the results as JSON to this file")
+	fs.StringVar(&f.plot, "plot", "", "write plots (busbw and latency vs size) to this file (.svg or .png)")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: symmem bench [flags]
+}
 
-Sweeps collectives over sizes like nccl-tests and prints size, count, type, redop,
-root, time, algbw, busbw and #wrong for out-of-place and in-place calls, with the
-memcpy bandwidth of the same bytes measured in the same run. Outside a launched job
-it starts -n local ranks of itself.
+const benchLong = `Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
+redop, root, time, algbw, busbw and #wrong, out-of-place and in-place) as each size
+completes, with the path taken and the memcpy bandwidth of the same bytes on a "#"
+line under each row. Flags follow nccl-tests (-b -e -f, -n iterations, -w warmup,
+-c check, -d datatype, -o op, -r root, -G graph, -J json). Outside a launched job it starts
+--nproc-per-node local ranks of itself.`
 
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+// parseBenchFlags parses and checks args as `symmem bench` would.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &benchOpts{}
+	o.define(fs)
+	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
 	}
+	return o.finish()
+}
+
+// finish checks the flag values and fills in the sweep's Config.
+func (o *benchOpts) finish() (*benchFlags, error) {
+	f := &o.f
+	ops, b, e, dtype, redop, algos, inplace := &o.ops, &o.b, &o.e, o.dtype, o.redop, &o.algos, &o.inplace
+	fact, root, check, plain, seed, jsonPath := &o.fact, o.root, o.check, &o.plain, &o.seed, o.json
 	c := &f.cfg
-	c.Seed, c.Root, c.Plain = *seed, *root, *plain
+	c.Seed, c.Root, c.Plain, f.json = *seed, root, *plain, jsonPath
+	switch check {
+	case 0, 1:
+		c.Check = check == 1
+	default:
+		return nil, fmt.Errorf("-c %d: want 1 (check) or 0 (no check)", check)
+	}
 	var err error
 	if c.Ops, err = parseOps(*ops); err != nil {
 		return nil, err
@@ -90,11 +119,11 @@ flags:
 	if c.Algos, err = parseAlgos(*algos); err != nil {
 		return nil, err
 	}
-	if c.DType, err = coll.ParseDType(*dtype); err != nil {
-		return nil, fmt.Errorf("-dtype: %w", err)
+	if c.DType, err = coll.ParseDType(dtype); err != nil {
+		return nil, fmt.Errorf("-d: %w", err)
 	}
-	if c.RedOp, err = coll.ParseReduceOp(*redop); err != nil {
-		return nil, fmt.Errorf("-op: %w", err)
+	if c.RedOp, err = coll.ParseReduceOp(redop); err != nil {
+		return nil, fmt.Errorf("-o: %w", err)
 	}
 	lo, err := bench.ParseSize(*b)
 	if err != nil {
@@ -115,26 +144,63 @@ flags:
 	case "only", "true", "1", "in":
 		c.InPlace = true
 	default:
-		return nil, fmt.Errorf("-inplace %q: want both, no or only", *inplace)
+		return nil, fmt.Errorf("--inplace %q: want both, no or only", *inplace)
 	}
 	switch strings.ToLower(f.backend) {
 	case "auto", "cpu", "cuda":
 	default:
-		return nil, fmt.Errorf("-backend %q: want auto, cpu or cuda", f.backend)
+		return nil, fmt.Errorf("--backend %q: want auto, cpu or cuda", f.backend)
+	}
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", f.timeout)
 	}
 	if f.n < 1 {
-		return nil, fmt.Errorf("-n %d: need at least 1 rank", f.n)
+		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
+	}
+	if c.Rounds < 1 {
+		return nil, fmt.Errorf("--rounds %d: need at least 1", c.Rounds)
+	}
+	if c.Budget < 0 {
+		return nil, fmt.Errorf("--budget %v: must not be negative (0 means always -n iterations)", c.Budget)
+	}
+	ranks := f.n
+	if w, err := strconv.Atoi(os.Getenv("WORLD_SIZE")); err == nil && os.Getenv("RANK") != "" {
+		ranks = w
+	}
+	if min := int64(c.DType.Size() * max(1, ranks)); c.Sizes[0] < min {
+		return nil, fmt.Errorf("-b %d: below %d bytes (one %s element per rank for %d ranks), a size would round down to zero elements", c.Sizes[0], min, bench.TypeName(c.DType), ranks)
+	}
+	if f.json != "" {
+		if err := checkWritable(f.json); err != nil {
+			return nil, fmt.Errorf("-J %s: %w", f.json, err)
+		}
 	}
 	if f.plot != "" && !strings.HasSuffix(strings.ToLower(f.plot), ".svg") && !strings.HasSuffix(strings.ToLower(f.plot), ".png") {
-		return nil, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", f.plot)
+		return nil, fmt.Errorf("--plot %q: want a file name ending in .svg or .png", f.plot)
 	}
 	if err := c.Validate(max(f.n, c.Root+1)); err != nil {
 		return nil, err
 	}
 	if c.Root >= f.n && os.Getenv("RANK") == "" {
-		return nil, fmt.Errorf("-root %d: outside the %d ranks (-n)", c.Root, f.n)
+		return nil, fmt.Errorf("-r: root %d is outside the %d ranks (--nproc-per-node)", c.Root, f.n)
 	}
 	return f, nil
+}
+
+// checkWritable fails now, before any work, when path cannot be written:
+// it creates the file if missing (and removes it again) or opens it for
+// appending.
+func checkWritable(path string) error {
+	_, statErr := os.Stat(path)
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write the results file: %w", err)
+	}
+	fh.Close()
+	if os.IsNotExist(statErr) {
+		os.Remove(path)
+	}
+	return nil
 }
 
 func parseOps(s string) ([]coll.Kind, error) {
@@ -145,7 +211,7 @@ func parseOps(s string) ([]coll.Kind, error) {
 	for _, p := range strings.Split(s, ",") {
 		k, err := coll.ParseKind(strings.TrimSpace(p))
 		if err != nil {
-			return nil, fmt.Errorf("-ops: %w (or all)", err)
+			return nil, fmt.Errorf("--ops: %w (or all)", err)
 		}
 		out = append(out, k)
 	}
@@ -161,29 +227,45 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 			ok = ok || a == v
 		}
 		if !ok {
-			return nil, fmt.Errorf("-algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
+			return nil, fmt.Errorf("--algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
 		}
 		out = append(out, a)
 	}
 	return out, nil
 }
 
-func benchCmd(args []string) int {
-	f, err := parseBenchFlags(args, os.Stderr)
-	if err == flag.ErrHelp {
-		return 0
+func newBenchCmd() *cobra.Command {
+	o := &benchOpts{}
+	cmd := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "benchmark collectives, nccl-tests output (CPU backend when no GPU)",
+		Long:  benchLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := o.finish()
+			if err != nil {
+				return err
+			}
+			return exitWith(benchCmd(f, subArgs()))
+		},
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "symmem bench: %v\n", err)
-		return 2
-	}
+	o.define(cmd.Flags())
+	return cmd
+}
+
+// benchCmd runs a checked bench: it starts the ranks, or is one.
+func benchCmd(f *benchFlags, args []string) int {
 	if resolveBackend(f.backend) == "cpu" {
 		for _, a := range f.cfg.Algos {
 			if a != coll.AlgoAuto && a != coll.AlgoDirect {
-				fmt.Fprintf(os.Stderr, "symmem bench: -algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)\n", a)
+				fmt.Fprintf(os.Stderr, "symmem bench: --algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)\n", a)
 				return 2
 			}
 		}
+	}
+	if f.cfg.Graph > 0 && resolveBackend(f.backend) != "cuda" {
+		fmt.Fprintf(os.Stderr, "symmem bench: -G %d: CUDA graphs need the cuda backend (this run uses %s)\n", f.cfg.Graph, resolveBackend(f.backend))
+		return 2
 	}
 	if os.Getenv("RANK") == "" {
 		return selfLaunch("bench", f.n, args)
@@ -240,6 +322,13 @@ func benchRank(f *benchFlags, args []string) error {
 	if t.Rank() == 0 && (f.progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
 		cfg.Progress = os.Stderr
 	}
+	// Rows go to stdout (unbuffered) as each size completes.
+	command, host := strings.TrimSpace("symmem bench "+strings.Join(args, " ")), hostInfo()
+	table := bench.NewTable(os.Stdout)
+	cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
+		rep.Command, rep.Host = command, host
+		return table.Row(rep, res)
+	}
 	rep, err := bench.Run(t, cfg)
 	if err != nil {
 		return err
@@ -247,9 +336,8 @@ func benchRank(f *benchFlags, args []string) error {
 	if t.Rank() != 0 {
 		return nil
 	}
-	rep.Command = strings.TrimSpace("symmem bench " + strings.Join(args, " "))
-	rep.Host = hostInfo()
-	if err := bench.WriteTable(os.Stdout, rep); err != nil {
+	rep.Command, rep.Host, rep.Version, rep.Args = command, host, versionString(), append([]string{"bench"}, args...)
+	if err := table.Close(rep); err != nil {
 		return err
 	}
 	if f.json != "" {

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 )
@@ -35,15 +40,7 @@ func cli(t *testing.T, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN", "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED":
-			continue
-		}
-		cmd.Env = append(cmd.Env, kv)
-	}
-	cmd.Env = append(cmd.Env, mainEnv+"=1")
+	cmd.Env = append(cleanEnv(), mainEnv+"=1")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -58,10 +55,13 @@ func TestBenchEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("symmem bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
 	}
-	for _, want := range []string{"# all_gather, algo auto", "# broadcast, algo auto", "Out of bounds values : OK", "busbw"} {
+	for _, want := range []string{"# all_gather, algo auto", "# broadcast, algo auto", "Out of bounds values : 0 OK", "busbw"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if n := parsedRows(t, out); n != 4*4 {
+		t.Errorf("%d rows parse as nccl-tests rows, want 16:\n%s", n, out)
 	}
 	data, err := os.ReadFile(js)
 	if err != nil {
@@ -71,12 +71,15 @@ func TestBenchEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
+	if rep.Schema != bench.SchemaVersion || rep.Version == "" || len(rep.Args) < 2 || rep.Args[0] != "bench" {
+		t.Errorf("report header: schema %d, version %q, args %q", rep.Schema, rep.Version, rep.Args)
+	}
 	if rep.Ranks != 2 || rep.Backend != "cpu" || len(rep.Results) != 4*4 {
 		t.Fatalf("report: %d ranks, backend %q, %d rows; want 2, cpu, 16", rep.Ranks, rep.Backend, len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		for _, m := range []*bench.Measure{r.OutOfPlace, r.InPlace} {
-			if m == nil || m.Wrong != 0 || m.TimeUs <= 0 || m.Path == "" {
+			if m == nil || m.Wrong != 0 || m.TimeUs <= 0 || m.Path == "" || m.Samples != m.Iters || m.P50Us <= 0 || m.P99Us < m.P50Us {
 				t.Errorf("%s %d bytes: %+v", r.Op, r.Bytes, m)
 			}
 		}
@@ -91,11 +94,11 @@ func TestBenchEndToEnd(t *testing.T) {
 
 func TestBenchStagedPlainMemory(t *testing.T) {
 	out, errs, err := cli(t, "bench", "-ops", "ar,rs", "-b", "64K", "-e", "64K", "-iters", "2", "-warmup", "0",
-		"-plain", "-inplace", "no", "-op", "max", "-dtype", "int32", "-n", "3")
+		"-plain", "-inplace", "no", "-op", "max", "-dtype", "int32", "--nproc-per-node", "3")
 	if err != nil {
 		t.Fatalf("symmem bench -plain: %v\n%s\n%s", err, out, errs)
 	}
-	if !strings.Contains(out, "direct+staged") || !strings.Contains(out, "3 ranks") || !strings.Contains(out, "Out of bounds values : OK") {
+	if !strings.Contains(out, "direct+staged") || !strings.Contains(out, "nRanks 3") || !strings.Contains(out, "Out of bounds values : 0 OK") {
 		t.Errorf("staged run output:\n%s", out)
 	}
 }
@@ -109,6 +112,25 @@ func TestDoctorEndToEnd(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestDoctorAllPrefixes: with -all every line says which rank wrote it.
+func TestDoctorAllPrefixes(t *testing.T) {
+	out, errs, err := cli(t, "doctor", "-all")
+	if err != nil {
+		t.Fatalf("symmem doctor -all: %v\n%s\n%s", err, out, errs)
+	}
+	ranks := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		p, _, ok := strings.Cut(line, "] ")
+		if !ok || (p != "[rank 0" && p != "[rank 1") {
+			t.Fatalf("line without a rank prefix: %q", line)
+		}
+		ranks[p]++
+	}
+	if len(ranks) != 2 || ranks["[rank 0"] != ranks["[rank 1"] {
+		t.Errorf("lines per rank %v, want the same count from both", ranks)
 	}
 }
 
@@ -129,10 +151,23 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-plot", "x.jpg"}, ".svg or .png"},
 		{[]string{"-iters", "0"}, "-iters 0"},
 		{[]string{"-root", "2"}, "root 2"},
-		{[]string{"-n", "0"}, "-n 0"},
+		{[]string{"-n", "0"}, "-iters 0"},
+		{[]string{"--nproc-per-node", "0"}, "--nproc-per-node 0"},
 		{[]string{"-rounds", "-2"}, "-rounds -2"},
+		{[]string{"-rounds", "0"}, "-rounds 0: need at least 1"},
+		{[]string{"-budget", "-1s"}, "-budget -1s: must not be negative"},
+		{[]string{"-c", "2"}, "-c 2: want 1 (check) or 0"},
+		{[]string{"-samples", "-1"}, "-samples -1 must not be negative"},
+		{[]string{"-G", "-1"}, "-G -1 must not be negative"},
+		{[]string{"--timeout", "-5s"}, "--timeout -5s: must be positive"},
+		{[]string{"-d", "float8"}, `-d: unknown dtype "float8"`},
+		{[]string{"-o", "prod"}, `-o: unknown reduction "prod"`},
+		{[]string{"-r", "5"}, "root 5"},
+		{[]string{"-b", "4", "-e", "4K"}, "-b 4: below 8 bytes (one float element per rank for 2 ranks)"},
+		{[]string{"-J", "/nonexistent-dir/r.json"}, "-J /nonexistent-dir/r.json: cannot write the results file"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
-		{[]string{"-nosuchflag"}, "flag provided but not defined"},
+		{[]string{"--nosuchflag"}, "unknown flag: --nosuchflag"},
+		{[]string{"-nosuchflag"}, `invalid argument "osuchflag" for "-n, --iters" flag`},
 	} {
 		_, err := parseBenchFlags(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -146,13 +181,217 @@ func TestBenchFlagErrors(t *testing.T) {
 	if len(f.cfg.Ops) != 2 || f.cfg.Ops[1] != coll.AllReduce || len(f.cfg.Sizes) != 5 || f.cfg.OutOfPlace || !f.cfg.InPlace || f.cfg.Algos[0] != coll.AlgoDirect {
 		t.Errorf("parsed %+v", f.cfg)
 	}
+	// nccl-tests' spellings land where the long names do.
+	js := filepath.Join(t.TempDir(), "r.json")
+	f, err = parseBenchFlags([]string{"-n", "7", "-w", "3", "-c", "0", "-d", "half", "-o", "max", "-r", "1", "-J", js, "--nproc-per-node", "4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := f.cfg; c.Iters != 7 || c.Warmup != 3 || c.Check || c.DType != coll.Float16 || c.RedOp != coll.Max || c.Root != 1 || f.json != js || f.n != 4 {
+		t.Errorf("nccl-tests flags parsed as %+v (json %q, ranks %d)", c, f.json, f.n)
+	}
+	if _, err := os.Stat(js); !os.IsNotExist(err) {
+		t.Errorf("the up-front -J check left a file behind: %v", err)
+	}
 }
 
 // TestBenchAlgoNotOnBackend: a valid algorithm the CPU backend lacks is a
 // clear error before anything runs.
 func TestBenchAlgoNotOnBackend(t *testing.T) {
 	out, errs, err := cli(t, "bench", "-backend", "cpu", "-algo", "ce", "-b", "1K", "-e", "1K")
-	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need -backend cuda)`) {
+	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)`) {
 		t.Errorf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
+	}
+}
+
+// ncclRow is the row pattern of published nccl-tests parsers (see
+// bench.TestTableParses for its source).
+var ncclRow = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s*$`)
+
+func parsedRows(t *testing.T, out string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if ncclRow.MatchString(line) {
+			n++
+		} else if line != "" && !strings.HasPrefix(line, "#") {
+			t.Errorf("line neither a row nor a comment: %q", line)
+		}
+	}
+	return n
+}
+
+// TestBenchStreamsRows: rows reach stdout while the sweep still runs; a run
+// killed after its first row keeps what it printed.
+func TestBenchStreamsRows(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "bench", "-ops", "ag", "-b", "1K", "-e", "16M", "-w", "1", "-budget", "300ms")
+	cmd.Env = append(cleanEnv(), mainEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	sc := bufio.NewScanner(stdout)
+	var seen []string
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if ncclRow.MatchString(sc.Text()) {
+			break
+		}
+	}
+	if len(seen) == 0 || !ncclRow.MatchString(seen[len(seen)-1]) {
+		t.Fatalf("no row before the kill; got:\n%s", strings.Join(seen, "\n"))
+	}
+	// 15 sizes of at least 300 ms each: the sweep is still running. Kill
+	// it; what follows must not contain the sweep's closing line.
+	cmd.Process.Kill()
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "# symmem: ") {
+			t.Fatalf("the sweep had ended before its first row was read: %q", sc.Text())
+		}
+	}
+	if !strings.Contains(strings.Join(seen, "\n"), "#       size         count      type   redop    root     time") {
+		t.Errorf("nccl-tests header missing:\n%s", strings.Join(seen, "\n"))
+	}
+}
+
+// TestBenchUnderTorchrunEnv starts two ranks of `symmem bench` the way
+// torchrun does: only torchrun's variables (no SYMMEM_*), and a real
+// listener holding MASTER_PORT as torchrun's agent store does.
+func TestBenchUnderTorchrunEnv(t *testing.T) {
+	var holder net.Listener
+	var port int
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		if next, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+1)); err == nil {
+			next.Close()
+			holder = ln
+			break
+		}
+		ln.Close()
+	}
+	defer holder.Close()
+	go func() { // accept and hold, never answer
+		for {
+			c, err := holder.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	const n = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	outs := make([]bytes.Buffer, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := range n {
+		cmd := exec.CommandContext(ctx, os.Args[0], "bench", "-ops", "ar,ag", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-w", "1")
+		cmd.Env = append(cleanEnv(), mainEnv+"=1",
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE=2", "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE=2",
+			"GROUP_RANK=0", "ROLE_RANK="+strconv.Itoa(r), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"TORCHELASTIC_RUN_ID=test-"+strconv.Itoa(port), "TORCHELASTIC_USE_AGENT_STORE=True", "TORCHELASTIC_RESTART_COUNT=0")
+		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	for r, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("rank %d: %v\n%s", r, err, &outs[r])
+		}
+	}
+	if got := parsedRows(t, outs[0].String()); got != 2*3 || !strings.Contains(outs[0].String(), "nRanks 2") {
+		t.Errorf("rank 0 printed %d rows, want 6:\n%s", got, &outs[0])
+	}
+}
+
+// cleanEnv is this process's environment without any job variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN", "SYMMEM_JOB_ID",
+			"SYMMEM_STORE_HOSTED", "SYMMEM_STORE", "SYMMEM_PORT", "TORCHELASTIC_RUN_ID":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TestExitCodes: help exits 0 for every command, usage errors 2, and
+// --version, version and completion work.
+func TestExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // in stdout+stderr
+	}{
+		{[]string{"-h"}, 0, "Available Commands"},
+		{[]string{"--help"}, 0, "completion"},
+		{[]string{"launch", "-h"}, 0, "--nproc-per-node"},
+		{[]string{"bench", "-h"}, 0, "-J, --json"},
+		{[]string{"doctor", "--help"}, 0, "--all"},
+		{[]string{"version", "-h"}, 0, "print the version"},
+		{[]string{"--version"}, 0, "symmem "},
+		{[]string{"version"}, 0, "symmem "},
+		{[]string{"completion", "bash"}, 0, "bash completion"},
+		{nil, 2, "no command given"},
+		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
+		{[]string{"bench", "--nosuch"}, 2, "unknown flag: --nosuch"},
+		{[]string{"bench", "-rounds", "0"}, 2, "-rounds 0: need at least 1"},
+		{[]string{"bench", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"launch"}, 2, "need --nproc-per-node N"},
+		{[]string{"launch", "-n", "1", "--timeout", "-1s", "true"}, 2, "must not be negative"},
+		{[]string{"launch", "-n", "1", "--master-port", "70000", "true"}, 2, "--master-port 70000"},
+		{[]string{"doctor", "--timeout", "0s"}, 2, "--timeout 0s: must be positive"},
+		{[]string{"launch", "--nproc-per-node", "1", "--", "false"}, 1, ""},
+		{[]string{"launch", "-n", "1", "sh", "-c", "exit 7"}, 7, ""},
+		{[]string{"doctor", "-backend", "tpu"}, 2, "want auto, cpu or cuda"},
+		{[]string{"bench", "--backend", "cpu", "-G", "4"}, 2, "-G 4: CUDA graphs need the cuda backend (this run uses cpu)"},
+	} {
+		out, errs, err := cli(t, c.args...)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if code != c.code || !strings.Contains(out+errs, c.out) {
+			t.Errorf("symmem %q: exit %d, want %d; output lacks %q?\n%s%s", c.args, code, c.code, c.out, out, errs)
+		}
+	}
+}
+
+// TestCompatArgs: single-dash long flags of earlier versions become
+// double-dash; nccl-tests' letters, values and a launched program's own
+// flags stay as typed.
+func TestCompatArgs(t *testing.T) {
+	bench, launchCmd := newBenchCmd().Flags(), newLaunchCmd().Flags()
+	for _, c := range []struct {
+		fs           *pflag.FlagSet
+		interspersed bool
+		in, want     string
+	}{
+		{bench, true, "-ops ag -b 1K -iters=5 -plain -dtype -d", "--ops ag -b 1K --iters=5 --plain --dtype -d"},
+		{bench, true, "-n 3 --nproc_per_node 2 -J -ops", "-n 3 --nproc_per_node 2 -J -ops"},
+		{bench, true, "-backend cuda -- -ops", "--backend cuda -- -ops"},
+		{launchCmd, false, "-n 2 -timeout 60s prog -timeout 5 -ops", "-n 2 --timeout 60s prog -timeout 5 -ops"},
+		{launchCmd, false, "-nproc-per-node 2 -no-prefix -- prog -grace", "--nproc-per-node 2 --no-prefix -- prog -grace"},
+	} {
+		got := strings.Join(compatArgs(c.fs, strings.Fields(c.in), c.interspersed), " ")
+		if got != c.want {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
 	}
 }

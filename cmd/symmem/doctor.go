@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,49 +9,50 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 )
 
-func init() { commands["doctor"] = doctorCmd }
-
-func doctorCmd(args []string) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	n := fs.Int("n", 2, "ranks to start when not already inside a launched job (RANK unset)")
-	backend := fs.String("backend", "auto", "backend: auto, cpu or cuda")
-	all := fs.Bool("all", false, "print every rank's report (default: rank 0 only)")
-	timeout := fs.Duration("timeout", 60*time.Second, "bound on every wait")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: symmem doctor [flags]
-
-Shows the backend, ranks, groups and pool state of a job, and which path each op
+func newDoctorCmd() *cobra.Command {
+	var n int
+	var backend string
+	var all bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "doctor [flags]",
+		Short: "show backend, ranks, groups, pool and the path each op would take",
+		Long: `Shows the backend, ranks, groups and pool state of a job, and which path each op
 would take at a few sizes for symmetric and ordinary buffers, and why. Outside a
-launched job it starts -n local ranks of itself.
+launched job it starts --nproc-per-node local ranks of itself.`,
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			switch strings.ToLower(backend) {
+			case "auto", "cpu", "cuda":
+			default:
+				return fmt.Errorf("--backend %q: want auto, cpu or cuda", backend)
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", timeout)
+			}
+			if n < 1 {
+				return fmt.Errorf("--nproc-per-node %d: need at least 1 rank", n)
+			}
+			return exitWith(doctorCmd(n, backend, all, timeout, subArgs()))
+		},
+	}
+	fs := cmd.Flags()
+	fs.SetNormalizeFunc(normalizeFlag)
+	fs.IntVarP(&n, "nproc-per-node", "n", 2, "ranks to start when not already inside a launched job (RANK unset)")
+	fs.StringVar(&backend, "backend", "auto", "backend: auto, cpu or cuda")
+	fs.BoolVar(&all, "all", false, `print every rank's report, each line prefixed "[rank r] " (default: rank 0 only)`)
+	fs.DurationVar(&timeout, "timeout", 60*time.Second, "bound on every wait")
+	return cmd
+}
 
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "symmem doctor: unexpected argument %q (flags only)\n", fs.Arg(0))
-		return 2
-	}
-	switch strings.ToLower(*backend) {
-	case "auto", "cpu", "cuda":
-	default:
-		fmt.Fprintf(os.Stderr, "symmem doctor: -backend %q: want auto, cpu or cuda\n", *backend)
-		return 2
-	}
-	if *n < 1 {
-		fmt.Fprintf(os.Stderr, "symmem doctor: -n %d: need at least 1 rank\n", *n)
-		return 2
-	}
+// doctorCmd runs doctor with checked flags: it starts the ranks, or is one.
+func doctorCmd(nRanks int, backendName string, allRanks bool, timeoutD time.Duration, args []string) int {
+	n, backend, all, timeout := &nRanks, &backendName, &allRanks, &timeoutD
 	if os.Getenv("RANK") == "" {
 		return selfLaunch("doctor", *n, args)
 	}
@@ -64,9 +63,21 @@ flags:
 	}
 	defer w.Close()
 	if w.Rank() == 0 || *all {
-		writeDoctor(os.Stdout, w.Doctor())
+		var b strings.Builder
+		writeDoctor(&b, w.Doctor())
+		emit(w.Rank(), *all, b.String())
 	}
 	return 0
+}
+
+// emit writes a rank's report in one Write; with prefix every line starts
+// with "[rank r] " so several ranks' reports can be told apart.
+func emit(rank int, prefix bool, report string) {
+	if prefix {
+		p := fmt.Sprintf("[rank %d] ", rank)
+		report = p + strings.ReplaceAll(strings.TrimSuffix(report, "\n"), "\n", "\n"+p) + "\n"
+	}
+	os.Stdout.WriteString(report)
 }
 
 // writeDoctor prints a doctor report.

@@ -2,59 +2,69 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/symmem/symmem/launch"
 	"github.com/symmem/symmem/rendezvous"
 )
 
-func init() { commands["launch"] = launchCmd }
-
-func launchCmd(args []string) int {
-	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
-	n := fs.Int("n", 0, "number of local ranks to start (required)")
-	timeout := fs.Duration("timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
-	grace := fs.Duration("grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
-	noPrefix := fs.Bool("no-prefix", false, `do not prefix output lines with "[rank r] "`)
-	share := fs.Bool("share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: symmem launch -n N [flags] [--] prog args...
-
-Starts N local ranks of prog with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT (torchrun-compatible), SYMMEM_TOKEN, SYMMEM_JOB_ID and
-SYMMEM_STORE_HOSTED=1 (the launcher hosts the rendezvous store). If a rank fails the
-others are stopped and symmem exits with that rank's status.
-
-flags:
-`)
-		fs.PrintDefaults()
+func newLaunchCmd() *cobra.Command {
+	var o struct {
+		n, masterPort  int
+		timeout, grace time.Duration
+		noPrefix, share bool
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	cmd := &cobra.Command{
+		Use:   "launch --nproc-per-node N [flags] [--] prog args...",
+		Short: "start N local ranks of prog (torchrun's environment)",
+		Long: `Starts N local ranks of prog with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT as torchrun sets them (MASTER_PORT is left free, so a
+torch program can call init_process_group("env://")), plus SYMMEM_STORE (symmem's
+rendezvous store, hosted by the launcher on a port of its own), SYMMEM_TOKEN and
+SYMMEM_JOB_ID. If a rank fails the others are stopped and symmem exits with that
+rank's status.`,
+		RunE: func(cmd *cobra.Command, rest []string) error {
+			if o.n < 1 || len(rest) == 0 {
+				return errors.New("need --nproc-per-node N (N >= 1) and a program to run")
+			}
+			if o.timeout < 0 || o.grace < 0 {
+				return fmt.Errorf("--timeout %v / --grace %v: must not be negative", o.timeout, o.grace)
+			}
+			if o.masterPort < 0 || o.masterPort > 65535 {
+				return fmt.Errorf("--master-port %d: want 1..65535 (0: a free port)", o.masterPort)
+			}
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			var env []string
+			if o.share {
+				env = append(env, rendezvous.VarShareDevice+"=1")
+			}
+			code, err := launch.Run(context.Background(), launch.Config{
+				N: o.n, Prog: rest[0], Args: rest[1:], MasterPort: o.masterPort, Env: env,
+				Timeout: o.timeout, Grace: o.grace, NoPrefix: o.noPrefix, Signals: sigs,
+			})
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "symmem %v\n", err)
+			}
+			return exitWith(code)
+		},
 	}
-	rest := fs.Args()
-	if *n < 1 || len(rest) == 0 {
-		fmt.Fprintln(os.Stderr, "symmem launch: need -n N (N >= 1) and a program to run")
-		fs.Usage()
-		return 2
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var env []string
-	if *share {
-		env = append(env, rendezvous.VarShareDevice+"=1")
-	}
-	code, err := launch.Run(context.Background(), launch.Config{
-		N: *n, Prog: rest[0], Args: rest[1:], Env: env,
-		Timeout: *timeout, Grace: *grace, NoPrefix: *noPrefix, Signals: sigs,
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "symmem %v\n", err)
-	}
-	return code
+	fs := cmd.Flags()
+	fs.SetInterspersed(false) // the program's own flags follow it
+	fs.SetNormalizeFunc(normalizeFlag)
+	fs.IntVarP(&o.n, "nproc-per-node", "n", 0, "number of local ranks to start (required), as torchrun spells it")
+	fs.IntVar(&o.masterPort, "master-port", 0, "MASTER_PORT the ranks see, left free for torch's init_process_group (0: a free port)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
+	fs.DurationVar(&o.grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
+	fs.BoolVar(&o.noPrefix, "no-prefix", false, `do not prefix output lines with "[rank r] "`)
+	fs.BoolVar(&o.share, "share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")
+	return cmd
 }
