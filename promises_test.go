@@ -30,10 +30,8 @@ func TestErrorPromisesCPU(t *testing.T) {
 }
 
 func TestErrorPromisesGPU(t *testing.T) {
-	if n, err := ncuda.DeviceCount(); err != nil || n < 2 {
-		t.Skipf("needs 2 GPUs here (device count %d, %v); on one GPU run SYMMEM_TEST_ROLE=promises-cuda under `symmem launch -n 2` (scripts/gpu-world.sh)", n, err)
-	}
-	expectOK(t, spawn(t, 2, "promises-cuda", "NCCL_NVLS_ENABLE=0"))
+	n, env := gpuRanks(t)
+	expectOK(t, spawn(t, n, "promises-cuda", env...))
 }
 
 // The sentinels are one value at every layer.

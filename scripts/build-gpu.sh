@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .build
 export CGO_ENABLED=1
 go test -c -o .build/native-cuda.test ./internal/native/cuda
-go test -c -o .build/cuda-backend.test ./backend/cuda
+
 go test -c -o .build/nccl-backend.test ./backend/nccl
 go test -c -o .build/symmem.test .
 go build -o .build/symmem ./cmd/symmem

@@ -9,7 +9,11 @@
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
 # STEPS chooses steps (default: all below, in order):
-#   env native suite2 suite3 api2 api3 ag10 stress2 stress3 mps
+#   env native doctor world2 world3 ag10 stress2 stress3 nccl mps ecosystem
+# world2/world3 run every GPU test of the user API (root package) with 2 and
+# 3 ranks; nccl runs backend/nccl's tests (2+ GPUs only: NCCL refuses two
+# ranks on one GPU); ecosystem runs scripts/gpu-ecosystem.sh (torchrun both
+# ways, -G graphs, a GPU sweep with its plot).
 # MPS=1 runs the rank steps under NVIDIA MPS (started and stopped here; needs
 # root), so ranks sharing a GPU run their kernels concurrently instead of
 # time-slicing. STRESS_SECONDS bounds each stress run (default 120).
@@ -18,7 +22,7 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native suite2 suite3 api2 api3 ag10 stress2 stress3 mps"}
+STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps ecosystem"}
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
   for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
     [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
@@ -42,7 +46,9 @@ step() { # name timeout_s cmd...
   echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
 }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-CUDA_TESTS='^TestGPU(AllGatherCorrect|TwoGroupsOnePool|RegistrationMismatch|PeerDies|GraphCapture|AllReduceKernel|HostCost)$'
+WORLD_TESTS='^(TestGPUWorld.*|TestGPUUserAPI|TestGPUUserHostCost|TestErrorPromisesGPU)$'
+SHARE=()
+[ "$GPUS" -lt 2 ] && SHARE=(env SYMMEM_SHARE_DEVICE=1)
 
 if has env; then
   {
@@ -55,24 +61,27 @@ if has env; then
   RC[env]=0
 fi
 has native && step native 120 .build/native-cuda.test -test.v -test.count=1
-has suite2 && SYMMEM_GPU_TEST_RANKS=2 step suite2 300 .build/cuda-backend.test -test.v -test.count=1 -test.run "$CUDA_TESTS" -test.timeout 290s
-has suite3 && SYMMEM_GPU_TEST_RANKS=3 step suite3 300 .build/cuda-backend.test -test.v -test.count=1 -test.run "$CUDA_TESTS" -test.timeout 290s
-has api2 && SYMMEM_GPU_TEST_RANKS=2 step api2 150 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUser(API|HostCost)$' -test.timeout 140s
-has api3 && SYMMEM_GPU_TEST_RANKS=3 step api3 150 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUUserAPI$' -test.timeout 140s
+has doctor && step doctor 120 "${SHARE[@]}" .build/symmem doctor --nproc-per-node 2 --backend cuda --all
+has world2 && SYMMEM_GPU_TEST_RANKS=2 step world2 300 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 290s
+has world3 && SYMMEM_GPU_TEST_RANKS=3 step world3 300 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 290s
 # 10 consecutive all-gather correctness runs (the pageable-copy ordering bug
 # showed in 4 of 5 runs).
-has ag10 && SYMMEM_GPU_TEST_RANKS=2 step ag10 400 .build/cuda-backend.test -test.v -test.count=10 -test.run '^TestGPUAllGatherCorrect$' -test.timeout 390s
+has ag10 && SYMMEM_GPU_TEST_RANKS=2 step ag10 400 .build/symmem.test -test.v -test.count=10 -test.run '^TestGPUWorldAllGather$' -test.timeout 390s
 S=${STRESS_SECONDS:-120}
 has stress2 && SYMMEM_GPU_TEST_RANKS=2 SYMMEM_STRESS_SECONDS=$S step stress2 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 has stress3 && SYMMEM_GPU_TEST_RANKS=3 SYMMEM_STRESS_SECONDS=$S step stress3 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
+if has nccl; then
+  if [ "$GPUS" -ge 2 ]; then step nccl 300 .build/nccl-backend.test -test.v -test.count=1 -test.timeout 290s
+  else echo "nccl: skipped, $GPUS GPU visible (NCCL refuses two ranks on one GPU)" >"$OUTDIR/nccl.log"; RC[nccl]=skip; fi
+fi
 if has mps; then
   # Two ranks on one GPU, time-sliced vs under MPS: the kernel and the
   # copy-engine all-gather, and the kernel all-reduce.
-  B=".build/symmem launch --share-device -n 2 -timeout 120s -- .build/symmem bench -backend cuda -budget 50ms -rounds 1"
+  B=".build/symmem launch --share-device --nproc-per-node 2 --timeout 120s -- .build/symmem bench --backend cuda --budget 50ms --rounds 1"
   run_mps() {
     echo "--- $1"
-    $B -ops all_gather -dtype bfloat16 -algo kernel,ce -b 64K -e 16M -f 4
-    $B -ops all_reduce -dtype bfloat16 -algo kernel -b 16K -e 1M -f 4
+    $B --ops all_gather -d bfloat16 --algo kernel,ce -b 64K -e 16M -f 4
+    $B --ops all_reduce -d bfloat16 --algo kernel -b 16K -e 1M -f 4
   }
   [ "${MPS:-0}" = 1 ] && mps_off
   step mps 400 bash -c "$(declare -f run_mps); B='$B'; run_mps 'time-sliced (no MPS)'; \
@@ -80,6 +89,7 @@ if has mps; then
     run_mps 'under MPS'; echo quit | nvidia-cuda-mps-control; sleep 1"
   [ "${MPS:-0}" = 1 ] && mps_on >/dev/null 2>&1
 fi
+has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUTDIR/eco"
 [ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
@@ -91,7 +101,8 @@ fi
     c=$(grep -h -E '^--- (FAIL|PASS|SKIP)' "$f" 2>/dev/null | sed -E 's/ \([0-9.]+s\)//' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
     [ -n "$c" ] && echo "$(basename "$f" .log): $c"
   done
-  grep -h -E 'ranks share|^GRAPH|^ALLREDUCE KERNEL|^(LAUNCHCOST|HOSTCOST)|USERCOST|CORRECTNESS|TWO GROUPS|REGISTRATION MISMATCH|PEER DIES' "$OUTDIR"/*.log 2>/dev/null | grep -v '=== RUN' | sort | uniq -c | head -60
+  grep -h -E 'ranks share|GPU |USERCOST|^ok |^refused ' "$OUTDIR"/*.log 2>/dev/null | grep -v '=== RUN' | sort | uniq -c | head -60
   grep -h -E '^STRESS (seed|total)' "$OUTDIR"/stress*.log 2>/dev/null
-  grep -h -E '^(---|#|  *[0-9]+ )' "$OUTDIR"/mps.log 2>/dev/null | head -60
+  grep -h -E '^(---|\[rank 0\] +[0-9]+ )' "$OUTDIR"/mps.log 2>/dev/null | head -60
+  tail -12 "$OUTDIR"/ecosystem.log 2>/dev/null
 } | tee "$OUTDIR/summary.txt"
