@@ -17,8 +17,8 @@ import (
 
 func newLaunchCmd() *cobra.Command {
 	var o struct {
-		n, masterPort  int
-		timeout, grace time.Duration
+		n, masterPort   int
+		timeout, grace  time.Duration
 		noPrefix, share bool
 	}
 	cmd := &cobra.Command{
