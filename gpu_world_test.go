@@ -539,9 +539,10 @@ func roleGPUPeerDies(ctx context.Context) error {
 		os.Exit(0) // dies between collectives, as a crashed rank would
 	}
 	time.Sleep(300 * time.Millisecond)
-	slice := int64(1<<20) / int64(g.Size())
+	slice := int64(1<<20) / int64(g.Size()) &^ 15 // the kernel's 16-byte vectors, with 3 ranks too
 	in := coll.Span{Ptr: bufs[0].Ptr + uint64(int64(g.Rank())*slice), Len: slice}
-	if _, err := g.AllGather(ctx, bufs[0].Span, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
+	out := coll.Span{Ptr: bufs[0].Ptr, Len: slice * int64(g.Size())}
+	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
 		if errors.Is(err, ErrRefused) {
 			fmt.Println("SKIP: the kernel refused this geometry:", err)
 			return nil

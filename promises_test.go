@@ -68,7 +68,7 @@ func rolePromises(ctx context.Context, backend string) error {
 	if err != nil {
 		return err
 	}
-	out, err := sc.Alloc(2 * 4096)
+	out, err := sc.Alloc(int64(g.Size()) * 4096)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func rolePromises(ctx context.Context, backend string) error {
 			return err
 		}},
 		{"WithAlgo(kernel) on a slice not a multiple of 16 bytes", "cuda", ErrRefused, func() error {
-			_, err := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: 2 * 4094}, coll.Span{Ptr: in.Ptr, Len: 4094}, coll.BFloat16, WithAlgo(coll.AlgoKernel))
+			_, err := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: int64(g.Size()) * 4094}, coll.Span{Ptr: in.Ptr, Len: 4094}, coll.BFloat16, WithAlgo(coll.AlgoKernel))
 			return err
 		}},
 		{"NewGroup with different ranks", "", ErrMismatch, func() error {
