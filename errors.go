@@ -20,4 +20,7 @@ var (
 	ErrClosed = errors.New("symmem: world is closed")
 	// ErrGroupClosed: the group was closed (Group.Close).
 	ErrGroupClosed = errors.New("symmem: group is closed")
+	// ErrFreed: a buffer (or a span in pool memory) was used after
+	// World.Free returned it to the pool.
+	ErrFreed = errors.New("symmem: buffer was freed")
 )

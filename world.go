@@ -274,7 +274,7 @@ func (w *World) Alloc(bytes int64) (Buffer, error) {
 	if err != nil {
 		return Buffer{}, fmt.Errorf("symmem: Alloc(%d): %w", bytes, err)
 	}
-	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host}, nil
+	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host, pool: w.pool, gen: blk.Gen}, nil
 }
 
 // Free returns a buffer to the pool. Call it on every rank, in the same
@@ -289,6 +289,9 @@ func (w *World) Free(b Buffer) error { return w.FreeOn(b, 0) }
 func (w *World) FreeOn(b Buffer, stream uint64) error {
 	if err := w.alive(); err != nil {
 		return err
+	}
+	if b.pool != nil && !b.live() {
+		return fmt.Errorf("symmem: Free(%#x): %w (freed before; the pool may have handed its memory to a later allocation)", b.Ptr, ErrFreed)
 	}
 	var f pool.Fence
 	if fb, ok := w.be.(interface {

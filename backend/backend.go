@@ -69,6 +69,11 @@ type Request struct {
 	OutSym  Sym
 	Algo    coll.Algo
 	Stream  uint64 // CUDA stream (0 = the backend's own); unused on CPU
+	// Check describes the call as every rank must make it (the user API's
+	// argument record). Backends that implement pool.Agreer compare it
+	// across the ranks in-band before any data moves and fail with a
+	// *pool.Disagreement otherwise. The zero value checks nothing.
+	Check pool.Record
 }
 
 // Group is the backend side of one group.

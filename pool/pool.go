@@ -35,6 +35,7 @@ type Block struct {
 	Size int64     // bytes
 	Seg  SegmentID // segment holding the block
 	Off  int64     // offset of the block within its segment (equal on every rank)
+	Gen  uint64    // allocation number, unique in the pool: tells a freed block from a later one at the same address
 }
 
 // GroupID identifies a group within a pool: a small integer below MaxGroups,
@@ -79,6 +80,7 @@ type Pool struct {
 	groups  [MaxGroups]*group
 	log     allocLog
 
+	gen                                 uint64 // allocations made (Block.Gen)
 	reserved, inUse, pendingBytes, peak int64
 	liveBlocks                          int
 }

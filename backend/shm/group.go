@@ -70,6 +70,7 @@ type Group struct {
 	scratch []byte
 	broken  error
 	calls   uint64
+	records uint64 // records written to the pad (agree.go)
 
 	closeOnce sync.Once
 }

@@ -36,7 +36,7 @@ type pads struct {
 }
 
 func padSize(n int) int64 {
-	b := int64(n * padLine)
+	b := int64((n + recSlots) * padLine)
 	pg := int64(os.Getpagesize())
 	return (b + pg - 1) / pg * pg
 }

@@ -1,0 +1,125 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
+)
+
+// In-band agreement. After its n target lines every pad holds recSlots
+// record slots (one line each): a rank writes what it is about to do (a
+// pool.Record: the arguments of a collective, or its allocation state at a
+// scope end) and the signal value it goes with into slot k%recSlots before
+// its first signal of call k, and peers read it once that signal has
+// arrived. Collectives whose plan starts with an all-to-all phase 0
+// (all-gather, reduce-scatter, all-reduce) carry the record on that phase, so
+// the check costs no extra wait; the others (broadcast, empty calls, scope
+// ends) run one all-to-all phase for it. Every rank sees every record before
+// it moves any peer's data, so a difference is an error on every rank, and
+// every rank has then signalled exactly that one phase: the epochs stay equal
+// and the group stays usable. Two slots: a peer can be at most one call
+// ahead (it cannot pass the next call's phase 0 without this rank), so it
+// never overwrites a record still being read.
+const recSlots = 2
+
+// slot is the address of owner's record slot for call k.
+func (p *pads) slot(owner int, k uint64) uint64 {
+	return hostmem.Addr(p.peers[owner]) + uint64((p.n+int(k%recSlots))*padLine)
+}
+
+// put writes this rank's record for call k, tagged with the signal value
+// tag. Plain stores: the signal's atomic store that follows publishes them.
+func (p *pads) put(k uint64, tag uint32, r pool.Record) {
+	b := hostmem.Bytes(p.slot(p.me, k), padLine)
+	binary.LittleEndian.PutUint64(b, uint64(tag))
+	for i, w := range r {
+		binary.LittleEndian.PutUint64(b[8+8*i:], w)
+	}
+}
+
+// get reads owner's record for call k (after its signal was seen).
+func (p *pads) get(owner int, k uint64) (tag uint32, r pool.Record) {
+	b := hostmem.Bytes(p.slot(owner, k), padLine)
+	tag = uint32(binary.LittleEndian.Uint64(b))
+	for i := range r {
+		r[i] = binary.LittleEndian.Uint64(b[8+8*i:])
+	}
+	return tag, r
+}
+
+// compare reads every rank's record for call k and returns the first
+// difference from group rank 0's (every rank computes the same).
+func (p *pads) compare(k uint64) *pool.Disagreement {
+	var recs [64]pool.Record
+	var tags [64]uint64
+	if p.n > len(recs) {
+		rs, ts := make([]pool.Record, p.n), make([]uint64, p.n)
+		for q := range p.n {
+			t, r := p.get(q, k)
+			rs[q], ts[q] = r, uint64(t)
+		}
+		return pool.FirstDisagreement(rs, ts)
+	}
+	for q := range p.n {
+		t, r := p.get(q, k)
+		recs[q], tags[q] = r, uint64(t)
+	}
+	return pool.FirstDisagreement(recs[:p.n], tags[:p.n])
+}
+
+// Agree compares rec across the group's ranks in one all-to-all phase of the
+// signal pads (pool.Agreer).
+func (g *Group) Agree(ctx context.Context, rec pool.Record) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.broken != nil {
+		return g.broken
+	}
+	deadline := time.Now().Add(g.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := g.agreeLocked(ctx, rec, deadline); err != nil {
+		if pool.AsDisagreement(err) == nil {
+			return fmt.Errorf("shm: group %q: %w", g.name, g.rootCause(err))
+		}
+		return err
+	}
+	return nil
+}
+
+// agreeLocked runs one agreement phase. A wait that fails breaks the group
+// (the peers' epochs no longer line up); a disagreement does not.
+func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.Time) error {
+	if g.pads.n == 1 {
+		return nil
+	}
+	v := g.epoch + 1
+	k := g.records
+	g.records++
+	g.pads.put(k, v, rec)
+	for q := range g.pads.n {
+		if q != g.me {
+			if err := g.pads.signal(q, v); err != nil {
+				g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+				return err
+			}
+		}
+	}
+	for i := 1; i < g.pads.n; i++ {
+		q := (g.me + i) % g.pads.n
+		if err := g.pads.wait(ctx, q, v, deadline, g.alive); err != nil {
+			g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+			return fmt.Errorf("rank %d, agreement phase: %w", g.ranks[q], err)
+		}
+	}
+	g.epoch++
+	if d := g.pads.compare(k); d != nil {
+		return d
+	}
+	return nil
+}
