@@ -164,33 +164,19 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 	}
 	from, to := g.checked, p.log.mark()
 	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
-	defer cancel()
-	fp := fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
-	if a, ok := g.g.(Agreer); g.size == 1 {
-		// Nothing to compare with.
-	} else if ok {
-		err := a.Agree(ctx, scopeRecord(to, segs))
-		if d := AsDisagreement(err); d != nil {
-			// Every rank saw it: name the first difference through the
-			// store (the slow path, taken only on a mismatch).
-			if verr := p.verify(ctx, g, fp, from); verr != nil {
-				return verr
-			}
-			if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
-				return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group); nothing was registered", ErrMismatch, g.name, d.Rank)
-			}
-			return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
+	if g.size > 1 {
+		if err := p.agree(ctx, g, segs, from, to); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
-		}
-	} else if err := p.verify(ctx, g, fp, from); err != nil {
-		return err // Exchanger only: every End costs a store round trip
 	}
 	p.mu.Lock()
 	g.checked = to
 	p.mu.Unlock()
+	if len(segs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
 	for k, seg := range segs {
 		if err := g.g.Register(ctx, seg); err != nil {
 			return fmt.Errorf("pool: group %q: registering segment %d (%s): %w; %d earlier segment(s) of this scope are registered, this one and %d later are not",
@@ -204,6 +190,40 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// agree verifies that g's ranks made the same Alloc/Free calls and are
+// about to register the same segments: in-band where the group is an
+// Agreer, through the store otherwise. The caller holds g.cmu.
+func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, from, to mark) error {
+	fp := func() fingerprint {
+		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
+	}
+	a, ok := g.g.(Agreer)
+	if !ok { // every End costs a store round trip
+		ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+		defer cancel()
+		return p.verify(ctx, g, fp(), from)
+	}
+	err := a.Agree(ctx, scopeRecord(to, segs))
+	if err == nil {
+		return nil
+	}
+	d := AsDisagreement(err)
+	if d == nil {
+		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
+	}
+	// Every rank saw it: name the first difference through the store (the
+	// slow path, taken only on a mismatch).
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if verr := p.verify(ctx, g, fp(), from); verr != nil {
+		return verr
+	}
+	if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
+		return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group); nothing was registered", ErrMismatch, g.name, d.Rank)
+	}
+	return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
 }
 
 func onlyIDSize(ss []Segment) []Segment {

@@ -2,7 +2,6 @@ package shm
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -26,49 +25,51 @@ import (
 // never overwrites a record still being read.
 const recSlots = 2
 
-// slot is the address of owner's record slot for call k.
-func (p *pads) slot(owner int, k uint64) uint64 {
-	return hostmem.Addr(p.peers[owner]) + uint64((p.n+int(k%recSlots))*padLine)
+// slot returns owner's record slot for call k as words: the tag, then the
+// record. The views are made once, after the peers' pads are mapped.
+func (p *pads) slot(owner int, k uint64) *[1 + len(pool.Record{})]uint64 {
+	if p.recs == nil {
+		p.recs = make([][recSlots]*[1 + len(pool.Record{})]uint64, p.n)
+		for q, m := range p.peers {
+			for i := range recSlots {
+				w, ok := hostmem.View[uint64](m[(p.n+i)*padLine:][:padLine])
+				if !ok {
+					panic("shm: signal pad record slot is not 8-byte aligned")
+				}
+				p.recs[q][i] = (*[1 + len(pool.Record{})]uint64)(w)
+			}
+		}
+	}
+	return p.recs[owner][k%recSlots]
 }
 
 // put writes this rank's record for call k, tagged with the signal value
 // tag. Plain stores: the signal's atomic store that follows publishes them.
 func (p *pads) put(k uint64, tag uint32, r pool.Record) {
-	b := hostmem.Bytes(p.slot(p.me, k), padLine)
-	binary.LittleEndian.PutUint64(b, uint64(tag))
-	for i, w := range r {
-		binary.LittleEndian.PutUint64(b[8+8*i:], w)
-	}
+	w := p.slot(p.me, k)
+	w[0] = uint64(tag)
+	copy(w[1:], r[:])
 }
 
 // get reads owner's record for call k (after its signal was seen).
-func (p *pads) get(owner int, k uint64) (tag uint32, r pool.Record) {
-	b := hostmem.Bytes(p.slot(owner, k), padLine)
-	tag = uint32(binary.LittleEndian.Uint64(b))
-	for i := range r {
-		r[i] = binary.LittleEndian.Uint64(b[8+8*i:])
-	}
-	return tag, r
+func (p *pads) get(owner int, k uint64) (tag uint64, r pool.Record) {
+	w := p.slot(owner, k)
+	copy(r[:], w[1:])
+	return w[0], r
 }
 
 // compare reads every rank's record for call k and returns the first
 // difference from group rank 0's (every rank computes the same).
 func (p *pads) compare(k uint64) *pool.Disagreement {
-	var recs [64]pool.Record
-	var tags [64]uint64
-	if p.n > len(recs) {
-		rs, ts := make([]pool.Record, p.n), make([]uint64, p.n)
-		for q := range p.n {
+	w0 := p.slot(0, k)
+	for q := 1; q < p.n; q++ {
+		if *p.slot(q, k) != *w0 {
+			t0, r0 := p.get(0, k)
 			t, r := p.get(q, k)
-			rs[q], ts[q] = r, uint64(t)
+			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: t, Rank0Seq: t0}
 		}
-		return pool.FirstDisagreement(rs, ts)
 	}
-	for q := range p.n {
-		t, r := p.get(q, k)
-		recs[q], tags[q] = r, uint64(t)
-	}
-	return pool.FirstDisagreement(recs[:p.n], tags[:p.n])
+	return nil
 }
 
 // Agree compares rec across the group's ranks in one all-to-all phase of the
