@@ -325,6 +325,7 @@ func (w *World) Close() error {
 	var errs []error
 	if err := w.pool.Close(ctx); err != nil {
 		errs = append(errs, err)
+		w.store.Failed() // a rank is gone or stuck: do not wait 30 s for it at exit
 	}
 	errs = append(errs, w.release())
 	if err := errors.Join(errs...); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,8 @@ type Client struct {
 	idle   []net.Conn
 	busy   map[net.Conn]struct{}
 	closed bool
+
+	failed atomic.Bool // the job failed: Bootstrap's cleanup waits at most failedExit
 }
 
 // maxIdle bounds how many idle connections a Client keeps.

@@ -106,7 +106,7 @@ func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.
 	for q := range g.pads.n {
 		if q != g.me {
 			if err := g.pads.signal(q, v); err != nil {
-				g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+				g.breakOn(err)
 				return err
 			}
 		}
@@ -114,7 +114,7 @@ func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.
 	for i := 1; i < g.pads.n; i++ {
 		q := (g.me + i) % g.pads.n
 		if err := g.pads.wait(ctx, q, v, deadline, g.alive); err != nil {
-			g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+			g.breakOn(err)
 			return fmt.Errorf("rank %d, agreement phase: %w", g.ranks[q], err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -69,6 +70,7 @@ type Group struct {
 	plans   map[plan.Spec]plan.Plan
 	scratch []byte
 	broken  error
+	failed  atomic.Pointer[error] // broken by a failure (not by Close), read without runMu
 	calls   uint64
 	records uint64 // records written to the pad (agree.go)
 
@@ -185,6 +187,9 @@ func (g *Group) bound(ctx context.Context) (context.Context, context.CancelFunc)
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	g.agMu.Lock()
 	defer g.agMu.Unlock()
+	if err := g.failFast(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := g.bound(ctx)
 	defer cancel()
 	seq := g.agSeq

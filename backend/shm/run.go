@@ -56,7 +56,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		}
 		if x.signalled {
 			// Peers may be mid-call: the epochs no longer line up.
-			g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+			g.breakOn(err)
 		}
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
 	}
