@@ -1,6 +1,10 @@
 package symmem
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/symmem/symmem/pool"
+)
 
 // Sentinel errors; the wrapped error says what was wrong and what to do.
 var (
@@ -23,4 +27,8 @@ var (
 	// ErrFreed: a buffer (or a span in pool memory) was used after
 	// World.Free returned it to the pool.
 	ErrFreed = errors.New("symmem: buffer was freed")
+	// ErrNoMemory: the memory asked for does not fit in what is left
+	// (host memory on the CPU backend, free device memory on the GPU); the
+	// error names the size and the limit.
+	ErrNoMemory = pool.ErrNoMemory
 )

@@ -137,6 +137,9 @@ func (p *Pool) Reserve(bytes int64) error {
 		return fmt.Errorf("%w: Reserve(%d) needs a %d-byte segment; %d of the cap of %d bytes are reserved (raise Options.Cap or Trim)",
 			ErrCapExceeded, bytes, size, p.reserved, p.opts.Cap)
 	}
+	if err := p.fitsLocked(fmt.Sprintf("pool: Reserve(%d)", bytes), size); err != nil {
+		return err
+	}
 	_, err := p.createSegmentLocked(size)
 	return err
 }
@@ -199,6 +202,9 @@ func (p *Pool) growLocked(size, need int64) error {
 			return fmt.Errorf("%w: Alloc(%d) needs a new %d-byte segment; %d of the cap of %d bytes are reserved (free or Trim blocks, or raise Options.Cap)",
 				ErrCapExceeded, size, own, p.reserved, c)
 		}
+	}
+	if err := p.fitsLocked(fmt.Sprintf("pool: Alloc(%d)", size), want); err != nil {
+		return err
 	}
 	_, err := p.createSegmentLocked(want)
 	return err
