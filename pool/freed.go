@@ -2,7 +2,8 @@ package pool
 
 // Live reports whether the block that Alloc returned with address addr and
 // generation gen is still allocated: false once it was freed, also when a
-// later allocation took its place.
+// later allocation starting at addr took its place. (An addr that is not a
+// block's start is not judged here: true, and Free says what is wrong.)
 func (p *Pool) Live(addr, gen uint64) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -11,7 +12,10 @@ func (p *Pool) Live(addr, gen uint64) bool {
 		return false
 	}
 	b := &s.blocks[s.blockAt(int64(addr-s.seg.Base))]
-	return b.state == stateLive && b.gen == gen && s.seg.Base+uint64(b.off) == addr
+	if b.state != stateLive {
+		return false
+	}
+	return b.gen == gen || s.seg.Base+uint64(b.off) != addr
 }
 
 // Freed reports whether addr lies inside one of the pool's segments but not
