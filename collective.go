@@ -6,6 +6,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
 )
 
 // AllGather gathers every rank's in into out, ordered by group rank: out
@@ -96,6 +97,12 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
+	if staged {
+		if err := g.w.freed(c.in, c.out); err != nil {
+			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+		}
+	}
+	req.Check = c.record(req, staged)
 	if g.w.opts.Checked {
 		all, err := g.bg.AllGather(ctx, []byte(fingerprint(req, staged)))
 		if err != nil {
@@ -106,12 +113,24 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		}
 	}
 	if c.count == 0 {
+		if err := g.agree(ctx, c, req.Check); err != nil {
+			return coll.Path{}, err
+		}
 		return coll.Path{Algo: coll.AlgoDirect, Reason: "empty call: nothing to move"}, nil
 	}
+	var p coll.Path
+	var err error
 	if staged && g.w.host {
-		return g.staged(ctx, c, req)
+		p, err = g.staged(ctx, c, req)
+	} else {
+		p, err = g.bg.Run(ctx, req)
 	}
-	p, err := g.bg.Run(ctx, req)
+	if d := pool.AsDisagreement(err); d != nil {
+		return coll.Path{}, g.mismatch(c, d)
+	}
+	if staged && g.w.host {
+		return p, err
+	}
 	if err != nil {
 		return p, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/pool"
 )
 
 // Sentinel errors; the wrapped error says what was wrong and what to do.
@@ -38,4 +39,11 @@ var (
 	// ErrBroken: an earlier collective on the group failed midway (a peer
 	// died or timed out); the group cannot be used again.
 	ErrBroken = errs.Broken
+	// ErrFreed: a buffer (or a span in pool memory) was used after
+	// World.Free returned it to the pool.
+	ErrFreed = errors.New("symmem: buffer was freed")
+	// ErrNoMemory: the memory asked for does not fit in what is left
+	// (host memory on the CPU backend, free device memory on the GPU); the
+	// error names the size and the limit.
+	ErrNoMemory = pool.ErrNoMemory
 )

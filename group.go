@@ -152,13 +152,17 @@ func (s *Scope) End(ctx context.Context) error {
 type Buffer struct {
 	coll.Span
 	host  bool
-	local bool // from AllocLocal
+	local bool       // from AllocLocal
+	pool  *pool.Pool // the pool it came from (nil for the zero Buffer and AllocLocal)
+	gen   uint64     // its allocation's generation in that pool
 }
 
 // Bytes returns the buffer as a Go slice when it is host memory (CPU
-// backend); nil otherwise. The slice is valid until the buffer is freed.
+// backend); nil otherwise, and nil once the buffer was freed (World.Free):
+// its memory may belong to a later allocation then. A slice obtained before
+// Free must not be used after it.
 func (b Buffer) Bytes() []byte {
-	if !b.host || b.Len == 0 {
+	if !b.host || b.Len == 0 || !b.live() {
 		return nil
 	}
 	return hostmem.Bytes(b.Ptr, int(b.Len))

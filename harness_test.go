@@ -62,7 +62,7 @@ type rankResult struct {
 
 // spawn runs role on n ranks and returns every rank's result. extra is added
 // to every child's environment.
-func spawn(t *testing.T, n int, role string, extra ...string) []rankResult {
+func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 	t.Helper()
 	token := rendezvous.NewToken()
 	srv, err := rendezvous.NewServer("127.0.0.1:0", token)

@@ -24,7 +24,9 @@ type Options struct {
 	// Checked makes every collective exchange a small fingerprint (kind,
 	// dtype, count, op, root, path) through the store first and fail with
 	// ErrMismatch naming the first rank that differs. It costs a store
-	// round trip per call.
+	// round trip per call. (The CPU backend always compares each call's
+	// arguments, buffer offsets included, in-band at no such cost; on the
+	// GPU backend Checked is the only argument check.)
 	Checked bool
 	// StagingBytes is the size of each group's symmetric staging buffer,
 	// through which ordinary memory is staged (larger calls run in rounds).

@@ -275,7 +275,7 @@ func (w *World) Alloc(bytes int64) (Buffer, error) {
 	if err != nil {
 		return Buffer{}, fmt.Errorf("symmem: Alloc(%d): %w", bytes, err)
 	}
-	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host}, nil
+	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host, pool: w.pool, gen: blk.Gen}, nil
 }
 
 // Free returns a buffer to the pool. Call it on every rank, in the same
@@ -293,6 +293,9 @@ func (w *World) FreeOn(b Buffer, stream uint64) error {
 	}
 	if b.local {
 		return w.freeLocal(b)
+	}
+	if b.pool != nil && !b.live() {
+		return fmt.Errorf("symmem: Free(%#x): %w (freed before; the pool may have handed its memory to a later allocation)", b.Ptr, ErrFreed)
 	}
 	var f pool.Fence
 	if w.dev != nil {
@@ -324,6 +327,7 @@ func (w *World) Close() error {
 	var errs []error
 	if err := w.pool.Close(ctx); err != nil {
 		errs = append(errs, err)
+		w.store.Failed() // a rank is gone or stuck: do not wait 30 s for it at exit
 	}
 	errs = append(errs, w.release())
 	if err := errors.Join(errs...); err != nil {

@@ -137,6 +137,11 @@ type Request struct {
 	// the output is this rank's chunk of the input (ReduceScatter), In is
 	// Out (AllReduce); always true for Broadcast.
 	InPlace bool
+	// Check describes the call as every rank must make it (the user API's
+	// argument record). Backends that implement pool.Agreer compare it
+	// across the ranks in-band before any data moves and fail with a
+	// *pool.Disagreement otherwise. The zero value checks nothing.
+	Check pool.Record
 }
 
 // IOBytes is the bytes a collective of kind k on count elements of dt

@@ -135,6 +135,11 @@ func Run(t Target, cfg Config) (*Report, error) {
 	for _, b := range cfg.Sizes {
 		maxBytes = max(maxBytes, b)
 	}
+	if mc, ok := t.(interface{ CheckFits(int64) error }); ok && !cfg.Plain {
+		if err := mc.CheckFits(2 * maxBytes); err != nil {
+			return nil, fmt.Errorf("bench: the sweep needs an input and an output buffer of %s each: %w", FormatSize(maxBytes), err)
+		}
+	}
 	var err error
 	if s.x, err = newExchanger(t, 2); err != nil {
 		return nil, err

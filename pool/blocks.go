@@ -14,6 +14,7 @@ const (
 type blk struct {
 	off, size int64
 	state     uint8
+	gen       uint64 // live blocks: the allocation's generation (Block.Gen)
 }
 
 type segment struct {
@@ -94,7 +95,8 @@ func (p *Pool) carveLocked(k freeKey, off, need int64) Block {
 		parts[n] = blk{off: k.off, size: off - k.off}
 		n++
 	}
-	parts[n] = blk{off: off, size: need, state: stateLive}
+	p.gen++
+	parts[n] = blk{off: off, size: need, state: stateLive, gen: p.gen}
 	n++
 	if off+need < end {
 		parts[n] = blk{off: off + need, size: end - off - need}
@@ -109,7 +111,7 @@ func (p *Pool) carveLocked(k freeKey, off, need int64) Block {
 	p.inUse += need
 	p.peak = max(p.peak, p.inUse)
 	p.liveBlocks++
-	return Block{Addr: s.seg.Base + uint64(off), Size: need, Seg: s.seg.ID, Off: off}
+	return Block{Addr: s.seg.Base + uint64(off), Size: need, Seg: s.seg.ID, Off: off, Gen: p.gen}
 }
 
 // releaseLocked marks block bi free and coalesces it with free neighbours.
@@ -223,7 +225,7 @@ func (p *Pool) Lookup(addr uint64) (Location, bool) {
 	loc := Location{Segment: s.seg, Off: off, Groups: s.groups}
 	if b.state == stateLive {
 		loc.Live = true
-		loc.Block = Block{Addr: s.seg.Base + uint64(b.off), Size: b.size, Seg: s.seg.ID, Off: b.off}
+		loc.Block = Block{Addr: s.seg.Base + uint64(b.off), Size: b.size, Seg: s.seg.ID, Off: b.off, Gen: b.gen}
 	}
 	p.mu.RUnlock()
 	return loc, true

@@ -26,19 +26,24 @@
 // symmetric.
 //
 // Ranks making different calls break the contract; the pool detects that
-// before any collective registration. Stream-ordered reuse does not break it:
-// a block freed with a Fence is placed as if free at once, and the Alloc that
-// is handed any of its bytes (or the Trim that releases its segment) waits for
-// the fence first, so placement never depends on when a fence completes on
-// each rank. Every Alloc and Free is appended to an allocation log (request and
-// result). When a scope ends with new segments to register, when Trim releases
-// segments, and when a group is removed, the group's ranks first exchange a
-// fingerprint (the segments about to be registered or released, and a hash of
-// the log entries since that group's last check) through Exchanger.AllGather.
-// On any difference every rank returns an error wrapping ErrMismatch that
-// names the first differing rank and what differed (the first differing log
-// entry, when the pool still keeps it: the last 1024 entries are kept), and
-// nothing is registered or released.
+// at every Scope.End, before any collective registration. Stream-ordered
+// reuse does not break it: a block freed with a Fence is placed as if free
+// at once, and the Alloc that is handed any of its bytes (or the Trim that
+// releases its segment) waits for the fence first, so placement never
+// depends on when a fence completes on each rank. Every Alloc and Free is
+// appended to an allocation log (request and result) with a running hash.
+// Every Scope.End (also one with nothing to register) first compares across
+// the group's ranks the log's length and hash and the segments about to be
+// registered: in-band through Agreer where the group has it (one signal phase
+// on the CPU backend), otherwise through Exchanger.AllGather; every Trim that
+// releases segments and every group removal compares likewise through
+// Exchanger.AllGather. On
+// any difference every rank returns an error wrapping ErrMismatch that names
+// the first differing rank and what differed (the first differing log entry,
+// when the pool still keeps it: the last 1024 entries are kept), and nothing
+// is registered or released. Each block carries a generation (Block.Gen) so
+// that a freed block can be told from a later one at the same address
+// (Live, Freed).
 //
 // Concurrent calls from several goroutines are safe, but calls racing each
 // other are ordered by the scheduler, so symmetry requires the symmetric calls
@@ -50,11 +55,9 @@
 // reverse order (ErrScopeOrder otherwise); scopes of different groups are
 // independent. Scope.End registers, in creation order, every segment the group
 // has not registered yet (the group's cursor is the last registered segment
-// id). An End with nothing new performs no exchange and costs well under a
-// microsecond, so ranks must agree on when segments are created (they do when
-// the contract above holds; if not, the rank that exchanges gets a timeout
-// error naming the missing ranks rather than a hang). DisabledScope returns a
-// scope whose End does nothing, for code paths that must not register.
+// id). Every End is collective over the group, so it behaves alike on every
+// rank whatever each allocated. DisabledScope returns a scope whose End does
+// nothing, for code paths that must not register.
 //
 // Fence.Done is called with the pool's lock held (at Alloc and Trim; polled
 // while a reused range's fence is not done, up to Options.Timeout): it must be

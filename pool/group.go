@@ -101,12 +101,17 @@ func (s *Scope) Group() (id GroupID, ok bool) {
 	return s.g.id, true
 }
 
-// End closes the scope and registers, in creation order, every segment its
-// group has not registered yet, after verifying across the group's ranks
-// that they are about to register the same segments and made the same
-// Alloc/Free calls (see the package documentation). With nothing new to
-// register it exchanges nothing. An out-of-order End (an inner scope of the
-// same group still open) leaves the scope open; any other error ends it.
+// End closes the scope, verifies across the group's ranks that they made
+// the same Alloc/Free calls with the same results (the pool's allocation
+// state) and are about to register the same segments, and then registers, in
+// creation order, every segment its group has not registered yet (see the
+// package documentation). Every End is collective over the group's members,
+// also one that registers nothing, so it behaves alike on every rank whatever
+// each allocated: on a difference every rank returns an error wrapping
+// ErrMismatch. Groups that implement Agreer compare in-band (no store round
+// trip); others exchange through Exchanger.AllGather. An out-of-order End
+// (an inner scope of the same group still open) leaves the scope open; any
+// other error ends it.
 func (s *Scope) End(ctx context.Context) error {
 	if s.disabled {
 		if !s.ended.CompareAndSwap(false, true) {
@@ -138,16 +143,13 @@ func (s *Scope) End(ctx context.Context) error {
 	g.scopes[len(g.scopes)-1] = nil
 	g.scopes = g.scopes[:len(g.scopes)-1]
 	s.ended.Store(true)
-	fresh := len(p.byID) > 0 && p.byID[len(p.byID)-1].seg.ID > g.cursor
 	p.mu.Unlock()
-	if !fresh {
-		return nil
-	}
-	return p.registerNew(ctx, g)
+	return p.endScope(ctx, g)
 }
 
-// registerNew verifies and registers the segments after g's cursor.
-func (p *Pool) registerNew(ctx context.Context, g *group) error {
+// endScope verifies g's ranks agree and registers the segments after g's
+// cursor.
+func (p *Pool) endScope(ctx context.Context, g *group) error {
 	g.cmu.Lock()
 	defer g.cmu.Unlock()
 	p.mu.Lock()
@@ -162,15 +164,19 @@ func (p *Pool) registerNew(ctx context.Context, g *group) error {
 	}
 	from, to := g.checked, p.log.mark()
 	p.mu.Unlock()
+	if g.size > 1 {
+		if err := p.agree(ctx, g, segs, from, to); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	g.checked = to
+	p.mu.Unlock()
 	if len(segs) == 0 {
-		return nil // another goroutine registered them
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	fp := fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
-	if err := p.verify(ctx, g, fp, from); err != nil {
-		return err
-	}
 	for k, seg := range segs {
 		if err := g.g.Register(ctx, seg); err != nil {
 			return fmt.Errorf("pool: group %q: registering segment %d (%s): %w; %d earlier segment(s) of this scope are registered, this one and %d later are not",
@@ -183,10 +189,41 @@ func (p *Pool) registerNew(ctx context.Context, g *group) error {
 		g.cursor = seg.ID
 		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	g.checked = to
-	p.mu.Unlock()
 	return nil
+}
+
+// agree verifies that g's ranks made the same Alloc/Free calls and are
+// about to register the same segments: in-band where the group is an
+// Agreer, through the store otherwise. The caller holds g.cmu.
+func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, from, to mark) error {
+	fp := func() fingerprint {
+		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
+	}
+	a, ok := g.g.(Agreer)
+	if !ok { // every End costs a store round trip
+		ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+		defer cancel()
+		return p.verify(ctx, g, fp(), from)
+	}
+	err := a.Agree(ctx, scopeRecord(to, segs))
+	if err == nil {
+		return nil
+	}
+	d := AsDisagreement(err)
+	if d == nil {
+		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
+	}
+	// Every rank saw it: name the first difference through the store (the
+	// slow path, taken only on a mismatch).
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if verr := p.verify(ctx, g, fp(), from); verr != nil {
+		return verr
+	}
+	if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
+		return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group); nothing was registered", ErrMismatch, g.name, d.Rank)
+	}
+	return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
 }
 
 func onlyIDSize(ss []Segment) []Segment {

@@ -35,6 +35,7 @@ type Block struct {
 	Size int64     // bytes
 	Seg  SegmentID // segment holding the block
 	Off  int64     // offset of the block within its segment (equal on every rank)
+	Gen  uint64    // allocation number, unique in the pool: tells a freed block from a later one at the same address
 }
 
 // GroupID identifies a group within a pool: a small integer below MaxGroups,
@@ -79,6 +80,7 @@ type Pool struct {
 	groups  [MaxGroups]*group
 	log     allocLog
 
+	gen                                 uint64 // allocations made (Block.Gen)
 	reserved, inUse, pendingBytes, peak int64
 	liveBlocks                          int
 }
@@ -134,6 +136,9 @@ func (p *Pool) Reserve(bytes int64) error {
 	if p.opts.Cap > 0 && p.reserved+size > p.opts.Cap {
 		return fmt.Errorf("%w: Reserve(%d) needs a %d-byte segment; %d of the cap of %d bytes are reserved (raise Options.Cap or Trim)",
 			ErrCapExceeded, bytes, size, p.reserved, p.opts.Cap)
+	}
+	if err := p.fitsLocked(fmt.Sprintf("pool: Reserve(%d)", bytes), size); err != nil {
+		return err
 	}
 	_, err := p.createSegmentLocked(size)
 	return err
@@ -197,6 +202,9 @@ func (p *Pool) growLocked(size, need int64) error {
 			return fmt.Errorf("%w: Alloc(%d) needs a new %d-byte segment; %d of the cap of %d bytes are reserved (free or Trim blocks, or raise Options.Cap)",
 				ErrCapExceeded, size, own, p.reserved, c)
 		}
+	}
+	if err := p.fitsLocked(fmt.Sprintf("pool: Alloc(%d)", size), want); err != nil {
+		return err
 	}
 	_, err := p.createSegmentLocked(want)
 	return err

@@ -8,8 +8,24 @@ import (
 )
 
 // exitTimeout bounds how long a hosting rank 0 waits, in its cleanup, for the
-// other ranks to finish with the store.
-const exitTimeout = 30 * time.Second
+// other ranks to finish with the store; failedExit replaces it once the job
+// is known to have failed (Client.Failed), when some ranks may never come.
+const (
+	exitTimeout = 30 * time.Second
+	failedExit  = time.Second
+)
+
+// Failed tells Bootstrap's cleanup that the job failed (a peer died or a
+// collective timed out): it then waits at most a second for the other ranks
+// in the exit barrier and for their connections to close, instead of 30 s.
+func (c *Client) Failed() { c.failed.Store(true) }
+
+func (c *Client) exitWait() time.Duration {
+	if c.failed.Load() {
+		return failedExit
+	}
+	return exitTimeout
+}
 
 // Bootstrap connects this rank to the job's store. When a launcher hosts it
 // (e.Store, from SYMMEM_STORE) every rank dials it; otherwise rank 0 hosts the
@@ -18,9 +34,9 @@ const exitTimeout = 30 * time.Second
 // one), since ranks start at different times.
 //
 // cleanup closes the client. When rank 0 hosts, every rank's cleanup first
-// meets in an exit barrier (at most 30 s) so rank 0 does not stop the store
-// while others still use it; then rank 0 stops its server once every other
-// rank has hung up.
+// meets in an exit barrier (at most 30 s, 1 s after Client.Failed) so rank 0
+// does not stop the store while others still use it; then rank 0 stops its
+// server once every other authenticated client has hung up.
 func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 	if e.Token == "" {
 		return nil, nil, fmt.Errorf("%w: SYMMEM_TOKEN is empty", ErrBadEnv)
@@ -50,10 +66,19 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 		}
 		return nil, nil, fmt.Errorf("rendezvous: rank %d bootstrap: %w", e.Rank, err)
 	}
+	if err := checkJob(ctx, c, e); err != nil {
+		c.Close()
+		if srv != nil {
+			srv.Close()
+		}
+		return nil, nil, fmt.Errorf("rendezvous: rank %d bootstrap: %w", e.Rank, err)
+	}
 	cleanup := func() error {
 		var err error
+		// One bound for the barrier and the drain together.
+		deadline := time.Now().Add(c.exitWait())
 		if !hosted {
-			bctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+			bctx, cancel := context.WithDeadline(context.Background(), deadline)
 			err = c.Barrier(bctx, "symmem/exit/"+e.JobID, e.WorldSize)
 			cancel()
 			if err != nil {
@@ -64,7 +89,7 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 		if srv != nil {
 			// The last rank to reach the barrier may not have read its
 			// reply yet: stop the store once every client hung up.
-			dctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+			dctx, cancel := context.WithDeadline(context.Background(), deadline)
 			srv.Drain(dctx)
 			cancel()
 			srv.Close()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,8 @@ type Client struct {
 	idle   []net.Conn
 	busy   map[net.Conn]struct{}
 	closed bool
+
+	failed atomic.Bool // the job failed: Bootstrap's cleanup waits at most failedExit
 }
 
 // maxIdle bounds how many idle connections a Client keeps.

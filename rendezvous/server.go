@@ -25,6 +25,7 @@ type Server struct {
 	data    map[string][]byte
 	changed chan struct{} // closed and replaced on every change
 	conns   map[net.Conn]struct{}
+	authed  int // connections past the token handshake
 	closed  chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -74,13 +75,14 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// Drain waits until no client is connected (or ctx ends), so a hosting rank
-// stops the store only after every other rank has read its last reply and
-// hung up. It reports whether the store drained.
+// Drain waits until no authenticated client is connected (or ctx ends), so
+// a hosting rank stops the store only after every other rank has read its
+// last reply and hung up; clients that never presented the token do not
+// hold it up. It reports whether the store drained.
 func (s *Server) Drain(ctx context.Context) bool {
 	for {
 		s.mu.Lock()
-		n := len(s.conns)
+		n := s.authed
 		s.mu.Unlock()
 		if n == 0 {
 			return true
@@ -144,6 +146,14 @@ func (s *Server) serve(c net.Conn) {
 		writeMsg(c, &msg{op: respRefused})
 		return
 	}
+	s.mu.Lock()
+	s.authed++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.authed--
+		s.mu.Unlock()
+	}()
 	if err := writeMsg(c, &msg{op: respOK}); err != nil {
 		return
 	}

@@ -64,10 +64,20 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 	}
 	c := &Comm{lib: lib, group: o.Group, rank: o.Rank, size: o.Size, cuctx: uintptr(o.Context),
 		timeout: timeout, cfg: o.Config}
-	h, err := lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
-	if err == nil {
-		c.h = h
-		err = lib.Wait(wctx, h.Comm, "ncclCommInitRankConfig")
+	var h *native.CommHandle
+	if o.Config.NonBlocking {
+		h, err = lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
+		if err == nil {
+			c.h = h
+			err = lib.Wait(wctx, h.Comm, "ncclCommInitRankConfig")
+		}
+	} else {
+		h, err = bounded(wctx, "ncclCommInitRankConfig", func() (*native.CommHandle, error) {
+			return lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
+		})
+		if errors.Is(err, ErrTimeout) {
+			return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.Group, o.Rank, o.Size, err)
+		}
 	}
 	if err != nil {
 		if h != nil && h.Comm != 0 {

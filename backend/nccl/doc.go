@@ -15,11 +15,13 @@
 // new thread (measured on 2x H200: ~120-210 us of host time per call instead
 // of ~11 us). A missing rank is caught before NCCL is entered — by the store
 // exchange in New (ErrTimeout) and by the pool's order verification before
-// registration — but a rank that dies inside NCCL's init or registration
-// hangs its peers there. Config.NonBlocking trades the per-call cost for
-// bounded waits everywhere: init, registration and finalize then fail with
-// ErrTimeout after Options.Timeout and the communicator is aborted
-// (ErrBroken afterwards).
+// registration. A rank that dies inside NCCL's init or window registration
+// makes them fail with ErrTimeout after Options.Timeout on a blocking
+// communicator too: the call runs on its own goroutine and is left blocked
+// there (NCCL cannot safely abort a blocking communicator from another
+// thread; the communicator is unusable, ErrBroken afterwards). Config.NonBlocking
+// trades the per-call cost for bounded waits everywhere, finalize included,
+// with the communicator aborted on a timeout.
 
 // Collectives (AllGather, ReduceScatter, AllReduce, Broadcast, or Run for a
 // backend.Request) are the same NCCL calls whether or not the buffers lie in

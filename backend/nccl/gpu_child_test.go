@@ -143,7 +143,48 @@ func (c *child) run() error {
 	c.check("closed comm refuses calls", wantErr(comm.AllReduce(segP, segP, 1, coll.Float32, coll.Sum, 0), "closed"))
 
 	c.otherConfigs(ctx, segP, segW)
+	c.deadInsideNCCL(ctx, segW) // last: it leaves a thread blocked inside NCCL on rank 0
 	return nil
+}
+
+// deadInsideNCCL: a peer that is gone inside a blocking communicator's init
+// or window registration makes them fail with ErrTimeout at the timeout
+// (issue 11), instead of hanging. Rank 1 plays the dead peer: for the
+// registration it aborts its communicator instead of registering; for the
+// init it publishes its hello and then never calls NCCL.
+func (c *child) deadInsideNCCL(ctx context.Context, segW uint64) {
+	const timeout = 5 * time.Second
+	comm, err := New(ctx, Options{Group: "gputest-regdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
+	c.check("dead in registration: new blocking comm", err)
+	if err != nil {
+		return
+	}
+	if c.rank == 1 {
+		c.check("dead in registration: rank 1 aborts", comm.Abort())
+	} else {
+		c.registerDead(ctx, comm, segW, timeout)
+	}
+	if c.rank == 1 {
+		_, err := exchangeID(ctx, c.st, keyPrefix("gputest-initdead", 0), c.rank, c.size, c.lib.Version, c.lib.GetUniqueID)
+		c.check("dead in init: rank 1 publishes its hello, then stays away", err)
+	} else {
+		t0 := time.Now()
+		_, err := New(ctx, Options{Group: "gputest-initdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
+		took := time.Since(t0)
+		c.logf("INFO dead in init: New returned after %v: %v", took.Round(time.Millisecond), err)
+		c.check("dead in init: blocking init fails with ErrTimeout near the timeout",
+			boolErr(errors.Is(err, ErrTimeout) && took < timeout+3*time.Second && strings.Contains(err.Error(), "rank 0"), "no timeout error, or too late"))
+	}
+}
+
+func (c *child) registerDead(ctx context.Context, comm *Comm, segW uint64, timeout time.Duration) {
+	t0 := time.Now()
+	err := comm.Register(ctx, segW, segBytes)
+	took := time.Since(t0)
+	c.logf("INFO dead in registration: Register returned after %v: %v", took.Round(time.Millisecond), err)
+	c.check("dead in registration: blocking register fails with ErrTimeout near the timeout",
+		boolErr(errors.Is(err, ErrTimeout) && took < timeout+3*time.Second, "no timeout error, or too late"))
+	c.check("dead in registration: later calls fail", boolErr(comm.Register(ctx, segW, segBytes) != nil, "a broken communicator accepted a call"))
 }
 
 func (c *child) shareSeed(ctx context.Context) error {

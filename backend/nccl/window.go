@@ -59,7 +59,21 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	win, err := c.lib.WindowRegister(wctx, c.cuctx, c.h.Comm, ptr, size, native.WinCollSymmetric)
+	var win native.Window
+	var err error
+	if c.cfg.NonBlocking {
+		win, err = c.lib.WindowRegister(wctx, c.cuctx, c.h.Comm, ptr, size, native.WinCollSymmetric)
+	} else {
+		win, err = bounded(wctx, "ncclCommWindowRegister", func() (native.Window, error) {
+			return c.lib.WindowRegister(context.Background(), c.cuctx, c.h.Comm, ptr, size, native.WinCollSymmetric)
+		})
+		if errors.Is(err, ErrTimeout) {
+			// Still inside NCCL on another thread: no abort (see bounded).
+			c.wins = nil
+			c.broken = fmt.Errorf("nccl: group %q rank %d: %w: registering window %#x (+%d): %w", c.group, c.rank, ErrBroken, ptr, size, err)
+			return c.broken
+		}
+	}
 	if err != nil {
 		if errors.Is(err, ErrTimeout) {
 			return c.fail(fmt.Errorf("registering window %#x (+%d): a rank did not register in time: %w", ptr, size, err))

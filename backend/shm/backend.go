@@ -26,7 +26,9 @@ var _ backend.Backend = (*Backend)(nil)
 // New returns the CPU backend for the rank described by e (JobID namespaces
 // store keys).
 func New(e rendezvous.Env) *Backend {
-	return &Backend{env: e, prov: NewProvider(), groups: map[*Group]struct{}{}}
+	prov := NewProvider()
+	prov.local = e.LocalWorldSize
+	return &Backend{env: e, prov: prov, groups: map[*Group]struct{}{}}
 }
 
 // Name is "cpu".

@@ -19,7 +19,13 @@
 //     nothing is reset). Waits spin briefly, then sleep on a futex, always
 //     bounded by the group timeout; a peer that exits is noticed through a
 //     pidfd and named in the error. A collective that fails midway leaves
-//     the group broken (ErrBroken): the ranks' epochs no longer agree.
+//     the group broken (ErrBroken): the ranks' epochs no longer agree, and
+//     later store exchanges on the group fail at once too. After the target
+//     lines each pad holds two record slots: the in-band agreement
+//     (agree.go, pool.Agreer) through which every collective's argument
+//     record and every Scope.End's allocation state are compared across the
+//     ranks before any data moves; a difference is an error on every rank
+//     and leaves the group usable.
 //   - Execution (Group.Run): the schedules of package plan run on the direct
 //     path — each rank reads its peers' symmetric memory and reduces with
 //     package reduce. The data steps of a stage are cut into 2 MiB pieces

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -70,7 +71,9 @@ type Group struct {
 	plans   map[plan.Spec]plan.Plan
 	scratch []byte
 	broken  error
+	failed  atomic.Pointer[error] // broken by a failure (not by Close), read without runMu
 	calls   uint64
+	records uint64 // records written to the pad (agree.go)
 
 	closeOnce sync.Once
 }
@@ -173,6 +176,9 @@ func (g *Group) Ranks() []int { return append([]int(nil), g.ranks...) }
 // Members call it in the same order. Keys live under the group's namespace
 // and the last rank to finish deletes them all.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	if err := g.failFast(); err != nil {
+		return nil, err
+	}
 	return g.ag.AllGather(ctx, mine)
 }
 

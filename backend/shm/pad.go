@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
 )
 
 // Signal pads (the protocol of package plan). Every rank owns one pad (a
@@ -30,13 +31,14 @@ const (
 // pads is one group's view of all pads.
 type pads struct {
 	n, me int
-	fd    int      // this rank's pad memfd
-	mem   []byte   // this rank's pad
-	peers [][]byte // peers' pads by group rank (peers[me] aliases mem)
+	fd    int                                         // this rank's pad memfd
+	mem   []byte                                      // this rank's pad
+	peers [][]byte                                    // peers' pads by group rank (peers[me] aliases mem)
+	recs  [][recSlots]*[1 + len(pool.Record{})]uint64 // record slots (agree.go)
 }
 
 func padSize(n int) int64 {
-	b := int64(n * padLine)
+	b := int64((n + recSlots) * padLine)
 	pg := int64(os.Getpagesize())
 	return (b + pg - 1) / pg * pg
 }
@@ -135,5 +137,5 @@ func (p *pads) close() {
 		unix.Munmap(p.mem)
 		unix.Close(p.fd)
 	}
-	p.mem, p.peers = nil, nil
+	p.mem, p.peers, p.recs = nil, nil, nil
 }

@@ -21,6 +21,8 @@ type segment struct {
 // Provider supplies memfd segments to this process's pool. It is safe for
 // concurrent use.
 type Provider struct {
+	local int // ranks on this host, each creating its own copy (memcheck.go)
+
 	mu     sync.Mutex
 	segs   map[pool.SegmentID]*segment
 	closed bool

@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/backend/shm/plan"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
 )
 
 // OneShotBytes: all-reduces up to this size use the one-shot plan (every
@@ -44,10 +45,18 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		x.deadline = d
 	}
 	g.calls++
+	if err := g.check(req, p, x); err != nil {
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+	}
 	if err := g.execute(x); err != nil {
+		if x.mismatch {
+			// Every rank saw it after phase 0 and stopped there.
+			g.epoch++
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+		}
 		if x.signalled {
 			// Peers may be mid-call: the epochs no longer line up.
-			g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+			g.breakOn(err)
 		}
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
 	}
@@ -61,6 +70,26 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		reason += " (" + how + ")"
 	}
 	return coll.Path{Algo: coll.AlgoDirect, Reason: reason}, nil
+}
+
+// check arranges the in-band comparison of req.Check (agree.go): on the
+// plan's phase 0 when every peer waits for every other there before reading
+// peer data, else in an agreement phase of its own, run now.
+func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
+	if req.Check == (pool.Record{}) || g.pads.n == 1 {
+		return nil
+	}
+	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
+		err := g.agreeLocked(x.ctx, req.Check, x.deadline)
+		if err != nil && pool.AsDisagreement(err) == nil {
+			err = g.rootCause(err)
+		}
+		return err
+	}
+	x.check, x.rec = true, g.records
+	g.records++
+	g.pads.put(x.rec, g.epoch+1, req.Check)
+	return nil
 }
 
 // planFor returns this rank's plan for req, from the group's cache.
@@ -99,7 +128,11 @@ type exec struct {
 	inOff     int64
 	outOff    int64
 	scratch   []byte
-	signalled bool // this rank has signalled peers during the call
+	signalled bool   // this rank has signalled peers during the call
+	check     bool   // compare records once every peer's phase 0 arrived
+	rec       uint64 // this call's record slot number
+	heard     int    // peers whose phase 0 arrived
+	mismatch  bool   // the records differed: stopped after phase 0
 }
 
 // prepare maps the plan's In and Out onto the request's symmetric spans.
@@ -182,6 +215,14 @@ func (g *Group) execute(x *exec) error {
 		case plan.Wait:
 			if err := g.pads.wait(x.ctx, s.Peer, g.epoch+uint32(s.Phase)+1, x.deadline, g.alive); err != nil {
 				return g.waitError(x, i, err)
+			}
+			if x.check && s.Phase == 0 {
+				if x.heard++; x.heard == g.pads.n-1 {
+					if d := g.pads.compare(x.rec); d != nil {
+						x.mismatch = true
+						return d
+					}
+				}
 			}
 			i++
 			continue

@@ -71,6 +71,9 @@ func (t *Target) CheckAlgo(k coll.Kind, a coll.Algo) error {
 		a, k, t.w.Backend(), strings.Join(valid, ", "), symmem.ErrNotSupported)
 }
 
+// CheckFits checks up front that bytes of symmetric memory fit (World.CheckFits).
+func (t *Target) CheckFits(bytes int64) error { return t.w.CheckFits(bytes) }
+
 func (t *Target) Alloc(bytes int64, symmetric bool) (coll.Span, error) {
 	var buf symmem.Buffer
 	if symmetric {

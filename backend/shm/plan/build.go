@@ -258,7 +258,7 @@ func (b *builder) allReduceTwoShot() {
 	if !p.InPlace {
 		p.InBytes = total
 	}
-	if total == 0 {
+	if total == 0 || p.InPlace && p.N == 1 { // one rank in place: the input is the sum
 		return
 	}
 	b.signalAll(0)
@@ -288,7 +288,7 @@ func (b *builder) allReduceOneShot() {
 	} else {
 		p.InBytes = total
 	}
-	if total == 0 {
+	if total == 0 || p.InPlace && p.N == 1 { // one rank in place: the input is the sum
 		return
 	}
 	b.signalAll(0)

@@ -1,0 +1,92 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Record is a small fixed-size description of what a rank is about to do
+// (end a scope of a group, run a collective with given arguments) that the
+// ranks of a group compare before acting. Word 0's top byte says what the
+// record describes (RecScopeEnd, or another user's value); the rest is
+// interpreted by whoever made the record.
+type Record [6]uint64
+
+// Kinds of records (top byte of word 0).
+const (
+	RecScopeEnd = 1 // made by the pool at Scope.End
+	RecCall     = 2 // made by the user API for a collective call
+)
+
+// What returns the kind of record (its top byte).
+func (r Record) What() uint8 { return uint8(r[0] >> 56) }
+
+// Agreer is implemented by groups that compare a Record across their ranks
+// in-band, without a store round trip (the CPU backend uses its signal
+// pads). Agree is collective over the group: it returns nil when every rank
+// passed the same record, and otherwise an error wrapping a *Disagreement,
+// which every rank receives alike. Groups without Agreer are checked through
+// Exchanger.AllGather.
+type Agreer interface {
+	Agree(ctx context.Context, mine Record) error
+}
+
+// Disagreement says which ranks' records differ: the lowest group rank whose
+// record (or call position, Seq) differs from group rank 0's. It wraps
+// ErrMismatch.
+type Disagreement struct {
+	Rank          int    // group rank that differs from rank 0
+	Theirs, Rank0 Record // its record and rank 0's
+	Seq, Rank0Seq uint64 // call positions, where the backend has them
+}
+
+func (d *Disagreement) Error() string {
+	if d.Seq != d.Rank0Seq {
+		return fmt.Sprintf("rank %d is at another call of the group than rank 0 (position %d vs %d: a rank skipped or added a collective or scope end)", d.Rank, d.Seq, d.Rank0Seq)
+	}
+	return fmt.Sprintf("rank %d's record %x differs from rank 0's %x", d.Rank, d.Theirs, d.Rank0)
+}
+
+func (d *Disagreement) Unwrap() error { return ErrMismatch }
+
+// FirstDisagreement compares every rank's record (and call position) with
+// group rank 0's and returns the first that differs, or nil.
+func FirstDisagreement(recs []Record, seqs []uint64) *Disagreement {
+	for r := 1; r < len(recs); r++ {
+		if recs[r] != recs[0] || (seqs != nil && seqs[r] != seqs[0]) {
+			d := &Disagreement{Rank: r, Theirs: recs[r], Rank0: recs[0]}
+			if seqs != nil {
+				d.Seq, d.Rank0Seq = seqs[r], seqs[0]
+			}
+			return d
+		}
+	}
+	return nil
+}
+
+// AsDisagreement returns the *Disagreement err wraps, or nil.
+func AsDisagreement(err error) *Disagreement {
+	var d *Disagreement
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
+}
+
+// scopeRecord describes a scope end: the pool's allocation state (the whole
+// log's length and hash, so two ranks agree only if they made the same
+// Alloc/Free calls with the same results) and the segments the group is
+// about to register.
+func scopeRecord(at mark, segs []Segment) Record {
+	var h uint64
+	for _, s := range segs {
+		h = mix64(h ^ uint64(s.ID))
+		h = mix64(h ^ uint64(s.Size))
+	}
+	var last SegmentID
+	if len(segs) > 0 {
+		last = segs[len(segs)-1].ID
+	}
+	return Record{RecScopeEnd << 56, at.seq, at.h, uint64(len(segs)), uint64(last), h}
+}
