@@ -108,8 +108,8 @@ def table(args):
     f32 = next((rows for rows, dt in runs if dt == "float32"), None)
     print("# busbw GB/s, 2 ranks on one host; MPI = Open MPI float32 (no 16-bit types in MPI:")
     print("# 16-bit symmem rows are compared with MPI float32 of the same bytes);")
-    print("# xMPI = symmem / MPI; bf16/f32, f16/f32 = symmem busbw of that dtype / symmem float32
-# (goal >= 1/1.3 = 0.77: 16-bit all-reduce within 1.3x of float32's time per byte)")
+    print("# xMPI = symmem / MPI; bf16/f32, f16/f32 = symmem busbw of that dtype / symmem float32")
+    print("# (goal >= 1/1.3 = 0.77: 16-bit all-reduce within 1.3x of float32's time per byte)")
     head = f"{'op':<11}{'size':>6}{'MPI':>8}" + "".join(f"{d:>10}{'xMPI':>7}" for d in dts)
     if f32:
         head += "".join(f"{d + '/f32':>10}" for d in dts if d != "f32")
