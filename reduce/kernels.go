@@ -190,10 +190,11 @@ func sum4[T number](d, a, b, c, e []T) {
 
 // add returns a + b, and a's NaN (quieted) when both are NaN: x86 returns
 // the first operand's NaN, and Go's compiler may order a scalar add's
-// operands either way, so this pins the payload to the source order that
-// the vector kernels follow. Free for integers (a != a is false).
+// operands either way, so where vector kernels exist (pinNaN) this pins the
+// payload to the source order they follow. Free for integers (a != a is
+// false) and where pinNaN is false.
 func add[T number](a, b T) T {
-	if a != a {
+	if pinNaN && a != a {
 		return a + a
 	}
 	return a + b

@@ -10,6 +10,9 @@ import (
 
 //go:generate go run gen.go
 
+// pinNaN: the Go loops give a sum's NaN payload as the kernels do.
+const pinNaN = true
+
 // The kernels of kernels_amd64.s (generated): AVX2, F16C for float16.
 var (
 	hasAVX2 = cpu.X86.HasAVX2
