@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -198,3 +199,64 @@ func TestVectorHalvesExhaustive(t *testing.T) {
 		})
 	}
 }
+
+// TestVectorConversions checks the widen and narrow kernels alone: widen on
+// every 16-bit value, narrow on a stride over all float32 bit patterns plus
+// every exact tie between neighbouring 16-bit values (both signs), against
+// BF16ToF32/F16ToF32 and F32ToBF16/F32ToF16.
+func TestVectorConversions(t *testing.T) {
+	for _, dt := range []coll.DType{coll.BFloat16, coll.Float16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			needVec(t, dt)
+			bf := dt == coll.BFloat16
+			k := vecHalf(bf)
+			to32, to16 := F16ToF32, F32ToF16
+			if bf {
+				to32, to16 = BF16ToF32, F32ToBF16
+			}
+			all := make([]uint16, 1<<16)
+			for i := range all {
+				all[i] = uint16(i)
+			}
+			wide := make([]float32, len(all))
+			k.widen(p0(wide), p0(all), len(all)/halfChunk)
+			quieted := 0
+			for i, h := range all {
+				got, want := math.Float32bits(wide[i]), math.Float32bits(to32(h))
+				if got != want && !(isSNaN32(want) && got == want|0x400000) {
+					t.Fatalf("widen(%#04x) = %#08x, want %#08x", h, got, want)
+				}
+				if got != want {
+					quieted++
+				}
+			}
+			t.Logf("widen: %d signalling NaNs came back quieted", quieted)
+			var fs []float32
+			for b := uint64(0); b < 1<<32; b += 4093 {
+				fs = append(fs, math.Float32frombits(uint32(b)))
+			}
+			for h := uint16(0); h < 0x7c00; h++ { // ties: halfway to the next value up
+				lo, hi := float64(to32(h)), float64(to32(h+1))
+				if math.IsInf(hi, 0) || math.IsNaN(hi) {
+					break
+				}
+				m := float32((lo + hi) / 2)
+				fs = append(fs, m, -m, math.Nextafter32(m, 0), math.Nextafter32(m, 1e30))
+			}
+			fs = append(fs, make([]float32, (halfChunk-len(fs)%halfChunk)%halfChunk)...)
+			out := make([]uint16, len(fs))
+			k.narrow(p0(out), p0(fs), len(fs)/halfChunk)
+			for i, f := range fs {
+				if want := to16(f); out[i] != want {
+					t.Fatalf("narrow(%#08x) = %#04x, want %#04x", math.Float32bits(f), out[i], want)
+				}
+			}
+		})
+	}
+}
+
+// isSNaN32: a signalling float32 NaN (quiet bit clear), which the F16C
+// conversion (vcvtph2ps) quiets where F16ToF32 keeps it; every use of a widened value
+// (an add, or narrowing back) quiets it anyway, as TestVectorHalvesExhaustive
+// checks on the results.
+func isSNaN32(b uint32) bool { return b&0x7f800000 == 0x7f800000 && b&0x7fffff != 0 && b&0x400000 == 0 }
