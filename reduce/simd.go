@@ -26,6 +26,9 @@ const vecChunk = 64
 type halfKernels struct {
 	sum2, widen2, narrowAdd func(d, x, y *byte, chunks int)
 	widenAdd, widen, narrow func(d, x *byte, chunks int)
+	// Index 0 min, 1 max.
+	op2, narrowOp [2]func(d, x, y *byte, chunks int)
+	widenOp       [2]func(d, x *byte, chunks int)
 }
 
 const halfChunk = 16
@@ -102,14 +105,23 @@ func halfVec(k *halfKernels, op coll.ReduceOp, d []uint16, in [][]uint16, a, t [
 				k.widenAdd(p0(a), p0(v), chunks)
 			}
 			k.narrowAdd(p0(d), p0(a), p0(in[len(in)-1]), chunks)
-		default: // one input (rounds NaNs as the scalar path does), min, max
-			f := vecNative(coll.Float32).forOp(op) // present wherever a half kernel is
+		case len(in) == 1: // rounds NaNs as the scalar path does
 			k.widen(p0(a), p0(in[0]), chunks)
-			for _, v := range in[1:] {
-				k.widen(p0(t), p0(v), chunks)
-				f(p0(a), p0(a), p0(t), chunks*halfChunk*4/vecChunk)
-			}
 			k.narrow(p0(d), p0(a), chunks)
+		default: // min, max
+			o := 0
+			if op == coll.Max {
+				o = 1
+			}
+			if len(in) == 2 {
+				k.op2[o](p0(d), p0(in[0]), p0(in[1]), chunks)
+				break
+			}
+			k.widen(p0(a), p0(in[0]), chunks)
+			for _, v := range in[1 : len(in)-1] {
+				k.widenOp[o](p0(a), p0(v), chunks)
+			}
+			k.narrowOp[o](p0(d), p0(a), p0(in[len(in)-1]), chunks)
 		}
 		for i, v := range in { // in is the caller's per-block list
 			in[i] = v[m:]

@@ -57,8 +57,12 @@ var (
 	kI64  = nativeKernels{add: addI64, min: minI64, max: maxI64}
 	kI8   = nativeKernels{add: addI8, min: minI8, max: maxI8}
 	kU8   = nativeKernels{add: addU8, min: minU8, max: maxU8}
-	kBF16 = halfKernels{sum2: sum2BF16, widen2: widen2BF16, widenAdd: widenAddBF16, narrowAdd: narrowAddBF16, widen: widenBF16, narrow: narrowBF16}
-	kF16  = halfKernels{sum2: sum2F16, widen2: widen2F16, widenAdd: widenAddF16, narrowAdd: narrowAddF16, widen: widenF16, narrow: narrowF16}
+	kBF16 = halfKernels{sum2: sum2BF16, widen2: widen2BF16, widenAdd: widenAddBF16, narrowAdd: narrowAddBF16, widen: widenBF16, narrow: narrowBF16,
+		op2: [2]func(d, x, y *byte, chunks int){min2BF16, max2BF16}, narrowOp: [2]func(d, x, y *byte, chunks int){narrowMinBF16, narrowMaxBF16},
+		widenOp: [2]func(d, x *byte, chunks int){widenMinBF16, widenMaxBF16}}
+	kF16 = halfKernels{sum2: sum2F16, widen2: widen2F16, widenAdd: widenAddF16, narrowAdd: narrowAddF16, widen: widenF16, narrow: narrowF16,
+		op2: [2]func(d, x, y *byte, chunks int){min2F16, max2F16}, narrowOp: [2]func(d, x, y *byte, chunks int){narrowMinF16, narrowMaxF16},
+		widenOp: [2]func(d, x *byte, chunks int){widenMinF16, widenMaxF16}}
 )
 
 //go:noescape
@@ -156,3 +160,39 @@ func widenF16(a, x *byte, chunks int)
 
 //go:noescape
 func narrowF16(d, a *byte, chunks int)
+
+//go:noescape
+func min2BF16(d, x, y *byte, chunks int)
+
+//go:noescape
+func widenMinBF16(a, x *byte, chunks int)
+
+//go:noescape
+func narrowMinBF16(d, a, x *byte, chunks int)
+
+//go:noescape
+func max2BF16(d, x, y *byte, chunks int)
+
+//go:noescape
+func widenMaxBF16(a, x *byte, chunks int)
+
+//go:noescape
+func narrowMaxBF16(d, a, x *byte, chunks int)
+
+//go:noescape
+func min2F16(d, x, y *byte, chunks int)
+
+//go:noescape
+func widenMinF16(a, x *byte, chunks int)
+
+//go:noescape
+func narrowMinF16(d, a, x *byte, chunks int)
+
+//go:noescape
+func max2F16(d, x, y *byte, chunks int)
+
+//go:noescape
+func widenMaxF16(a, x *byte, chunks int)
+
+//go:noescape
+func narrowMaxF16(d, a, x *byte, chunks int)

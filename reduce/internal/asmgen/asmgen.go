@@ -141,7 +141,7 @@ func (g *gen) widen(h half, mem, reg string) {
 	g.p("VCVTPH2PS %s, %s", mem, reg)
 }
 
-// consts loads the bfloat16 rounding constants into Y10, Y11, Y13-Y15.
+// consts loads the bfloat16 rounding constants into Y10, Y11, Y13.
 func (g *gen) consts(h half) {
 	if !h.bf16 {
 		return
@@ -149,7 +149,7 @@ func (g *gen) consts(h half) {
 	for _, c := range []struct {
 		v   uint32
 		reg int
-	}{{0x7fff, 10}, {0x40, 11}, {1, 13}, {0x7fffffff, 14}, {0x7f800000, 15}} {
+	}{{0x7fff, 10}, {0x40, 11}, {1, 13}} {
 		g.p("MOVL $0x%x, AX", c.v)
 		g.p("VMOVD AX, X%d", c.reg)
 		g.p("VPBROADCASTD X%d, Y%d", c.reg, c.reg)
@@ -160,14 +160,13 @@ func (g *gen) consts(h half) {
 // as the scalar bf16FromBits: (b + 0x7fff + lsb) >> 16, and for NaN
 // (b>>16) | 0x40. Uses Y4-Y6.
 func (g *gen) round(r string) {
-	g.p("VPSRLD $16, %s, Y4", r) // b >> 16
-	g.p("VPAND Y13, Y4, Y5")     // its lowest bit
-	g.p("VPADDD Y10, %s, Y6", r) // b + 0x7fff
-	g.p("VPADDD Y5, Y6, Y6")     // + lsb
-	g.p("VPSRLD $16, Y6, Y6")    // rounded
-	g.p("VPAND Y14, %s, Y5", r)  // |b|
-	g.p("VPCMPGTD Y15, Y5, Y5")  // NaN: |b| > 0x7f800000
-	g.p("VPOR Y11, Y4, Y4")      // quiet NaN, payload kept
+	g.p("VPSRLD $16, %s, Y4", r)       // b >> 16
+	g.p("VPAND Y13, Y4, Y5")           // its lowest bit
+	g.p("VPADDD Y10, %s, Y6", r)       // b + 0x7fff
+	g.p("VPADDD Y5, Y6, Y6")           // + lsb
+	g.p("VPSRLD $16, Y6, Y6")          // rounded
+	g.p("VCMPPS $3, %s, %s, Y5", r, r) // NaN: unordered with itself
+	g.p("VPOR Y11, Y4, Y4")            // quiet NaN, payload kept
 	g.p("VPBLENDVB Y5, Y4, Y6, %s", r)
 }
 
@@ -296,6 +295,81 @@ func (g *gen) halfKernels(h half) {
 	})
 }
 
+// fop sets float32 register a = op(a, b) by the scalar rule (b if b is
+// smaller/larger or NaN, else a). Uses Y8, Y9.
+func (g *gen) fop(op, a, b string) {
+	ins := "VMINPS"
+	if op == "max" {
+		ins = "VMAXPS"
+	}
+	g.p("%s %s, %s, Y9", ins, a, b) // b<a (b>a) ? b : a
+	g.p("VCMPPS $3, %s, %s, Y8", b, b)
+	g.p("VBLENDVPS Y8, %s, Y9, %s", b, a)
+}
+
+// halfMinMax emits, for op min or max, 16 elements per chunk:
+//
+//	{op}2:      d = half(op(f32(x), f32(y)))
+//	widen{Op}:  a = op(a, f32(x))
+//	narrow{Op}: d = half(op(a, f32(x)))
+func (g *gen) halfMinMax(h half, op string) {
+	n, Op := h.name, map[string]string{"min": "Min", "max": "Max"}[op]
+	g.text(op+"2"+n, "d, x, y *byte, chunks int", 32)
+	g.p("MOVQ d+0(FP), DI")
+	g.p("MOVQ x+8(FP), SI")
+	g.p("MOVQ y+16(FP), DX")
+	g.p("MOVQ chunks+24(FP), CX")
+	g.consts(h)
+	g.loop(func() {
+		g.widen(h, "(SI)", "Y0")
+		g.widen(h, "16(SI)", "Y1")
+		g.widen(h, "(DX)", "Y2")
+		g.widen(h, "16(DX)", "Y3")
+		g.fop(op, "Y0", "Y2")
+		g.fop(op, "Y1", "Y3")
+		g.narrow(h)
+		g.p("ADDQ $32, SI")
+		g.p("ADDQ $32, DX")
+		g.p("ADDQ $32, DI")
+	})
+
+	g.text("widen"+Op+n, "a, x *byte, chunks int", 24)
+	g.p("MOVQ a+0(FP), DI")
+	g.p("MOVQ x+8(FP), SI")
+	g.p("MOVQ chunks+16(FP), CX")
+	g.loop(func() {
+		g.widen(h, "(SI)", "Y2")
+		g.widen(h, "16(SI)", "Y3")
+		g.p("VMOVUPS (DI), Y0")
+		g.p("VMOVUPS 32(DI), Y1")
+		g.fop(op, "Y0", "Y2")
+		g.fop(op, "Y1", "Y3")
+		g.p("VMOVUPS Y0, (DI)")
+		g.p("VMOVUPS Y1, 32(DI)")
+		g.p("ADDQ $32, SI")
+		g.p("ADDQ $64, DI")
+	})
+
+	g.text("narrow"+Op+n, "d, a, x *byte, chunks int", 32)
+	g.p("MOVQ d+0(FP), DI")
+	g.p("MOVQ a+8(FP), SI")
+	g.p("MOVQ x+16(FP), DX")
+	g.p("MOVQ chunks+24(FP), CX")
+	g.consts(h)
+	g.loop(func() {
+		g.widen(h, "(DX)", "Y2")
+		g.widen(h, "16(DX)", "Y3")
+		g.p("VMOVUPS (SI), Y0")
+		g.p("VMOVUPS 32(SI), Y1")
+		g.fop(op, "Y0", "Y2")
+		g.fop(op, "Y1", "Y3")
+		g.narrow(h)
+		g.p("ADDQ $64, SI")
+		g.p("ADDQ $32, DX")
+		g.p("ADDQ $32, DI")
+	})
+}
+
 // AMD64 returns the text of kernels_amd64.s.
 func AMD64() []byte {
 	var g gen
@@ -307,7 +381,10 @@ func AMD64() []byte {
 	}
 	g.div(natives[0])
 	g.div(natives[1])
-	g.halfKernels(half{"BF16", true})
-	g.halfKernels(half{"F16", false})
+	for _, h := range []half{{"BF16", true}, {"F16", false}} {
+		g.halfKernels(h)
+		g.halfMinMax(h, "min")
+		g.halfMinMax(h, "max")
+	}
 	return g.b.Bytes()
 }
