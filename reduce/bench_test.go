@@ -26,22 +26,30 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
-func BenchmarkInto(b *testing.B) {
-	for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16, coll.Int32, coll.Float64} {
-		b.Run(dt.String(), func(b *testing.B) {
-			dst, src := benchBuf(dt), benchBuf(dt)
-			b.SetBytes(3 * benchBytes)
-			for b.Loop() {
-				if err := Into(dst, src, dt, coll.Sum); err != nil {
-					b.Fatal(err)
+// BenchmarkReduce: Into (dst op= src) for every dtype and op, through the
+// vector kernels (impl=vec, what Into runs) and the pure-Go loops (impl=go).
+func BenchmarkReduce(b *testing.B) {
+	for _, dt := range coll.DTypes() {
+		for _, op := range []coll.ReduceOp{coll.Sum, coll.Min, coll.Max} {
+			for _, vec := range []bool{true, false} {
+				impl := "go"
+				if vec {
+					impl = "vec"
 				}
+				b.Run(fmt.Sprintf("%v/%v/impl=%s", dt, op, impl), func(b *testing.B) {
+					dst, src := benchBuf(dt), [][]byte{benchBuf(dt)}
+					b.SetBytes(3 * benchBytes)
+					for b.Loop() {
+						run(dst, src, dt, op, true, vec)
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
 func BenchmarkReduceN(b *testing.B) {
-	for _, dt := range []coll.DType{coll.Float32, coll.BFloat16} {
+	for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
 		for _, k := range []int{2, 4, 8} {
 			b.Run(fmt.Sprintf("%v/k=%d", dt, k), func(b *testing.B) {
 				dst := make([]byte, benchBytes)

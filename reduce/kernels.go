@@ -16,24 +16,31 @@ type number interface {
 	~int8 | ~uint8 | ~int32 | ~int64 | ~float32 | ~float64
 }
 
-func run(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, acc bool) {
+// run reduces with the vector kernels where vec and the CPU has them, else
+// with the pure-Go loops (the reference).
+func run(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, acc, vec bool) {
+	var vk *nativeKernels
+	var hk *halfKernels
+	if vec {
+		vk, hk = vecNative(dt), vecHalf(dt == coll.BFloat16)
+	}
 	switch dt {
 	case coll.Float32:
-		runNative[float32](dst, srcs, op, acc)
+		runNative[float32](dst, srcs, op, acc, vk)
 	case coll.Float64:
-		runNative[float64](dst, srcs, op, acc)
+		runNative[float64](dst, srcs, op, acc, vk)
 	case coll.Int32:
-		runNative[int32](dst, srcs, op, acc)
+		runNative[int32](dst, srcs, op, acc, vk)
 	case coll.Int64:
-		runNative[int64](dst, srcs, op, acc)
+		runNative[int64](dst, srcs, op, acc, vk)
 	case coll.Int8:
-		runNative[int8](dst, srcs, op, acc)
+		runNative[int8](dst, srcs, op, acc, vk)
 	case coll.Uint8:
-		runNative[uint8](dst, srcs, op, acc)
+		runNative[uint8](dst, srcs, op, acc, vk)
 	case coll.BFloat16:
-		runHalf(dst, srcs, op, acc, true)
+		runHalf(dst, srcs, op, acc, true, hk)
 	case coll.Float16:
-		runHalf(dst, srcs, op, acc, false)
+		runHalf(dst, srcs, op, acc, false, hk)
 	default:
 		panic("reduce: dtype not handled: " + dt.String()) // check() rejects these first
 	}
@@ -61,7 +68,9 @@ func viewBlock[T hostmem.Word](b []byte, scratch *[]T, elemSize int) (v []T, cop
 // dst may be the same memory as a source. Only srcs[0] of an overwriting
 // reduction can be read straight from dst (it is consumed first); any other
 // aliased source is copied per block before dst's block is written.
-func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool) {
+//
+// vk, when not nil, holds the vector kernels that replace fold.
+func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, vk *nativeKernels) {
 	var z T
 	size := sizeOf(z)
 	alias := make([]bool, len(srcs))
@@ -98,7 +107,11 @@ func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool) 
 				k++
 				rest = rest[1:]
 			}
-			fold(op, d, in[:k])
+			if vk != nil {
+				foldVec(vk, op, d, in[:k])
+			} else {
+				fold(op, d, in[:k])
+			}
 			haveD = true
 		}
 		if dCopied {
@@ -135,13 +148,13 @@ func sum2[T number](d, a, b []T) {
 	i := 0
 	for ; i+4 <= len(d); i += 4 {
 		dd, aa, bb := d[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4]
-		dd[0] = aa[0] + bb[0]
-		dd[1] = aa[1] + bb[1]
-		dd[2] = aa[2] + bb[2]
-		dd[3] = aa[3] + bb[3]
+		dd[0] = add(aa[0], bb[0])
+		dd[1] = add(aa[1], bb[1])
+		dd[2] = add(aa[2], bb[2])
+		dd[3] = add(aa[3], bb[3])
 	}
 	for ; i < len(d); i++ {
-		d[i] = a[i] + b[i]
+		d[i] = add(a[i], b[i])
 	}
 }
 
@@ -150,13 +163,13 @@ func sum3[T number](d, a, b, c []T) {
 	i := 0
 	for ; i+4 <= len(d); i += 4 {
 		dd, aa, bb, cc := d[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4], c[i:i+4:i+4]
-		dd[0] = aa[0] + bb[0] + cc[0]
-		dd[1] = aa[1] + bb[1] + cc[1]
-		dd[2] = aa[2] + bb[2] + cc[2]
-		dd[3] = aa[3] + bb[3] + cc[3]
+		dd[0] = add(add(aa[0], bb[0]), cc[0])
+		dd[1] = add(add(aa[1], bb[1]), cc[1])
+		dd[2] = add(add(aa[2], bb[2]), cc[2])
+		dd[3] = add(add(aa[3], bb[3]), cc[3])
 	}
 	for ; i < len(d); i++ {
-		d[i] = a[i] + b[i] + c[i]
+		d[i] = add(add(a[i], b[i]), c[i])
 	}
 }
 
@@ -165,14 +178,26 @@ func sum4[T number](d, a, b, c, e []T) {
 	i := 0
 	for ; i+4 <= len(d); i += 4 {
 		dd, aa, bb, cc, ee := d[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4], c[i:i+4:i+4], e[i:i+4:i+4]
-		dd[0] = aa[0] + bb[0] + cc[0] + ee[0]
-		dd[1] = aa[1] + bb[1] + cc[1] + ee[1]
-		dd[2] = aa[2] + bb[2] + cc[2] + ee[2]
-		dd[3] = aa[3] + bb[3] + cc[3] + ee[3]
+		dd[0] = add(add(add(aa[0], bb[0]), cc[0]), ee[0])
+		dd[1] = add(add(add(aa[1], bb[1]), cc[1]), ee[1])
+		dd[2] = add(add(add(aa[2], bb[2]), cc[2]), ee[2])
+		dd[3] = add(add(add(aa[3], bb[3]), cc[3]), ee[3])
 	}
 	for ; i < len(d); i++ {
-		d[i] = a[i] + b[i] + c[i] + e[i]
+		d[i] = add(add(add(a[i], b[i]), c[i]), e[i])
 	}
+}
+
+// add returns a + b, and a's NaN (quieted) when both are NaN: x86 returns
+// the first operand's NaN, and Go's compiler may order a scalar add's
+// operands either way, so where vector kernels exist (pinNaN) this pins the
+// payload to the source order they follow. Free for integers (a != a is
+// false) and where pinNaN is false.
+func add[T number](a, b T) T {
+	if pinNaN && a != a {
+		return a + a
+	}
+	return a + b
 }
 
 func sizeOf[T number](T) int {
@@ -198,17 +223,17 @@ func addInto[T number](d, s []T) {
 	for ; i+8 <= len(d); i += 8 {
 		dd := d[i : i+8 : i+8]
 		ss := s[i : i+8 : i+8]
-		dd[0] += ss[0]
-		dd[1] += ss[1]
-		dd[2] += ss[2]
-		dd[3] += ss[3]
-		dd[4] += ss[4]
-		dd[5] += ss[5]
-		dd[6] += ss[6]
-		dd[7] += ss[7]
+		dd[0] = add(dd[0], ss[0])
+		dd[1] = add(dd[1], ss[1])
+		dd[2] = add(dd[2], ss[2])
+		dd[3] = add(dd[3], ss[3])
+		dd[4] = add(dd[4], ss[4])
+		dd[5] = add(dd[5], ss[5])
+		dd[6] = add(dd[6], ss[6])
+		dd[7] = add(dd[7], ss[7])
 	}
 	for ; i < len(d); i++ {
-		d[i] += s[i]
+		d[i] = add(d[i], s[i])
 	}
 }
 
@@ -235,12 +260,11 @@ func maxInto[T number](d, s []T) {
 // accumulator and a converted source fit in L1 next to the raw blocks.
 const halfBlock = 2048
 
-func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool) {
+func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool, vk *halfKernels) {
 	var accum, tmp [halfBlock]float32
 	var scrD []uint16
 	scr := make([][]uint16, len(srcs)) // per source, only for misaligned ones
 	in := make([][]uint16, 0, len(srcs)+1)
-	sum := op == coll.Sum || op == coll.Avg
 	for off := 0; off < len(dst); off += 2 * halfBlock {
 		end := min(off+2*halfBlock, len(dst))
 		n := (end - off) / 2
@@ -256,26 +280,10 @@ func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool) {
 			v, _ := viewBlock(src[off:end], &scr[i], 2)
 			in = append(in, v)
 		}
-		switch {
-		case sum && bf16 && len(in) == 2:
-			bf16Sum2(d, in[0], in[1])
-		case sum && bf16 && len(in) > 2:
-			bf16Widen2(a, in[0], in[1])
-			for _, v := range in[2 : len(in)-1] {
-				widenAdd(a, v, true)
-			}
-			bf16NarrowAdd(d, a, in[len(in)-1])
-		default:
-			widen(a, in[0], bf16)
-			for _, v := range in[1:] {
-				if sum {
-					widenAdd(a, v, bf16)
-					continue
-				}
-				widen(t, v, bf16)
-				apply(op, a, t)
-			}
-			narrow(d, a, bf16)
+		if vk != nil {
+			halfVec(vk, op, d, in, a, t, bf16)
+		} else {
+			halfScalar(op, d, in, a, t, bf16)
 		}
 		if dCopied {
 			copy(dst[off:end], hostmem.AsBytes(d))
@@ -283,11 +291,38 @@ func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool) {
 	}
 }
 
+// halfScalar sets d = op(in...) through float32 scratch a and t (len(d)),
+// rounding once; any input may be d.
+func halfScalar(op coll.ReduceOp, d []uint16, in [][]uint16, a, t []float32, bf16 bool) {
+	sum := op == coll.Sum || op == coll.Avg
+	switch {
+	case sum && bf16 && len(in) == 2:
+		bf16Sum2(d, in[0], in[1])
+	case sum && bf16 && len(in) > 2:
+		bf16Widen2(a, in[0], in[1])
+		for _, v := range in[2 : len(in)-1] {
+			widenAdd(a, v, true)
+		}
+		bf16NarrowAdd(d, a, in[len(in)-1])
+	default:
+		widen(a, in[0], bf16)
+		for _, v := range in[1:] {
+			if sum {
+				widenAdd(a, v, bf16)
+				continue
+			}
+			widen(t, v, bf16)
+			apply(op, a, t)
+		}
+		narrow(d, a, bf16)
+	}
+}
+
 // bf16Sum2: d = bf16(f32(x) + f32(y)), one rounding, no intermediate block.
 func bf16Sum2(d, x, y []uint16) {
 	x, y = x[:len(d)], y[:len(d)]
 	for i := range d {
-		d[i] = F32ToBF16(BF16ToF32(x[i]) + BF16ToF32(y[i]))
+		d[i] = F32ToBF16(add(BF16ToF32(x[i]), BF16ToF32(y[i])))
 	}
 }
 
@@ -295,7 +330,7 @@ func bf16Sum2(d, x, y []uint16) {
 func bf16Widen2(a []float32, x, y []uint16) {
 	x, y = x[:len(a)], y[:len(a)]
 	for i := range a {
-		a[i] = BF16ToF32(x[i]) + BF16ToF32(y[i])
+		a[i] = add(BF16ToF32(x[i]), BF16ToF32(y[i]))
 	}
 }
 
@@ -303,7 +338,7 @@ func bf16Widen2(a []float32, x, y []uint16) {
 func bf16NarrowAdd(d []uint16, a []float32, x []uint16) {
 	a, x = a[:len(d)], x[:len(d)]
 	for i := range d {
-		d[i] = F32ToBF16(a[i] + BF16ToF32(x[i]))
+		d[i] = F32ToBF16(add(a[i], BF16ToF32(x[i])))
 	}
 }
 
@@ -331,22 +366,22 @@ func widenAdd(out []float32, in []uint16, bf16 bool) {
 		i := 0
 		for ; i+4 <= len(out); i += 4 {
 			oo, ii := out[i:i+4:i+4], in[i:i+4:i+4]
-			oo[0] += BF16ToF32(ii[0])
-			oo[1] += BF16ToF32(ii[1])
-			oo[2] += BF16ToF32(ii[2])
-			oo[3] += BF16ToF32(ii[3])
+			oo[0] = add(oo[0], BF16ToF32(ii[0]))
+			oo[1] = add(oo[1], BF16ToF32(ii[1]))
+			oo[2] = add(oo[2], BF16ToF32(ii[2]))
+			oo[3] = add(oo[3], BF16ToF32(ii[3]))
 		}
 		for ; i < len(out); i++ {
-			out[i] += BF16ToF32(in[i])
+			out[i] = add(out[i], BF16ToF32(in[i]))
 		}
 		return
 	}
 	for i, h := range in {
 		if e := h & 0x7c00; e != 0 && e != 0x7c00 { // normal: inline F16ToF32
-			out[i] += math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+			out[i] = add(out[i], math.Float32frombits(uint32(h&0x8000)<<16|(uint32(h&0x7fff)<<13+(127-15)<<23)))
 			continue
 		}
-		out[i] += F16ToF32(h)
+		out[i] = add(out[i], F16ToF32(h))
 	}
 }
 
@@ -369,12 +404,18 @@ func narrow(out []uint16, in []float32, bf16 bool) {
 	}
 }
 
-func finishAvg(dst []byte, dt coll.DType, n int) {
+// finishAvg divides dst by n, with the vector kernels where vec (as run).
+func finishAvg(dst []byte, dt coll.DType, n int, vec bool) {
+	var k, k32 *nativeKernels
+	var hk *halfKernels
+	if vec {
+		k, k32, hk = vecNative(dt), vecNative(coll.Float32), vecHalf(dt == coll.BFloat16)
+	}
 	switch dt {
 	case coll.Float32:
-		blocks(dst, func(v []float32) { divFloat(v, n) })
+		blocks(dst, func(v []float32) { divF(k, v, n) })
 	case coll.Float64:
-		blocks(dst, func(v []float64) { divFloat(v, n) })
+		blocks(dst, func(v []float64) { divF(k, v, n) })
 	case coll.Int32:
 		blocks(dst, func(v []int32) { divInt(v, n) })
 	case coll.Int64:
@@ -389,12 +430,29 @@ func finishAvg(dst []byte, dt coll.DType, n int) {
 		blocks(dst, func(v []uint16) {
 			for lo := 0; lo < len(v); lo += halfBlock {
 				h := v[lo:min(lo+halfBlock, len(v))]
-				widen(a[:len(h)], h, bf)
-				divFloat(a[:len(h)], n)
-				narrow(h, a[:len(h)], bf)
+				m := 0
+				if c := len(h) / halfChunk; hk != nil && c > 0 {
+					m = c * halfChunk
+					hk.widen(p0(a[:m]), p0(h), c)
+					divF(k32, a[:m], n)
+					hk.narrow(p0(h), p0(a[:m]), c)
+				}
+				h, t := h[m:], a[:len(h)-m]
+				widen(t, h, bf)
+				divFloat(t, n)
+				narrow(h, t, bf)
 			}
 		})
 	}
+}
+
+// divF divides v by n, through k's kernel when k is not nil.
+func divF[T ~float32 | ~float64](k *nativeKernels, v []T, n int) {
+	if k != nil {
+		divVec(k, v, n)
+		return
+	}
+	divFloat(v, n)
 }
 
 // blocks applies f to dst viewed as []T, block by block through a copy when

@@ -28,7 +28,7 @@ func IntoN(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp) error {
 		return err
 	}
 	if len(srcs) > 0 {
-		run(dst, srcs, dt, op, true)
+		run(dst, srcs, dt, op, true, true)
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func ReduceN(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp) error {
 	if err := check("ReduceN", dst, srcs, dt, op, 1); err != nil {
 		return err
 	}
-	run(dst, srcs, dt, op, false)
+	run(dst, srcs, dt, op, false, true)
 	return nil
 }
 
@@ -58,7 +58,7 @@ func Finish(dst []byte, dt coll.DType, op coll.ReduceOp, n int) error {
 	if n < 1 {
 		return fmt.Errorf("reduce.Finish: average over %d contributions (want n >= 1): %w", n, ErrLength)
 	}
-	finishAvg(dst, dt, n)
+	finishAvg(dst, dt, n, true)
 	return nil
 }
 

@@ -30,7 +30,8 @@
 //     path — each rank reads its peers' symmetric memory and reduces with
 //     package reduce. The data steps of a stage are cut into 2 MiB pieces
 //     (Go's memmove uses non-temporal stores from 1 MiB) and, when the host
-//     has more CPUs than local ranks, spread over a few worker goroutines.
+//     has more CPUs than local ranks, spread over up to 16 worker
+//     goroutines (the CPUs divided among the local ranks).
 //
 // Every rank of a group must live on this host: the backend refuses groups
 // that span hosts.

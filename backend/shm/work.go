@@ -15,7 +15,7 @@ import (
 // worker goroutines take in turn.
 const (
 	chunkBytes  = 2 << 20 // unit of work handed to a worker (>= 1 MiB: Go's memmove then uses non-temporal stores)
-	maxWorkers  = 4
+	maxWorkers  = 16      // one socket's memory bandwidth takes about 8-16 cores streaming at once
 	inlineBytes = 4 << 20 // below this a step runs on the calling goroutine
 )
 
@@ -38,8 +38,10 @@ type piece struct {
 
 // workersFor is the worker count for a process that shares this host with
 // localRanks ranks: the CPUs divided among the ranks (they all copy at once
-// during a collective), at least 1, at most maxWorkers. SYMMEM_SHM_WORKERS
-// overrides it.
+// during a collective), at least 1, at most maxWorkers. A step uses at most
+// one worker per 2 MiB piece, so smaller steps use fewer. The reductions run
+// at memory speed per core (reduce's vector kernels), so reaching a host's
+// bandwidth takes many cores, not few. SYMMEM_SHM_WORKERS overrides it.
 func workersFor(localRanks int) int {
 	if envWorkers > 0 {
 		return envWorkers
