@@ -287,13 +287,13 @@ def _free_if_open(w, addr):
             pass  # the world is closing; its pool goes with it
 
 
-_FORMATS = {"float32": "f", "float64": "d", "float16": "e", "bfloat16": "H", "int8": "b", "uint8": "B",
+_FORMATS = {"float32": "f", "float64": "d", "float16": "H", "bfloat16": "H", "int8": "b", "uint8": "B",
             "int32": "i", "int64": "q"}
 
 
 def empty_buffer(shape, dtype="float32", group=None):
     """A memoryview of pool memory (CPU backend) of this shape and dtype
-    ("float32", "float64", "float16", "bfloat16" shown as 16-bit integers,
+    ("float32", "float64", "float16" and "bfloat16" as raw 16-bit words: pass dtype= to collectives,
     "int8", "uint8", "int32", "int64"), registered with group (default the
     world): the standard-library counterpart of empty()."""
     g = _group(group)
