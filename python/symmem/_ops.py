@@ -4,6 +4,7 @@ The hot path is kept short: one handler per argument type (cached), one
 ctypes call, and a shared Path object for the result."""
 
 import ctypes
+import weakref
 
 from . import _core, _lib
 from ._lib import InvalidArgumentError, lib
@@ -58,6 +59,33 @@ def _buffer(x, writable):
         _release_buffer(ctypes.byref(v))
 
 
+# Buffer descriptions by object id, for objects that take weak references
+# (memoryview, numpy): asking the buffer protocol through ctypes costs ~2 us.
+_cache = {}
+
+
+def _cached_buffer(x, writable):
+    e = _cache.get(id(x))
+    if e is not None and e[0]() is x:
+        d = e[1]
+        if d[1] == x.nbytes and not (writable and e[2]):  # x.nbytes raises on a released memoryview
+            return d
+    d = _buffer(x, writable)
+    try:
+        k = id(x)
+        _cache[k] = (weakref.ref(x, lambda _, k=k: _cache.pop(k, None)), d, not writable and _readonly(x))
+    except TypeError:
+        _handlers[type(x)] = _buffer  # no weak references: describe it every time
+    return d
+
+
+def _readonly(x):
+    try:
+        return memoryview(x).readonly
+    except (TypeError, ValueError):
+        return True
+
+
 def _array(x, writable):
     a, n = x.buffer_info()
     dt = _FMT.get((x.typecode, x.itemsize), -1 if x.itemsize != 2 else 16)
@@ -94,7 +122,7 @@ def _handler(tp):
                                  torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
             h = _tensor
         else:
-            h = _buffer
+            h = _cached_buffer
         _handlers[tp] = h
     return h
 
@@ -161,6 +189,9 @@ def _place(g, dev, what):
                                    f"backend: init(backend=\"cuda\") or pass host memory")
 
 
+_PATHS = _core.PATHS
+
+
 def _fail(status):
     raise _lib.error(status)
 
@@ -180,8 +211,9 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
                      f"bytes = {ib * g.size}", idt, odt, dev, odev)
     if dev != -1 or g.cuda:
         _place(g, dev, "input")
-    r = lib.symmem_all_gather(g.handle, ia, oa, ib // es, idt, _stream_arg(stream, dev), _ALGO[algo] if algo in _ALGO else _algo(algo))
-    return _core.PATHS[r] if r >= 0 else _fail(r)
+    r = lib.symmem_all_gather(g.handle, ia, oa, ib // es, idt,
+                              None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo=None, stream=None):
@@ -198,8 +230,9 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
                      f"bytes = {ob * g.size}", idt, odt, dev, odev)
     if dev != -1 or g.cuda:
         _place(g, dev, "input")
-    r = lib.symmem_reduce_scatter(g.handle, ia, oa, ob // es, idt, _opcode(op), _stream_arg(stream, dev), _ALGO[algo] if algo in _ALGO else _algo(algo))
-    return _core.PATHS[r] if r >= 0 else _fail(r)
+    r = lib.symmem_reduce_scatter(g.handle, ia, oa, ob // es, idt, _OP[op] if op in _OP else _opcode(op),
+                                  None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None, stream=None):
@@ -217,8 +250,9 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
         _shape_error("all_reduce", f"output holds {ob} bytes and the tensor {ib}", idt, odt, dev, odev)
     if dev != -1 or g.cuda:
         _place(g, dev, "tensor")
-    r = lib.symmem_all_reduce(g.handle, ia, oa, ib // es, idt, _opcode(op), _stream_arg(stream, dev), _ALGO[algo] if algo in _ALGO else _algo(algo))
-    return _core.PATHS[r] if r >= 0 else _fail(r)
+    r = lib.symmem_all_reduce(g.handle, ia, oa, ib // es, idt, _OP[op] if op in _OP else _opcode(op),
+                              None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None):
@@ -229,11 +263,14 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
         dt = _dtype(dt, dtype, "tensor")
     if dev != -1 or g.cuda:
         _place(g, dev, "tensor")
-    r = lib.symmem_broadcast(g.handle, a, b // _SIZE[dt], dt, root, _stream_arg(stream, dev), _ALGO[algo] if algo in _ALGO else _algo(algo))
-    return _core.PATHS[r] if r >= 0 else _fail(r)
+    r = lib.symmem_broadcast(g.handle, a, b // _SIZE[dt], dt, root,
+                             None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def _algo(a):
+    if a in _ALGO:
+        return _ALGO[a]
     if not isinstance(a, str):
         raise InvalidArgumentError(f"symmem: algo {a!r} is not a name (auto, direct, nccl, nccl-window, ce, kernel)")
     return a.encode()  # the library names what it does not know
