@@ -38,6 +38,8 @@ step() { # name timeout_s cmd...
   echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"; ls -l .build/
 } >"$OUTDIR/env.log" 2>&1
 T=tests/gpu_torch.py
+# The standard-library suite with torch present (CPU tensors on the CPU backend).
+step cpu-suite 200 .build/symmem launch -n 2 python3 -m unittest -v python/tests/test_cpu.py
 step checks-n1 ${T_CHECKS:-400} .build/symmem launch -n 1 python3 python/$T checks
 SYMMEM_SHARE_DEVICE=1 step checks-n2 ${T_CHECKS:-500} .build/symmem launch -n 2 python3 python/$T checks
 SYMMEM_SHARE_DEVICE=1 step mismatch-n2 120 .build/symmem launch -n 2 python3 python/$T mismatch
@@ -48,8 +50,8 @@ SYMMEM_SHARE_DEVICE=1 step example-tp 200 .build/symmem launch -n 2 python3 exam
 SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 examples/python/fsdp_layer.py
 
 echo
-echo "step           rc   checks ok / FAIL / refused"
-for s in checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost example-tp example-fsdp; do
+echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"

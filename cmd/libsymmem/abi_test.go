@@ -198,9 +198,9 @@ func TestHeaderConstants(t *testing.T) {
 }
 
 // TestPython runs the Python package's standard-library tests on the CPU
-// backend under the launcher: the suite with 2 ranks in checked mode and
-// with 3 ranks unchecked, then the fault script (allocation mismatch, a
-// rank that dies).
+// backend: the standalone tests (init arguments, a world of one), then under
+// the launcher the suite with 2 ranks in checked mode and with 3 ranks
+// unchecked, and the fault script (allocation mismatch, a rank that dies).
 func TestPython(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the Python suite runs in the non-race pass: the library it loads is not race-instrumented")
@@ -215,6 +215,13 @@ func TestPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"SYMMEM_LIBRARY=" + filepath.Join(dir, "libsymmem.so"), "PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
+	t.Run("standalone", func(t *testing.T) {
+		cmd := exec.Command(py, filepath.Join(pkg, "tests", "test_standalone.py"))
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
 	suite := filepath.Join(pkg, "tests", "test_cpu.py")
 	runs := []struct {
 		name string

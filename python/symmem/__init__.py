@@ -20,7 +20,7 @@ from ._ops import (AVG, DTYPES, MAX, MIN, OPS, PROD, SUM, all_gather_into_tensor
 from ._torch import empty, mem_pool, set_graph_pool_id, use_symmetric_memory
 
 __all__ = [
-    "init", "world", "new_group", "World", "Group", "Scope", "Path", "doctor", "explain", "is_symmetric",
+    "init", "close", "world", "new_group", "World", "Group", "Scope", "Path", "doctor", "explain", "is_symmetric",
     "empty", "empty_buffer", "use_symmetric_memory", "mem_pool", "set_graph_pool_id",
     "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "broadcast",
     "SUM", "PROD", "MAX", "MIN", "AVG", "DTYPES", "OPS",

@@ -171,8 +171,9 @@ class World:
         return json.loads(_lib.text(lib.symmem_doctor, self.handle))
 
     def close(self):
-        """Closes the world (collective). Pool memory is released: drop every
-        tensor and buffer from the pool first."""
+        """Closes the world (collective). Pool memory is released with it:
+        drop every tensor and buffer from the pool first (PyTorch's MemPool
+        keeps freed blocks cached; they must not be used after close)."""
         global _world
         h, self.handle = self.handle, 0
         if _world is self:
