@@ -260,3 +260,49 @@ func TestPython(t *testing.T) {
 		})
 	}
 }
+
+// cProgram uses the header from C: it must compile on its own, link against
+// the library, and report errors through the status codes and the
+// per-thread message.
+const cProgram = `#include <stdio.h>
+#include <string.h>
+#include "symmem.h"
+
+int main(void) {
+  if (symmem_abi_version() != SYMMEM_ABI_VERSION) return 10;
+  if (symmem_world_rank((symmem_world_t)77) != SYMMEM_ERR_BAD_HANDLE) return 11;
+  if (strstr(symmem_last_error(), "77") == NULL) return 12;
+  symmem_world_t w = 0;
+  if (symmem_init_explicit(0, 1, 0, 1, "127.0.0.1", 1, "", "job", "cpu", 0, 0, &w) != SYMMEM_ERR_INVALID) return 13;
+  if (strstr(symmem_last_error(), "token is empty") == NULL) return 14;
+  if (symmem_torch_alloc(64, 0, NULL) != NULL) return 15;
+  if (strstr(symmem_last_error(), "no open symmem world") == NULL) return 16;
+  printf("ok: %s\n", symmem_last_error());
+  return 0;
+}
+`
+
+func TestHeaderFromC(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build a C program against include/symmem.h")
+	}
+	dir := library(t)
+	work := t.TempDir()
+	src := filepath.Join(work, "main.c")
+	if err := os.WriteFile(src, []byte(cProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inc, _ := filepath.Abs(filepath.Join("..", "..", "include"))
+	bin := filepath.Join(work, "main")
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", inc, src, "-L", dir, "-lsymmem", "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("compiling a C program against include/symmem.h: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the C program failed (%v):\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

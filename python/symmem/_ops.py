@@ -157,7 +157,7 @@ def _torch_dtype_code(d):
 # The raw CUDA stream of the current stream per device, without building a
 # torch.cuda.Stream object (torch.cuda.current_stream().cuda_stream costs ~9 us).
 _raw_stream = None
-_streams = {}
+_streams = weakref.WeakKeyDictionary()
 
 
 def _current_stream(dev):
@@ -170,14 +170,19 @@ def _current_stream(dev):
 
 
 def _stream_arg(stream, dev):
+    """The raw stream for a call: the current stream of the tensor's device,
+    or stream= (an int, or a torch.cuda.Stream whose handle is cached)."""
     if stream is None:
         return _current_stream(dev) if dev >= 0 else None
     if isinstance(stream, int):
         return stream
-    s = _streams.get(stream)
-    if s is None:
-        s = _streams[stream] = stream.cuda_stream
-    return s
+    try:
+        s = _streams.get(stream)
+        if s is None:
+            s = _streams[stream] = stream.cuda_stream
+        return s
+    except TypeError:  # no weak references to this object
+        return stream.cuda_stream
 
 
 def _place(g, dev, what):
