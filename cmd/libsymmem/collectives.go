@@ -110,7 +110,13 @@ func collective(gh C.uint64_t, k coll.Kind, in, out unsafe.Pointer, count C.size
 	c := int64(count) * es
 	red, _ := opArg(op)
 	ctx := context.Background()
-	opts := []symmem.CallOption{symmem.WithAlgo(a), symmem.WithStream(addr(stream))}
+	var opts []symmem.CallOption // none for the common call: auto, the backend's stream
+	if a != coll.AlgoAuto {
+		opts = append(opts, symmem.WithAlgo(a))
+	}
+	if stream != nil {
+		opts = append(opts, symmem.WithStream(addr(stream)))
+	}
 	inSpan := func(b int64) coll.Span { return coll.Span{Ptr: addr(in), Len: b} }
 	outSpan := func(b int64) coll.Span { return coll.Span{Ptr: addr(out), Len: b} }
 	var p coll.Path
