@@ -275,6 +275,7 @@ def _host_block(w, nbytes):
     """nbytes of pool host memory as a ctypes array that frees the block
     when the last view of it is gone."""
     addr = w.alloc(nbytes)
+    # A subclass, because plain ctypes arrays take no weak references.
     arr = type("_Mem", (ctypes.c_uint8 * nbytes,), {}).from_address(addr)
     weakref.finalize(arr, _free_if_open, w, addr)
     return arr
