@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem/launch"
+)
+
+// The library is built once per test binary, into a temporary folder.
+var built struct {
+	once     sync.Once
+	dir, err string
+}
+
+// library builds libsymmem.so (and cgo's header beside it) with the go
+// command that runs the tests.
+func library(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "libsymmem-test-")
+		if err != nil {
+			built.err = err.Error()
+			return
+		}
+		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goCmd); err != nil {
+			if goCmd, err = exec.LookPath("go"); err != nil {
+				built.err = "no go command: " + err.Error()
+				return
+			}
+		}
+		cmd := exec.Command(goCmd, "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libsymmem.so"), ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = "go build -buildmode=c-shared: " + err.Error() + "\n" + string(out)
+			return
+		}
+		built.dir = dir
+	})
+	if built.err != "" {
+		t.Fatal(built.err)
+	}
+	return built.dir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+var (
+	comments  = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
+	prototype = regexp.MustCompile(`(?m)^(?:extern\s+)?([A-Za-z_][\w\s\*]*?)\s*\b(symmem_\w+)\s*\(([^)]*)\)\s*;`)
+	typedefs  = strings.NewReplacer("symmem_world_t", "uint64_t", "symmem_group_t", "uint64_t", "symmem_scope_t", "uint64_t")
+	spaces    = regexp.MustCompile(`\s+`)
+)
+
+// prototypes parses the symmem_ function declarations of a C header into
+// name -> normalised signature: parameter names, const and the ABI's
+// typedefs dropped ("int(uint64_t,void*,size_t)").
+func prototypes(t *testing.T, path string) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := comments.ReplaceAllString(string(src), "")
+	out := map[string]string{}
+	for _, m := range prototype.FindAllStringSubmatch(text, -1) {
+		var params []string
+		for _, p := range strings.Split(m[3], ",") {
+			if p = normType(p); p != "" && p != "void" {
+				params = append(params, dropName(p))
+			}
+		}
+		out[m[2]] = normType(m[1]) + "(" + strings.Join(params, ",") + ")"
+	}
+	return out
+}
+
+func normType(s string) string {
+	s = typedefs.Replace(s)
+	s = strings.ReplaceAll(s, "const ", "")
+	s = strings.ReplaceAll(s, "*", " * ")
+	s = strings.TrimSpace(spaces.ReplaceAllString(s, " "))
+	return strings.ReplaceAll(s, " *", "*")
+}
+
+// dropName removes a trailing parameter name ("void* ptr" -> "void*").
+func dropName(p string) string {
+	i := strings.LastIndexAny(p, " *")
+	if i < 0 {
+		return p
+	}
+	typ := strings.TrimSpace(p[:i+1])
+	if typ == "" {
+		return p
+	}
+	return typ
+}
+
+func TestHeaderMatchesLibrary(t *testing.T) {
+	dir := library(t)
+	want := prototypes(t, filepath.Join("..", "..", "include", "symmem.h"))
+	if len(want) < 25 {
+		t.Fatalf("parsed only %d prototypes from include/symmem.h: %v", len(want), want)
+	}
+	// Every exported Go function has the header's signature.
+	goSide := prototypes(t, filepath.Join(dir, "libsymmem.h"))
+	if len(goSide) == 0 {
+		t.Fatal("parsed no prototypes from cgo's libsymmem.h")
+	}
+	for name, sig := range goSide {
+		if want[name] != sig {
+			t.Errorf("%s: include/symmem.h declares %q, the Go export is %q", name, want[name], sig)
+		}
+	}
+	// The library's symmem_ symbols are exactly the header's functions.
+	f, err := elf.Open(filepath.Join(dir, "libsymmem.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, s := range syms {
+		if strings.HasPrefix(s.Name, "symmem_") && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			have[s.Name] = true
+		}
+	}
+	for name := range want {
+		if !have[name] {
+			t.Errorf("include/symmem.h declares %s, the library does not export it", name)
+		}
+	}
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			t.Errorf("the library exports %s, include/symmem.h does not declare it", name)
+		}
+	}
+	// Functions written in C (abi.c) are checked by its compiler: it
+	// includes the header.
+	if _, ok := goSide["symmem_last_error"]; ok || !have["symmem_last_error"] {
+		t.Errorf("symmem_last_error should come from abi.c (exported: %v)", have["symmem_last_error"])
+	}
+}
+
+func TestHeaderConstants(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "include", "symmem.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]int{}
+	for _, m := range regexp.MustCompile(`(SYMMEM_\w+)\s*(?:=|\s)\s*(-?\d+)\b`).FindAllStringSubmatch(string(src), -1) {
+		n, _ := strconv.Atoi(m[2])
+		vals[m[1]] = n
+	}
+	want := map[string]int{
+		"SYMMEM_ABI_VERSION": abiVersion, "SYMMEM_INIT_CHECKED": initChecked, "SYMMEM_PATH_STAGED": pathStaged,
+		"SYMMEM_OK": statusOK, "SYMMEM_ERR_INVALID": statusInvalid, "SYMMEM_ERR_NOT_SUPPORTED": statusNotSupported,
+		"SYMMEM_ERR_NOT_MEMBER": statusNotMember, "SYMMEM_ERR_MISMATCH": statusMismatch, "SYMMEM_ERR_CLOSED": statusClosed,
+		"SYMMEM_ERR_TIMEOUT": statusTimeout, "SYMMEM_ERR_PEER": statusPeer, "SYMMEM_ERR_BAD_HANDLE": statusBadHandle,
+		"SYMMEM_ERR_INTERNAL": statusInternal,
+		// NCCL's values (ncclDataType_t, ncclRedOp_t).
+		"SYMMEM_INT8": 0, "SYMMEM_UINT8": 1, "SYMMEM_INT32": 2, "SYMMEM_INT64": 4, "SYMMEM_FLOAT16": 6,
+		"SYMMEM_FLOAT32": 7, "SYMMEM_FLOAT64": 8, "SYMMEM_BFLOAT16": 9,
+		"SYMMEM_SUM": 0, "SYMMEM_PROD": 1, "SYMMEM_MAX": 2, "SYMMEM_MIN": 3, "SYMMEM_AVG": 4,
+	}
+	for name, v := range want {
+		if got, ok := vals[name]; !ok || got != v {
+			t.Errorf("include/symmem.h: %s = %d (found %v), the library uses %d", name, got, ok, v)
+		}
+	}
+	for name, path := range map[string]int{"SYMMEM_PATH_DIRECT": 0, "SYMMEM_PATH_NCCL": 1, "SYMMEM_PATH_NCCL_WINDOW": 2,
+		"SYMMEM_PATH_CE": 3, "SYMMEM_PATH_KERNEL": 4} {
+		if vals[name] != path {
+			t.Errorf("include/symmem.h: %s = %d, want %d", name, vals[name], path)
+		}
+	}
+}
+
+// TestPython runs the Python package's standard-library tests on the CPU
+// backend: the standalone tests (init arguments, a world of one), then under
+// the launcher the suite with 2 ranks in checked mode and with 3 ranks
+// unchecked, and the fault script (allocation mismatch, a rank that dies).
+func TestPython(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the Python suite runs in the non-race pass: the library it loads is not race-instrumented")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the Python package's tests need it")
+	}
+	dir := library(t)
+	pkg, err := filepath.Abs(filepath.Join("..", "..", "python"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read the Python sources here: go test caches a result by the files
+	// the test itself opens, and python3 opens these.
+	err = filepath.WalkDir(pkg, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".py") {
+			_, err = os.ReadFile(p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SYMMEM_LIBRARY=" + filepath.Join(dir, "libsymmem.so"), "PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
+	t.Run("standalone", func(t *testing.T) {
+		cmd := exec.Command(py, filepath.Join(pkg, "tests", "test_standalone.py"))
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+	suite := filepath.Join(pkg, "tests", "test_cpu.py")
+	runs := []struct {
+		name string
+		n    int
+		env  []string
+		args []string
+		want []string // lines every surviving rank prints
+	}{
+		{"suite/n=2/checked", 2, []string{"SYMMEM_TEST_CHECKED=1"}, []string{suite}, nil},
+		{"suite/n=3", 3, nil, []string{suite}, nil},
+		{"faults/n=3", 3, nil, []string{filepath.Join(pkg, "tests", "faults.py")},
+			[]string{"alloc mismatch raised MismatchError", "dead peer raised PeerError"}},
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			code, err := launch.Run(ctx, launch.Config{N: r.n, Prog: py, Args: r.args, Env: append(append([]string{}, env...), r.env...),
+				Stdout: &out, Stderr: &out, Timeout: 2 * time.Minute})
+			if err != nil || code != 0 {
+				t.Fatalf("exit %d, err %v; output:\n%s", code, err, out.String())
+			}
+			text := out.String()
+			if r.want == nil && strings.Count(text, "] OK") < r.n {
+				t.Fatalf("not every rank reported OK:\n%s", text)
+			}
+			for _, w := range r.want {
+				if c := strings.Count(text, w); c < r.n-1 {
+					t.Errorf("%q printed by %d ranks, want %d:\n%s", w, c, r.n-1, text)
+				}
+			}
+			lines := strings.Split(strings.TrimSpace(text), "\n")
+			sort.Strings(lines)
+			t.Logf("%d ranks; last lines:\n%s", r.n, strings.Join(lines[max(0, len(lines)-6):], "\n"))
+		})
+	}
+}
+
+// cProgram uses the header from C: it must compile on its own, link against
+// the library, and report errors through the status codes and the
+// per-thread message.
+const cProgram = `#include <stdio.h>
+#include <string.h>
+#include "symmem.h"
+
+int main(void) {
+  if (symmem_abi_version() != SYMMEM_ABI_VERSION) return 10;
+  if (symmem_world_rank((symmem_world_t)77) != SYMMEM_ERR_BAD_HANDLE) return 11;
+  if (strstr(symmem_last_error(), "77") == NULL) return 12;
+  symmem_world_t w = 0;
+  if (symmem_init_explicit(0, 1, 0, 1, "127.0.0.1", 1, "", "job", "cpu", 0, 0, &w) != SYMMEM_ERR_INVALID) return 13;
+  if (strstr(symmem_last_error(), "token is empty") == NULL) return 14;
+  if (symmem_torch_alloc(64, 0, NULL) != NULL) return 15;
+  if (strstr(symmem_last_error(), "no open symmem world") == NULL) return 16;
+  printf("ok: %s\n", symmem_last_error());
+  return 0;
+}
+`
+
+func TestHeaderFromC(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build a C program against include/symmem.h")
+	}
+	dir := library(t)
+	work := t.TempDir()
+	src := filepath.Join(work, "main.c")
+	if err := os.WriteFile(src, []byte(cProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inc, _ := filepath.Abs(filepath.Join("..", "..", "include"))
+	bin := filepath.Join(work, "main")
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", inc, src, "-L", dir, "-lsymmem", "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("compiling a C program against include/symmem.h: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the C program failed (%v):\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

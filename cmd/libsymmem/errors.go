@@ -1,0 +1,73 @@
+package main
+
+// #include "abi.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"unsafe"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/backend"
+	"github.com/symmem/symmem/backend/shm"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// Status codes of include/symmem.h.
+const (
+	statusOK           = 0
+	statusInvalid      = -1
+	statusNotSupported = -2
+	statusNotMember    = -3
+	statusMismatch     = -4
+	statusClosed       = -5
+	statusTimeout      = -6
+	statusPeer         = -7
+	statusBadHandle    = -8
+	statusInternal     = -9
+)
+
+var errBadHandle = errors.New("symmem: bad handle")
+
+// classes maps error kinds to status codes, first match wins: a dead peer
+// is the root cause of whatever timed out or disagreed after it.
+var classes = []struct {
+	status int
+	errs   []error
+}{
+	{statusBadHandle, []error{errBadHandle}},
+	{statusPeer, []error{shm.ErrPeerExited, shm.ErrBroken, rendezvous.ErrUnreachable}},
+	{statusMismatch, []error{symmem.ErrMismatch, pool.ErrMismatch}},
+	{statusNotMember, []error{symmem.ErrNotMember}},
+	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed, pool.ErrClosed, pool.ErrGroupClosed}},
+	{statusNotSupported, []error{symmem.ErrNotSupported, backend.ErrRefused}},
+	{statusTimeout, []error{context.DeadlineExceeded, rendezvous.ErrTimeout}},
+	{statusInvalid, []error{symmem.ErrInvalid, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
+		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder, pool.ErrCapExceeded}},
+}
+
+// code classifies err.
+func code(err error) int {
+	for _, c := range classes {
+		for _, e := range c.errs {
+			if errors.Is(err, e) {
+				return c.status
+			}
+		}
+	}
+	return statusInternal
+}
+
+// fail records err as this thread's last error and returns its status.
+func fail(err error) C.int {
+	setError(err.Error())
+	return C.int(code(err))
+}
+
+// setError stores msg in the calling thread's last-error buffer. An exported
+// function runs on its C caller's thread, and so does this call.
+func setError(msg string) {
+	C.symmemSetError((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.size_t(len(msg)))
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/coll"
+)
+
+// world is a live symmem.World and the handles created from it.
+type world struct {
+	w     *symmem.World
+	id    uint64
+	group uint64 // the world group's handle
+
+	mu    sync.Mutex
+	owned []uint64 // group and scope handles to drop with the world
+}
+
+// group is a symmem.Group and the path its last collective took.
+type group struct {
+	w *world
+	g *symmem.Group
+
+	mu   sync.Mutex
+	last coll.Path
+}
+
+type scope struct {
+	g *group
+	s *symmem.Scope
+}
+
+// table maps handles to objects. Handles start at 1 and are never reused,
+// so a stale handle fails instead of reaching another object.
+type table struct {
+	mu   sync.RWMutex
+	next uint64
+	m    map[uint64]any
+}
+
+var (
+	handles = table{m: map[uint64]any{}}
+	// current is the world the PyTorch allocator hooks use: the most
+	// recently initialised one still open.
+	current atomic.Pointer[world]
+)
+
+func (t *table) add(v any) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.m[t.next] = v
+	return t.next
+}
+
+func (t *table) remove(h uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, h)
+}
+
+// lookup returns the object of handle h if it is a T.
+func lookup[T any](h uint64, what string) (T, error) {
+	handles.mu.RLock()
+	v, ok := handles.m[h]
+	handles.mu.RUnlock()
+	t, isT := v.(T)
+	if !ok || !isT {
+		var zero T
+		if !ok {
+			return zero, fmt.Errorf("%s handle %d is not open (closed, or never returned by symmem): %w", what, h, errBadHandle)
+		}
+		return zero, fmt.Errorf("handle %d is not a %s handle: %w", h, what, errBadHandle)
+	}
+	return t, nil
+}
+
+// own records a group or scope handle so closing the world drops it.
+func (w *world) own(h uint64) {
+	w.mu.Lock()
+	w.owned = append(w.owned, h)
+	w.mu.Unlock()
+}
+
+// drop removes the world's handles and the world's own.
+func (w *world) drop() {
+	w.mu.Lock()
+	owned := w.owned
+	w.owned = nil
+	w.mu.Unlock()
+	for _, h := range owned {
+		handles.remove(h)
+	}
+	handles.remove(w.id)
+	current.CompareAndSwap(w, nil)
+}
+
+func (g *group) setLast(p coll.Path) {
+	g.mu.Lock()
+	g.last = p
+	g.mu.Unlock()
+}

@@ -1,0 +1,134 @@
+package main
+
+// #include "abi.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
+)
+
+//export symmem_scope_open
+func symmem_scope_open(gh C.uint64_t, out *C.uint64_t) C.int {
+	g, err := lookup[*group](uint64(gh), "group")
+	if err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		return fail(fmt.Errorf("symmem_scope_open: scope is NULL: %w", symmem.ErrInvalid))
+	}
+	s, err := g.g.OpenScope()
+	if err != nil {
+		return fail(err)
+	}
+	h := handles.add(&scope{g: g, s: s})
+	g.w.own(h)
+	*out = C.uint64_t(h)
+	return statusOK
+}
+
+//export symmem_scope_end
+func symmem_scope_end(sh C.uint64_t) C.int {
+	s, err := lookup[*scope](uint64(sh), "scope")
+	if err != nil {
+		return fail(err)
+	}
+	err = s.s.End(context.Background())
+	// The scope stays open only when inner scopes must end first.
+	if err == nil || !isScopeOrder(err) {
+		handles.remove(uint64(sh))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return statusOK
+}
+
+//export symmem_alloc
+func symmem_alloc(wh C.uint64_t, bytes C.size_t, out *unsafe.Pointer) C.int {
+	w, err := lookup[*world](uint64(wh), "world")
+	if err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		return fail(fmt.Errorf("symmem_alloc: ptr is NULL (pass the address of a void*): %w", symmem.ErrInvalid))
+	}
+	b, err := w.w.Alloc(int64(bytes))
+	if err != nil {
+		return fail(err)
+	}
+	*out = C.symmemPtr(C.uintptr_t(b.Ptr))
+	return statusOK
+}
+
+//export symmem_free
+func symmem_free(wh C.uint64_t, ptr, stream unsafe.Pointer) C.int {
+	w, err := lookup[*world](uint64(wh), "world")
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.w.FreeOn(symmem.Buffer{Span: coll.Span{Ptr: addr(ptr)}}, addr(stream)); err != nil {
+		return fail(err)
+	}
+	return statusOK
+}
+
+//export symmem_is_symmetric
+func symmem_is_symmetric(gh C.uint64_t, ptr unsafe.Pointer, bytes C.size_t) C.int {
+	g, err := lookup[*group](uint64(gh), "group")
+	if err != nil {
+		return fail(err)
+	}
+	if g.g.IsSymmetric(coll.Span{Ptr: addr(ptr), Len: int64(bytes)}) {
+		return 1
+	}
+	return 0
+}
+
+// symmem_torch_alloc is PyTorch's CUDAPluggableAllocator alloc hook. It only
+// takes a block from the pool (local, no collective: ranks reach it at
+// different moments); the scope that is open around it registers new
+// segments when it ends. NULL tells PyTorch the allocation failed.
+//
+//export symmem_torch_alloc
+func symmem_torch_alloc(size C.size_t, device C.int, stream unsafe.Pointer) unsafe.Pointer {
+	w := current.Load()
+	if w == nil {
+		setError("symmem_torch_alloc: no open symmem world: initialise one (symmem_init, or symmem.init() in Python) before allocating from symmem's MemPool")
+		return nil
+	}
+	if b := w.w.Backend(); b != "cuda" {
+		setError(fmt.Sprintf("symmem_torch_alloc: the world runs the %s backend, whose memory is not device memory: init with backend \"cuda\" for PyTorch CUDA tensors", b))
+		return nil
+	}
+	b, err := w.w.Alloc(int64(size))
+	if err != nil {
+		setError(fmt.Sprintf("symmem_torch_alloc(%d bytes, device %d): %v", size, device, err))
+		return nil
+	}
+	return C.symmemPtr(C.uintptr_t(b.Ptr))
+}
+
+// symmem_torch_free is the matching free hook: the block returns to the
+// pool once the work on stream is done.
+//
+//export symmem_torch_free
+func symmem_torch_free(ptr unsafe.Pointer, size C.size_t, device C.int, stream unsafe.Pointer) {
+	w := current.Load()
+	if w == nil {
+		return // the world closed and released the pool with every block in it
+	}
+	if err := w.w.FreeOn(symmem.Buffer{Span: coll.Span{Ptr: addr(ptr), Len: int64(size)}}, addr(stream)); err != nil {
+		setError(fmt.Sprintf("symmem_torch_free(%#x, %d bytes, device %d): %v", addr(ptr), size, device, err))
+	}
+}
+
+func isScopeOrder(err error) bool { return errors.Is(err, pool.ErrScopeOrder) }
+
+func addr(p unsafe.Pointer) uint64 { return uint64(uintptr(p)) }

@@ -1,0 +1,108 @@
+package main
+
+// #include <stdint.h>
+import "C"
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/coll"
+)
+
+// pathJSON is a coll.Path as the reports show it.
+type pathJSON struct {
+	Algo   string `json:"algo"`
+	Staged bool   `json:"staged"`
+	Reason string `json:"reason"`
+}
+
+func toPathJSON(p coll.Path) pathJSON {
+	return pathJSON{Algo: string(p.Algo), Staged: p.Staged, Reason: p.Reason}
+}
+
+// putJSON encodes v into buf like put.
+func putJSON(buf *C.char, capacity C.size_t, v any) C.int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fail(fmt.Errorf("symmem: encoding a report: %w", err))
+	}
+	return put(buf, capacity, string(b))
+}
+
+//export symmem_group_last_path
+func symmem_group_last_path(gh C.uint64_t, buf *C.char, capacity C.size_t) C.int {
+	g, err := lookup[*group](uint64(gh), "group")
+	if err != nil {
+		return fail(err)
+	}
+	g.mu.Lock()
+	p := g.last
+	g.mu.Unlock()
+	return putJSON(buf, capacity, toPathJSON(p))
+}
+
+//export symmem_explain
+func symmem_explain(gh C.uint64_t, kind C.int, bytes C.size_t, symmetric C.int, buf *C.char, capacity C.size_t) C.int {
+	g, err := lookup[*group](uint64(gh), "group")
+	if err != nil {
+		return fail(err)
+	}
+	k := coll.Kind(kind)
+	if k < coll.AllGather || k > coll.Broadcast {
+		return fail(fmt.Errorf("symmem_explain: kind %d is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3): %w", int(kind), symmem.ErrInvalid))
+	}
+	if !g.g.IsMember() {
+		return fail(fmt.Errorf("symmem_explain on group %q: %w", g.g.Name(), symmem.ErrNotMember))
+	}
+	return putJSON(buf, capacity, toPathJSON(g.g.Explain(k, int64(bytes), symmetric != 0)))
+}
+
+// doctorJSON is symmem.Report with names instead of enum values.
+type doctorJSON struct {
+	Backend    string      `json:"backend"`
+	Rank       int         `json:"rank"`
+	Size       int         `json:"size"`
+	LocalRank  int         `json:"local_rank"`
+	LocalSize  int         `json:"local_size"`
+	JobID      string      `json:"job_id"`
+	TimeoutSec float64     `json:"timeout_s"`
+	Checked    bool        `json:"checked"`
+	Staging    int64       `json:"staging_bytes"`
+	Groups     []groupJSON `json:"groups"`
+	Pool       any         `json:"pool"`
+	Paths      []opJSON    `json:"paths"`
+}
+
+type groupJSON struct {
+	Name   string `json:"name"`
+	Ranks  []int  `json:"ranks"`
+	Member bool   `json:"member"`
+	Rank   int    `json:"rank"`
+}
+
+type opJSON struct {
+	Op        string   `json:"op"`
+	Bytes     int64    `json:"bytes"`
+	Symmetric bool     `json:"symmetric"`
+	Path      pathJSON `json:"path"`
+}
+
+//export symmem_doctor
+func symmem_doctor(wh C.uint64_t, buf *C.char, capacity C.size_t) C.int {
+	w, err := lookup[*world](uint64(wh), "world")
+	if err != nil {
+		return fail(err)
+	}
+	r := w.w.Doctor()
+	d := doctorJSON{Backend: r.Backend, Rank: r.Rank, Size: r.Size, LocalRank: r.LocalRank, LocalSize: r.LocalSize,
+		JobID: r.JobID, TimeoutSec: r.Timeout.Seconds(), Checked: r.Checked, Staging: r.Staging, Pool: r.Pool}
+	for _, g := range r.Groups {
+		d.Groups = append(d.Groups, groupJSON{Name: g.Name, Ranks: g.Ranks, Member: g.Member, Rank: g.Rank})
+	}
+	for _, p := range r.Paths {
+		d.Paths = append(d.Paths, opJSON{Op: p.Kind.String(), Bytes: p.Bytes, Symmetric: p.Symmetric, Path: toPathJSON(p.Path)})
+	}
+	return putJSON(buf, capacity, d)
+}

@@ -1,0 +1,167 @@
+/*
+ * symmem.h: the C ABI of libsymmem.so, symmetric-memory collectives.
+ *
+ * Build the library with
+ *     go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
+ * (the .h file go writes next to it is cgo's own; this header is the stable one).
+ *
+ * Conventions
+ *  - Every function returning int returns SYMMEM_OK (0) or a value >= 0 on
+ *    success and a negative symmem_status on failure; symmem_last_error() then
+ *    holds the message (per thread, valid until the next failing call on the
+ *    thread).
+ *  - Worlds, groups and scopes are opaque 64-bit handles (0 is never valid).
+ *  - Buffers are addresses: host memory on the CPU backend, device memory on
+ *    the CUDA backend. Streams are CUstream / cudaStream_t passed as void*
+ *    (NULL: the backend's own stream; the CPU backend ignores them).
+ *  - dtype and reduction values are NCCL's (ncclDataType_t, ncclRedOp_t).
+ *  - Collective calls return a path code (>= 0, see SYMMEM_PATH_*) saying how
+ *    the call ran; symmem_group_last_path gives the reason as JSON.
+ *  - Collective, group and scope calls are collective over the group (or the
+ *    world for group creation and close): every rank makes the same calls in
+ *    the same order. Mismatches and dead peers fail with an error, bounded by
+ *    the init timeout.
+ */
+#ifndef SYMMEM_H
+#define SYMMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SYMMEM_ABI_VERSION 1
+
+typedef uint64_t symmem_world_t;
+typedef uint64_t symmem_group_t;
+typedef uint64_t symmem_scope_t;
+
+/* Status codes (negative: failure). */
+typedef enum {
+  SYMMEM_OK = 0,
+  SYMMEM_ERR_INVALID = -1,       /* bad argument; nothing changed */
+  SYMMEM_ERR_NOT_SUPPORTED = -2, /* dtype, op, algorithm or backend not available */
+  SYMMEM_ERR_NOT_MEMBER = -3,    /* this rank is not in the group */
+  SYMMEM_ERR_MISMATCH = -4,      /* ranks passed different arguments */
+  SYMMEM_ERR_CLOSED = -5,        /* world or group closed */
+  SYMMEM_ERR_TIMEOUT = -6,       /* a wait ran past the timeout */
+  SYMMEM_ERR_PEER = -7,          /* a peer rank exited or failed */
+  SYMMEM_ERR_BAD_HANDLE = -8,    /* unknown or wrong kind of handle */
+  SYMMEM_ERR_INTERNAL = -9       /* anything else; see the message */
+} symmem_status;
+
+/* Data types: ncclDataType_t values. */
+typedef enum {
+  SYMMEM_INT8 = 0,
+  SYMMEM_UINT8 = 1,
+  SYMMEM_INT32 = 2,
+  SYMMEM_UINT32 = 3, /* not supported */
+  SYMMEM_INT64 = 4,
+  SYMMEM_UINT64 = 5, /* not supported */
+  SYMMEM_FLOAT16 = 6,
+  SYMMEM_FLOAT32 = 7,
+  SYMMEM_FLOAT64 = 8,
+  SYMMEM_BFLOAT16 = 9
+} symmem_dtype;
+
+/* Reductions: ncclRedOp_t values. */
+typedef enum {
+  SYMMEM_SUM = 0,
+  SYMMEM_PROD = 1, /* not supported */
+  SYMMEM_MAX = 2,
+  SYMMEM_MIN = 3,
+  SYMMEM_AVG = 4
+} symmem_redop;
+
+/* Collective kinds (symmem_explain). */
+typedef enum {
+  SYMMEM_ALL_GATHER = 0,
+  SYMMEM_REDUCE_SCATTER = 1,
+  SYMMEM_ALL_REDUCE = 2,
+  SYMMEM_BROADCAST = 3
+} symmem_kind;
+
+/* Path codes returned by collectives: an algorithm, plus SYMMEM_PATH_STAGED
+ * when ordinary memory was staged through the pool. */
+#define SYMMEM_PATH_DIRECT 0      /* CPU: peers read each other's memory */
+#define SYMMEM_PATH_NCCL 1        /* plain NCCL */
+#define SYMMEM_PATH_NCCL_WINDOW 2 /* NCCL on registered windows */
+#define SYMMEM_PATH_CE 3          /* copy engines */
+#define SYMMEM_PATH_KERNEL 4      /* symmem's own kernel */
+#define SYMMEM_PATH_STAGED 8      /* flag */
+
+/* symmem_init flags. */
+#define SYMMEM_INIT_CHECKED 1 /* every collective verifies its arguments across ranks */
+
+/* Errors and version. */
+const char* symmem_last_error(void);
+int symmem_abi_version(void);
+
+/* Worlds. backend: "auto", "cpu", "cuda" or NULL (auto). timeout_ms: bound on
+ * every wait, 0 for the default (60 s). symmem_init reads the job environment
+ * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ * SYMMEM_TOKEN, SYMMEM_JOB_ID: `symmem launch`). */
+int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
+int symmem_init_explicit(int rank, int world_size, int local_rank, int local_world_size,
+                         const char* master_addr, int master_port, const char* token, const char* job_id,
+                         const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
+int symmem_world_close(symmem_world_t world);
+int symmem_world_rank(symmem_world_t world);
+int symmem_world_size(symmem_world_t world);
+/* Writes the backend name ("cpu" or "cuda"); returns its length (like snprintf). */
+int symmem_world_backend(symmem_world_t world, char* buf, size_t cap);
+/* Waits for calls made without a stream (GPU backend). */
+int symmem_synchronize(symmem_world_t world);
+
+/* Groups. symmem_group_new and symmem_group_close are collective over the world. */
+int symmem_world_group(symmem_world_t world, symmem_group_t* group);
+int symmem_group_new(symmem_world_t world, const char* name, const int* ranks, int nranks, symmem_group_t* group);
+int symmem_group_close(symmem_group_t group);
+int symmem_group_rank(symmem_group_t group); /* -1 on a non-member */
+int symmem_group_size(symmem_group_t group);
+
+/* Scopes: memory allocated while a scope of the group is open is registered
+ * with the group when the scope ends (collective over the group). */
+int symmem_scope_open(symmem_group_t group, symmem_scope_t* scope);
+int symmem_scope_end(symmem_scope_t scope);
+
+/* Memory. Allocation is local (same sizes in the same order on every rank);
+ * registration happens at a scope's end. stream: the last stream the buffer
+ * was used on (NULL: the backend's). */
+int symmem_alloc(symmem_world_t world, size_t bytes, void** ptr);
+int symmem_free(symmem_world_t world, void* ptr, void* stream);
+/* 1 when [ptr, ptr+bytes) is one live pool block registered with the group, else 0. */
+int symmem_is_symmetric(symmem_group_t group, const void* ptr, size_t bytes);
+
+/* PyTorch CUDAPluggableAllocator hooks, on the most recently initialised
+ * world (CUDA backend). No collective work: register with a scope. */
+void* symmem_torch_alloc(size_t size, int device, void* stream);
+void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
+
+/* Collectives, NCCL-like. count: elements per rank for all-gather (in holds
+ * count, out holds count*size), output elements for reduce-scatter (in holds
+ * count*size), elements for all-reduce and broadcast. In place: pass this
+ * rank's slice (all-gather) / chunk (reduce-scatter) or the same buffer.
+ * Broadcast is in place; root is a group rank. algo: NULL or "auto", or
+ * "direct", "nccl", "nccl-window", "ce", "kernel". */
+int symmem_all_gather(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
+                      void* stream, const char* algo);
+int symmem_reduce_scatter(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,
+                          void* stream, const char* algo);
+int symmem_all_reduce(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,
+                      void* stream, const char* algo);
+int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, int root,
+                     void* stream, const char* algo);
+
+/* Reports as JSON into buf (always NUL-terminated when cap > 0); each returns
+ * the full length, so a return >= cap means: call again with a larger buffer. */
+int symmem_group_last_path(symmem_group_t group, char* buf, size_t cap);
+int symmem_explain(symmem_group_t group, int kind, size_t bytes, int symmetric, char* buf, size_t cap);
+int symmem_doctor(symmem_world_t world, char* buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SYMMEM_H */

@@ -1,0 +1,337 @@
+"""Worlds, groups, scopes and pool memory."""
+
+import ctypes
+import json
+import os
+import threading
+import weakref
+
+from . import _lib
+from ._lib import InvalidArgumentError, check, lib
+
+_ALGOS = ("direct", "nccl", "nccl-window", "ce", "kernel")
+KINDS = {"all_gather": 0, "reduce_scatter": 1, "all_reduce": 2, "broadcast": 3}
+
+
+class Path:
+    """How a collective ran: algo ("direct", "nccl", "nccl-window", "ce",
+    "kernel"), staged (ordinary memory went through the pool) and, from
+    last_path() and explain(), the reason."""
+
+    __slots__ = ("algo", "staged", "reason")
+
+    def __init__(self, algo, staged, reason=""):
+        self.algo, self.staged, self.reason = algo, staged, reason
+
+    def __eq__(self, other):
+        return isinstance(other, Path) and (self.algo, self.staged) == (other.algo, other.staged)
+
+    def __hash__(self):
+        return hash((self.algo, self.staged))
+
+    def __repr__(self):
+        s = self.algo + ("+staged" if self.staged else "")
+        return f"Path({s}{': ' + self.reason if self.reason else ''})"
+
+    @classmethod
+    def _from_json(cls, s):
+        d = json.loads(s)
+        return cls(d["algo"], d["staged"], d["reason"])
+
+
+# The path codes collectives return (SYMMEM_PATH_*), as shared objects.
+PATHS = {code | staged: Path(a, bool(staged)) for code, a in enumerate(_ALGOS) for staged in (0, 8)}
+
+_ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "SYMMEM_TOKEN", "SYMMEM_JOB_ID")
+
+
+def _job_env(explicit):
+    """The one place that decides where the job description comes from.
+
+    With no explicit argument it returns None: the library reads the job
+    environment itself (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID, as `symmem launch`
+    sets them). Otherwise every argument not given is read from the
+    environment variable of the same meaning, and the full set is returned."""
+    if all(v is None for v in explicit.values()):
+        return None
+    out = dict(explicit)
+    missing = []
+    for key, var in zip(explicit, _ENV_NAMES):
+        if out[key] is None:
+            v = os.environ.get(var)
+            if v is None:
+                missing.append(f"{key} (or {var})")
+            out[key] = v
+    if missing:
+        raise InvalidArgumentError(f"symmem.init: missing {', '.join(missing)}; pass them or start the ranks with "
+                                   f"`symmem launch -n N python3 prog.py`")
+    try:
+        for key in ("rank", "world_size", "local_rank", "local_world_size", "master_port"):
+            out[key] = int(out[key])
+    except ValueError as e:
+        raise InvalidArgumentError(f"symmem.init: {e}") from None
+    return out
+
+
+_world = None
+_world_lock = threading.Lock()
+
+
+def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=None, local_rank=None,
+         local_world_size=None, master_addr=None, master_port=None, token=None, job_id=None):
+    """Joins the job (collective over every rank) and returns the World.
+
+    backend: "auto" (the GPU when usable), "cpu" or "cuda". timeout: seconds
+    every wait may take (default 60). checked: every collective first
+    verifies that all ranks passed the same arguments (MismatchError
+    otherwise). A second call returns the world already open."""
+    global _world
+    with _world_lock:
+        if _world is not None and _world.handle:
+            return _world
+        args = _job_env(dict(rank=rank, world_size=world_size, local_rank=local_rank,
+                             local_world_size=local_world_size, master_addr=master_addr,
+                             master_port=master_port, token=token, job_id=job_id))
+        ms = 0 if timeout is None else int(timeout * 1000)
+        if timeout is not None and ms <= 0:
+            raise InvalidArgumentError(f"symmem.init: timeout {timeout!r} must be a positive number of seconds")
+        flags = 1 if checked else 0
+        h = _lib.u64()
+        be = backend.encode() if backend else None
+        if args is None:
+            check(lib.symmem_init(be, ms, flags, ctypes.byref(h)))
+        else:
+            check(lib.symmem_init_explicit(args["rank"], args["world_size"], args["local_rank"],
+                                           args["local_world_size"], args["master_addr"].encode(),
+                                           args["master_port"], args["token"].encode(), args["job_id"].encode(),
+                                           be, ms, flags, ctypes.byref(h)))
+        _world = World(h.value)
+        return _world
+
+
+def world():
+    """The open World (init() first)."""
+    w = _world
+    if w is None or not w.handle:
+        raise _lib.ClosedError("symmem: no open world: call symmem.init() first")
+    return w
+
+
+def _group(g):
+    """The group a call runs on: g, or the world group."""
+    if g is None:
+        return world().group
+    return g
+
+
+class World:
+    """This process's view of the job: rank, size, backend, groups, pool."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.rank = check(lib.symmem_world_rank(handle))
+        self.size = check(lib.symmem_world_size(handle))
+        self.backend = _lib.text(lib.symmem_world_backend, handle)
+        g = _lib.u64()
+        check(lib.symmem_world_group(handle, ctypes.byref(g)))
+        self.group = Group(self, g.value, "world", list(range(self.size)))
+        self._groups = 0
+
+    def new_group(self, ranks, name=None):
+        """Creates a group of these world ranks. Collective over the whole
+        world: every rank calls it with the same ranks (and name) in the same
+        order. Non-members get a Group whose is_member is False."""
+        ranks = [int(r) for r in ranks]
+        if name is None:
+            self._groups += 1
+            name = f"py{self._groups}"
+        arr = (_lib.i32 * len(ranks))(*ranks)
+        h = _lib.u64()
+        check(lib.symmem_group_new(self.handle, name.encode(), arr, len(ranks), ctypes.byref(h)))
+        return Group(self, h.value, name, sorted(ranks))
+
+    def alloc(self, nbytes):
+        """Allocates nbytes of pool memory; returns its address. Same sizes in
+        the same order on every rank; registered at the next scope end."""
+        p = ctypes.c_void_p()
+        check(lib.symmem_alloc(self.handle, nbytes, ctypes.byref(p)))
+        return p.value
+
+    def free(self, addr, stream=None):
+        check(lib.symmem_free(self.handle, addr, stream))
+
+    def synchronize(self):
+        check(lib.symmem_synchronize(self.handle))
+
+    def doctor(self):
+        """The doctor report (backend, ranks, groups, pool, the path each op
+        would take) as a dict."""
+        return json.loads(_lib.text(lib.symmem_doctor, self.handle))
+
+    def close(self):
+        """Closes the world (collective). Pool memory is released with it:
+        drop every tensor and buffer from the pool first (PyTorch's MemPool
+        keeps freed blocks cached; they must not be used after close)."""
+        global _world
+        h, self.handle = self.handle, 0
+        if _world is self:
+            _world = None
+        if h:
+            check(lib.symmem_world_close(h))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Group:
+    """Ranks that run collectives together (symmem.world().group, or
+    World.new_group)."""
+
+    def __init__(self, w, handle, name, ranks):
+        self.world, self.handle, self.name, self.ranks = w, handle, name, ranks
+        self.rank = lib.symmem_group_rank(handle)
+        self.size = len(ranks)
+        self.is_member = self.rank >= 0
+        self.cuda = w.backend == "cuda"
+
+    def close(self):
+        """Removes the group (collective over the whole world)."""
+        h, self.handle = self.handle, 0
+        if h:
+            check(lib.symmem_group_close(h))
+
+    def last_path(self):
+        """The path of this group's last collective on this rank, with the reason."""
+        return Path._from_json(_lib.text(lib.symmem_group_last_path, self.handle))
+
+    def explain(self, op, nbytes, symmetric=True):
+        """The path a call of op ("all_gather", ...) moving nbytes in total
+        would take, and why, without running anything."""
+        if op not in KINDS:
+            raise InvalidArgumentError(f"symmem.explain: unknown op {op!r} (want one of {', '.join(KINDS)})")
+        return Path._from_json(_lib.text(lib.symmem_explain, self.handle, KINDS[op], nbytes, int(bool(symmetric))))
+
+    def __repr__(self):
+        return f"Group({self.name!r}, ranks={self.ranks}, rank={self.rank})"
+
+
+def new_group(ranks, name=None):
+    return world().new_group(ranks, name)
+
+
+def explain(op, nbytes, symmetric=True, group=None):
+    return _group(group).explain(op, nbytes, symmetric)
+
+
+def doctor():
+    return world().doctor()
+
+
+# Open scopes of this thread, innermost last: allocations inside one are
+# registered with its group at its end.
+_tls = threading.local()
+
+
+def _scopes():
+    s = getattr(_tls, "scopes", None)
+    if s is None:
+        s = _tls.scopes = []
+    return s
+
+
+class Scope:
+    """An open symmetric scope of a group (collective at its end)."""
+
+    def __init__(self, group):
+        if not group.handle:
+            raise _lib.ClosedError(f"symmem: group {group.name!r} is closed")
+        self.group = group
+        h = _lib.u64()
+        check(lib.symmem_scope_open(group.handle, ctypes.byref(h)))
+        self.handle = h.value
+        _scopes().append(self)
+
+    def end(self):
+        h, self.handle = self.handle, 0
+        if not h:
+            return
+        st = _scopes()
+        if st and st[-1] is self:
+            st.pop()
+        check(lib.symmem_scope_end(h))
+
+
+def in_scope(group):
+    """Whether this thread has an open scope of group."""
+    return any(s.group is group for s in _scopes())
+
+
+def _host_block(w, nbytes):
+    """nbytes of pool host memory as a ctypes array that frees the block
+    when the last view of it is gone."""
+    addr = w.alloc(nbytes)
+    # A subclass, because plain ctypes arrays take no weak references.
+    arr = type("_Mem", (ctypes.c_uint8 * nbytes,), {}).from_address(addr)
+    weakref.finalize(arr, _free_if_open, w, addr)
+    return arr
+
+
+def _free_if_open(w, addr):
+    if w.handle:
+        try:
+            w.free(addr)
+        except _lib.SymmemError:
+            pass  # the world is closing; its pool goes with it
+
+
+_FORMATS = {"float32": "f", "float64": "d", "float16": "H", "bfloat16": "H", "int8": "b", "uint8": "B",
+            "int32": "i", "int64": "q"}
+
+
+def empty_buffer(shape, dtype="float32", group=None):
+    """A memoryview of pool memory (CPU backend) of this shape and dtype
+    ("float32", "float64", "float16" and "bfloat16" as raw 16-bit words: pass dtype= to collectives,
+    "int8", "uint8", "int32", "int64"), registered with group (default the
+    world): the standard-library counterpart of empty()."""
+    g = _group(group)
+    if g.cuda:
+        raise _lib.NotSupportedError("symmem.empty_buffer: the world runs the cuda backend, whose memory is "
+                                     "device memory: use symmem.empty(shape, dtype) for a torch tensor")
+    if dtype not in _FORMATS:
+        raise InvalidArgumentError(f"symmem.empty_buffer: unknown dtype {dtype!r} (want one of {', '.join(_FORMATS)})")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    n = 1
+    for d in shape:
+        n *= d
+    fmt = _FORMATS[dtype]
+    nbytes = n * ctypes.sizeof({"f": ctypes.c_float, "d": ctypes.c_double, "e": ctypes.c_uint16,
+                                "H": ctypes.c_uint16, "b": ctypes.c_int8, "B": ctypes.c_uint8,
+                                "i": ctypes.c_int32, "q": ctypes.c_int64}[fmt])
+    arr = _alloc_registered(g, max(nbytes, 1))
+    return memoryview(arr).cast("B")[:nbytes].cast(fmt, shape)
+
+
+def _alloc_registered(g, nbytes):
+    """Allocates host pool memory, registered with g by the open scope of g
+    (at its end) or by a scope of its own."""
+    if in_scope(g):
+        return _host_block(g.world, nbytes)
+    sc = Scope(g)
+    try:
+        arr = _host_block(g.world, nbytes)
+    finally:
+        sc.end()
+    return arr
+
+
+def is_symmetric(x, group=None):
+    """Whether tensor or buffer x is pool memory registered with group, so
+    collectives on it run directly (no staging)."""
+    from . import _ops
+    addr, nbytes, _, _ = _ops.describe(x, False)
+    return check(lib.symmem_is_symmetric(_group(group).handle, addr, nbytes)) == 1

@@ -1,0 +1,141 @@
+"""ctypes bindings of libsymmem.so (the C ABI in include/symmem.h) and the
+exceptions that carry its errors."""
+
+import ctypes
+import os
+
+LIBRARY_ENV = "SYMMEM_LIBRARY"
+
+
+class SymmemError(RuntimeError):
+    """A symmem call failed; the message is symmem's, code its symmem_status."""
+
+    code = -9
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class InvalidArgumentError(SymmemError, ValueError):
+    code = -1
+
+
+class NotSupportedError(SymmemError):
+    code = -2
+
+
+class NotMemberError(SymmemError):
+    code = -3
+
+
+class MismatchError(SymmemError):
+    """Ranks called a collective, group or scope operation with different arguments."""
+
+    code = -4
+
+
+class ClosedError(SymmemError):
+    code = -5
+
+
+class SymmemTimeoutError(SymmemError, TimeoutError):
+    code = -6
+
+
+class PeerError(SymmemError):
+    """A peer rank exited or failed."""
+
+    code = -7
+
+
+class BadHandleError(SymmemError):
+    code = -8
+
+
+_BY_CODE = {c.code: c for c in (InvalidArgumentError, NotSupportedError, NotMemberError, MismatchError,
+                                ClosedError, SymmemTimeoutError, PeerError, BadHandleError)}
+
+_BUILD = "go build -buildmode=c-shared -o python/symmem/libsymmem.so ./cmd/libsymmem"
+
+
+def _find():
+    p = os.environ.get(LIBRARY_ENV)
+    if p:
+        return p
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "libsymmem.so"),
+                 os.path.join(here, "..", "..", ".build", "libsymmem.so")):
+        if os.path.exists(cand):
+            return os.path.abspath(cand)
+    raise ImportError(f"symmem: libsymmem.so not found next to the package or in .build/: build it with "
+                      f"`{_BUILD}` (in the repository root) or set {LIBRARY_ENV} to its path")
+
+
+path = _find()
+lib = ctypes.CDLL(path)
+
+u64, i32, i64, sz = ctypes.c_uint64, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
+vp, cp = ctypes.c_void_p, ctypes.c_char_p
+pu64 = ctypes.POINTER(u64)
+
+_SIGS = {
+    "symmem_last_error": (cp, []),
+    "symmem_abi_version": (i32, []),
+    "symmem_init": (i32, [cp, i64, i32, pu64]),
+    "symmem_init_explicit": (i32, [i32, i32, i32, i32, cp, i32, cp, cp, cp, i64, i32, pu64]),
+    "symmem_world_close": (i32, [u64]),
+    "symmem_world_rank": (i32, [u64]),
+    "symmem_world_size": (i32, [u64]),
+    "symmem_world_backend": (i32, [u64, cp, sz]),
+    "symmem_synchronize": (i32, [u64]),
+    "symmem_world_group": (i32, [u64, pu64]),
+    "symmem_group_new": (i32, [u64, cp, ctypes.POINTER(i32), i32, pu64]),
+    "symmem_group_close": (i32, [u64]),
+    "symmem_group_rank": (i32, [u64]),
+    "symmem_group_size": (i32, [u64]),
+    "symmem_scope_open": (i32, [u64, pu64]),
+    "symmem_scope_end": (i32, [u64]),
+    "symmem_alloc": (i32, [u64, sz, ctypes.POINTER(vp)]),
+    "symmem_free": (i32, [u64, vp, vp]),
+    "symmem_is_symmetric": (i32, [u64, vp, sz]),
+    "symmem_all_gather": (i32, [u64, vp, vp, sz, i32, vp, cp]),
+    "symmem_reduce_scatter": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
+    "symmem_all_reduce": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
+    "symmem_broadcast": (i32, [u64, vp, sz, i32, i32, vp, cp]),
+    "symmem_group_last_path": (i32, [u64, cp, sz]),
+    "symmem_explain": (i32, [u64, i32, sz, i32, cp, sz]),
+    "symmem_doctor": (i32, [u64, cp, sz]),
+}
+for _name, (_res, _args) in _SIGS.items():
+    _f = getattr(lib, _name)
+    _f.restype, _f.argtypes = _res, _args
+
+ABI_VERSION = 1
+if lib.symmem_abi_version() != ABI_VERSION:
+    raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
+                      f"{ABI_VERSION}: rebuild it with `{_BUILD}`")
+
+
+def error(status):
+    """The exception for a negative status, with this thread's last error text."""
+    msg = lib.symmem_last_error().decode(errors="replace") or f"symmem status {status}"
+    return _BY_CODE.get(status, SymmemError)(msg, status)
+
+
+def check(status):
+    if status < 0:
+        raise error(status)
+    return status
+
+
+def text(fn, *args):
+    """Calls a snprintf-like report function and returns its text."""
+    cap = 4096
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = check(fn(*args, buf, cap))
+        if n < cap:
+            return buf.value.decode()
+        cap = n + 1

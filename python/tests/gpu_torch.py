@@ -1,0 +1,313 @@
+"""GPU checks of the Python package with PyTorch, one process per rank
+(scripts/gpu-python.sh starts it with `symmem launch -n N`; ranks may share
+one GPU with SYMMEM_SHARE_DEVICE=1).
+
+  python3 gpu_torch.py checks     allocator + MemPool, empty, every collective
+                                  and algorithm on torch tensors vs a torch
+                                  reference on the same data, graph capture
+                                  and replay
+  python3 gpu_torch.py mismatch   checked mode: a count mismatch raises
+                                  MismatchError on every rank
+  python3 gpu_torch.py cost       host cost per call (world of 1): symmem's
+                                  Python API and raw ctypes call, vs a
+                                  vLLM-style ctypes call into libnccl
+
+Every check prints "CHECK <name> ok|FAIL|refused <detail>"; the process
+exits 1 if any check failed (refused: the backend declined that algorithm
+for this call, with its reason)."""
+
+import ctypes
+import glob
+import os
+import sys
+import time
+
+import torch
+
+import symmem
+
+RESULTS = []
+
+
+def report(name, status, detail=""):
+    RESULTS.append((name, status))
+    print(f"CHECK {name} {status} {detail}".rstrip(), flush=True)
+
+
+def device():
+    if os.environ.get("SYMMEM_SHARE_DEVICE") == "1":
+        return 0
+    return int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+
+
+_seeds = [0]
+
+
+def shared_seed(w):
+    """A fresh seed, the same on every rank without communicating (a
+    broadcast would depend on the path under test): the job id the launcher
+    gives every rank, plus a counter."""
+    _seeds[0] += 1
+    return int(os.environ.get("SYMMEM_JOB_ID", "0")[:8] or "0", 16) % 100003 * 1000 + _seeds[0]
+
+
+def data(seed, rank, n, dtype):
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    if dtype.is_floating_point:
+        return (torch.randint(-64, 64, (n,), generator=g).float() / 16).to(dtype)
+    return torch.randint(-1000, 1000, (n,), generator=g).to(dtype)
+
+
+def reduce_ref(stack, op):
+    if op == "sum":
+        return stack.float().sum(0) if stack.dtype.is_floating_point else stack.sum(0)
+    if op == "max":
+        return stack.amax(0)
+    if op == "min":
+        return stack.amin(0)
+    return stack.float().mean(0)
+
+
+def close(got, want, dtype):
+    got, want = got.float().cpu(), want.float().cpu()
+    tol = {torch.bfloat16: 2e-2, torch.float16: 2e-3}.get(dtype, 1e-5)
+    return torch.allclose(got, want, rtol=tol, atol=tol), float((got - want).abs().max()) if got.numel() else 0.0
+
+
+def run_checks(w):
+    dev = torch.cuda.current_device()
+    n, me = w.size, w.rank
+    # Allocator + MemPool: tensors made inside the context live in symmem's pool.
+    with symmem.use_symmetric_memory():
+        x = torch.randn(1 << 20, device="cuda")
+        inside = symmem.is_symmetric(x)
+    ok = symmem.is_symmetric(x)
+    report("mempool", "ok" if ok else "FAIL", f"is_symmetric inside={inside} after={ok} ptr={x.data_ptr():#x}")
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    with symmem.use_symmetric_memory():
+        b = a.clone()
+        c = b @ b
+    ref = a.float() @ a.float()
+    err = float((c.float() - ref).abs().max() / ref.abs().max())
+    report("mempool-gemm", "ok" if err < 1e-2 else "FAIL", f"bf16 4096^3 GEMM on pool memory, max rel err {err:.4f}")
+    del x, b, c, a, ref
+    e = symmem.empty((256, 1024), torch.bfloat16)
+    report("empty", "ok" if symmem.is_symmetric(e) and e.is_cuda and e.shape == (256, 1024) else "FAIL",
+           f"shape {tuple(e.shape)} device {e.device}")
+    del e
+
+    algos = [None, "kernel", "ce", "nccl-window", "nccl"]
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
+        for count in (4096, 1 << 20):
+            seed = shared_seed(w)
+            mine = data(seed, me, count * n, dtype)
+            every = torch.stack([data(seed, r, count * n, dtype) for r in range(n)])
+            for algo in algos:
+                tag = f"{str(dtype)[6:]} x{count} algo={algo or 'auto'}"
+                # all-gather: rank r contributes slice r of its data
+                inp = symmem.empty(count, dtype)
+                out = symmem.empty(count * n, dtype)
+                inp.copy_(mine[:count])
+                check(f"all_gather {tag}", lambda: symmem.all_gather_into_tensor(out, inp, algo=algo),
+                      lambda: close(out, every[:, :count].reshape(-1), dtype))
+                for op in ("sum", "max", "min", "avg"):
+                    if op == "avg" and not dtype.is_floating_point:
+                        continue
+                    rin = symmem.empty(count * n, dtype)
+                    rout = symmem.empty(count, dtype)
+                    rin.copy_(mine)
+                    want = reduce_ref(every, op)
+                    check(f"reduce_scatter {op} {tag}", lambda: symmem.reduce_scatter_tensor(rout, rin, op, algo=algo),
+                          lambda: close(rout, want[me * count:(me + 1) * count], dtype))
+                    t = symmem.empty(count, dtype)
+                    t.copy_(mine[:count])
+                    check(f"all_reduce {op} {tag}", lambda: symmem.all_reduce(t, op, algo=algo),
+                          lambda: close(t, reduce_ref(every[:, :count], op), dtype))
+                root = n - 1
+                bt = symmem.empty(count, dtype)
+                bt.copy_(mine[:count])
+                check(f"broadcast {tag}", lambda: symmem.broadcast(bt, root, algo=algo),
+                      lambda: close(bt, every[root, :count], dtype))
+            # ordinary (non-pool) CUDA tensors: plain NCCL
+            plain = mine[:count].cuda()
+            check(f"all_reduce sum {str(dtype)[6:]} x{count} ordinary memory",
+                  lambda: symmem.all_reduce(plain), lambda: close(plain, reduce_ref(every[:, :count], "sum"), dtype))
+    graph_checks(w)
+
+
+# NCCL refuses two ranks on one GPU: with a shared device its paths may be
+# declined rather than failing.
+SHARED = os.environ.get("SYMMEM_SHARE_DEVICE") == "1"
+
+
+def check(name, call, verify):
+    try:
+        path = call()
+        torch.cuda.synchronize()
+    except symmem.NotSupportedError as e:
+        report(name, "refused", str(e)[:200])
+        return
+    except symmem.SymmemError as e:
+        if SHARED and symmem.world().size > 1 and ("nccl" in name or "ordinary" in name or "nccl" in str(e).lower()):
+            report(name, "refused", f"shared GPU: {type(e).__name__}: {str(e)[:200]}")
+            return
+        report(name, "FAIL", f"{type(e).__name__}: {str(e)[:300]}")
+        return
+    ok, err = verify()
+    report(name, "ok" if ok else "FAIL", f"path={path} max_abs_err={err:g}")
+
+
+def graph_checks(w):
+    n, me = w.size, w.rank
+    count = 1 << 16
+    t = symmem.empty(count, torch.bfloat16)
+    ag_out = symmem.empty(count * n, torch.bfloat16)
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.stream(s):
+            symmem.all_reduce(t)  # warm up on the capture stream
+            symmem.all_gather_into_tensor(ag_out, t)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g, stream=s):
+            symmem.all_reduce(t)
+            symmem.all_gather_into_tensor(ag_out, t)
+        path = w.group.last_path()
+    except symmem.SymmemError as e:
+        report("graph-capture", "FAIL", f"{type(e).__name__}: {str(e)[:300]}")
+        return
+    bad = 0
+    for it in range(3):
+        seed = shared_seed(w)
+        t.copy_(data(seed, me, count, torch.bfloat16))
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        want = torch.stack([data(seed, r, count, torch.bfloat16) for r in range(n)]).float().sum(0)
+        ok1, _ = close(t, want, torch.bfloat16)
+        ok2, _ = close(ag_out, t.float().repeat(n), torch.bfloat16)
+        bad += (not ok1) + (not ok2)
+    report("graph-replay", "ok" if bad == 0 else "FAIL", f"3 replays of all_reduce + all_gather, {bad} wrong; path {path}")
+    # Allocation inside capture: the graph's pool is paused while symmem's is used.
+    g2 = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g2, stream=s):
+            symmem.set_graph_pool_id(g2.pool())
+            with symmem.use_symmetric_memory():
+                y = torch.empty(count, device="cuda", dtype=torch.bfloat16)
+            y.fill_(1)
+            symmem.all_reduce(y)
+        g2.replay()
+        torch.cuda.synchronize()
+        ok = symmem.is_symmetric(y) and bool((y.float() == n).all())
+        report("graph-alloc-inside", "ok" if ok else "FAIL", f"y symmetric={symmem.is_symmetric(y)} y[0]={float(y[0])}")
+    except Exception as e:  # noqa: BLE001 - report whatever the capture refused
+        report("graph-alloc-inside", "FAIL", f"{type(e).__name__}: {str(e)[:300]}")
+
+
+def run_mismatch(w):
+    t = symmem.empty(1024, torch.float32)
+    try:
+        symmem.all_reduce(t[: 512 + w.rank])
+        torch.cuda.synchronize()
+        report("mismatch", "FAIL", "a count mismatch ran")
+    except symmem.MismatchError as e:
+        report("mismatch", "ok", f"MismatchError: {str(e)[:200]}")
+    t.fill_(1)
+    symmem.all_reduce(t)  # still usable afterwards
+    torch.cuda.synchronize()
+    report("after-mismatch", "ok" if bool((t == w.size).all()) else "FAIL", f"t[0]={float(t[0])}")
+
+
+def timeit(f, n=3000):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001 - a row that cannot run says why
+        print(f"COST row failed: {type(e).__name__}: {str(e)[:300]}")
+        return float("nan")
+    for _ in range(200):
+        f()
+    torch.cuda.synchronize()
+    best = 1e9
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
+def nccl_lib():
+    p = os.environ.get("SYMMEM_NCCL_LIB")
+    if p:
+        return p
+    for c in glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "nccl", "lib", "libnccl.so*")):
+        return c
+    return "libnccl.so.2"
+
+
+def run_cost(w):
+    count = 1024
+    inp, out = symmem.empty(count, torch.float32), symmem.empty(count, torch.float32)
+    plain_in, plain_out = torch.zeros(count, device="cuda"), torch.zeros(count, device="cuda")
+    dev = torch.cuda.current_device()
+    rows = []
+    rows.append(("torch.cuda.current_stream().cuda_stream", timeit(lambda: torch.cuda.current_stream().cuda_stream)))
+    raw = torch._C._cuda_getCurrentRawStream
+    rows.append(("torch._C._cuda_getCurrentRawStream(dev)", timeit(lambda: raw(dev))))
+    lib, gh = symmem._lib.lib, w.group.handle
+    stream = raw(dev)
+    ia, oa = inp.data_ptr(), out.data_ptr()
+    def abi():
+        r = lib.symmem_all_reduce(gh, ia, oa, count, 7, 0, stream, None)
+        if r < 0:
+            raise symmem._lib.error(r)
+
+    rows.append(("symmem C ABI via ctypes (args ready)", timeit(abi)))
+    rows.append(("symmem.all_reduce(out-of-place, pool tensors)", timeit(lambda: symmem.all_reduce(inp, output=out))))
+    # vLLM-style: ctypes binding of libnccl, a world of 1.
+    nccl = ctypes.CDLL(nccl_lib())
+
+    class UniqueId(ctypes.Structure):
+        _fields_ = [("internal", ctypes.c_byte * 128)]
+
+    nccl.ncclGetUniqueId.argtypes = [ctypes.POINTER(UniqueId)]
+    nccl.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int]
+    nccl.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_void_p, ctypes.c_void_p]
+    uid, comm = UniqueId(), ctypes.c_void_p()
+    assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0
+    assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0
+    dt = {torch.float32: 7, torch.bfloat16: 9, torch.float16: 6}
+
+    def vllm_all_reduce(t_in, t_out):  # the shape of vLLM's PyNcclCommunicator.all_reduce
+        r = nccl.ncclAllReduce(t_in.data_ptr(), t_out.data_ptr(), t_in.numel(), dt[t_in.dtype], 0, comm,
+                               raw(t_in.get_device()))
+        if r != 0:
+            raise RuntimeError(f"NCCL error {r}")
+
+    pa, po = plain_in.data_ptr(), plain_out.data_ptr()
+    rows.append(("NCCL ncclAllReduce via ctypes (args ready)", timeit(lambda: nccl.ncclAllReduce(pa, po, count, 7, 0, comm, stream))))
+    rows.append(("vLLM-style pynccl all_reduce(tensor)", timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
+    print("COST host us/call (1024 float32, world of 1, best of 5 x 3000, GPU", torch.cuda.get_device_name(), ")")
+    for name, us in rows:
+        print(f"COST {name:50s} {us:8.3f}")
+    print(f"COST path {w.group.last_path()}")
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "checks"
+    torch.cuda.set_device(device())
+    w = symmem.init(backend="cuda", timeout=60, checked=(mode == "mismatch"))
+    {"checks": run_checks, "mismatch": run_mismatch, "cost": run_cost}[mode](w)
+    torch.cuda.synchronize()
+    failed = [n for n, s in RESULTS if s == "FAIL"]
+    print(f"SUMMARY rank {w.rank}/{w.size} {mode}: {len(RESULTS)} checks, {len(failed)} failed, "
+          f"{sum(s == 'refused' for _, s in RESULTS)} refused", flush=True)
+    w.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

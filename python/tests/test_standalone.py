@@ -1,0 +1,99 @@
+"""Parts of the Python package that need no launcher: where init takes the
+job description from, explicit-argument errors, and a world of one rank
+started from explicit arguments. Run as a plain process (the Go test
+cmd/libsymmem runs it)."""
+
+import array
+import os
+import socket
+import unittest
+from unittest import mock
+
+import symmem
+from symmem import _core
+
+ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN",
+       "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED")
+
+
+def explicit(**kw):
+    base = dict(rank=None, world_size=None, local_rank=None, local_world_size=None, master_addr=None,
+                master_port=None, token=None, job_id=None)
+    base.update(kw)
+    return base
+
+
+class TestJobEnv(unittest.TestCase):
+    def test_no_arguments_leave_the_environment_to_the_library(self):
+        self.assertIsNone(_core._job_env(explicit()))
+
+    def test_missing_arguments_come_from_the_environment(self):
+        env = {"WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h",
+               "MASTER_PORT": "99", "SYMMEM_TOKEN": "t", "SYMMEM_JOB_ID": "j"}
+        with mock.patch.dict(os.environ, env, clear=True):
+            got = _core._job_env(explicit(rank=3))
+        self.assertEqual(got, dict(rank=3, world_size=4, local_rank=1, local_world_size=2, master_addr="h",
+                                   master_port=99, token="t", job_id="j"))
+
+    def test_missing_everywhere_names_what(self):
+        with mock.patch.dict(os.environ, {}, clear=True):
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                _core._job_env(explicit(rank=0, world_size=1))
+        self.assertIn("master_addr (or MASTER_ADDR)", str(cm.exception))
+        self.assertIn("token (or SYMMEM_TOKEN)", str(cm.exception))
+
+    def test_not_a_number(self):
+        with mock.patch.dict(os.environ, {}, clear=True):
+            with self.assertRaises(symmem.InvalidArgumentError):
+                _core._job_env(explicit(rank="x", world_size=1, local_rank=0, local_world_size=1, master_addr="h",
+                                        master_port=1, token="t", job_id="j"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TestExplicitInit(unittest.TestCase):
+    def setUp(self):
+        p = mock.patch.dict(os.environ, {k: v for k, v in os.environ.items() if k not in ENV}, clear=True)
+        p.start()
+        self.addCleanup(p.stop)
+
+    def args(self, **kw):
+        a = dict(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1",
+                 master_port=free_port(), token="tok", job_id="job1")
+        a.update(kw)
+        return a
+
+    def test_bad_arguments_are_named(self):
+        for kw, text in [(dict(rank=1), "rank 1 is outside"), (dict(world_size=0), "world_size 0"),
+                         (dict(master_port=70000), "master_port 70000"), (dict(token=""), "token is empty"),
+                         (dict(local_rank=2), "local_rank 2")]:
+            with self.assertRaises(symmem.InvalidArgumentError, msg=str(kw)) as cm:
+                symmem.init(backend="cpu", **self.args(**kw))
+            self.assertIn(text, str(cm.exception))
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            symmem.init(backend="tpu", **self.args())
+        self.assertIn("unknown backend", str(cm.exception))
+
+    def test_world_of_one(self):
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            self.assertIs(symmem.init(), w)  # a second init returns the open world
+            self.assertEqual((w.rank, w.size, w.backend), (0, 1, "cpu"))
+            a, out = symmem.empty_buffer(8, "int64"), symmem.empty_buffer(8, "int64")
+            a[:] = array.array("q", range(8))
+            self.assertEqual(symmem.all_reduce(a, output=out), symmem.Path("direct", False))
+            self.assertEqual(list(out), list(range(8)))
+        finally:
+            w.close()
+        with self.assertRaises(symmem.ClosedError):
+            symmem.world()
+        with self.assertRaises(symmem.BadHandleError):
+            symmem._lib.check(symmem._lib.lib.symmem_world_rank(w.group.world.handle or 1))
+
+
+if __name__ == "__main__":
+    unittest.main()

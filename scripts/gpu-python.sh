@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# gpu-python.sh: the Python package with PyTorch on the GPU host (1 GPU is
+# enough: 2 ranks share it with SYMMEM_SHARE_DEVICE=1). Build first on the
+# build machine (no Go toolchain on GPU hosts):
+#
+#   CGO_ENABLED=1 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
+#   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
+#   CGO_ENABLED=1 go test -c -o .build/libsymmem.test ./cmd/libsymmem
+#
+# then run `scripts/gpu-python.sh [outdir]` there with the venv's python3
+# (torch 2.11) first in PATH. Logs go to outdir ($OUT, else
+# ./gpu-python-out); a short table is printed last. Success: every row
+# "ok" (checks: 0 failed; "refused" rows name an algorithm the backend
+# declined, with its reason), and the COST rows printed.
+set -u
+OUTDIR=${1:-${OUT:-./gpu-python-out}}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
+  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
+    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
+  done
+fi
+declare -A RC
+step() { # name timeout_s cmd...
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s)
+  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
+  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
+  RC[$name]=$?
+  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
+}
+{
+  date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'
+  echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"; ls -l .build/
+} >"$OUTDIR/env.log" 2>&1
+T=tests/gpu_torch.py
+# The standard-library suite with torch present (CPU tensors on the CPU backend).
+step cpu-suite 200 .build/symmem launch -n 2 python3 -m unittest -v python/tests/test_cpu.py
+step checks-n1 ${T_CHECKS:-400} .build/symmem launch -n 1 python3 python/$T checks
+SYMMEM_SHARE_DEVICE=1 step checks-n2 ${T_CHECKS:-500} .build/symmem launch -n 2 python3 python/$T checks
+SYMMEM_SHARE_DEVICE=1 step mismatch-n2 120 .build/symmem launch -n 2 python3 python/$T mismatch
+step cost-n1 200 .build/symmem launch -n 1 python3 python/$T cost
+step go-cost 120 .build/libsymmem.test -test.run XXX -test.bench GoAllReduce -test.benchtime 20000x -test.count 3 -test.v
+# The examples, 2 ranks on the one GPU.
+SYMMEM_SHARE_DEVICE=1 step example-tp 200 .build/symmem launch -n 2 python3 examples/python/tp_layer.py
+SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 examples/python/fsdp_layer.py
+
+echo
+echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost example-tp example-fsdp; do
+  f="$OUTDIR/$s.log"
+  printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
+    "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"
+done
+echo
+grep -h "FAIL" "$OUTDIR"/checks-*.log "$OUTDIR"/mismatch-*.log 2>/dev/null | head -20
+grep -h "COST" "$OUTDIR/cost-n1.log" 2>/dev/null
+grep -h "ns/op" "$OUTDIR/go-cost.log" 2>/dev/null
