@@ -102,7 +102,9 @@ int symmem_abi_version(void);
 /* Worlds. backend: "auto", "cpu", "cuda" or NULL (auto). timeout_ms: bound on
  * every wait, 0 for the default (60 s). symmem_init reads the job environment
  * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
- * SYMMEM_TOKEN, SYMMEM_JOB_ID: `symmem launch`). */
+ * SYMMEM_TOKEN, SYMMEM_JOB_ID: `symmem launch`; or torchrun's variables).
+ * symmem_init_explicit takes the same description as arguments; rank 0
+ * hosts symmem's store on master_port+1 (master_port stays free for torch). */
 int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
 int symmem_init_explicit(int rank, int world_size, int local_rank, int local_world_size,
                          const char* master_addr, int master_port, const char* token, const char* job_id,

@@ -9,11 +9,16 @@
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
 # STEPS chooses steps (default: all below, in order):
-#   env native doctor world2 world3 ag10 stress2 stress3 nccl mps ecosystem
+#   env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify
+#   python ecosystem cpu
 # world2/world3 run every GPU test of the user API (root package) with 2 and
 # 3 ranks; nccl runs backend/nccl's tests (2+ GPUs only: NCCL refuses two
-# ranks on one GPU); ecosystem runs scripts/gpu-ecosystem.sh (torchrun both
-# ways, -G graphs, a GPU sweep with its plot).
+# ranks on one GPU); verify, python, ecosystem and cpu run the topical
+# scripts (gpu-verify.sh: one rank, verification, bounded NCCL init;
+# gpu-python.sh: the Python package with torch; gpu-ecosystem.sh: torchrun
+# both ways, -G graphs, a GPU sweep with its plot; cpu-compare.sh: the CPU
+# backend against Open MPI) with logs in subfolders. PACK=1 packs every log
+# but the summary into logs.tgz (the device tool returns few files).
 # MPS=1 runs the rank steps under NVIDIA MPS (started and stopped here; needs
 # root), so ranks sharing a GPU run their kernels concurrently instead of
 # time-slicing. STRESS_SECONDS bounds each stress run (default 120).
@@ -22,7 +27,9 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps ecosystem"}
+STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu"}
+# The torch venv (python3 with torch, mpi4py; torchrun) first in PATH.
+[ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:$PATH
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
   for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
     [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
@@ -89,7 +96,10 @@ if has mps; then
     run_mps 'under MPS'; echo quit | nvidia-cuda-mps-control; sleep 1"
   [ "${MPS:-0}" = 1 ] && mps_on >/dev/null 2>&1
 fi
+has verify && step verify 300 scripts/gpu-verify.sh "$OUTDIR/verify"
+has python && step python 500 scripts/gpu-python.sh "$OUTDIR/python"
 has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUTDIR/eco"
+has cpu && step cpu 400 scripts/cpu-compare.sh "$OUTDIR/cpu"
 [ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
@@ -104,5 +114,9 @@ has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUT
   grep -h -E 'ranks share|GPU |USERCOST|^ok |^refused ' "$OUTDIR"/*.log 2>/dev/null | grep -v '=== RUN' | sort | uniq -c | head -60
   grep -h -E '^STRESS (seed|total)' "$OUTDIR"/stress*.log 2>/dev/null
   grep -h -E '^(---|\[rank 0\] +[0-9]+ )' "$OUTDIR"/mps.log 2>/dev/null | head -60
-  tail -12 "$OUTDIR"/ecosystem.log 2>/dev/null
+  for t in verify python ecosystem cpu; do [ -f "$OUTDIR/$t.log" ] && { echo "--- $t"; tail -25 "$OUTDIR/$t.log"; }; done
 } | tee "$OUTDIR/summary.txt"
+if [ "${PACK:-0}" = 1 ]; then
+  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=summary.txt . &&
+    find "$OUTDIR" -mindepth 1 ! -name summary.txt -delete && mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
+fi

@@ -72,7 +72,8 @@ func symmem_init_explicit(rank, worldSize, localRank, localWorldSize C.int, mast
 		return fail(err)
 	}
 	env := rendezvous.Env{Rank: int(rank), WorldSize: int(worldSize), LocalRank: int(localRank), LocalWorldSize: int(localWorldSize),
-		MasterAddr: goString(masterAddr), MasterPort: int(masterPort), Token: goString(token), JobID: goString(jobID)}
+		MasterAddr: goString(masterAddr), MasterPort: int(masterPort), Token: goString(token), JobID: goString(jobID),
+		StorePort: int(masterPort) + 1} // as from the environment: rank 0's store is on MASTER_PORT+1
 	if err := checkEnv(env); err != nil {
 		return fail(err)
 	}
@@ -101,8 +102,8 @@ func checkEnv(e rendezvous.Env) error {
 		prob = fmt.Sprintf("local_rank %d is outside [0, local_world_size=%d)", e.LocalRank, e.LocalWorldSize)
 	case e.MasterAddr == "":
 		prob = "master_addr is empty"
-	case e.MasterPort < 1 || e.MasterPort > 65535:
-		prob = fmt.Sprintf("master_port %d is outside [1, 65535]", e.MasterPort)
+	case e.MasterPort < 1 || e.MasterPort > 65534:
+		prob = fmt.Sprintf("master_port %d is outside [1, 65534] (rank 0 hosts symmem's store on master_port+1)", e.MasterPort)
 	case e.Token == "":
 		prob = "token is empty (every rank passes the same job token)"
 	case e.JobID == "":
