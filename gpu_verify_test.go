@@ -71,7 +71,7 @@ func roleGPUVerify(ctx context.Context) error {
 	if err := expectErr("second Free", w.Free(b), ErrFreed); err != nil {
 		return err
 	}
-	if err := expectErr("CheckFits(1 PiB)", w.CheckFits(1<<50), ErrNoMemory, "device memory", "free"); err != nil {
+	if err := expectErr("CheckFits(64 TiB)", w.CheckFits(1<<46), ErrNoMemory, "device memory", "free"); err != nil {
 		return err
 	}
 	fmt.Println("VERIFY ok ErrFreed, device memory check")

@@ -9,8 +9,8 @@ export CGO_ENABLED=1
 go test -c -o .build/native-cuda.test ./internal/native/cuda
 go test -c -o .build/nccl-backend.test ./backend/nccl
 go test -c -o .build/symmem.test .
-go build -o .build/symmem ./cmd/symmem
-go build -o .build/allreduce ./examples/allreduce
+go build -ldflags="-s -w" -o .build/symmem ./cmd/symmem
+go build -ldflags="-s -w" -o .build/allreduce ./examples/allreduce
 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
 go test -c -o .build/libsymmem.test ./cmd/libsymmem
 ls -l .build

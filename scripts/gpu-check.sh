@@ -28,6 +28,7 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu"}
+export -n STEPS # the topical scripts have steps of their own
 # The torch venv (python3 with torch, mpi4py; torchrun) first in PATH.
 [ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:$PATH
 if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
@@ -117,6 +118,8 @@ has cpu && step cpu 400 scripts/cpu-compare.sh "$OUTDIR/cpu"
   for t in verify python ecosystem cpu; do [ -f "$OUTDIR/$t.log" ] && { echo "--- $t"; tail -25 "$OUTDIR/$t.log"; }; done
 } | tee "$OUTDIR/summary.txt"
 if [ "${PACK:-0}" = 1 ]; then
-  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=summary.txt . &&
-    find "$OUTDIR" -mindepth 1 ! -name summary.txt -delete && mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
+  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=./summary.txt . &&
+    find "$OUTDIR" -mindepth 1 -type f ! -path "$OUTDIR/summary.txt" -delete
+  find "$OUTDIR" -mindepth 1 -type d -empty -delete
+  mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
 fi

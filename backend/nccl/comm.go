@@ -88,6 +88,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 		}
 		return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.Group, o.Rank, o.Size, err)
 	}
+	c.h = h
 	return c, nil
 }
 
