@@ -13,7 +13,10 @@
  *  - Worlds, groups and scopes are opaque 64-bit handles (0 is never valid).
  *  - Buffers are addresses: host memory on the CPU backend, device memory on
  *    the CUDA backend. Streams are CUstream / cudaStream_t passed as void*
- *    (NULL: the backend's own stream; the CPU backend ignores them).
+ *    (NULL: the backend's own stream, which is not ordered after work on
+ *    CUDA's legacy default stream: pass CU_STREAM_LEGACY, (void*)0x1, for
+ *    that stream; the allocator hooks read NULL as the legacy stream, as
+ *    PyTorch means it; the CPU backend ignores streams).
  *  - dtype and reduction values are NCCL's (ncclDataType_t, ncclRedOp_t).
  *  - Collective calls return a path code (>= 0, see SYMMEM_PATH_*) saying how
  *    the call ran; symmem_group_last_path gives the reason as JSON.

@@ -32,7 +32,7 @@ func benchAllReduce(b *testing.B, backend string) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	env := rendezvous.Env{Rank: 0, WorldSize: 1, LocalRank: 0, LocalWorldSize: 1, MasterAddr: "127.0.0.1",
-		MasterPort: port, Token: rendezvous.NewToken(), JobID: rendezvous.NewJobID()}
+		MasterPort: port - 1, StorePort: port, Token: rendezvous.NewToken(), JobID: rendezvous.NewJobID()}
 	b.Setenv(rendezvous.VarStoreHosted, "")
 	ctx := context.Background()
 	w, err := symmem.Init(ctx, symmem.Options{Backend: backend, Env: &env})

@@ -124,7 +124,11 @@ func symmem_torch_free(ptr unsafe.Pointer, size C.size_t, device C.int, stream u
 	if w == nil {
 		return // the world closed and released the pool with every block in it
 	}
-	if err := w.w.FreeOn(symmem.Buffer{Span: coll.Span{Ptr: addr(ptr), Len: int64(size)}}, addr(stream)); err != nil {
+	s := addr(stream)
+	if s == 0 {
+		s = cuStreamLegacy // torch's default stream is CUDA's legacy one, not symmem's own
+	}
+	if err := w.w.FreeOn(symmem.Buffer{Span: coll.Span{Ptr: addr(ptr), Len: int64(size)}}, s); err != nil {
 		setError(fmt.Sprintf("symmem_torch_free(%#x, %d bytes, device %d): %v", addr(ptr), size, device, err))
 	}
 }
@@ -132,3 +136,7 @@ func symmem_torch_free(ptr unsafe.Pointer, size C.size_t, device C.int, stream u
 func isScopeOrder(err error) bool { return errors.Is(err, pool.ErrScopeOrder) }
 
 func addr(p unsafe.Pointer) uint64 { return uint64(uintptr(p)) }
+
+// cuStreamLegacy is CU_STREAM_LEGACY, the handle of CUDA's legacy default
+// stream (what a NULL stream means to the CUDA runtime and to PyTorch).
+const cuStreamLegacy = 0x1

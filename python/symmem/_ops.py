@@ -160,13 +160,20 @@ _raw_stream = None
 _streams = weakref.WeakKeyDictionary()
 
 
+# torch's default stream is CUDA's legacy default stream, whose raw handle is
+# 0; symmem reads a NULL stream as "the backend's own stream", which is not
+# ordered after the caller's kernels. CU_STREAM_LEGACY names the legacy
+# default stream explicitly.
+CU_STREAM_LEGACY = 0x1
+
+
 def _current_stream(dev):
     global _raw_stream
     if _raw_stream is None:
         import torch
         _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
             (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _raw_stream(dev)
+    return _raw_stream(dev) or CU_STREAM_LEGACY
 
 
 def _stream_arg(stream, dev):
@@ -175,14 +182,14 @@ def _stream_arg(stream, dev):
     if stream is None:
         return _current_stream(dev) if dev >= 0 else None
     if isinstance(stream, int):
-        return stream
+        return stream or CU_STREAM_LEGACY
     try:
         s = _streams.get(stream)
         if s is None:
-            s = _streams[stream] = stream.cuda_stream
+            s = _streams[stream] = stream.cuda_stream or CU_STREAM_LEGACY
         return s
     except TypeError:  # no weak references to this object
-        return stream.cuda_stream
+        return stream.cuda_stream or CU_STREAM_LEGACY
 
 
 def _place(g, dev, what):

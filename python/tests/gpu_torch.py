@@ -191,8 +191,9 @@ def graph_checks(w):
     # Allocation inside capture: the graph's pool is paused while symmem's is used.
     g2 = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(g2, stream=s):
-            symmem.set_graph_pool_id(g2.pool())
+        gpool = torch.cuda.graph_pool_handle()  # the graph's pool, known before capture (as SGLang does)
+        symmem.set_graph_pool_id(gpool)
+        with torch.cuda.graph(g2, pool=gpool, stream=s):
             with symmem.use_symmetric_memory():
                 y = torch.empty(count, device="cuda", dtype=torch.bfloat16)
             y.fill_(1)
