@@ -23,6 +23,9 @@ import (
 // way.
 var ErrRefused = errs.Refused
 
+// ErrNotSupported is wrapped when a backend has no path for a call here.
+var ErrNotSupported = errs.NotSupported
+
 // Backend is one kind of memory and transport. Everything the user API
 // asks of a backend is in this interface and in Capabilities: it never
 // tests which backend it holds.

@@ -497,6 +497,38 @@ func TestRunFakeLarge(t *testing.T) {
 	}
 }
 
+// TestRunFakeNoPathRows: a size no path serves (ErrNotSupported, even
+// through auto: a GPU whose ranks share it has no NCCL) is a row that says
+// why, and the sweep goes on to the sizes after it.
+func TestRunFakeNoPathRows(t *testing.T) {
+	j := newFakeJob(2)
+	j.noPathOver = 1 << 10
+	cfg := baseConfig()
+	cfg.Ops, cfg.Algos = []coll.Kind{coll.AllReduce}, []coll.Algo{coll.AlgoAuto}
+	cfg.Sizes = []int64{1 << 10, 64 << 10}
+	rep, err := runFakeJob(j, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused, timed int
+	for _, res := range rep.Results {
+		for _, m := range res.measures() {
+			switch {
+			case m.Refused != "":
+				refused++
+				if !strings.Contains(m.Refused, "no path") {
+					t.Errorf("refusal without the reason: %+v", m)
+				}
+			case m.TimeUs > 0:
+				timed++
+			}
+		}
+	}
+	if refused != 2 || timed != 2 {
+		t.Fatalf("%d refused and %d timed measurements, want 2 and 2", refused, timed)
+	}
+}
+
 // TestRunFakeRefusedRows: a forced algorithm that refuses some sizes
 // (backend.ErrRefused) yields "refused" rows with the reason, the sweep
 // goes on, and the table, JSON and plot carry them.

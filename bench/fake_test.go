@@ -24,6 +24,10 @@ type fakeJob struct {
 	// refuseOver: when > 0, algorithm "kernel" refuses calls of more than
 	// this many bytes per rank (backend.ErrRefused), like a forced path.
 	refuseOver int64
+	// noPathOver: when > 0, every algorithm fails calls of more than this
+	// many bytes per rank with ErrNotSupported, as a GPU without NCCL does
+	// for large reductions.
+	noPathOver int64
 }
 
 type fakeRank struct {
@@ -130,6 +134,9 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 	j, es := f.job, int64(dt.Size())
 	if algo == coll.AlgoKernel && j.refuseOver > 0 && count*es > j.refuseOver {
 		return coll.Path{}, fmt.Errorf("fake: %d bytes per rank is over %d: %w", count*es, j.refuseOver, backend.ErrRefused)
+	}
+	if j.noPathOver > 0 && count*es > j.noPathOver {
+		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, backend.ErrNotSupported)
 	}
 	f.job.barrier()
 	ins := make([][]byte, j.n)

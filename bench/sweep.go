@@ -317,9 +317,11 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	}
 	t0 := time.Now()
 	path, err := t.Run(k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
-	// A forced algorithm that cannot run this call is a row, not a failure
-	// of the sweep; every rank must have refused alike.
-	refused := errors.Is(err, backend.ErrRefused)
+	// A forced algorithm that cannot run this call, or a call no path
+	// serves here (ErrNotSupported: a GPU shared by the ranks has no NCCL),
+	// is a row that says why, not a failure of the sweep; every rank must
+	// have refused alike.
+	refused := errors.Is(err, backend.ErrRefused) || errors.Is(err, backend.ErrNotSupported)
 	if err != nil && !refused {
 		return nil, err
 	}
