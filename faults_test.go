@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"os"
 	"strings"
 	"syscall"
@@ -97,7 +97,7 @@ func expectErr(what string, err, sentinel error, words ...string) error {
 
 func roleErrors(ctx context.Context) error {
 	o := testOptions()
-	if n, derr := ncuda.DeviceCount(); derr != nil || n == 0 { // only where no GPU is usable
+	if n, derr := cudadrv.DeviceCount(); derr != nil || n == 0 { // only where no GPU is usable
 		o.Backend = "cuda"
 		if _, err := Init(ctx, o); expectErr("Init cuda", err, ErrNotSupported, "cuda") != nil {
 			return expectErr("Init cuda", err, ErrNotSupported, "cuda")

@@ -17,7 +17,7 @@ import (
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/reduce"
 )
 
@@ -34,7 +34,7 @@ import (
 // (default unlimited) the number of cases. Ranks: see gpuRanks.
 func TestGPUStress(t *testing.T) {
 	n, env := gpuRanks(t)
-	if !ncuda.HaveGraphs() {
+	if !cudadrv.HaveGraphs() {
 		t.Skip("GPU test skipped: the driver lacks graph capture")
 	}
 	res := spawn(t, n, "gpustress", env...)
@@ -214,7 +214,7 @@ func roleGPUStress(ctx context.Context) error {
 		return err
 	}
 	groups := []*Group{w.World(), g2}
-	stream, err := ncuda.NewStream(be.Context(), 0)
+	stream, err := cudadrv.NewStream(be.Context(), 0)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func roleGPUStress(ctx context.Context) error {
 // symmetric), runs it on members — eagerly, or captured once and replayed
 // with eager calls between replays — and checks every result. It returns the
 // outcome code, the number of results checked and a description.
-func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *ncuda.Stream, g *Group, c stressCase, seed uint64) (int, int, string, error) {
+func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *cudadrv.Stream, g *Group, c stressCase, seed uint64) (int, int, string, error) {
 	n := int64(len(g.Ranks()))
 	es := int64(c.dt.Size())
 	inLen, outLen := c.lens(n)
@@ -390,12 +390,12 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *ncuda.Stream,
 		}
 		// The output starts as garbage unless it holds the input.
 		if !c.inPlace || c.kind == coll.AllGather || (c.kind == coll.Broadcast && me != c.root) {
-			if err := ncuda.Memset8(bctx, out.Ptr, 0xA5, outLen); err != nil {
+			if err := cudadrv.Memset8(bctx, out.Ptr, 0xA5, outLen); err != nil {
 				return 0, "", err
 			}
 		}
 		if c.kind != coll.Broadcast || me == c.root {
-			if err := ncuda.CopyHtoD(bctx, in.Ptr, inputs[me]); err != nil { // complete on return
+			if err := cudadrv.CopyHtoD(bctx, in.Ptr, inputs[me]); err != nil { // complete on return
 				return 0, "", err
 			}
 		}
@@ -413,7 +413,7 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *ncuda.Stream,
 			return 0, "", fmt.Errorf("path %v: %w", path, err)
 		}
 		got := make([]byte, outLen)
-		if err := ncuda.CopyDtoH(bctx, got, out.Ptr); err != nil {
+		if err := cudadrv.CopyDtoH(bctx, got, out.Ptr); err != nil {
 			return 0, "", err
 		}
 		want, err := stressWant(c, me, inputs)
@@ -434,11 +434,11 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *ncuda.Stream,
 	// Captured once (no registration happens during capture: the scope has
 	// ended), then replayed with an eager call of the same case between
 	// replays.
-	if err := ncuda.BeginCapture(bctx, s); err != nil {
+	if err := cudadrv.BeginCapture(bctx, s); err != nil {
 		return 0, 0, "", err
 	}
 	_, cerr := call(s.Handle())
-	gr, err := ncuda.EndCapture(bctx, s)
+	gr, err := cudadrv.EndCapture(bctx, s)
 	if cerr != nil {
 		if gr != nil {
 			gr.Destroy()

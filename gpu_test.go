@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -36,7 +36,7 @@ func init() {
 // 2, or SYMMEM_GPU_TEST_RANKS — and the environment the ranks need: more
 // ranks than GPUs share them (SYMMEM_SHARE_DEVICE=1; NCCL is off then).
 func gpuRanks(t *testing.T) (int, []string) {
-	gpus, err := ncuda.DeviceCount()
+	gpus, err := cudadrv.DeviceCount()
 	if err != nil || gpus < 1 {
 		t.Skipf("GPU test skipped: no usable GPU (device count %d, %v)", gpus, err)
 	}
@@ -191,7 +191,7 @@ func kernelServes(c gpuCase) bool {
 }
 
 func gpusVisible() int {
-	n, _ := ncuda.DeviceCount()
+	n, _ := cudadrv.DeviceCount()
 	return n
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // Issue 11's checks on the GPU backend (scripts/gpu-verify.sh): scope ends
@@ -21,7 +21,7 @@ func init() {
 }
 
 func gpuCount(t *testing.T) int {
-	n, err := ncuda.DeviceCount()
+	n, err := cudadrv.DeviceCount()
 	if err != nil || n < 1 {
 		t.Skipf("needs a GPU (device count %d, %v)", n, err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/reduce"
 )
 
@@ -285,7 +285,7 @@ func roleGPUGraph(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	if !ncuda.HaveGraphs() {
+	if !cudadrv.HaveGraphs() {
 		fmt.Println("SKIP: the driver lacks graph capture")
 		return nil
 	}
@@ -302,7 +302,7 @@ func roleGPUGraph(ctx context.Context) error {
 	}
 	out := bufs[0]
 	cctx := w.be.(*cuda.Backend).Context()
-	s, err := ncuda.NewStream(cctx, 0)
+	s, err := cudadrv.NewStream(cctx, 0)
 	if err != nil {
 		return err
 	}
@@ -316,11 +316,11 @@ func roleGPUGraph(ctx context.Context) error {
 			if err := g.Barrier(ctx); err != nil {
 				return err
 			}
-			if err := ncuda.BeginCapture(cctx, s); err != nil {
+			if err := cudadrv.BeginCapture(cctx, s); err != nil {
 				return err
 			}
 			_, rerr := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: size}, in, coll.BFloat16, WithAlgo(algo), WithStream(s.Handle()))
-			gr, err := ncuda.EndCapture(cctx, s)
+			gr, err := cudadrv.EndCapture(cctx, s)
 			if errors.Is(rerr, ErrRefused) || errors.Is(rerr, ErrNotSupported) {
 				fmt.Printf("GPU graph %-12s %9d bytes: skipped: %v\n", algo, size, rerr)
 				if gr != nil {

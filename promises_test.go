@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem/coll"
-	ncuda "github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -43,7 +43,7 @@ func TestSentinelsAliased(t *testing.T) {
 		{"pool.ErrMismatch", pool.ErrMismatch, ErrMismatch},
 		{"pool.ErrClosed", pool.ErrClosed, ErrClosed},
 		{"pool.ErrGroupClosed", pool.ErrGroupClosed, ErrGroupClosed},
-		{"native cuda ErrNotSupported", ncuda.ErrNotSupported, ErrNotSupported},
+		{"native cuda ErrNotSupported", cudadrv.ErrNotSupported, ErrNotSupported},
 	} {
 		if !errors.Is(fmt.Errorf("wrapped: %w", c.got), c.want) {
 			t.Errorf("%s does not match the user API's sentinel", c.name)

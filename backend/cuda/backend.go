@@ -8,14 +8,14 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/internal/members"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
 // ErrNotSupported is matched when this machine cannot run the GPU backend
 // (no driver, no device, no VMM); it is the native package's sentinel.
-var ErrNotSupported = cuda.ErrNotSupported
+var ErrNotSupported = cudadrv.ErrNotSupported
 
 // Options configures the backend.
 type Options struct {
@@ -51,11 +51,11 @@ const DefaultWatchdog = 10 * time.Minute
 // Backend is the GPU backend of one rank.
 type Backend struct {
 	env    rendezvous.Env
-	ctx    *cuda.Context
-	info   cuda.DeviceInfo
+	ctx    *cudadrv.Context
+	info   cudadrv.DeviceInfo
 	gran   int64
 	prov   *Provider
-	stream *cuda.Stream // the stream used when a request names none
+	stream *cudadrv.Stream // the stream used when a request names none
 	nccl   ncclState
 	kern   kernels
 	// watchdog is Options.Watchdog (kernel parameter).
@@ -63,7 +63,7 @@ type Backend struct {
 	share    bool // Options.ShareDevice
 
 	mu       sync.Mutex
-	copyProg *cuda.Program       // Copy's program (under mu)
+	copyProg *cudadrv.Program    // Copy's program (under mu)
 	local    map[uint64]*segment // AllocLocal's allocations by base
 	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
 	closed   bool
@@ -74,7 +74,7 @@ var _ backend.Backend = (*Backend)(nil)
 // New opens the driver and the rank's device. It fails with an error
 // matching ErrNotSupported where CUDA, VMM or POSIX-fd handles are missing.
 func New(env rendezvous.Env, opts Options) (*Backend, error) {
-	n, err := cuda.DeviceCount()
+	n, err := cudadrv.DeviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
@@ -82,23 +82,23 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.PinDevice {
 		dev = opts.Device
 	}
-	info, err := cuda.Info(dev)
+	info, err := cudadrv.Info(dev)
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
 	if !info.VMM || !info.PosixFD {
 		return nil, fmt.Errorf("cuda backend: device %d (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", dev, info.Name, info.VMM, info.PosixFD, ErrNotSupported)
 	}
-	ctx, err := cuda.Retain(dev)
+	ctx, err := cudadrv.Retain(dev)
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	gran, err := cuda.Granularity(dev)
+	gran, err := cudadrv.Granularity(dev)
 	if err != nil {
 		ctx.Release()
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
-	s, err := cuda.NewStream(ctx, 0)
+	s, err := cudadrv.NewStream(ctx, 0)
 	if err != nil {
 		ctx.Release()
 		return nil, fmt.Errorf("cuda backend: %w", err)
@@ -119,13 +119,13 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 func (b *Backend) Name() string { return "cuda" }
 
 // Device describes the rank's device.
-func (b *Backend) Device() cuda.DeviceInfo { return b.info }
+func (b *Backend) Device() cudadrv.DeviceInfo { return b.info }
 
 // Context is the rank's retained primary context.
-func (b *Backend) Context() *cuda.Context { return b.ctx }
+func (b *Backend) Context() *cudadrv.Context { return b.ctx }
 
 // Stream is the backend's default stream (used for requests with Stream 0).
-func (b *Backend) Stream() *cuda.Stream { return b.stream }
+func (b *Backend) Stream() *cudadrv.Stream { return b.stream }
 
 // Provider supplies VMM segments to the pool.
 func (b *Backend) Provider() pool.Provider { return b.prov }
@@ -204,14 +204,14 @@ func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error 
 // can): the driver loads and device 0 has VMM with POSIX-fd handles. It
 // opens no context.
 func Usable() error {
-	n, err := cuda.DeviceCount()
+	n, err := cudadrv.DeviceCount()
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("no CUDA device visible: %w", ErrNotSupported)
 	}
-	info, err := cuda.Info(0)
+	info, err := cudadrv.Info(0)
 	if err != nil {
 		return err
 	}

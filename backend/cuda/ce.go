@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 
 	"github.com/symmem/symmem/backend"
 )
@@ -96,7 +96,7 @@ const signalOn = 1
 
 // buildAllGather fills p with one all-gather on stream s (pure: no driver
 // call).
-func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) error {
+func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64) error {
 	n, me := len(g.ranks), g.me
 	if n > maxCERanks {
 		return fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
@@ -184,7 +184,7 @@ func (g *Group) buildAllGather(p *cuda.Program, req backend.Request, s uint64) e
 
 // signal adds one signal round on slot: tell every peer, wait for every
 // peer, reset the words waited on.
-func (g *Group) signal(p *cuda.Program, s uint64, slot int) {
+func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 	n, me := len(g.ranks), g.me
 	p.BeginBatch(s)
 	for r := 0; r < n; r++ {
@@ -212,14 +212,14 @@ func (g *Group) signal(p *cuda.Program, s uint64, slot int) {
 // it at the end of the program instead. A stream being captured needs
 // neither: captured work runs when the graph is replayed, and the caller
 // keeps the buffers alive while the graph exists.
-func (g *Group) track(p *cuda.Program, s uint64) error {
+func (g *Group) track(p *cudadrv.Program, s uint64) error {
 	if s == g.b.stream.Handle() {
 		if !slices.Contains(g.used, s) {
 			g.used = append(g.used, s)
 		}
 		return nil
 	}
-	if capturing, err := cuda.StreamCapturing(g.b.ctx, s); err != nil || capturing {
+	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil || capturing {
 		return err
 	}
 	for _, f := range g.fences {
@@ -228,7 +228,7 @@ func (g *Group) track(p *cuda.Program, s uint64) error {
 			return nil
 		}
 	}
-	ev, err := cuda.NewEvent(g.b.ctx, false)
+	ev, err := cudadrv.NewEvent(g.b.ctx, false)
 	if err != nil {
 		return fmt.Errorf("fence for stream %#x: %w", s, err)
 	}
@@ -240,5 +240,5 @@ func (g *Group) track(p *cuda.Program, s uint64) error {
 // streamFence is the group's fence event on one caller stream.
 type streamFence struct {
 	stream uint64
-	ev     *cuda.Event
+	ev     *cudadrv.Event
 }

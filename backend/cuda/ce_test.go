@@ -7,15 +7,15 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
 
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{b: &Backend{ctx: &cuda.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
-		segs: map[pool.SegmentID]*peerSeg{}, prog: cuda.NewProgram(64), padPeers: make([]uint64, n)}
+	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
+		segs: map[pool.SegmentID]*peerSeg{}, prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n)}
 	for r := range g.ranks {
 		g.ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
@@ -83,7 +83,7 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 			readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
 			for i, o := range ops {
 				switch o.Kind {
-				case cuda.OpWrite32:
+				case cudadrv.OpWrite32:
 					switch {
 					case o.B == signalOn && !own(o.A):
 						signals++
@@ -98,9 +98,9 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 					default:
 						t.Fatalf("op %d writes %d at %#x: want 1 in a peer's pad or 0 in its own", i, o.B, o.A)
 					}
-				case cuda.OpWait32:
+				case cudadrv.OpWait32:
 					waits++
-					if o.B != signalOn || o.Flags != cuda.WaitEQ {
+					if o.B != signalOn || o.Flags != cudadrv.WaitEQ {
 						t.Fatalf("op %d waits for %d (flags %d), want == %d", i, o.B, o.Flags, signalOn)
 					}
 					if !own(o.A) {
@@ -109,7 +109,7 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 					if readyWaitAt < 0 {
 						readyWaitAt = i
 					}
-				case cuda.OpCopy:
+				case cudadrv.OpCopy:
 					dst := o.A
 					if dst >= req.Out.Ptr+uint64(tc.me)*slice && dst < req.Out.Ptr+uint64(tc.me+1)*slice && o.B == req.In.Ptr {
 						localCopies++
@@ -180,7 +180,7 @@ func TestChoose(t *testing.T) {
 	bc := sym
 	bc.Kind = coll.Broadcast
 	kg := fakeGroup(2, 1)
-	kg.kargs = cuda.NewArgs(kernArgBytes)
+	kg.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer kg.kargs.Free()
 	ksym := gatherReq(kg, 1<<19, false) // 1 MiB slices: the kernel's range
 	kodd := gatherReq(kg, 1001, false)  // 2002-byte slices: not 16-byte vectors
@@ -189,7 +189,7 @@ func TestChoose(t *testing.T) {
 	kbig := gatherReq(kg, 64<<20, false)
 	kin4 := gatherReq(kg, 1<<20, true) // 4 MiB in-place: NCCL windows preferred, none here
 	kg3 := fakeGroup(3, 1)
-	kg3.kargs = cuda.NewArgs(kernArgBytes)
+	kg3.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer kg3.kargs.Free()
 	tests := []struct {
 		name string
@@ -275,7 +275,7 @@ func TestAutoTable(t *testing.T) {
 }
 
 func TestProviderRejectsBadInput(t *testing.T) {
-	p := newProvider(&cuda.Context{}, 2<<20)
+	p := newProvider(&cudadrv.Context{}, 2<<20)
 	for _, size := range []int64{0, -1, 4096, 3 << 20} {
 		if _, err := p.CreateSegment(1, size); err == nil {
 			t.Errorf("CreateSegment(%d) succeeded", size)
@@ -298,14 +298,14 @@ func TestProviderRejectsBadInput(t *testing.T) {
 // how many waits were released by a signal of another call than their own.
 func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int {
 	t.Helper()
-	progs := make([][]cuda.Op, n)
+	progs := make([][]cudadrv.Op, n)
 	for r := range progs {
 		g := fakeGroup(n, r)
 		if err := g.buildAllGather(g.prog, gatherReq(g, 1000, r%2 == 0), 7); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range g.prog.Ops() {
-			if o.Kind == cuda.OpWait32 || (o.Kind == cuda.OpWrite32 && !(dropResets && o.B == 0)) {
+			if o.Kind == cudadrv.OpWait32 || (o.Kind == cudadrv.OpWrite32 && !(dropResets && o.B == 0)) {
 				progs[r] = append(progs[r], o)
 			}
 		}
@@ -323,7 +323,7 @@ func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int
 				continue
 			}
 			o := progs[r][pc[r]%len(progs[r])]
-			if o.Kind == cuda.OpWrite32 || mem[o.A] == uint32(o.B) {
+			if o.Kind == cudadrv.OpWrite32 || mem[o.A] == uint32(o.B) {
 				ready = append(ready, r)
 			}
 		}
@@ -335,7 +335,7 @@ func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int
 		}
 		r := ready[rng.Intn(len(ready))]
 		o, call := progs[r][pc[r]%len(progs[r])], pc[r]/len(progs[r])
-		if o.Kind == cuda.OpWrite32 {
+		if o.Kind == cudadrv.OpWrite32 {
 			mem[o.A] = uint32(o.B)
 			tag[o.A] = call
 		} else if tag[o.A] != call {
@@ -398,7 +398,7 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 // missing pieces (no NCCL) and unknown names do not.
 func TestForcedRefusalsAreMarked(t *testing.T) {
 	g := fakeGroup(2, 0)
-	g.kargs = cuda.NewArgs(kernArgBytes)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer g.kargs.Free()
 	odd := gatherReq(g, 1001, false)
 	plain := gatherReq(g, 1<<19, false)
@@ -431,7 +431,7 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 // BenchmarkChoose: the algorithm choice on the issue path (no driver call).
 func BenchmarkChoose(b *testing.B) {
 	g := fakeGroup(2, 0)
-	g.kargs = cuda.NewArgs(kernArgBytes)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer g.kargs.Free()
 	for _, c := range []struct {
 		name string

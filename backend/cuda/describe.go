@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -14,8 +14,8 @@ func (b *Backend) Describe() string {
 	var s strings.Builder
 	d := b.info
 	fmt.Fprintf(&s, "cuda: driver %d, device %d %s (%s), %d SMs, %d copy engines, cc %d.%d, VMM granularity %d\n",
-		cuda.DriverVersion(), d.Ordinal, d.Name, d.PCI, d.SMs, d.AsyncEngines, d.CC[0], d.CC[1], b.gran)
-	if m, err := cuda.P2PMatrix(); err == nil {
+		cudadrv.DriverVersion(), d.Ordinal, d.Name, d.PCI, d.SMs, d.AsyncEngines, d.CC[0], d.CC[1], b.gran)
+	if m, err := cudadrv.P2PMatrix(); err == nil {
 		for a := range m {
 			for c := range m[a] {
 				if a != c {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 var _ backend.Device = (*Backend)(nil)
@@ -41,7 +41,7 @@ func waitFor(ctx context.Context) time.Duration {
 // context synchronize orders the copy before anything issued afterwards on
 // any stream, here or in a peer process.
 func (b *Backend) Write(ctx context.Context, dst uint64, src []byte) error {
-	if err := cuda.CopyHtoD(b.ctx, dst, src); err != nil {
+	if err := cudadrv.CopyHtoD(b.ctx, dst, src); err != nil {
 		return fmt.Errorf("cuda backend: write: %w", err)
 	}
 	if err := b.ctx.Synchronize(); err != nil {
@@ -55,7 +55,7 @@ func (b *Backend) Read(ctx context.Context, dst []byte, src uint64) error {
 	if err := b.stream.Wait(ctx, waitFor(ctx)); err != nil {
 		return fmt.Errorf("cuda backend: read: %w", err)
 	}
-	if err := cuda.CopyDtoH(b.ctx, dst, src); err != nil {
+	if err := cudadrv.CopyDtoH(b.ctx, dst, src); err != nil {
 		return fmt.Errorf("cuda backend: read: %w", err)
 	}
 	return nil
@@ -71,7 +71,7 @@ func (b *Backend) Copy(dst, src uint64, n int64, stream uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.copyProg == nil {
-		b.copyProg = cuda.NewProgram(4)
+		b.copyProg = cudadrv.NewProgram(4)
 	}
 	p := b.copyProg
 	p.Reset()

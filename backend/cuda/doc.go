@@ -28,6 +28,6 @@
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).
 //
-// All driver access goes through internal/native/cuda; NCCL through
+// All driver access goes through internal/native/cudadrv; NCCL through
 // backend/nccl.
 package cuda

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -12,7 +12,7 @@ import (
 // it has been seen complete (the pool stops polling a done fence).
 type eventFence struct {
 	mu   sync.Mutex
-	ev   *cuda.Event
+	ev   *cudadrv.Event
 	done bool
 }
 
@@ -33,9 +33,9 @@ func (f *eventFence) Done() bool {
 func (b *Backend) Fence(stream uint64) (pool.Fence, error) {
 	s := b.stream
 	if stream != 0 {
-		s = cuda.WrapStream(b.ctx, stream)
+		s = cudadrv.WrapStream(b.ctx, stream)
 	}
-	ev, err := cuda.NewEvent(b.ctx, false)
+	ev, err := cudadrv.NewEvent(b.ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: fence: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/backend/internal/members"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -56,17 +56,17 @@ type Group struct {
 
 	runMu   sync.Mutex
 	epoch   uint32
-	prog    *cuda.Program
-	side    []*cuda.Stream
-	fork    *cuda.Event // local-copy fork
-	forkX   *cuda.Event // transfer fork (after the ready wait)
-	joins   []*cuda.Event
-	last    *cuda.Event   // fence recorded by quiesce
-	used    []uint64      // the backend's stream, if collectives ran on it since the last quiesce
-	fences  []streamFence // fence events on callers' streams (track)
-	h       handles       // raw handles of side, joins, fork, forkX, last
+	prog    *cudadrv.Program
+	side    []*cudadrv.Stream
+	fork    *cudadrv.Event // local-copy fork
+	forkX   *cudadrv.Event // transfer fork (after the ready wait)
+	joins   []*cudadrv.Event
+	last    *cudadrv.Event // fence recorded by quiesce
+	used    []uint64       // the backend's stream, if collectives ran on it since the last quiesce
+	fences  []streamFence  // fence events on callers' streams (track)
+	h       handles        // raw handles of side, joins, fork, forkX, last
 	broken  error
-	kargs   *cuda.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
+	kargs   *cudadrv.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
 	kernWhy string
 
 	nccl ncclGroup
@@ -108,7 +108,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		segs:   map[pool.SegmentID]*peerSeg{},
-		prog:   cuda.NewProgram(64),
+		prog:   cudadrv.NewProgram(64),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
@@ -162,7 +162,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.ranks[r], parts[1], err)
 			continue
 		}
-		link, err := cuda.P2P(g.b.info.Ordinal, dev)
+		link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			return err
 		}
 		if kern {
-			g.kargs = cuda.NewArgs(kernArgBytes)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
@@ -194,31 +194,31 @@ func (g *Group) setupCE(ctx context.Context) error {
 	c := g.b.ctx
 	nside := max(3, len(g.ranks)-1)
 	for i := 0; i < nside; i++ {
-		s, err := cuda.NewStream(c, 0)
+		s, err := cudadrv.NewStream(c, 0)
 		if err != nil {
 			return err
 		}
 		g.side = append(g.side, s)
-		e, err := cuda.NewEvent(c, false)
+		e, err := cudadrv.NewEvent(c, false)
 		if err != nil {
 			return err
 		}
 		g.joins = append(g.joins, e)
 	}
 	var err error
-	if g.fork, err = cuda.NewEvent(c, false); err != nil {
+	if g.fork, err = cudadrv.NewEvent(c, false); err != nil {
 		return err
 	}
-	if g.forkX, err = cuda.NewEvent(c, false); err != nil {
+	if g.forkX, err = cudadrv.NewEvent(c, false); err != nil {
 		return err
 	}
-	if g.last, err = cuda.NewEvent(c, false); err != nil {
+	if g.last, err = cudadrv.NewEvent(c, false); err != nil {
 		return err
 	}
 	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
-	if err := cuda.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
+	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
 		return fmt.Errorf("clearing the signal pad: %w", err)
 	}
 	for i := range g.side {
@@ -237,12 +237,12 @@ func (g *Group) setupCE(ctx context.Context) error {
 
 // deviceByPCI finds the visible device with the given PCI id.
 func deviceByPCI(pci string) (int, error) {
-	n, err := cuda.DeviceCount()
+	n, err := cudadrv.DeviceCount()
 	if err != nil {
 		return -1, err
 	}
 	for d := 0; d < n; d++ {
-		info, err := cuda.Info(d)
+		info, err := cudadrv.Info(d)
 		if err != nil {
 			return -1, err
 		}
@@ -279,7 +279,7 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 	if err != nil {
 		for r, p := range bases {
 			if p != 0 && r != g.me {
-				cuda.Unmap(g.b.ctx, p, size)
+				cudadrv.Unmap(g.b.ctx, p, size)
 			}
 		}
 		return nil, err
@@ -364,7 +364,7 @@ func (g *Group) quiesce(ctx context.Context) error {
 		return nil
 	}
 	for len(g.used) > 0 {
-		s := cuda.WrapStream(g.b.ctx, g.used[0])
+		s := cudadrv.WrapStream(g.b.ctx, g.used[0])
 		if err := g.last.Record(s); err != nil {
 			return err
 		}
@@ -386,7 +386,7 @@ func (g *Group) quiesce(ctx context.Context) error {
 func (ps *peerSeg) unmap(g *Group) {
 	for r, p := range ps.bases {
 		if r != g.me && p != 0 {
-			cuda.Unmap(g.b.ctx, p, ps.size)
+			cudadrv.Unmap(g.b.ctx, p, ps.size)
 		}
 	}
 }
@@ -439,7 +439,7 @@ func (g *Group) Close() error {
 		}
 		for r, p := range g.padPeers {
 			if r != g.me && p != 0 {
-				cuda.Unmap(g.b.ctx, p, g.pad.size)
+				cudadrv.Unmap(g.b.ctx, p, g.pad.size)
 			}
 		}
 		if g.pad != nil {

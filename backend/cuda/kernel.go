@@ -8,7 +8,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // symmem's own kernels (PTX written by internal/ptxgen with the offsets in
@@ -39,8 +39,8 @@ var errKernelAlign = errors.New("the kernels need 16-byte aligned buffers and pe
 // JIT costs tens of milliseconds).
 type kernels struct {
 	once   sync.Once
-	mods   []*cuda.Module
-	ag, ar cuda.Function
+	mods   []*cudadrv.Module
+	ag, ar cudadrv.Function
 	err    error
 }
 
@@ -50,10 +50,10 @@ func (b *Backend) loadKernels() error {
 		for _, x := range []struct {
 			ptx   []byte
 			entry string
-			fn    *cuda.Function
+			fn    *cudadrv.Function
 		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar}} {
-			var m *cuda.Module
-			if m, k.err = cuda.LoadModule(b.ctx, x.ptx); k.err != nil {
+			var m *cudadrv.Module
+			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
 				break
 			}
 			k.mods = append(k.mods, m)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // TestKernelPTXMatchesGo: each kernel's PTX reads exactly the parameter
@@ -90,7 +90,7 @@ func TestAllGatherArgs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.kargs = cuda.NewArgs(kernArgBytes)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
 			defer g.kargs.Free()
 			const count = 4096
 			req := gatherReq(g, count, tc.inPlace)
@@ -157,7 +157,7 @@ func TestAllReduceArgs(t *testing.T) {
 	}{{"2 ranks bf16", 2, 1, coll.BFloat16, false}, {"4 ranks f32 in-place", 4, 2, coll.Float32, true}, {"8 ranks f16", 8, 0, coll.Float16, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.kargs = cuda.NewArgs(kernArgBytes)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
 			defer g.kargs.Free()
 			const bytes = 1 << 20
 			req := arReq(g, bytes/int64(tc.dt.Size()), tc.dt, tc.inPlace)
@@ -216,7 +216,7 @@ func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 func TestReduceScatterArgs(t *testing.T) {
 	const n, me, chunk = 4, 2, 64 << 10
 	g := fakeGroup(n, me)
-	g.kargs = cuda.NewArgs(kernArgBytes)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer g.kargs.Free()
 	req := arReq(g, chunk/2, coll.BFloat16, false)
 	req.Kind = coll.ReduceScatter

@@ -9,14 +9,14 @@ import (
 	"github.com/symmem/symmem/backend"
 	bnccl "github.com/symmem/symmem/backend/nccl"
 	"github.com/symmem/symmem/coll"
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/pool"
 )
 
 // ncclState is the backend's NCCL library (or why there is none).
 type ncclState struct {
 	nvls string // how NCCL_NVLS_ENABLE was decided
-	lib  *native.Lib
+	lib  *libnccl.Lib
 	err  error
 }
 
@@ -36,7 +36,7 @@ func (s *ncclState) load(multicast bool) {
 		os.Setenv("NCCL_NVLS_ENABLE", "0") // before NCCL reads it; reaches C's environ (cgo)
 		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; Options.NCCLMulticast allows NVLink multicast)"
 	}
-	s.lib, s.err = native.Load()
+	s.lib, s.err = libnccl.Load()
 }
 
 func (s *ncclState) status() string {

@@ -6,13 +6,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
 
 // Provider supplies the pool's segments as VMM allocations on one device.
 type Provider struct {
-	ctx  *cuda.Context
+	ctx  *cudadrv.Context
 	gran int64
 
 	mu   sync.Mutex
@@ -28,7 +28,7 @@ type segment struct {
 
 var _ pool.Provider = (*Provider)(nil)
 
-func newProvider(ctx *cuda.Context, gran int64) *Provider {
+func newProvider(ctx *cudadrv.Context, gran int64) *Provider {
 	return &Provider{ctx: ctx, gran: gran, segs: map[pool.SegmentID]*segment{}}
 }
 
@@ -59,8 +59,8 @@ func (p *Provider) CreateSegment(id pool.SegmentID, size int64) (uint64, error) 
 
 // createLocal allocates, maps and exports one VMM segment. The allocation
 // handle is released at once: the mapping and the fd keep the memory.
-func createLocal(ctx *cuda.Context, size, gran int64) (*segment, error) {
-	a, err := cuda.Create(ctx, size)
+func createLocal(ctx *cudadrv.Context, size, gran int64) (*segment, error) {
+	a, err := cudadrv.Create(ctx, size)
 	if err != nil {
 		return nil, err
 	}
@@ -74,15 +74,15 @@ func createLocal(ctx *cuda.Context, size, gran int64) (*segment, error) {
 		err = a.Release()
 	}
 	if err != nil {
-		cuda.Unmap(ctx, base, size)
+		cudadrv.Unmap(ctx, base, size)
 		a.Release()
 		return nil, err
 	}
 	return &segment{base: base, size: size, fd: fd}, nil
 }
 
-func (s *segment) release(ctx *cuda.Context) error {
-	err := cuda.Unmap(ctx, s.base, s.size)
+func (s *segment) release(ctx *cudadrv.Context) error {
+	err := cudadrv.Unmap(ctx, s.base, s.size)
 	if s.fd >= 0 {
 		unix.Close(s.fd)
 		s.fd = -1
@@ -136,8 +136,8 @@ func (p *Provider) close() error {
 }
 
 // importPeer imports a peer's segment from fd and maps it for this device.
-func importPeer(ctx *cuda.Context, fd int, size, gran int64) (uint64, error) {
-	a, err := cuda.Import(fd, size)
+func importPeer(ctx *cudadrv.Context, fd int, size, gran int64) (uint64, error) {
+	a, err := cudadrv.Import(fd, size)
 	if err != nil {
 		return 0, err
 	}
@@ -147,7 +147,7 @@ func importPeer(ctx *cuda.Context, fd int, size, gran int64) (uint64, error) {
 		return 0, err
 	}
 	if rerr != nil {
-		cuda.Unmap(ctx, base, size)
+		cudadrv.Unmap(ctx, base, size)
 		return 0, rerr
 	}
 	return base, nil

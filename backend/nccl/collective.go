@@ -6,7 +6,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // Collectives enqueue one NCCL call on stream (a CUstream handle; 0 = the
@@ -38,7 +38,7 @@ func (c *Comm) ReduceScatter(in, out uint64, count int64, dt coll.DType, op coll
 	if err != nil {
 		return err
 	}
-	nop, err := native.RedOpOf(op)
+	nop, err := libnccl.RedOpOf(op)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (c *Comm) AllReduce(in, out uint64, count int64, dt coll.DType, op coll.Red
 	if err != nil {
 		return err
 	}
-	nop, err := native.RedOpOf(op)
+	nop, err := libnccl.RedOpOf(op)
 	if err != nil {
 		return err
 	}
@@ -89,8 +89,8 @@ func (c *Comm) Broadcast(in, out uint64, count int64, dt coll.DType, root int, s
 		c.lib.Broadcast(c.cuctx, c.h.Comm, in, out, count, ndt, root, uintptr(stream)))
 }
 
-func (c *Comm) args(what string, in, out uint64, count int64, dt coll.DType) (native.DataType, error) {
-	ndt, err := native.DataTypeOf(dt)
+func (c *Comm) args(what string, in, out uint64, count int64, dt coll.DType) (libnccl.DataType, error) {
+	ndt, err := libnccl.DataTypeOf(dt)
 	if err != nil {
 		return 0, fmt.Errorf("nccl: group %q: %s: %w", c.group, what, err)
 	}

@@ -9,17 +9,17 @@ import (
 	"sync"
 	"time"
 
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
 
 // load is replaced in tests to simulate a machine without NCCL.
-var load = native.Load
+var load = libnccl.Load
 
 // Comm is one NCCL communicator of a group. It is safe for concurrent use:
 // calls on one communicator are serialised (NCCL requires that).
 type Comm struct {
-	lib     *native.Lib
+	lib     *libnccl.Lib
 	group   string
 	rank    int
 	size    int
@@ -28,7 +28,7 @@ type Comm struct {
 	cfg     Config
 
 	mu     sync.Mutex
-	h      *native.CommHandle
+	h      *libnccl.CommHandle
 	wins   []window // sorted by ptr, non-overlapping
 	closed bool
 	broken error // set once the communicator was aborted after a failure
@@ -64,7 +64,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 	}
 	c := &Comm{lib: lib, group: o.Group, rank: o.Rank, size: o.Size, cuctx: uintptr(o.Context),
 		timeout: timeout, cfg: o.Config}
-	var h *native.CommHandle
+	var h *libnccl.CommHandle
 	if o.Config.NonBlocking {
 		h, err = lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
 		if err == nil {
@@ -72,7 +72,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 			err = lib.Wait(wctx, h.Comm, "ncclCommInitRankConfig")
 		}
 	} else {
-		h, err = bounded(wctx, "ncclCommInitRankConfig", func() (*native.CommHandle, error) {
+		h, err = bounded(wctx, "ncclCommInitRankConfig", func() (*libnccl.CommHandle, error) {
 			return lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
 		})
 		if errors.Is(err, ErrTimeout) {
@@ -96,9 +96,9 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 // rank 0 publish a fresh unique id, and waits for the id and every rank's
 // view. Ranks that disagree get ErrMismatch naming who differs.
 func exchangeID(ctx context.Context, st Store, prefix string, rank, size, version int,
-	newID func() (native.UniqueID, error)) (native.UniqueID, error) {
-	var id native.UniqueID
-	mine := []byte(fmt.Sprintf("size=%d nccl=%s", size, native.VersionString(version)))
+	newID func() (libnccl.UniqueID, error)) (libnccl.UniqueID, error) {
+	var id libnccl.UniqueID
+	mine := []byte(fmt.Sprintf("size=%d nccl=%s", size, libnccl.VersionString(version)))
 	if err := st.Set(ctx, prefix+"hello/"+strconv.Itoa(rank), mine); err != nil {
 		return id, fmt.Errorf("publishing this rank's hello: %w", err)
 	}
@@ -149,7 +149,7 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) Group() string { return c.group }
 
 // Lib is the NCCL library in use (path, version, window support).
-func (c *Comm) Lib() *native.Lib { return c.lib }
+func (c *Comm) Lib() *libnccl.Lib { return c.lib }
 
 // Config is the configuration the communicator was created with.
 func (c *Comm) Config() Config { return c.cfg }
@@ -182,7 +182,7 @@ func (c *Comm) settle(ctx context.Context, call string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if !native.IsInProgress(err) {
+	if !libnccl.IsInProgress(err) {
 		return fmt.Errorf("nccl: group %q rank %d: %w", c.group, c.rank, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // Sentinel errors (test with errors.Is). ErrNotSupported and ErrTimeout are
 // the native package's, so errors from either layer match them.
 var (
-	ErrNotSupported = native.ErrNotSupported // NCCL, windows or CUDA missing here
-	ErrTimeout      = native.ErrTimeout      // a peer did not arrive in time
+	ErrNotSupported = libnccl.ErrNotSupported // NCCL, windows or CUDA missing here
+	ErrTimeout      = libnccl.ErrTimeout      // a peer did not arrive in time
 	ErrClosed       = errs.Closed
 	ErrBroken       = errs.Broken // the communicator failed and was aborted
 	ErrMismatch     = errs.Mismatch
@@ -83,8 +83,8 @@ type Config struct {
 }
 
 // native builds the ncclConfig_t fields.
-func (c Config) native(group string) (native.Config, error) {
-	n := native.DefaultConfig()
+func (c Config) native(group string) (libnccl.Config, error) {
+	n := libnccl.DefaultConfig()
 	n.Blocking = 1
 	if c.NonBlocking {
 		n.Blocking = 0
@@ -92,11 +92,11 @@ func (c Config) native(group string) (native.Config, error) {
 	switch c.CTAPolicy {
 	case CTAPolicyUnset:
 	case CTAPolicyDefault:
-		n.CTAPolicy = native.CTAPolicyDefault
+		n.CTAPolicy = libnccl.CTAPolicyDefault
 	case CTAPolicyEfficiency:
-		n.CTAPolicy = native.CTAPolicyEfficiency
+		n.CTAPolicy = libnccl.CTAPolicyEfficiency
 	case CTAPolicyZero:
-		n.CTAPolicy = native.CTAPolicyZero
+		n.CTAPolicy = libnccl.CTAPolicyZero
 	default:
 		return n, fmt.Errorf("nccl: config: unknown CTAPolicy %d (use CTAPolicyUnset, Default, Efficiency or Zero)", int(c.CTAPolicy))
 	}
@@ -128,7 +128,7 @@ type Options struct {
 	Store      Store         // rendezvous store shared by the group's ranks
 	Timeout    time.Duration // bound on every wait (store, init, registration); 0 = DefaultTimeout
 	Config     Config
-	Lib        *native.Lib // nil: native.Load()
+	Lib        *libnccl.Lib // nil: libnccl.Load()
 }
 
 func (o *Options) check() error {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 func TestConfigNative(t *testing.T) {
@@ -18,11 +18,11 @@ func TestConfigNative(t *testing.T) {
 		min, max         int
 		commName         string
 	}{
-		{"zero value", Config{}, 1, native.Unset, native.Unset, native.Unset, "symmem:g"},
-		{"non-blocking", Config{NonBlocking: true}, 0, native.Unset, native.Unset, native.Unset, "symmem:g"},
-		{"policy zero", Config{CTAPolicy: CTAPolicyZero}, 1, native.CTAPolicyZero, native.Unset, native.Unset, "symmem:g"},
-		{"policy efficiency, ctas", Config{CTAPolicy: CTAPolicyEfficiency, MinCTAs: 1, MaxCTAs: 4, Name: "x"}, 1, native.CTAPolicyEfficiency, 1, 4, "x"},
-		{"policy default", Config{CTAPolicy: CTAPolicyDefault}, 1, native.CTAPolicyDefault, native.Unset, native.Unset, "symmem:g"},
+		{"zero value", Config{}, 1, libnccl.Unset, libnccl.Unset, libnccl.Unset, "symmem:g"},
+		{"non-blocking", Config{NonBlocking: true}, 0, libnccl.Unset, libnccl.Unset, libnccl.Unset, "symmem:g"},
+		{"policy zero", Config{CTAPolicy: CTAPolicyZero}, 1, libnccl.CTAPolicyZero, libnccl.Unset, libnccl.Unset, "symmem:g"},
+		{"policy efficiency, ctas", Config{CTAPolicy: CTAPolicyEfficiency, MinCTAs: 1, MaxCTAs: 4, Name: "x"}, 1, libnccl.CTAPolicyEfficiency, 1, 4, "x"},
+		{"policy default", Config{CTAPolicy: CTAPolicyDefault}, 1, libnccl.CTAPolicyDefault, libnccl.Unset, libnccl.Unset, "symmem:g"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -33,7 +33,7 @@ func TestConfigNative(t *testing.T) {
 			if n.Blocking != c.blocking || n.CTAPolicy != c.policy || n.MinCTAs != c.min || n.MaxCTAs != c.max || n.CommName != c.commName {
 				t.Errorf("got %+v", n)
 			}
-			if n.NVLSCTAs != native.Unset || n.SplitShare != native.Unset {
+			if n.NVLSCTAs != libnccl.Unset || n.SplitShare != libnccl.Unset {
 				t.Errorf("untouched fields must stay unset: %+v", n)
 			}
 		})
@@ -85,7 +85,7 @@ func TestOptionsCheck(t *testing.T) {
 
 func TestNewWithoutNCCL(t *testing.T) {
 	old := load
-	load = func() (*native.Lib, error) { return native.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
+	load = func() (*libnccl.Lib, error) { return libnccl.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
 	defer func() { load = old }()
 	_, err := New(t.Context(), Options{Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
 	if !errors.Is(err, ErrNotSupported) {

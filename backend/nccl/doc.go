@@ -28,6 +28,6 @@
 // a window: a window only lets NCCL pick its symmetric kernels. Run reports
 // which it was (coll.AlgoNCCL or coll.AlgoNCCLWindow) in the Path.
 //
-// All cgo lives in internal/native/nccl. Device memory, contexts and streams
+// All cgo lives in internal/native/libnccl. Device memory, contexts and streams
 // come from the caller (backend/cuda) as raw handles.
 package nccl

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -52,9 +52,9 @@ func (m *memStore) Wait(ctx context.Context, keys ...string) ([][]byte, error) {
 	}
 }
 
-func fakeID(b byte) func() (native.UniqueID, error) {
-	return func() (native.UniqueID, error) {
-		var id native.UniqueID
+func fakeID(b byte) func() (libnccl.UniqueID, error) {
+	return func() (libnccl.UniqueID, error) {
+		var id libnccl.UniqueID
 		for i := range id {
 			id[i] = b + byte(i)
 		}
@@ -63,9 +63,9 @@ func fakeID(b byte) func() (native.UniqueID, error) {
 }
 
 // runExchange runs exchangeID on n ranks with the given versions.
-func runExchange(t *testing.T, st func() Store, versions []int, timeout time.Duration) ([]native.UniqueID, []error) {
+func runExchange(t *testing.T, st func() Store, versions []int, timeout time.Duration) ([]libnccl.UniqueID, []error) {
 	n := len(versions)
-	ids := make([]native.UniqueID, n)
+	ids := make([]libnccl.UniqueID, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
@@ -140,7 +140,7 @@ func TestExchangeID(t *testing.T) {
 	t.Run("id failure", func(t *testing.T) {
 		mem = newMemStore()
 		boom := errors.New("boom")
-		_, err := exchangeID(t.Context(), mem, "t3/", 0, 1, 1, func() (native.UniqueID, error) { return native.UniqueID{}, boom })
+		_, err := exchangeID(t.Context(), mem, "t3/", 0, 1, 1, func() (libnccl.UniqueID, error) { return libnccl.UniqueID{}, boom })
 		if !errors.Is(err, boom) {
 			t.Errorf("%v", err)
 		}

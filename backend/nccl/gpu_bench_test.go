@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // benchOne times iters back-to-back calls of op on bf16 data whose full
@@ -39,12 +39,12 @@ func (c *child) benchOne(ctx context.Context, comm *Comm, op coll.Kind, total in
 	case coll.AllReduce:
 		call = func() error { return comm.AllReduce(inPtr, outPtr, total/es, coll.BFloat16, coll.Sum, s) }
 	}
-	ev0, err := cuda.NewEvent(c.cctx, true)
+	ev0, err := cudadrv.NewEvent(c.cctx, true)
 	if err != nil {
 		return 0, err
 	}
 	defer ev0.Destroy()
-	ev1, err := cuda.NewEvent(c.cctx, true)
+	ev1, err := cudadrv.NewEvent(c.cctx, true)
 	if err != nil {
 		return 0, err
 	}
@@ -68,7 +68,7 @@ func (c *child) benchOne(ctx context.Context, comm *Comm, op coll.Kind, total in
 	if err := ev1.Wait(ctx, 60*time.Second); err != nil {
 		return 0, err
 	}
-	ms, err := cuda.Elapsed(ev0, ev1)
+	ms, err := cudadrv.Elapsed(ev0, ev1)
 	if err != nil {
 		return 0, err
 	}

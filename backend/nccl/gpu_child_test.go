@@ -12,8 +12,8 @@ import (
 
 	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -24,10 +24,10 @@ type child struct {
 	rank, size     int
 	passed, failed int
 
-	lib    *native.Lib
-	cctx   *cuda.Context
+	lib    *libnccl.Lib
+	cctx   *cudadrv.Context
 	st     *rendezvous.Client
-	stream *cuda.Stream
+	stream *cudadrv.Stream
 	seed   uint64
 }
 
@@ -47,11 +47,11 @@ func (c *child) check(name string, err error) {
 
 // vmm allocates size bytes of VMM device memory (as pool segments are).
 func (c *child) vmm(size int64) (uint64, func(), error) {
-	gran, err := cuda.Granularity(c.cctx.Dev)
+	gran, err := cudadrv.Granularity(c.cctx.Dev)
 	if err != nil {
 		return 0, nil, err
 	}
-	a, err := cuda.Create(c.cctx, size)
+	a, err := cudadrv.Create(c.cctx, size)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -60,19 +60,19 @@ func (c *child) vmm(size int64) (uint64, func(), error) {
 		a.Release()
 		return 0, nil, err
 	}
-	return ptr, func() { cuda.Unmap(c.cctx, ptr, size); a.Release() }, nil
+	return ptr, func() { cudadrv.Unmap(c.cctx, ptr, size); a.Release() }, nil
 }
 
 func (c *child) run() error {
 	ctx := context.Background()
-	lib, err := native.Load()
+	lib, err := libnccl.Load()
 	if err != nil {
 		return err
 	}
 	c.lib = lib
 	c.logf("INFO nccl %s path=%s windows=%v cuda=%v NCCL_NVLS_ENABLE=%q",
 		lib.VersionString(), lib.Path, lib.HasWindows, lib.HasCUDA, os.Getenv("NCCL_NVLS_ENABLE"))
-	if c.cctx, err = cuda.Retain(c.rank); err != nil {
+	if c.cctx, err = cudadrv.Retain(c.rank); err != nil {
 		return err
 	}
 	defer c.cctx.Release()
@@ -80,7 +80,7 @@ func (c *child) run() error {
 		return err
 	}
 	defer c.st.Close()
-	if c.stream, err = cuda.NewStream(c.cctx, 0); err != nil {
+	if c.stream, err = cudadrv.NewStream(c.cctx, 0); err != nil {
 		return err
 	}
 	defer c.stream.Destroy()
@@ -285,7 +285,7 @@ func (c *child) verify(ctx context.Context, comm *Comm, id int, tc tcase, base u
 		want = encode(tc.dt, vals[tc.root])
 	}
 	in, out := base, base+uint64(outOff)
-	if err := cuda.Memset8(c.cctx, out, 0xEE, outLen); err != nil {
+	if err := cudadrv.Memset8(c.cctx, out, 0xEE, outLen); err != nil {
 		return err
 	}
 	src := in
@@ -293,7 +293,7 @@ func (c *child) verify(ctx context.Context, comm *Comm, id int, tc tcase, base u
 		src = out // in place on Out
 	}
 	if tc.kind != coll.Broadcast || c.rank == tc.root {
-		if err := cuda.CopyHtoD(c.cctx, src, encode(tc.dt, vals[c.rank])); err != nil {
+		if err := cudadrv.CopyHtoD(c.cctx, src, encode(tc.dt, vals[c.rank])); err != nil {
 			return err
 		}
 	}
@@ -313,7 +313,7 @@ func (c *child) verify(ctx context.Context, comm *Comm, id int, tc tcase, base u
 		return err
 	}
 	got := make([]byte, outLen)
-	if err := cuda.CopyDtoH(c.cctx, got, out); err != nil {
+	if err := cudadrv.CopyDtoH(c.cctx, got, out); err != nil {
 		return err
 	}
 	if d := firstDiff(got, want, int(es)); d != "" {

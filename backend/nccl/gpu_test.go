@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symmem/symmem/internal/native/cuda"
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -38,16 +38,16 @@ func TestMain(m *testing.M) {
 }
 
 // gpuOrSkip skips unless NCCL, the CUDA driver and n GPUs are here.
-func gpuOrSkip(t *testing.T, n int) *native.Lib {
+func gpuOrSkip(t *testing.T, n int) *libnccl.Lib {
 	t.Helper()
-	lib, err := native.Load()
+	lib, err := libnccl.Load()
 	if err != nil {
 		t.Skipf("GPU test skipped: %v", err)
 	}
-	if err := cuda.Load(); err != nil {
+	if err := cudadrv.Load(); err != nil {
 		t.Skipf("GPU test skipped: no CUDA driver: %v", err)
 	}
-	have, err := cuda.DeviceCount()
+	have, err := cudadrv.DeviceCount()
 	if err != nil || have < n {
 		t.Skipf("GPU test skipped: needs %d GPUs, have %d (%v)", n, have, err)
 	}

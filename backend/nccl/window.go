@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"sort"
 
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // window is one registered range.
 type window struct {
 	ptr  uint64
 	size int64
-	win  native.Window // 0: NCCL accepted the registration but made no window
+	win  libnccl.Window // 0: NCCL accepted the registration but made no window
 }
 
 // Window describes a registered range.
@@ -38,13 +38,13 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 	if ptr == 0 || size <= 0 {
 		return fmt.Errorf("nccl: group %q: register %#x (+%d): need a non-null pointer and a positive size", c.group, ptr, size)
 	}
-	if ptr%native.WinAlignment != 0 || size%native.WinAlignment != 0 {
+	if ptr%libnccl.WinAlignment != 0 || size%libnccl.WinAlignment != 0 {
 		return fmt.Errorf("nccl: group %q: register %#x (+%d): pointer and size must be multiples of %d (register whole pool segments)",
-			c.group, ptr, size, native.WinAlignment)
+			c.group, ptr, size, libnccl.WinAlignment)
 	}
 	if !c.lib.HasWindows {
 		return fmt.Errorf("nccl: group %q: %w: %s has no ncclCommWindowRegister (NCCL %s; windows need >= %s); use plain NCCL",
-			c.group, ErrNotSupported, c.lib.Path, c.lib.VersionString(), native.VersionString(native.MinWindowVersion))
+			c.group, ErrNotSupported, c.lib.Path, c.lib.VersionString(), libnccl.VersionString(libnccl.MinWindowVersion))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -59,13 +59,13 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var win native.Window
+	var win libnccl.Window
 	var err error
 	if c.cfg.NonBlocking {
-		win, err = c.lib.WindowRegister(wctx, c.cuctx, c.h.Comm, ptr, size, native.WinCollSymmetric)
+		win, err = c.lib.WindowRegister(wctx, c.cuctx, c.h.Comm, ptr, size, libnccl.WinCollSymmetric)
 	} else {
-		win, err = bounded(wctx, "ncclCommWindowRegister", func() (native.Window, error) {
-			return c.lib.WindowRegister(context.Background(), c.cuctx, c.h.Comm, ptr, size, native.WinCollSymmetric)
+		win, err = bounded(wctx, "ncclCommWindowRegister", func() (libnccl.Window, error) {
+			return c.lib.WindowRegister(context.Background(), c.cuctx, c.h.Comm, ptr, size, libnccl.WinCollSymmetric)
 		})
 		if errors.Is(err, ErrTimeout) {
 			// Still inside NCCL on another thread: no abort (see bounded).
@@ -78,10 +78,10 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 		if errors.Is(err, ErrTimeout) {
 			return c.fail(fmt.Errorf("registering window %#x (+%d): a rank did not register in time: %w", ptr, size, err))
 		}
-		var ne *native.Error
+		var ne *libnccl.Error
 		if errors.As(err, &ne) {
 			// An asynchronous failure leaves the communicator in error.
-			if st, serr := c.lib.AsyncError(c.h.Comm); serr == nil && st != native.Success && st != native.InProgress {
+			if st, serr := c.lib.AsyncError(c.h.Comm); serr == nil && st != libnccl.Success && st != libnccl.InProgress {
 				return c.fail(err)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	native "github.com/symmem/symmem/internal/native/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // TestWindowBookkeeping checks the window table's search and the checks
@@ -12,7 +12,7 @@ import (
 // case here is refused before NCCL is reached).
 func TestWindowBookkeeping(t *testing.T) {
 	const mib = 1 << 20
-	c := &Comm{group: "g", lib: &native.Lib{HasWindows: true, Path: "fake"}, wins: []window{
+	c := &Comm{group: "g", lib: &libnccl.Lib{HasWindows: true, Path: "fake"}, wins: []window{
 		{ptr: 16 * mib, size: 4 * mib, win: 1},
 		{ptr: 32 * mib, size: 2 * mib, win: 0}, // accepted by NCCL but not symmetric
 		{ptr: 40 * mib, size: 8 * mib, win: 2},
@@ -58,7 +58,7 @@ func TestWindowBookkeeping(t *testing.T) {
 	if len(ws) != 3 || !ws[0].Symmetric || ws[1].Symmetric || ws[2].Ptr != 40*mib {
 		t.Errorf("Windows() = %+v", ws)
 	}
-	c.lib = &native.Lib{Path: "old", Version: 22603}
+	c.lib = &libnccl.Lib{Path: "old", Version: 22603}
 	if err := c.Register(t.Context(), 64*mib, mib); err == nil || !strings.Contains(err.Error(), "2.26.3") {
 		t.Errorf("Register without window support: %v", err)
 	}

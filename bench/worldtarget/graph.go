@@ -10,7 +10,7 @@ import (
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cuda"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 var _ bench.Grapher = (*Target)(nil)
@@ -34,15 +34,15 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 	if k == coll.Broadcast && in != out {
 		return nil, fmt.Errorf("out-of-place broadcast is a local copy plus a broadcast here and is not captured: use --inplace only: %w", errors.ErrUnsupported)
 	}
-	n, err := cuda.DeviceCount()
+	n, err := cudadrv.DeviceCount()
 	if err != nil {
 		return nil, err
 	}
-	ctx, err := cuda.Retain(t.w.Env().LocalRank % max(1, n))
+	ctx, err := cudadrv.Retain(t.w.Env().LocalRank % max(1, n))
 	if err != nil {
 		return nil, err
 	}
-	s, err := cuda.NewStream(ctx, 0)
+	s, err := cudadrv.NewStream(ctx, 0)
 	if err != nil {
 		ctx.Release()
 		return nil, err
@@ -54,7 +54,7 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 		ctx.Release()
 		return nil, err
 	}
-	if err := cuda.BeginCapture(ctx, s); err != nil {
+	if err := cudadrv.BeginCapture(ctx, s); err != nil {
 		s.Destroy()
 		ctx.Release()
 		return nil, err
@@ -75,7 +75,7 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 			runErr = fmt.Errorf("bench: unknown op %v", k)
 		}
 	}
-	g, endErr := cuda.EndCapture(ctx, s)
+	g, endErr := cudadrv.EndCapture(ctx, s)
 	if err := errors.Join(runErr, endErr); err != nil {
 		if g != nil {
 			g.Destroy()
@@ -90,9 +90,9 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 // graph is a captured sequence of calls and the stream it replays on.
 type graph struct {
 	t   *Target
-	ctx *cuda.Context
-	s   *cuda.Stream
-	g   *cuda.Graph
+	ctx *cudadrv.Context
+	s   *cudadrv.Stream
+	g   *cudadrv.Graph
 }
 
 func (g *graph) Replay() error { return g.g.Launch(g.s) }

@@ -1,4 +1,4 @@
-// Package nccl is the only cgo boundary for NCCL. It loads libnccl.so.2 at
+// Package libnccl is the only cgo boundary for NCCL. It loads libnccl.so.2 at
 // run time with dlopen (no NCCL headers or link-time dependency), declares the
 // few NCCL types it needs by hand (ncclUniqueId, ncclConfig_t of NCCL 2.28,
 // the data-type and reduction enums) and wraps the calls symmem uses:
@@ -15,7 +15,7 @@
 //   - windows: WindowRegister / WindowDeregister (NCCL >= 2.27; absent
 //     symbols give an error matching ErrNotSupported).
 //
-// Contexts, streams and device memory come from internal/native/cuda.
+// Contexts, streams and device memory come from internal/native/cudadrv.
 //
 // Every failure is an *Error naming the NCCL (or CUDA) call with NCCL's
 // ncclGetErrorString text. A missing library or symbol matches
@@ -28,4 +28,4 @@
 // under a deadline. Note that NCCL 2.28 completes every group on such a
 // communicator on a new thread, and that ncclCommWindowRegister returns
 // before it finished (WindowRegister always waits).
-package nccl
+package libnccl

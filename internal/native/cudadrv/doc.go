@@ -1,4 +1,4 @@
-// Package cuda is symmem's only cgo boundary to the CUDA driver. It dlopens
+// Package cudadrv is symmem's only cgo boundary to the CUDA driver. It dlopens
 // libcuda.so.1 at run time (no CUDA headers or libraries at build time; the
 // few driver types it needs are declared by hand in shim.h and their layouts
 // are asserted in tests) and resolves the versioned entry points
@@ -23,4 +23,4 @@
 // Contexts: the CUDA current context is per OS thread and goroutines move
 // between threads, so every function here makes the right context current
 // inside the same C call that uses it. Callers never call cuCtxSetCurrent.
-package cuda
+package cudadrv

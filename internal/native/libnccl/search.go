@@ -1,4 +1,4 @@
-package nccl
+package libnccl
 
 import (
 	"path/filepath"

@@ -1,4 +1,4 @@
-package nccl
+package libnccl
 
 /*
 #cgo LDFLAGS: -ldl

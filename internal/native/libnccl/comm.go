@@ -1,4 +1,4 @@
-package nccl
+package libnccl
 
 /*
 #include <stdlib.h>
