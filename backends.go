@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/cuda"
-	"github.com/symmem/symmem/backend/shm"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/cuda"
+	"github.com/symmem/symmem/internal/backend/shm"
 	"github.com/symmem/symmem/rendezvous"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/pool"
 )
 

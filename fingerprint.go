@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/pool"
 )
 
 // The argument record of a collective (pool.Record, kind pool.RecCall): what
 // every rank must pass alike for the result to be right. The CPU backend
 // compares it across the ranks in-band, on the signals the collective
-// exchanges anyway, before any peer data is read (backend/shm/agree.go).
+// exchanges anyway, before any peer data is read (internal/backend/shm/agree.go).
 //
 //	word 0: RecCall<<56 | kind<<48 | dtype<<40 | op<<32 | flags
 //	word 1: root

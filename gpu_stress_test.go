@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/reduce"
 )

@@ -14,13 +14,13 @@ import (
 
 	"testing"
 
-	"github.com/symmem/symmem/backend/cuda"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/reduce"
 )
 
-// GPU tests on the user API (they ran on a second World in backend/cuda
+// GPU tests on the user API (they ran on a second World in internal/backend/cuda
 // before): all-gather on every algorithm, two groups on one pool, CUDA graph
 // capture on a caller stream, the reduction kernels bit-exact, and a peer
 // that dies. Each test spawns the ranks gpuRanks chooses: one per GPU, or

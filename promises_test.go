@@ -17,7 +17,7 @@ import (
 // real ranks, on each backend: errors.Is must hold whichever layer found
 // the condition (the pool at Scope.End, the GPU backend refusing a forced
 // algorithm, ...). ErrBroken needs a peer to die mid-collective; the fault
-// tests (faults_test.go, backend/shm) provoke it.
+// tests (faults_test.go, internal/backend/shm) provoke it.
 
 func init() {
 	roles["promises-cpu"] = func(ctx context.Context) error { return rolePromises(ctx, "cpu") }
@@ -192,7 +192,7 @@ func TestLayering(t *testing.T) {
 			t.Errorf("package symmem depends on %s", dep)
 		}
 	}
-	for _, pkg := range list("./backend/...") {
+	for _, pkg := range list("./internal/backend/...") {
 		for _, dep := range list("-deps", pkg) {
 			if dep == "github.com/symmem/symmem/bench" {
 				t.Errorf("%s depends on bench", pkg)

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 )
 
 // The cost of always-on verification (results/verify-cost-*.md).
 //
 // BenchmarkCallRecord is the host work a collective adds to build its
-// argument record; backend/shm's BenchmarkRecordCheck the work to publish
+// argument record; internal/backend/shm's BenchmarkRecordCheck the work to publish
 // and compare it on the pads; pool's BenchmarkScopeEndInBand the pool's
 // side of a Scope.End. BenchmarkLoop2Ranks runs two real processes: each
 // times b.N scope ends that create no segment and b.N 4-byte all-reduces

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/symmem/symmem/backend"
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 )
 
 // Config is one sweep. Every rank passes an equal Config to Run.

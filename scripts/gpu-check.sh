@@ -12,7 +12,7 @@
 #   env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify
 #   python ecosystem cpu
 # world2/world3 run every GPU test of the user API (root package) with 2 and
-# 3 ranks; nccl runs backend/nccl's tests (2+ GPUs only: NCCL refuses two
+# 3 ranks; nccl runs internal/backend/nccl's tests (2+ GPUs only: NCCL refuses two
 # ranks on one GPU); verify, python, ecosystem and cpu run the topical
 # scripts (gpu-verify.sh: one rank, verification, bounded NCCL init;
 # gpu-python.sh: the Python package with torch; gpu-ecosystem.sh: torchrun

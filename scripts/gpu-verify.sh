@@ -5,7 +5,7 @@
 # GPU host):
 #
 #   CGO_ENABLED=1 go test -c -o .build/symmem.test .
-#   CGO_ENABLED=1 go test -c -o .build/nccl-backend.test ./backend/nccl
+#   CGO_ENABLED=1 go test -c -o .build/nccl-backend.test ./internal/backend/nccl
 #
 # then run `scripts/gpu-verify.sh [outdir]` there (logs in outdir, else $OUT,
 # else ./gpu-verify-out; a short table is printed last).
@@ -20,7 +20,7 @@
 #           ErrNoMemory naming device memory. With one GPU the two ranks
 #           share it: needs the same-GPU support of "Several ranks on one GPU"
 #           (if that is an Options field, roleGPUVerify must set it).
-#   nccl    backend/nccl TestGPUTwoRanks, whose last checks are a peer dead
+#   nccl    internal/backend/nccl TestGPUTwoRanks, whose last checks are a peer dead
 #           inside a blocking communicator's window registration and init:
 #           both must fail with ErrTimeout within ~5 s. NCCL refuses two
 #           ranks on one GPU, so this needs 2 GPUs: on a 1-GPU host it SKIPs

@@ -9,8 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/symmem/symmem"
-	"github.com/symmem/symmem/backend"
-	"github.com/symmem/symmem/backend/shm"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/shm"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )

@@ -1,6 +1,6 @@
 // Package errs defines symmem's sentinel errors once. Every layer that
 // promises one of these conditions re-exports the same value (symmem.ErrX,
-// pool.ErrX, backend/shm.ErrBroken, ...), so errors.Is matches at any layer
+// pool.ErrX, internal/backend/shm.ErrBroken, ...), so errors.Is matches at any layer
 // and the user API's documented sentinels hold whichever layer failed. The
 // wrapping error says where and why; the sentinel says only what kind.
 package errs

@@ -15,7 +15,7 @@
 //     futexes (no FUTEX_PRIVATE_FLAG), so a wake in one process reaches a
 //     waiter in another process that maps the same memfd page.
 //
-// It does not create or map memory: backend/shm does that with
+// It does not create or map memory: internal/backend/shm does that with
 // golang.org/x/sys/unix and hands the resulting addresses to this package.
 //
 // Memory rules: an address handed to Bytes, Uint32At or Uint64At must stay

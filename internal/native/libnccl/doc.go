@@ -20,7 +20,7 @@
 // Every failure is an *Error naming the NCCL (or CUDA) call with NCCL's
 // ncclGetErrorString text. A missing library or symbol matches
 // ErrNotSupported. Loading leaves the environment alone: the GPU backend
-// decides NCCL_NVLS_ENABLE before it loads NCCL (backend/cuda, Options.
+// decides NCCL_NVLS_ENABLE before it loads NCCL (internal/backend/cuda, Options.
 // NCCLMulticast).
 //
 // Non-blocking communicators (Config.Blocking = 0) are supported: calls that

@@ -1,0 +1,222 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// ErrNotSupported is matched when this machine cannot run the GPU backend
+// (no driver, no device, no VMM); it is the native package's sentinel.
+var ErrNotSupported = cudadrv.ErrNotSupported
+
+// Options configures the backend.
+type Options struct {
+	// Device is the CUDA ordinal this rank uses when PinDevice is set; the
+	// zero value picks LOCAL_RANK modulo the number of visible devices.
+	Device    int
+	PinDevice bool
+	// NoNCCL disables NCCL (copy engines only); otherwise NCCL is loaded
+	// when available and its absence is reported by NCCLStatus.
+	NoNCCL bool
+	// NCCLMulticast lets NCCL use NVLink multicast (NVLS). By default it
+	// is off: NCCL_NVLS_ENABLE=0 is set when the variable is unset (a value
+	// the user set is always kept); NCCLStatus says which.
+	NCCLMulticast bool
+	// Watchdog is how long one of symmem's kernels waits for a peer before
+	// it traps, which fails the context (every later CUDA call errors)
+	// instead of spinning forever on a rank that died. 0 means
+	// DefaultWatchdog. It is not the group timeout: a healthy peer may reach
+	// a collective minutes late (rank 0 writing a checkpoint).
+	Watchdog time.Duration
+	// ShareDevice lets several ranks of a group use this GPU (one GPU on a
+	// workstation, tests on a single-GPU machine). symmem's kernels and
+	// copy engines run — kernels of different processes time-slice the GPU
+	// unless MPS runs — and NCCL, which needs a GPU per rank, is reported
+	// unavailable for such groups. Without it, sharing is refused.
+	ShareDevice bool
+}
+
+// DefaultWatchdog is the kernels' wait limit when Options.Watchdog is 0
+// (PyTorch's NCCL watchdog also defaults to 10 minutes).
+const DefaultWatchdog = 10 * time.Minute
+
+// Backend is the GPU backend of one rank.
+type Backend struct {
+	env    rendezvous.Env
+	ctx    *cudadrv.Context
+	info   cudadrv.DeviceInfo
+	gran   int64
+	prov   *Provider
+	stream *cudadrv.Stream // the stream used when a request names none
+	nccl   ncclState
+	kern   kernels
+	// watchdog is Options.Watchdog (kernel parameter).
+	watchdog time.Duration
+	share    bool // Options.ShareDevice
+
+	mu       sync.Mutex
+	copyProg *cudadrv.Program    // Copy's program (under mu)
+	local    map[uint64]*segment // AllocLocal's allocations by base
+	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
+	closed   bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New opens the driver and the rank's device. It fails with an error
+// matching ErrNotSupported where CUDA, VMM or POSIX-fd handles are missing.
+func New(env rendezvous.Env, opts Options) (*Backend, error) {
+	n, err := cudadrv.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	dev := env.LocalRank % n
+	if opts.PinDevice {
+		dev = opts.Device
+	}
+	info, err := cudadrv.Info(dev)
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	if !info.VMM || !info.PosixFD {
+		return nil, fmt.Errorf("cuda backend: device %d (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", dev, info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+	}
+	ctx, err := cudadrv.Retain(dev)
+	if err != nil {
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	gran, err := cudadrv.Granularity(dev)
+	if err != nil {
+		ctx.Release()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	s, err := cudadrv.NewStream(ctx, 0)
+	if err != nil {
+		ctx.Release()
+		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	if opts.Watchdog <= 0 {
+		opts.Watchdog = DefaultWatchdog
+	}
+	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog, share: opts.ShareDevice}
+	if opts.NoNCCL {
+		b.nccl.err = fmt.Errorf("NCCL disabled by option")
+	} else {
+		b.nccl.load(opts.NCCLMulticast)
+	}
+	return b, nil
+}
+
+// Name is "cuda".
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the rank's device.
+func (b *Backend) Device() cudadrv.DeviceInfo { return b.info }
+
+// Context is the rank's retained primary context.
+func (b *Backend) Context() *cudadrv.Context { return b.ctx }
+
+// Stream is the backend's default stream (used for requests with Stream 0).
+func (b *Backend) Stream() *cudadrv.Stream { return b.stream }
+
+// Provider supplies VMM segments to the pool.
+func (b *Backend) Provider() pool.Provider { return b.prov }
+
+// NCCLStatus says which NCCL library is in use, or why none is.
+func (b *Backend) NCCLStatus() string { return b.nccl.status() }
+
+// NewGroup creates the backend side of a group (collective over cfg.Ranks).
+func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backend.Group, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
+	}
+	b.mu.Unlock()
+	g, err := newGroup(ctx, b, cfg, members.Generation("cuda", b.env.JobID, cfg.Name))
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.groups = append(b.groups, g)
+	b.mu.Unlock()
+	return g, nil
+}
+
+func (b *Backend) forget(g *Group) {
+	b.mu.Lock()
+	for i, x := range b.groups {
+		if x == g {
+			b.groups = append(b.groups[:i], b.groups[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+}
+
+// Close closes every group in creation order (collective: NCCL finalizes
+// each communicator with its peers), frees every segment and releases the
+// context.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	gs := append([]*Group(nil), b.groups...)
+	b.mu.Unlock()
+	for _, g := range gs {
+		g.Close()
+	}
+	b.mu.Lock()
+	for p, s := range b.local {
+		s.release(b.ctx)
+		delete(b.local, p)
+	}
+	b.mu.Unlock()
+	err := b.prov.close()
+	b.unloadKernels()
+	if e := b.stream.Destroy(); err == nil {
+		err = e
+	}
+	if e := b.ctx.Release(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Synchronize waits (bounded by timeout) until the backend's own stream,
+// which runs calls made without WithStream, is idle.
+func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
+	return b.stream.Wait(ctx, timeout)
+}
+
+// Usable reports why this process cannot run the GPU backend (nil when it
+// can): the driver loads and device 0 has VMM with POSIX-fd handles. It
+// opens no context.
+func Usable() error {
+	n, err := cudadrv.DeviceCount()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no CUDA device visible: %w", ErrNotSupported)
+	}
+	info, err := cudadrv.Info(0)
+	if err != nil {
+		return err
+	}
+	if !info.VMM || !info.PosixFD {
+		return fmt.Errorf("device 0 (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package cuda
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/symmem/symmem/internal/native/cudadrv"
+
+	"github.com/symmem/symmem/internal/backend"
+)
+
+// ceMode is how the peer data moves.
+type ceMode int
+
+const (
+	modePull ceMode = iota // each rank reads its peers' inputs (copy engine of the reader)
+	modePush               // each rank writes its input into its peers' outputs
+)
+
+// The copy-engine all-gather's shape was chosen from the variants measured
+// on the 2x H200 machine (results/gpu-2026-11-21.md, run 3,
+// "copy-engine variants"; the variants are gone from the code):
+//   - push (write into the peers' outputs) beat pull at every size from
+//     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357; pull
+//     remains for an ordinary output with a registered input;
+//   - the out-of-place local copy on a side stream was best or equal at
+//     every size (1 MiB out-of-place 16.1 vs 27.5 us);
+//   - splitting a transfer over two streams, and half-pull/half-push, did
+//     not help;
+//   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time
+//     (1 MiB in-place 13.4 vs 15.2 us) for ~1 us more host time;
+//   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
+//     call) and gave no GPU time over single calls.
+
+// ceModeFor is push when the output is registered, else pull.
+func ceModeFor(req backend.Request) ceMode {
+	if req.OutSym.OK {
+		return modePush
+	}
+	return modePull
+}
+
+// word is the address of pad word (slot, from) in rank r's pad.
+func (g *Group) word(r, slot, from int) uint64 {
+	return g.padPeers[r] + uint64(4*(slot*len(g.ranks)+from))
+}
+
+type xfer struct {
+	dst, src uint64
+	n        int64
+}
+
+// maxCERanks bounds the group size of the copy-engine path (fixed arrays
+// keep the issue path free of allocations).
+const maxCERanks = 64
+
+// ceAllGather issues one copy-engine all-gather on stream s. The caller holds
+// runMu. Layout: out holds n slices of slice bytes; in is this rank's slice
+// (in-place when in == out[me]).
+//
+// Stream program (main stream s):
+//
+//	[out-of-place, small] copy in -> out[me]
+//	[out-of-place, big]   fork: side0 copies in -> out[me]
+//	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
+//	copies from/to peers, split over s and side streams (fork/join by events)
+//	signal done (the same round on the done words)
+//	join side0
+//
+// track lets quiesce fence the stream later.
+func (g *Group) ceAllGather(req backend.Request, s uint64) error {
+	p := g.prog
+	if err := g.buildAllGather(p, req, s); err != nil {
+		return err
+	}
+	if err := g.track(p, s); err != nil {
+		return err
+	}
+	if err := p.Exec(); err != nil {
+		// Some of the sequence may be enqueued: peers' signals no longer match.
+		g.broken = fmt.Errorf("copy-engine all-gather #%d failed: %w", g.epoch+1, err)
+		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	}
+	g.epoch++
+	return nil
+}
+
+// Signals of the copy-engine path carry no epoch, so a call captured into a
+// CUDA graph replays correctly: a rank writes 1 into its word of each peer's
+// pad, waits until every peer's word in its own pad is 1, and sets those
+// words back to 0 before it goes on. Rank r writes word (slot, r) of rank p's
+// pad for call k+1 only after it saw p's done of call k, which p wrote after
+// resetting that word for call k (writes are fenced, in stream order), so a
+// 1 is never lost to a late reset; the same holds for the done words.
+const signalOn = 1
+
+// buildAllGather fills p with one all-gather on stream s (pure: no driver
+// call).
+func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64) error {
+	n, me := len(g.ranks), g.me
+	if n > maxCERanks {
+		return fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
+	}
+	slice := req.Count * int64(req.DType.Size())
+	out, in := req.Out.Ptr, req.In.Ptr
+	inPlace := req.InPlace
+	mode := ceModeFor(req)
+	var peerIn, peerOut [maxCERanks]uint64
+	for r := 0; r < n; r++ {
+		if r == me {
+			continue
+		}
+		var ok bool
+		switch {
+		case inPlace && req.OutSym.OK:
+			peerIn[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
+		case !inPlace && req.InSym.OK:
+			peerIn[r], ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
+		}
+		if mode == modePull && !ok {
+			return fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
+		}
+		if mode == modePush {
+			if peerOut[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice); !ok {
+				return fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
+			}
+		}
+	}
+	// The transfers: one per peer, in rotated order (me+1, me+2, ...), so
+	// that transfer i of every rank goes to a different peer and no GPU is
+	// every rank's first target.
+	var xs [maxCERanks]xfer
+	nx := 0
+	for k := 1; k < n; k++ {
+		r := (me + k) % n
+		if mode == modePull {
+			xs[nx] = xfer{out + uint64(int64(r)*slice), peerIn[r], slice}
+		} else {
+			xs[nx] = xfer{peerOut[r], in, slice}
+		}
+		nx++
+	}
+	// Streams for the transfers: s first, then side[1:].
+	nstreams := min(nx, len(g.h.side))
+	p.Reset()
+	p.NoBatch = true // single memory-op calls: less GPU time than one batch
+	p.SetContext(g.b.ctx)
+
+	localJoin := uint64(0)
+	if !inPlace {
+		// The local copy runs on a side stream, beside the peers' transfers.
+		dst := out + uint64(int64(me)*slice)
+		side := g.h.side[0]
+		p.Record(s, g.h.fork)
+		p.WaitEvent(side, g.h.fork)
+		p.Copy(side, dst, in, slice)
+		localJoin = g.h.joins[0]
+		p.Record(side, localJoin)
+	}
+	g.signal(p, s, slotReady)
+	if nstreams > 1 {
+		p.Record(s, g.h.forkX)
+		for i := 1; i < nstreams; i++ {
+			p.WaitEvent(g.h.side[i], g.h.forkX)
+		}
+	}
+	for i := 0; i < nx; i++ {
+		st := s
+		if j := i % nstreams; j > 0 {
+			st = g.h.side[j]
+		}
+		p.Copy(st, xs[i].dst, xs[i].src, xs[i].n)
+	}
+	for i := 1; i < nstreams; i++ {
+		p.Record(g.h.side[i], g.h.joins[i])
+		p.WaitEvent(s, g.h.joins[i])
+	}
+	g.signal(p, s, slotDone)
+	if localJoin != 0 {
+		p.WaitEvent(s, localJoin)
+	}
+	return nil
+}
+
+// signal adds one signal round on slot: tell every peer, wait for every
+// peer, reset the words waited on.
+func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
+	n, me := len(g.ranks), g.me
+	p.BeginBatch(s)
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(r, slot, me), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Wait32EQ(s, g.word(me, slot, r), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(me, slot, r), 0)
+		}
+	}
+	p.EndBatch()
+}
+
+// track makes the collective just built into p (on stream s) visible to
+// quiesce. The backend's own stream is remembered and fenced later (no extra
+// driver call). A caller's stream may be destroyed before the group is done
+// (its handle then dangles), so a fence event of the group's is recorded on
+// it at the end of the program instead. A stream being captured needs
+// neither: captured work runs when the graph is replayed, and the caller
+// keeps the buffers alive while the graph exists.
+func (g *Group) track(p *cudadrv.Program, s uint64) error {
+	if s == g.b.stream.Handle() {
+		if !slices.Contains(g.used, s) {
+			g.used = append(g.used, s)
+		}
+		return nil
+	}
+	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil || capturing {
+		return err
+	}
+	for _, f := range g.fences {
+		if f.stream == s {
+			p.Record(s, f.ev.Handle())
+			return nil
+		}
+	}
+	ev, err := cudadrv.NewEvent(g.b.ctx, false)
+	if err != nil {
+		return fmt.Errorf("fence for stream %#x: %w", s, err)
+	}
+	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
+	p.Record(s, ev.Handle())
+	return nil
+}
+
+// streamFence is the group's fence event on one caller stream.
+type streamFence struct {
+	stream uint64
+	ev     *cudadrv.Event
+}

@@ -1,0 +1,452 @@
+package cuda
+
+import (
+	"errors"
+	"math/rand"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/pool"
+)
+
+// fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
+// program builder and the algorithm choice are pure and run without a GPU.
+func fakeGroup(n, me int) *Group {
+	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
+		segs: map[pool.SegmentID]*peerSeg{}, prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n)}
+	for r := range g.ranks {
+		g.ranks[r] = r
+		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
+	}
+	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
+	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
+	for r := range ps.bases {
+		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
+	}
+	g.segs[1] = ps
+	return g
+}
+
+// gatherReq is an all-gather of count bf16 per rank in segment 1: output at
+// offset 0, input (out-of-place) at offset 512 MiB.
+func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
+	me := g.me
+	slice := count * 2
+	out := g.segs[1].bases[me]
+	req := backend.Request{Kind: coll.AllGather, DType: coll.BFloat16, Count: count,
+		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
+	if inPlace {
+		req.In = coll.Span{Ptr: out + uint64(int64(me)*slice), Len: slice}
+		req.InSym = backend.Sym{OK: true, Seg: 1, Off: int64(me) * slice}
+	} else {
+		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
+		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
+	}
+	return req.Shaped(len(g.ranks), me)
+}
+
+func TestBuildAllGatherProtocol(t *testing.T) {
+	tests := []struct {
+		name    string
+		n, me   int
+		count   int64
+		inPlace bool
+		pull    bool // ordinary output, registered input: pull
+		copies  int  // copies to/from peers
+		local   bool
+	}{
+		{"2 ranks in-place push", 2, 0, 1 << 20, true, false, 1, false},
+		{"2 ranks out-of-place small", 2, 1, 1001, false, false, 1, true},
+		{"2 ranks out-of-place big, side local", 2, 0, 64 << 20, false, false, 1, true},
+		{"2 ranks pull into ordinary output", 2, 1, 4097, false, true, 1, true},
+		{"4 ranks push", 4, 2, 12345, false, false, 1, true},
+		{"4 ranks pull", 4, 3, 12345, false, true, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			req := gatherReq(g, tc.count, tc.inPlace)
+			if tc.pull {
+				req.OutSym = backend.Sym{}
+			}
+			const s = 7
+			if err := g.buildAllGather(g.prog, req, s); err != nil {
+				t.Fatal(err)
+			}
+			ops := g.prog.Ops()
+			slice := uint64(tc.count * 2)
+			own := func(a uint64) bool { return a >= g.padPeers[tc.me] && a < g.padPeers[tc.me]+0x1000 }
+			var signals, resets, waits, copies, localCopies int
+			var moved uint64
+			readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
+			for i, o := range ops {
+				switch o.Kind {
+				case cudadrv.OpWrite32:
+					switch {
+					case o.B == signalOn && !own(o.A):
+						signals++
+						if from := int((o.A - g.padPeers[0]) % 0x1000_0000 / 4 % uint64(tc.n)); from != tc.me {
+							t.Fatalf("op %d signals in the word of rank %d, want its own (%d)", i, from, tc.me)
+						}
+						if readyWaitAt >= 0 && doneWriteAt < 0 {
+							doneWriteAt = i
+						}
+					case o.B == 0 && own(o.A):
+						resets++
+					default:
+						t.Fatalf("op %d writes %d at %#x: want 1 in a peer's pad or 0 in its own", i, o.B, o.A)
+					}
+				case cudadrv.OpWait32:
+					waits++
+					if o.B != signalOn || o.Flags != cudadrv.WaitEQ {
+						t.Fatalf("op %d waits for %d (flags %d), want == %d", i, o.B, o.Flags, signalOn)
+					}
+					if !own(o.A) {
+						t.Fatalf("op %d waits on %#x, outside this rank's pad", i, o.A)
+					}
+					if readyWaitAt < 0 {
+						readyWaitAt = i
+					}
+				case cudadrv.OpCopy:
+					dst := o.A
+					if dst >= req.Out.Ptr+uint64(tc.me)*slice && dst < req.Out.Ptr+uint64(tc.me+1)*slice && o.B == req.In.Ptr {
+						localCopies++
+						continue
+					}
+					copies++
+					moved += o.C
+					if firstPeerCopy < 0 {
+						firstPeerCopy = i
+					}
+					if readyWaitAt < 0 || i < readyWaitAt {
+						t.Fatalf("peer copy (op %d) issued before the ready wait", i)
+					}
+				}
+			}
+			if signals != 2*(tc.n-1) || waits != 2*(tc.n-1) || resets != 2*(tc.n-1) {
+				t.Fatalf("%d signals, %d waits, %d resets, want %d each", signals, waits, resets, 2*(tc.n-1))
+			}
+			if copies != tc.copies*(tc.n-1) {
+				t.Fatalf("%d peer copies, want %d", copies, tc.copies*(tc.n-1))
+			}
+			if moved != slice*uint64(tc.n-1) {
+				t.Fatalf("peer copies move %d bytes, want %d", moved, slice*uint64(tc.n-1))
+			}
+			if (localCopies == 1) != tc.local {
+				t.Fatalf("local copies %d, want local=%v", localCopies, tc.local)
+			}
+			if doneWriteAt < firstPeerCopy {
+				t.Fatalf("done signal (op %d) before the copies (op %d)", doneWriteAt, firstPeerCopy)
+			}
+			if last := ops[len(ops)-1]; last.Stream != s {
+				t.Fatalf("program does not end on the caller's stream: %+v", last)
+			}
+		})
+	}
+}
+
+func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
+	g := fakeGroup(2, 0)
+	req := gatherReq(g, 1000, false)
+	req.InSym = backend.Sym{}
+	if err := g.buildAllGather(g.prog, req, 7); err != nil {
+		t.Fatalf("push with an ordinary input and a registered output: %v", err)
+	}
+	req.OutSym = backend.Sym{}
+	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
+		t.Fatalf("nothing registered: got %v, want errNotSymmetric", err)
+	}
+	req = gatherReq(g, 1000, false)
+	req.OutSym = backend.Sym{} // pull
+	req.InSym.Seg = 99         // not registered with the group
+	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
+		t.Fatalf("unregistered segment: got %v, want errNotSymmetric", err)
+	}
+}
+
+func TestChoose(t *testing.T) {
+	g := fakeGroup(2, 1)
+	noCE := fakeGroup(2, 1)
+	noCE.ce, noCE.ceWhy = false, "rank 0 runs on another host"
+	sym := gatherReq(g, 1<<19, false)
+	plain := sym
+	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
+	inPlace := gatherReq(g, 1<<19, true)
+	inPlace.InSym = backend.Sym{} // in-place needs only the output registered
+	rs := sym
+	rs.Kind = coll.ReduceScatter
+	bc := sym
+	bc.Kind = coll.Broadcast
+	kg := fakeGroup(2, 1)
+	kg.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer kg.kargs.Free()
+	ksym := gatherReq(kg, 1<<19, false) // 1 MiB slices: the kernel's range
+	kodd := gatherReq(kg, 1001, false)  // 2002-byte slices: not 16-byte vectors
+	kplain := ksym
+	kplain.OutSym = backend.Sym{}
+	kbig := gatherReq(kg, 64<<20, false)
+	kin4 := gatherReq(kg, 1<<20, true) // 4 MiB in-place: NCCL windows preferred, none here
+	kg3 := fakeGroup(3, 1)
+	kg3.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer kg3.kargs.Free()
+	tests := []struct {
+		name string
+		g    *Group
+		req  backend.Request
+		algo coll.Algo
+		want coll.Algo
+		err  bool
+	}{
+		{"auto all-gather symmetric -> ce", g, sym, coll.AlgoAuto, coll.AlgoCE, false},
+		{"direct is auto", g, sym, coll.AlgoDirect, coll.AlgoCE, false},
+		{"auto in-place output registered -> ce", g, inPlace, coll.AlgoAuto, coll.AlgoCE, false},
+		{"ce forced", g, sym, coll.AlgoCE, coll.AlgoCE, false},
+		{"ce forced on plain buffers", g, plain, coll.AlgoCE, coll.AlgoCE, true},
+		{"ce forced on reduce-scatter", g, rs, coll.AlgoCE, coll.AlgoCE, true},
+		{"ce forced without P2P", noCE, sym, coll.AlgoCE, coll.AlgoCE, true},
+		{"auto plain, no NCCL", g, plain, coll.AlgoAuto, coll.AlgoAuto, true},
+		{"nccl forced, no NCCL", g, sym, coll.AlgoNCCL, coll.AlgoNCCL, true},
+		{"nccl-window forced, no NCCL", g, sym, coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"auto without P2P, no NCCL", noCE, sym, coll.AlgoAuto, coll.AlgoAuto, true},
+		{"unknown algo", g, sym, coll.Algo("magic"), coll.Algo("magic"), true},
+		{"auto small aligned -> kernel", kg, ksym, coll.AlgoAuto, coll.AlgoKernel, false},
+		// 1.5 MiB all-reduce on 3 ranks: the table says NCCL; without NCCL
+		// (ranks sharing a GPU) the kernel takes it.
+		{"auto all-reduce, no NCCL -> kernel", kg3, arReq(kg3, 3<<18, coll.Float16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto all-reduce odd, no NCCL", kg3, arReq(kg3, 1001, coll.Float16, false), coll.AlgoAuto, coll.AlgoAuto, true},
+		{"auto small odd -> ce", kg, kodd, coll.AlgoAuto, coll.AlgoCE, false},
+		{"auto big -> ce", kg, kbig, coll.AlgoAuto, coll.AlgoCE, false},
+		{"kernel forced", kg, kbig, coll.AlgoKernel, coll.AlgoKernel, false},
+		{"auto in-place 4 MiB without windows -> kernel", kg, kin4, coll.AlgoAuto, coll.AlgoKernel, false},
+		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced on broadcast", kg, bc, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced, not loaded", g, sym, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"auto all-reduce 1 MiB bf16 -> kernel", kg, arReq(kg, 1<<19, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"kernel forced all-reduce in-place f16", kg, arReq(kg, 1<<10, coll.Float16, true), coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced all-reduce int32", kg, arReq(kg, 1<<10, coll.Int32, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce avg", kg, arMax(kg), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce 4 MiB", kg, arReq(kg, 1<<21, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce odd count", kg, arReq(kg, 1001, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Algo = tc.algo
+			got, why, err := tc.g.choose(req)
+			if (err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", err, tc.err)
+			}
+			if got != tc.want {
+				t.Fatalf("algo %s, want %s", got, tc.want)
+			}
+			if err == nil && why == "" {
+				t.Fatal("no reason given")
+			}
+		})
+	}
+}
+
+// arMax is a bf16 all-reduce with the average: the kernel only sums.
+func arMax(g *Group) backend.Request {
+	r := arReq(g, 1<<10, coll.BFloat16, false)
+	r.Op = coll.Avg
+	return r
+}
+
+func TestAutoTable(t *testing.T) {
+	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+		rows := autoTable[k]
+		if len(rows) == 0 {
+			t.Fatalf("%v: no rows", k)
+		}
+		for i := 1; i < len(rows); i++ {
+			if rows[i].upTo <= rows[i-1].upTo {
+				t.Fatalf("%v: rows not ascending", k)
+			}
+		}
+		if autoPick(k, 1<<61, 2, false) == "" {
+			t.Fatalf("%v: no pick for huge sizes", k)
+		}
+	}
+}
+
+func TestProviderRejectsBadInput(t *testing.T) {
+	p := newProvider(&cudadrv.Context{}, 2<<20)
+	for _, size := range []int64{0, -1, 4096, 3 << 20} {
+		if _, err := p.CreateSegment(1, size); err == nil {
+			t.Errorf("CreateSegment(%d) succeeded", size)
+		}
+	}
+	if err := p.ReleaseSegment(7); err == nil {
+		t.Error("ReleaseSegment of an unknown segment succeeded")
+	}
+	if _, _, err := p.fd(7); err == nil {
+		t.Error("fd of an unknown segment succeeded")
+	}
+	if p.Granularity() != 2<<20 || p.Len() != 0 {
+		t.Errorf("granularity %d, len %d", p.Granularity(), p.Len())
+	}
+}
+
+// runSignalModel replays the signal operations of every rank's program for
+// several calls under one random interleaving (program order per rank, as
+// on a stream; words shared by address). It fails on a deadlock and returns
+// how many waits were released by a signal of another call than their own.
+func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int {
+	t.Helper()
+	progs := make([][]cudadrv.Op, n)
+	for r := range progs {
+		g := fakeGroup(n, r)
+		if err := g.buildAllGather(g.prog, gatherReq(g, 1000, r%2 == 0), 7); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range g.prog.Ops() {
+			if o.Kind == cudadrv.OpWait32 || (o.Kind == cudadrv.OpWrite32 && !(dropResets && o.B == 0)) {
+				progs[r] = append(progs[r], o)
+			}
+		}
+	}
+	mem, tag := map[uint64]uint32{}, map[uint64]int{}
+	pc := make([]int, n) // op index over all calls
+	rng := rand.New(rand.NewSource(seed))
+	stale := 0
+	for {
+		var ready []int
+		done := 0
+		for r := range progs {
+			if pc[r] == calls*len(progs[r]) {
+				done++
+				continue
+			}
+			o := progs[r][pc[r]%len(progs[r])]
+			if o.Kind == cudadrv.OpWrite32 || mem[o.A] == uint32(o.B) {
+				ready = append(ready, r)
+			}
+		}
+		if done == n {
+			return stale
+		}
+		if len(ready) == 0 {
+			t.Fatalf("n=%d seed %d: deadlock at ops %v", n, seed, pc)
+		}
+		r := ready[rng.Intn(len(ready))]
+		o, call := progs[r][pc[r]%len(progs[r])], pc[r]/len(progs[r])
+		if o.Kind == cudadrv.OpWrite32 {
+			mem[o.A] = uint32(o.B)
+			tag[o.A] = call
+		} else if tag[o.A] != call {
+			stale++
+		}
+		pc[r]++
+	}
+}
+
+// TestSignalProtocolModel: with the resets, no interleaving deadlocks or lets
+// a wait pass on the previous call's signal (what makes graph replay safe);
+// without them the model finds the stale release at once.
+func TestSignalProtocolModel(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		for seed := int64(0); seed < 300; seed++ {
+			if stale := runSignalModel(t, n, 5, seed, false); stale != 0 {
+				t.Fatalf("n=%d seed %d: %d waits released by another call's signal", n, seed, stale)
+			}
+		}
+		if runSignalModel(t, n, 5, 1, true) == 0 {
+			t.Fatalf("n=%d: the model did not catch the missing resets", n)
+		}
+	}
+}
+
+func TestAutoPickBySizeAndRanks(t *testing.T) {
+	tests := []struct {
+		k       coll.Kind
+		total   int64
+		n       int
+		inPlace bool
+		want    coll.Algo
+	}{
+		{coll.AllGather, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllGather, 1 << 20, 2, true, coll.AlgoKernel},
+		{coll.AllGather, 4 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllGather, 4 << 20, 2, true, coll.AlgoNCCLWindow}, // NCCL's in-place window kernel wins there
+		{coll.AllGather, 16 << 20, 2, true, coll.AlgoKernel},
+		{coll.AllGather, 32 << 20, 2, false, coll.AlgoCE},
+		{coll.AllGather, 4 << 20, 4, true, coll.AlgoKernel},
+		{coll.AllGather, 16 << 20, 4, false, coll.AlgoKernel},
+		{coll.AllGather, 128 << 20, 4, false, coll.AlgoCE},
+		{coll.ReduceScatter, 1 << 20, 4, false, coll.AlgoNCCLWindow},
+		{coll.ReduceScatter, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.ReduceScatter, 8 << 20, 2, false, coll.AlgoNCCLWindow},
+		{coll.ReduceScatter, 1 << 30, 4, false, coll.AlgoNCCL},
+		{coll.AllReduce, 1 << 30, 2, true, coll.AlgoNCCL},
+		{coll.AllReduce, 1 << 20, 2, false, coll.AlgoKernel},
+		{coll.AllReduce, 1 << 20, 4, false, coll.AlgoNCCLWindow},
+	}
+	for _, tt := range tests {
+		if got := autoPick(tt.k, tt.total, tt.n, tt.inPlace); got != tt.want {
+			t.Errorf("autoPick(%v, %d, n=%d, inPlace=%v) = %v, want %v", tt.k, tt.total, tt.n, tt.inPlace, got, tt.want)
+		}
+	}
+}
+
+// TestForcedRefusalsAreMarked: a forced algorithm that cannot run one call
+// wraps backend.ErrRefused (the bench then reports the row as refused);
+// missing pieces (no NCCL) and unknown names do not.
+func TestForcedRefusalsAreMarked(t *testing.T) {
+	g := fakeGroup(2, 0)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	odd := gatherReq(g, 1001, false)
+	plain := gatherReq(g, 1<<19, false)
+	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
+	big := arReq(g, 1<<21, coll.BFloat16, false)
+	for _, tc := range []struct {
+		name    string
+		req     backend.Request
+		algo    coll.Algo
+		refused bool
+	}{
+		{"kernel, odd slice", odd, coll.AlgoKernel, true},
+		{"kernel, all-reduce over 2 MiB", big, coll.AlgoKernel, true},
+		{"ce, plain buffers", plain, coll.AlgoCE, true},
+		{"nccl without NCCL", odd, coll.AlgoNCCL, false},
+		{"unknown algorithm", odd, coll.Algo("fast"), false},
+	} {
+		req := tc.req
+		req.Algo = tc.algo
+		_, _, err := g.choose(req)
+		if err == nil {
+			t.Fatalf("%s: no error", tc.name)
+		}
+		if errors.Is(err, backend.ErrRefused) != tc.refused {
+			t.Errorf("%s: %v: refused=%v, want %v", tc.name, err, errors.Is(err, backend.ErrRefused), tc.refused)
+		}
+	}
+}
+
+// BenchmarkChoose: the algorithm choice on the issue path (no driver call).
+func BenchmarkChoose(b *testing.B) {
+	g := fakeGroup(2, 0)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	for _, c := range []struct {
+		name string
+		req  backend.Request
+	}{
+		{"all_gather 1M kernel", gatherReq(g, 1<<18, false)},
+		{"all_gather odd count", gatherReq(g, 1001, false)},
+		{"all_reduce 1M kernel", arReq(g, 1<<19, coll.BFloat16, false)},
+		{"all_reduce 64M nccl", arReq(g, 1<<25, coll.BFloat16, false)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.choose(c.req)
+			}
+		})
+	}
+}

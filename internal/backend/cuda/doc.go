@@ -1,0 +1,33 @@
+// Package cuda is symmem's GPU backend for the ranks of one host. It owns:
+//
+//   - Provider: the pool's segments as CUDA VMM allocations (cuMemCreate with
+//     POSIX-fd export, 2 MiB granularity), mapped for this rank's device;
+//   - Group: registration of segments with a group (the segment's fd goes to
+//     every peer over rendezvous.FDExchange, peers import and map it and keep
+//     the peer addresses per segment), signal pads (a small VMM segment per
+//     group, peer-mapped) and Run;
+//   - the copy-engine all-gather: stream memory operations signal readiness
+//     and completion through the pads (set, wait, reset: no host-chosen
+//     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
+//     moves the data, so no SM runs; the whole sequence of one call is issued
+//     in one cgo call (native/cuda.Program);
+//   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
+//     written by internal/ptxgen via go generate): PTX JIT-compiled once
+//     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
+//     signals with device-side epochs (graph replay is correct) and a watchdog
+//     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
+//     into the peers' outputs; the one-shot all-reduce (sums up to 2 MiB) pulls
+//     every rank's input and sums in float32 in rank order, and pointed at
+//     chunk r of every input it is rank r's reduce-scatter;
+//   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
+//     engines and the kernels, from measurements recorded in autotable.go;
+//   - the backend contract's Device part (device.go): writes that are
+//     visible to peers when they return, reads, local copies, ordinary
+//     device memory, fences and synchronisation.
+//
+// Tests, benchmarks and the CLI reach this backend only through the user
+// API (package symmem; bench/worldtarget for the bench harness).
+//
+// All driver access goes through internal/native/cudadrv; NCCL through
+// internal/backend/nccl.
+package cuda

@@ -1,0 +1,465 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"github.com/symmem/symmem/internal/errs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// ErrBroken is wrapped by every call on a group after a copy-engine
+// collective on it failed midway: the ranks' epochs no longer agree.
+var ErrBroken = errs.Broken
+
+// ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
+// was not allowed (Options.ShareDevice). It matches ErrNotSupported too.
+var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
+
+// DefaultTimeout bounds waits when the GroupConfig gives none.
+const DefaultTimeout = 60 * time.Second
+
+// Group is the GPU backend side of one group.
+type Group struct {
+	b       *Backend
+	name    string
+	ranks   []int // global ranks by group rank
+	me      int
+	store   *rendezvous.Client
+	fdx     *rendezvous.FDExchange
+	timeout time.Duration
+	prefix  string
+
+	ag *members.Gather
+
+	// Copy-engine availability: every member on this host, P2P reachable.
+	ce    bool
+	ceWhy string
+	// sharing names the ranks that use this rank's GPU too ("" if none);
+	// NCCL is unavailable then.
+	sharing string
+
+	segMu sync.RWMutex
+	segs  map[pool.SegmentID]*peerSeg
+
+	pad      *segment // this rank's signal pad
+	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
+
+	runMu   sync.Mutex
+	epoch   uint32
+	prog    *cudadrv.Program
+	side    []*cudadrv.Stream
+	fork    *cudadrv.Event // local-copy fork
+	forkX   *cudadrv.Event // transfer fork (after the ready wait)
+	joins   []*cudadrv.Event
+	last    *cudadrv.Event // fence recorded by quiesce
+	used    []uint64       // the backend's stream, if collectives ran on it since the last quiesce
+	fences  []streamFence  // fence events on callers' streams (track)
+	h       handles        // raw handles of side, joins, fork, forkX, last
+	broken  error
+	kargs   *cudadrv.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
+	kernWhy string
+
+	nccl ncclGroup
+
+	closeOnce sync.Once
+}
+
+// handles are the raw stream and event handles the issue path uses.
+type handles struct {
+	side, joins       []uint64
+	fork, forkX, last uint64
+}
+
+// peerSeg is every rank's mapping of one registered segment.
+type peerSeg struct {
+	size  int64
+	bases []uint64 // by group rank; bases[me] is this rank's own segment
+}
+
+var _ backend.Group = (*Group)(nil)
+
+// pad layout: word (slot, from) at 4*(slot*n + from); slots below.
+const (
+	slotReady = 0
+	slotDone  = 1
+	padSlots  = 2
+)
+
+func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
+	me, err := cfg.Index()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	g := &Group{
+		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
+		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
+		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
+		segs:   map[pool.SegmentID]*peerSeg{},
+		prog:   cudadrv.NewProgram(64),
+	}
+	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
+	if err := g.setup(ctx, gen); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
+	}
+	return g, nil
+}
+
+// setup finds out whether copy engines can serve the group, creates and
+// exchanges the signal pads, and creates the NCCL communicator.
+func (g *Group) setup(ctx context.Context, gen int) error {
+	host := members.HostID()
+	kern := g.loadKernel()
+	mine := fmt.Sprintf("%s|%s|%d|%t", host, g.b.info.PCI, os.Getpid(), kern)
+	all, err := g.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return err
+	}
+	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	if g.fdx == nil && len(g.ranks) > 1 {
+		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+	}
+	for r, v := range all {
+		parts := strings.SplitN(string(v), "|", 4)
+		if len(parts) != 4 {
+			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
+		}
+		if kern && parts[3] != "true" {
+			// Every rank must agree on the paths `auto` may take.
+			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.ranks[r])
+		}
+		if r == g.me || !g.ce {
+			continue
+		}
+		if parts[0] != host {
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.ranks[r])
+			continue
+		}
+		if parts[1] == g.b.info.PCI {
+			if !g.b.share {
+				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
+					"(symmem.Options.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					g.ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
+			}
+			g.sharing += fmt.Sprintf(" %d", g.ranks[r])
+			continue // the same device: peer mappings and copy engines work
+		}
+		dev, err := deviceByPCI(parts[1])
+		if err != nil {
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.ranks[r], parts[1], err)
+			continue
+		}
+		link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
+		if err != nil {
+			return err
+		}
+		if !link.Access {
+			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.ranks[r], dev)
+		}
+	}
+	if g.ce {
+		if err := g.setupCE(ctx); err != nil {
+			return err
+		}
+		if kern {
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
+		}
+	} else if kern {
+		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+	}
+	if g.sharing != "" {
+		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
+			winWhy: "no NCCL on a shared GPU"}
+		return nil
+	}
+	g.nccl = newNCCLGroup(ctx, g, gen)
+	return nil
+}
+
+// setupCE creates the side streams, events and signal pads.
+func (g *Group) setupCE(ctx context.Context) error {
+	c := g.b.ctx
+	nside := max(3, len(g.ranks)-1)
+	for i := 0; i < nside; i++ {
+		s, err := cudadrv.NewStream(c, 0)
+		if err != nil {
+			return err
+		}
+		g.side = append(g.side, s)
+		e, err := cudadrv.NewEvent(c, false)
+		if err != nil {
+			return err
+		}
+		g.joins = append(g.joins, e)
+	}
+	var err error
+	if g.fork, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.forkX, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.last, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
+		return fmt.Errorf("signal pad: %w", err)
+	}
+	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
+		return fmt.Errorf("clearing the signal pad: %w", err)
+	}
+	for i := range g.side {
+		g.h.side = append(g.h.side, g.side[i].Handle())
+		g.h.joins = append(g.h.joins, g.joins[i].Handle())
+	}
+	g.h.fork, g.h.forkX, g.h.last = g.fork.Handle(), g.forkX.Handle(), g.last.Handle()
+	bases, err := g.exchange(ctx, "pad", g.pad.fd, g.pad.size)
+	if err != nil {
+		return fmt.Errorf("signal pads: %w", err)
+	}
+	bases[g.me] = g.pad.base
+	g.padPeers = bases
+	return nil
+}
+
+// deviceByPCI finds the visible device with the given PCI id.
+func deviceByPCI(pci string) (int, error) {
+	n, err := cudadrv.DeviceCount()
+	if err != nil {
+		return -1, err
+	}
+	for d := 0; d < n; d++ {
+		info, err := cudadrv.Info(d)
+		if err != nil {
+			return -1, err
+		}
+		if info.PCI == pci {
+			return d, nil
+		}
+	}
+	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
+}
+
+// Rank is this process's rank in the group.
+func (g *Group) Rank() int { return g.me }
+
+// Size is the number of ranks.
+func (g *Group) Size() int { return len(g.ranks) }
+
+// Name names the group.
+func (g *Group) Name() string { return g.name }
+
+// AllGather returns every member's bytes by group rank, through the store.
+func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	return g.ag.AllGather(ctx, mine)
+}
+
+// exchange sends fd to every peer under tag and imports every peer's fd of
+// the same size, mapped for this device. Indexed by group rank (0 for me).
+func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
+	bases := make([]uint64, len(g.ranks))
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
+		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
+		bases[r] = p
+		return err
+	})
+	if err != nil {
+		for r, p := range bases {
+			if p != 0 && r != g.me {
+				cudadrv.Unmap(g.b.ctx, p, size)
+			}
+		}
+		return nil, err
+	}
+	return bases, nil
+}
+
+// Register makes seg usable by the group's collectives: peers' copies are
+// mapped here (copy engines) and the segment becomes an NCCL window. It is
+// collective; ranks that register different segments get an error wrapping
+// pool.ErrMismatch (never a hang).
+func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
+	g.segMu.RLock()
+	_, dup := g.segs[seg.ID]
+	g.segMu.RUnlock()
+	if dup {
+		return fmt.Errorf("cuda: group %q: segment %d is already registered", g.name, seg.ID)
+	}
+	fd, size, err := g.b.prov.fd(seg.ID)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register: %w", g.name, err)
+	}
+	if size != seg.Size {
+		return fmt.Errorf("cuda: group %q: register segment %d: pool says %d bytes, provider %d", g.name, seg.ID, seg.Size, size)
+	}
+	mine := fmt.Sprintf("register seg=%d size=%d", seg.ID, seg.Size)
+	all, err := g.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	for r, v := range all {
+		if string(v) != mine {
+			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
+				pool.ErrMismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
+		}
+	}
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks))}
+	if g.ce && len(g.ranks) > 1 {
+		if ps.bases, err = g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size); err != nil {
+			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+		}
+	}
+	ps.bases[g.me] = seg.Base
+	if err := g.nccl.register(ctx, seg); err != nil {
+		ps.unmap(g)
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	g.segMu.Lock()
+	g.segs[seg.ID] = ps
+	g.segMu.Unlock()
+	return nil
+}
+
+// Deregister waits until the group's last collective finished (bounded by
+// the timeout), then unmaps the peers' copies of seg and drops its window.
+func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
+	g.segMu.Lock()
+	ps, ok := g.segs[seg.ID]
+	delete(g.segs, seg.ID)
+	g.segMu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+	}
+	err := g.quiesce(ctx)
+	if e := g.nccl.deregister(ctx, seg); err == nil {
+		err = e
+	}
+	ps.unmap(g)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.name, seg.ID, err)
+	}
+	return nil
+}
+
+// quiesce waits (bounded by the timeout) until every collective issued so
+// far (outside graph capture) finished: it fences the backend's stream and
+// waits for the fence events recorded on callers' streams (track).
+func (g *Group) quiesce(ctx context.Context) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.last == nil {
+		return nil
+	}
+	for len(g.used) > 0 {
+		s := cudadrv.WrapStream(g.b.ctx, g.used[0])
+		if err := g.last.Record(s); err != nil {
+			return err
+		}
+		if err := g.last.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
+		g.used = g.used[1:]
+	}
+	for _, f := range g.fences {
+		if err := f.ev.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
+	}
+	// Side streams are joined into the caller's stream by events, so they
+	// are idle once it is.
+	return nil
+}
+
+func (ps *peerSeg) unmap(g *Group) {
+	for r, p := range ps.bases {
+		if r != g.me && p != 0 {
+			cudadrv.Unmap(g.b.ctx, p, ps.size)
+		}
+	}
+}
+
+// Registered is the number of segments registered with the group.
+func (g *Group) Registered() int {
+	g.segMu.RLock()
+	defer g.segMu.RUnlock()
+	return len(g.segs)
+}
+
+// peer returns rank r's address of segment seg at offset off.
+func (g *Group) peer(seg pool.SegmentID, r int, off int64) (uint64, bool) {
+	g.segMu.RLock()
+	ps, ok := g.segs[seg]
+	g.segMu.RUnlock()
+	if !ok || ps.bases[r] == 0 {
+		return 0, false
+	}
+	return ps.bases[r] + uint64(off), true
+}
+
+// Close releases the group's mappings, pads, streams, events and NCCL
+// communicator. Idempotent. Collective when the group has an NCCL
+// communicator (NCCL finalizes it with the peers): every rank closes its
+// groups in the same order.
+func (g *Group) Close() error {
+	var err error
+	g.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		defer cancel()
+		qerr := g.quiesce(ctx)
+		g.runMu.Lock()
+		defer g.runMu.Unlock()
+		g.segMu.Lock()
+		for id, ps := range g.segs {
+			if qerr == nil {
+				ps.unmap(g)
+			}
+			delete(g.segs, id)
+		}
+		g.segMu.Unlock()
+		err = g.nccl.close(ctx)
+		if qerr != nil {
+			// Streams may still read peer memory: leak mappings rather than
+			// unmap memory in use.
+			err = fmt.Errorf("cuda: group %q: closing with work in flight: %w", g.name, qerr)
+			g.b.forget(g)
+			return
+		}
+		for r, p := range g.padPeers {
+			if r != g.me && p != 0 {
+				cudadrv.Unmap(g.b.ctx, p, g.pad.size)
+			}
+		}
+		if g.pad != nil {
+			g.pad.release(g.b.ctx)
+		}
+		for _, s := range g.side {
+			s.Destroy()
+		}
+		if g.kargs != nil {
+			g.kargs.Free()
+		}
+		for _, f := range g.fences {
+			f.ev.Destroy()
+		}
+		for _, e := range append(g.joins, g.fork, g.forkX, g.last) {
+			if e != nil {
+				e.Destroy()
+			}
+		}
+		g.b.forget(g)
+	})
+	return err
+}

@@ -1,0 +1,121 @@
+package main
+
+import "fmt"
+
+// agUnroll is how many vectors one trip of the all-gather's main loop has in
+// flight (quads 0..3; the loop's 3S and 4S below assume 4).
+const agUnroll = 4
+
+// allGather is ptx/allgather.ptx. Target k's address is %rd(30+k), its
+// predicate %qk (bit k of the mask).
+func allGather() string {
+	var p ptx
+	p.header(fmt.Sprintf(`allgather.ptx: symmem's SM all-gather for small messages (PTX from
+internal/backend/cuda/internal/ptxgen, JIT-compiled by the driver at group creation;
+no CUDA toolkit needed).
+
+Push: every CTA loads 16-byte vectors of this rank's input once and stores
+them into each target of the mask (the peers' outputs through their peer
+mappings, and this rank's own output slot when out-of-place).
+
+Signals are per CTA and per pair of ranks, so no grid-wide barrier is
+needed: CTA b of rank r waits only for CTA b of each peer; thread k of the
+CTA signals and waits for peer k, so all peers are served in parallel.
+Signal values are epochs kept on the device (one counter per CTA in this
+rank's region), so a captured CUDA graph replays correctly: the kernel
+never depends on a value chosen by the host.
+
+Region layout (bytes from the region base; kernel_layout.go):
+  0     cnt[%[1]d]     u32  epoch counter of CTA b (this rank only)
+  %[3]d   ready[%[1]d][%[2]d] u32 ready[b][from]: CTA b of rank `+"`from`"+` may write here
+  %[4]d  done[%[1]d][%[2]d]  u32 done[b][from]:  CTA b of rank `+"`from`"+` finished writing
+
+Watchdog: a signalling thread that waits longer than P.timeout (the
+backend's Options.Watchdog) for a peer executes `+"`trap`"+`. The context then
+fails every later call with a launch error, instead of spinning forever on
+a rank that died: loud and bounded, like every other wait of symmem.
+
+Parameter block P (%[5]d bytes; kernel_layout.go):
+  %[6]d in u64 | %[7]d slice bytes u64 (multiple of 16) | %[8]d region u64 (local)
+  %[9]d me u32 | %[10]d n u32 | %[11]d mask u32 (bit k: write target k) | %[12]d unused
+  %[13]d dst[%[2]d] u64 (target k's address for this rank's slice)
+  %[14]d peer regions[%[2]d] u64 (rank k's region as mapped here)
+  %[15]d timeout u64 (nanoseconds of %%globaltimer)`,
+		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout))
+	p.w(`
+// Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
+	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
+	p.w(".shared .align 4 .b32 sepoch;\n")
+	p.entry("symmem_allgather_push", `	.reg .pred  %p<8>;
+	.reg .pred  %q<8>;
+	.reg .b32   %r<40>;
+	.reg .b64   %rd<48>;
+`)
+	p.loadParams()
+	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", table{"sreg", pPeerRegs})
+	p.signalReady("Thread k < n (k != me) talks to peer k: signal ready, wait for its.", "sreg")
+
+	p.w("\n\t// Targets and their predicates.")
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tld.param.u64    %%rd%d, [P+%d];", 30+k, pPtrs+8*k)
+	}
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tand.b32         %%r20, %%r7, %d;", 1<<k)
+		p.f("\tsetp.ne.u32     %%q%d, %%r20, 0;", k)
+	}
+	p.w(`
+	// Vectors: i = b*T + tid, stride S = nb*T, while i < slice/16. Four
+	// vectors per trip (i, i+S, i+2S, i+3S: four loads in flight), then
+	// one per trip for the rest.
+	shr.u64         %rd29, %rd2, 4;
+	mul.wide.u32    %rd24, %r2, %r3;
+	cvt.u64.u32     %rd25, %r1;
+	add.u64         %rd24, %rd24, %rd25;
+	mul.wide.u32    %rd26, %r4, %r3;
+	shl.b64         %rd43, %rd26, 4;              // S in bytes
+	mul.lo.u64      %rd41, %rd26, 3;              // 3S
+	shl.b64         %rd45, %rd26, 2;              // 4S
+L_copy4:
+	add.u64         %rd42, %rd24, %rd41;
+	setp.ge.u64     %p5, %rd42, %rd29;            // i+3S past the end
+	@%p5 bra        L_copy;
+	shl.b64         %rd27, %rd24, 4;
+	add.u64         %rd28, %rd1, %rd27;`)
+	for j := 0; j < agUnroll; j++ {
+		if j > 0 {
+			p.w("\tadd.u64         %rd28, %rd28, %rd43;")
+		}
+		p.f("\tld.global.v4.u32 %s, [%%rd28];", quad(j))
+	}
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
+		for j := 0; j < agUnroll; j++ {
+			if j > 0 {
+				p.w("\tadd.u64         %rd40, %rd40, %rd43;")
+			}
+			p.f("\t@%%q%d st.global.v4.u32 [%%rd40], %s;", k, quad(j))
+		}
+	}
+	p.w(`	add.u64         %rd24, %rd24, %rd45;
+	bra             L_copy4;
+L_copy:
+	setp.ge.u64     %p5, %rd24, %rd29;
+	@%p5 bra        L_copy_done;
+	shl.b64         %rd27, %rd24, 4;
+	add.u64         %rd28, %rd1, %rd27;`)
+	p.f("\tld.global.v4.u32 %s, [%%rd28];", quad(0))
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
+		p.f("\t@%%q%d st.global.v4.u32 [%%rd40], %s;", k, quad(0))
+	}
+	p.w(`	add.u64         %rd24, %rd24, %rd26;
+	bra             L_copy;
+L_copy_done:
+	// Every thread's stores precede the signalling threads' release (the
+	// barrier, then a system-scope fence: release is cumulative).`)
+	p.signalDone(true, "L_end")
+	p.w(`L_end:
+	ret;
+}`)
+	return p.b.String()
+}

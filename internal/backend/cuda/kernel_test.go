@@ -1,0 +1,240 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// TestKernelPTXMatchesGo: each kernel's PTX reads exactly the parameter
+// offsets kernel.go / allreduce.go write, declares the block's size, and
+// uses the region offsets.
+func TestKernelPTXMatchesGo(t *testing.T) {
+	common := []int{argRegion, argMe, argN, argTimeout}
+	for r := 0; r < kernMaxRanks; r++ {
+		common = append(common, argPeerRegion+8*r)
+	}
+	ag := append([]int{argIn, argSlice, argMask}, common...)
+	ar := append([]int{arOut, arBytes, arDType}, common...)
+	for r := 0; r < kernMaxRanks; r++ {
+		ag = append(ag, argDst+8*r)
+		ar = append(ar, arSrc+8*r)
+	}
+	for _, k := range []struct {
+		name, src, entry string
+		want             []int
+	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar}} {
+		t.Run(k.name, func(t *testing.T) {
+			if !strings.Contains(k.src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
+				t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
+			}
+			if !strings.Contains(k.src, ".entry "+k.entry+"(") {
+				t.Fatalf("entry %s missing", k.entry)
+			}
+			var got []int
+			for _, m := range regexp.MustCompile(`\[P\+(\d+)\]`).FindAllStringSubmatch(k.src, -1) {
+				off, _ := strconv.Atoi(m[1])
+				if !slices.Contains(got, off) {
+					got = append(got, off)
+				}
+			}
+			slices.Sort(got)
+			want := slices.Clone(k.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("PTX reads parameter offsets %v, Go writes %v", got, want)
+			}
+			// ready after cnt[kernMaxCTAs], done after kernMaxCTAs*kernMaxRanks words.
+			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
+			if ready != regionReady || done != regionDone || done+4*kernMaxCTAs*kernMaxRanks != regionBytes {
+				t.Fatalf("region layout: ready %d done %d size %d, want %d %d %d", regionReady, regionDone, regionBytes, ready, done, done+4*kernMaxCTAs*kernMaxRanks)
+			}
+			for _, off := range []int{ready, done} {
+				if !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
+					t.Errorf("PTX never adds region offset %d", off)
+				}
+			}
+		})
+	}
+	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
+		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
+	}
+	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > 128<<10 {
+		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)
+	}
+	if arMaxBytes != 2<<20 {
+		t.Fatalf("arMaxBytes = %d, the PTX's shared memory holds 2 MiB per call", arMaxBytes)
+	}
+}
+
+func TestAllGatherArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		n, me   int
+		inPlace bool
+		mask    uint32
+	}{
+		{"2 ranks out-of-place", 2, 0, false, 0b11},
+		{"2 ranks in-place", 2, 1, true, 0b01},
+		{"4 ranks out-of-place", 4, 2, false, 0b1111},
+		{"8 ranks in-place", 8, 7, true, 0b0111_1111},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
+			defer g.kargs.Free()
+			const count = 4096
+			req := gatherReq(g, count, tc.inPlace)
+			if err := g.fillAllGatherArgs(req); err != nil {
+				t.Fatal(err)
+			}
+			b := g.kargs.Bytes()
+			u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+			u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
+			slice := uint64(count * 2)
+			if u64(argIn) != req.In.Ptr || u64(argSlice) != slice || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) {
+				t.Fatalf("header: in %#x slice %d me %d n %d", u64(argIn), u64(argSlice), u32(argMe), u32(argN))
+			}
+			if u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) || g.b.watchdog <= 0 {
+				t.Fatalf("watchdog %d ns, backend's %v", u64(argTimeout), g.b.watchdog)
+			}
+			if u32(argMask) != tc.mask {
+				t.Fatalf("mask %b, want %b", u32(argMask), tc.mask)
+			}
+			if u64(argRegion) != g.padPeers[tc.me]+kernRegion {
+				t.Fatalf("own region %#x", u64(argRegion))
+			}
+			for r := 0; r < tc.n; r++ {
+				// Target r receives this rank's slice at slot me of r's output.
+				want := g.segs[1].bases[r] + uint64(tc.me)*slice
+				if got := u64(argDst + 8*r); got != want {
+					t.Fatalf("dst[%d] = %#x, want %#x", r, got, want)
+				}
+				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+kernRegion {
+					t.Fatalf("region[%d] = %#x", r, got)
+				}
+			}
+		})
+	}
+}
+
+func TestAllGatherCTAs(t *testing.T) {
+	tests := []struct {
+		slice int64
+		limit int
+		want  int
+	}{
+		{16, 32, 1},
+		{kernThreads * 16 * kernVecsPerThread, 32, 1},
+		{kernThreads*16*kernVecsPerThread + 16, 32, 2},
+		{512 << 10, 64, 16}, // 1 MiB all-gather on 2 ranks
+		{8 << 20, 64, 64},
+		{8 << 20, 200, kernMaxCTAs},
+		{1 << 30, 8, 8},
+	}
+	for _, tt := range tests {
+		if got := allGatherCTAs(tt.slice, tt.limit); got != tt.want {
+			t.Errorf("allGatherCTAs(%d, %d) = %d, want %d", tt.slice, tt.limit, got, tt.want)
+		}
+	}
+}
+
+func TestAllReduceArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, me   int
+		dt      coll.DType
+		inPlace bool
+	}{{"2 ranks bf16", 2, 1, coll.BFloat16, false}, {"4 ranks f32 in-place", 4, 2, coll.Float32, true}, {"8 ranks f16", 8, 0, coll.Float16, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
+			defer g.kargs.Free()
+			const bytes = 1 << 20
+			req := arReq(g, bytes/int64(tc.dt.Size()), tc.dt, tc.inPlace)
+			if err := g.allReduceWhyNot(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.fillAllReduceArgs(req); err != nil {
+				t.Fatal(err)
+			}
+			b := g.kargs.Bytes()
+			u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+			u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
+			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
+				t.Fatalf("header: out %#x bytes %d me %d n %d dtype %d", u64(arOut), u64(arBytes), u32(argMe), u32(argN), u32(arDType))
+			}
+			if u64(argRegion) != g.padPeers[tc.me]+arRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
+				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
+			}
+			for r := 0; r < tc.n; r++ {
+				want := g.segs[1].bases[r] + uint64(req.InSym.Off) // rank r's input as mapped here
+				if got := u64(arSrc + 8*r); got != want {
+					t.Fatalf("src[%d] = %#x, want %#x", r, got, want)
+				}
+				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+arRegion {
+					t.Fatalf("region[%d] = %#x", r, got)
+				}
+			}
+			for _, c := range []struct {
+				bytes int64
+				want  int
+			}{{16, 1}, {kernThreads * kernAlign, 1}, {kernThreads*kernAlign + 16, 2}, {512 << 10, 64}, {bytes, 64}, {arMaxBytes, 64}} {
+				if got := allReduceCTAs(c.bytes); got != c.want {
+					t.Fatalf("allReduceCTAs(%d) = %d, want %d", c.bytes, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// arReq is an all-reduce of count elements per rank in segment 1: input at
+// offset 512 MiB, output at 0 (in-place: both at 0).
+func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
+	bytes := count * int64(dt.Size())
+	base := g.segs[1].bases[g.me]
+	req := backend.Request{Kind: coll.AllReduce, DType: dt, Op: coll.Sum, Count: count,
+		Out: coll.Span{Ptr: base, Len: bytes}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
+		In: coll.Span{Ptr: base + 512<<20, Len: bytes}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
+	if inPlace {
+		req.In, req.InSym = req.Out, req.OutSym
+	}
+	return req.Shaped(len(g.ranks), g.me)
+}
+
+// TestReduceScatterArgs: a reduce-scatter runs the all-reduce kernel on
+// chunk me of every rank's input.
+func TestReduceScatterArgs(t *testing.T) {
+	const n, me, chunk = 4, 2, 64 << 10
+	g := fakeGroup(n, me)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	req := arReq(g, chunk/2, coll.BFloat16, false)
+	req.Kind = coll.ReduceScatter
+	req.In.Len = chunk * n
+	if err := g.kernelWhyNot(req); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.fillAllReduceArgs(req); err != nil {
+		t.Fatal(err)
+	}
+	b := g.kargs.Bytes()
+	if got := binary.LittleEndian.Uint64(b[arBytes:]); got != chunk {
+		t.Fatalf("bytes %d, want the chunk (%d)", got, chunk)
+	}
+	for r := 0; r < n; r++ {
+		want := g.segs[1].bases[r] + uint64(req.InSym.Off) + me*chunk
+		if got := binary.LittleEndian.Uint64(b[arSrc+8*r:]); got != want {
+			t.Fatalf("src[%d] = %#x, want chunk %d of rank %d's input (%#x)", r, got, me, r, want)
+		}
+	}
+}

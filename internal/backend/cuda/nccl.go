@@ -1,0 +1,147 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
+	"github.com/symmem/symmem/pool"
+)
+
+// ncclState is the backend's NCCL library (or why there is none).
+type ncclState struct {
+	nvls string // how NCCL_NVLS_ENABLE was decided
+	lib  *libnccl.Lib
+	err  error
+}
+
+// load loads NCCL. Unless multicast is set, NVLink multicast (NVLS) stays
+// off: NCCL_NVLS_ENABLE=0 is set when the variable is unset — a value the
+// user set is kept — and status says which (symmem doctor prints it). NVLS
+// reserves multicast memory per communicator and symmem's paths do not use
+// it; on shared hosts it has failed communicator creation.
+func (s *ncclState) load(multicast bool) {
+	v, set := os.LookupEnv("NCCL_NVLS_ENABLE")
+	switch {
+	case set:
+		s.nvls = fmt.Sprintf("NCCL_NVLS_ENABLE=%s (set by the user, kept)", v)
+	case multicast:
+		s.nvls = "NCCL_NVLS_ENABLE unset: NCCL's default (NVLink multicast allowed by Options.NCCLMulticast)"
+	default:
+		os.Setenv("NCCL_NVLS_ENABLE", "0") // before NCCL reads it; reaches C's environ (cgo)
+		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; Options.NCCLMulticast allows NVLink multicast)"
+	}
+	s.lib, s.err = libnccl.Load()
+}
+
+func (s *ncclState) status() string {
+	if s.lib == nil {
+		return fmt.Sprintf("unavailable: %v", s.err)
+	}
+	return s.lib.String() + "; " + s.nvls
+}
+
+// ncclGroup is a group's NCCL communicator (nil comm: unavailable, err says
+// why) and whether its windows work.
+type ncclGroup struct {
+	comm *bnccl.Comm
+	// plain is a second communicator with no windows: NCCL picks its
+	// symmetric kernels for any buffer in a window, and for large
+	// reductions those are slower than its regular ones (4x H200:
+	// reduce-scatter 1 GiB 210 vs 323 GB/s busbw, gpu-scale-2026-11-21.md),
+	// so the plain path on pool buffers runs here. nil if it failed.
+	plain   *bnccl.Comm
+	err     error
+	windows bool   // segments are registered as NCCL windows
+	winWhy  string // why not
+}
+
+func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
+	st := &g.b.nccl
+	if st.lib == nil {
+		return ncclGroup{err: st.err, winWhy: "no NCCL"}
+	}
+	// A blocking communicator (internal/backend/nccl's default): on the 2x H200
+	// machine (NCCL 2.28.9) the second window registration on a non-blocking
+	// one failed with "Attempt to use communicator before the previous
+	// operation returned ncclSuccess" (results/gpu-2026-11-21.md, run
+	// 1). Every rank has met in setup's all-gather before the communicator is
+	// created, so a blocking init does not wait for absent ranks.
+	cfg := bnccl.Config{}
+	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
+		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})
+	if err != nil {
+		return ncclGroup{err: err, winWhy: "no communicator"}
+	}
+	ng := ncclGroup{comm: c, windows: st.lib.HasWindows}
+	if !ng.windows {
+		ng.winWhy = fmt.Sprintf("NCCL %s has no window registration", st.lib.VersionString())
+		return ng
+	}
+	// Every rank reaches this point (the first communicator's init is
+	// collective), so the second one is created in step everywhere.
+	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.name + "#plain", Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
+		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg}); err == nil {
+		ng.plain = p
+	}
+	return ng
+}
+
+func (n *ncclGroup) register(ctx context.Context, seg pool.Segment) error {
+	if n.comm == nil || !n.windows {
+		return nil
+	}
+	if err := n.comm.Register(ctx, seg.Base, seg.Size); err != nil {
+		if errors.Is(err, bnccl.ErrNotSupported) {
+			n.windows, n.winWhy = false, err.Error()
+			return nil
+		}
+		return fmt.Errorf("NCCL window: %w", err)
+	}
+	return nil
+}
+
+func (n *ncclGroup) deregister(ctx context.Context, seg pool.Segment) error {
+	if n.comm == nil || !n.windows || !n.comm.Windowed(seg.Base, seg.Size) {
+		return nil
+	}
+	return n.comm.Deregister(ctx, seg.Base)
+}
+
+func (n *ncclGroup) close(ctx context.Context) error {
+	if n.comm == nil {
+		return nil
+	}
+	var perr error
+	if n.plain != nil {
+		perr = n.plain.Close(ctx)
+		n.plain = nil
+	}
+	err := n.comm.Close(ctx)
+	n.comm = nil
+	return errors.Join(perr, err)
+}
+
+// run runs req on NCCL; win is the cuda path's one window decision.
+func (n *ncclGroup) run(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
+	if n.comm == nil {
+		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
+	}
+	if req.Algo == coll.AlgoNCCL && n.plain != nil {
+		return n.plain.RunDecided(ctx, req, false) // regular kernels even on pool buffers
+	}
+	return n.comm.RunDecided(ctx, req, win)
+}
+
+// windowed reports whether both buffers of req lie in NCCL windows.
+func (n *ncclGroup) windowed(req backend.Request) bool {
+	if n.comm == nil || !n.windows {
+		return false
+	}
+	return n.comm.Windowed(req.In.Ptr, req.In.Len) && n.comm.Windowed(req.Out.Ptr, req.Out.Len)
+}

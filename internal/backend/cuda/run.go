@@ -1,0 +1,218 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+)
+
+// errNotSymmetric is wrapped when a forced symmetric path gets buffers that
+// are not pool blocks registered with the group.
+var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool block)")
+
+// ErrNotSymmetric is errNotSymmetric, for callers' errors.Is.
+var ErrNotSymmetric = errNotSymmetric
+
+// ErrNCCLInPlaceMisaligned is wrapped when NCCL would run an in-place
+// all-gather on window memory with a slice that is not a multiple of 4
+// bytes below 1 MiB: NCCL 2.28.9's symmetric kernels returned wrong data
+// there on the 2x H200 machine (results/gpu-2026-11-21.md, run 2;
+// 4 KiB and 64 KiB, bf16/fp16/int8 odd counts). Use ce, or an even count.
+var ErrNCCLInPlaceMisaligned = errors.New("NCCL window all-gather in-place with a slice not a multiple of 4 bytes (below 1 MiB) is known to return wrong data")
+
+// ncclUnsafe reports the NCCL defect above for req.
+func ncclUnsafe(req backend.Request, inPlace, win bool, n int) bool {
+	slice := req.Count * int64(req.DType.Size())
+	return req.Kind == coll.AllGather && inPlace && win && slice%4 != 0 && slice*int64(n) < 1<<20
+}
+
+// Run executes req on req.Stream (the backend's stream when 0) and reports
+// the path. It returns once the work is enqueued.
+//
+// Copy-engine and kernel collectives of one group must be ordered on the GPU
+// the same way on every rank (issue them on one stream, or order the streams
+// with events). They may be captured into a CUDA graph (the stream being
+// captured is the request's stream): their signals carry no host-chosen
+// values, so every replay is a new, correct collective — provided every rank
+// replays its graph the same number of times.
+func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if req.Stream == 0 {
+		req.Stream = g.b.stream.Handle()
+	}
+	// The NCCL window decision is made once, here; the choice and NCCL
+	// both consume it.
+	win := g.nccl.windowed(req)
+	algo, why, err := g.chooseWin(req, win)
+	if err != nil {
+		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+	}
+	path := coll.Path{Algo: algo, Reason: why}
+	switch algo {
+	case coll.AlgoCE, coll.AlgoKernel:
+		g.runMu.Lock()
+		if g.broken != nil {
+			g.runMu.Unlock()
+			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
+		}
+		if algo == coll.AlgoCE {
+			err = g.ceAllGather(req, req.Stream)
+		} else {
+			err = g.runKernel(req, req.Stream)
+		}
+		g.runMu.Unlock()
+	default:
+		r := req
+		r.Algo = algo
+		var p coll.Path
+		p, err = g.nccl.run(ctx, r, win)
+		if p.Algo != "" {
+			path.Algo = p.Algo
+		}
+	}
+	if err != nil {
+		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
+	}
+	return path, nil
+}
+
+// autoKernelWhy is auto's reason for a kernel path (constant: no formatting
+// per call).
+var autoKernelWhy = map[coll.Kind]string{
+	coll.AllGather:     "auto: symmem's all_gather kernel for small messages (autotable.go)",
+	coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (autotable.go)",
+	coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (autotable.go)",
+}
+
+// choose resolves req.Algo to the path that runs, with the reason.
+func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
+	return g.chooseWin(req, g.nccl.windowed(req))
+}
+
+// chooseWin is choose with the buffers' window status given (win).
+func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, error) {
+	n := len(g.ranks)
+	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
+	inPlace := req.Kind == coll.AllGather && req.InPlace
+	// Pull reads the peers' inputs (registered input, or in-place in a
+	// registered output); push writes into the peers' outputs.
+	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || req.OutSym.OK)
+	bad := ncclUnsafe(req, inPlace, win, n)
+	switch req.Algo {
+	case coll.AlgoKernel:
+		if kernErr := g.kernelWhyNot(req); kernErr != nil {
+			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w: %w", kernErr, backend.ErrRefused)
+		}
+		return coll.AlgoKernel, "kernel requested", nil
+	case coll.AlgoCE:
+		if !ceOK {
+			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w: %w", g.ceWhyNot(req), errNotSymmetric, backend.ErrRefused)
+		}
+		return coll.AlgoCE, "ce requested", nil
+	case coll.AlgoNCCLWindow:
+		if g.nccl.comm == nil {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		}
+		if !win {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", g.winWhy(symOK), errNotSymmetric, backend.ErrRefused)
+		}
+		if bad {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("%w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
+		}
+		return coll.AlgoNCCLWindow, "nccl-window requested", nil
+	case coll.AlgoNCCL:
+		if g.nccl.comm == nil {
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		}
+		if bad {
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers: %w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
+		}
+		return coll.AlgoNCCL, "nccl requested", nil
+	case coll.AlgoAuto, coll.AlgoDirect, "":
+	default:
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
+	}
+	total := req.In.Len // the full tensor: all-gather's output
+	if req.Kind == coll.AllGather {
+		total = req.Out.Len
+	}
+	pick := autoPick(req.Kind, total, n, inPlace)
+	// Only kernel rows pay for the kernel check (it formats an error when
+	// the kernel cannot run).
+	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather)) &&
+		g.kernelWhyNot(req) == nil
+	if pick == coll.AlgoKernel {
+		if kernOK {
+			return coll.AlgoKernel, autoKernelWhy[req.Kind], nil
+		}
+		pick = coll.AlgoNCCLWindow // the next best there (autotable.go)
+	}
+	if pick == coll.AlgoCE && ceOK {
+		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
+	}
+	if pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather {
+		if kernOK {
+			return coll.AlgoKernel, "auto: symmem's all-gather kernel (buffers not in NCCL windows)", nil
+		}
+		if ceOK {
+			return coll.AlgoCE, "auto: copy engines (buffers not in NCCL windows)", nil
+		}
+	}
+	if g.nccl.comm == nil || bad {
+		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
+		// that the auto table gives to NCCL still runs on symmem's kernel
+		// when the kernel takes it.
+		if req.Kind != coll.AllGather && g.nccl.comm == nil && g.kernelWhyNot(req) == nil {
+			return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
+		}
+		if ceOK {
+			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil
+		}
+		if bad {
+			return coll.AlgoAuto, "", ErrNCCLInPlaceMisaligned
+		}
+		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.ceWhyNot(req), ErrNotSupported)
+	}
+	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && win {
+		return coll.AlgoNCCLWindow, "auto: NCCL on windows (autotable.go)", nil
+	}
+	if !symOK {
+		return coll.AlgoNCCL, "auto: plain NCCL, buffers are not symmetric pool blocks", nil
+	}
+	return coll.AlgoNCCL, "auto: plain NCCL (autotable.go)", nil
+}
+
+func (g *Group) ceWhyNot(req backend.Request) string {
+	switch {
+	case req.Kind != coll.AllGather:
+		return "copy engines serve all_gather only"
+	case !g.ce:
+		return "copy engines unavailable: " + g.ceWhy
+	}
+	return "the buffers are not pool blocks registered with this group"
+}
+
+func (g *Group) winWhy(symOK bool) string {
+	if !symOK {
+		return "not pool blocks registered with this group"
+	}
+	if g.nccl.winWhy != "" {
+		return g.nccl.winWhy
+	}
+	return "outside the registered windows"
+}
+
+// Explain reports the path Run would take for req, without running it (for
+// `symmem doctor`): symmetric spans count as pool blocks registered with the
+// group (and so NCCL windows when NCCL has them). A request Run would refuse
+// explains why.
+func (g *Group) Explain(req backend.Request) coll.Path {
+	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
+	algo, why, err := g.chooseWin(req, symOK && g.nccl.comm != nil && g.nccl.windows)
+	if err != nil {
+		why = "refused: " + err.Error()
+	}
+	return coll.Path{Algo: algo, Reason: why}
+}

@@ -1,0 +1,200 @@
+package nccl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/libnccl"
+)
+
+// Collectives enqueue one NCCL call on stream (a CUstream handle; 0 = the
+// legacy default stream) and return without waiting for the GPU. Counts are
+// elements: per rank for AllGather (in holds count, out count*Size) and
+// ReduceScatter (in holds count*Size, out count); the whole buffer for
+// AllReduce and Broadcast. Buffers inside registered windows (at the same
+// offsets on every rank) let NCCL use its symmetric kernels; otherwise the
+// same call runs NCCL's ordinary kernels.
+
+// AllGather is ncclAllGather.
+func (c *Comm) AllGather(in, out uint64, count int64, dt coll.DType, stream uint64) error {
+	ndt, err := c.args("all-gather", in, out, count, dt)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.settle(context.Background(), "ncclAllGather",
+		c.lib.AllGather(c.cuctx, c.h.Comm, in, out, count, ndt, uintptr(stream)))
+}
+
+// ReduceScatter is ncclReduceScatter.
+func (c *Comm) ReduceScatter(in, out uint64, count int64, dt coll.DType, op coll.ReduceOp, stream uint64) error {
+	ndt, err := c.args("reduce-scatter", in, out, count, dt)
+	if err != nil {
+		return err
+	}
+	nop, err := libnccl.RedOpOf(op)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.settle(context.Background(), "ncclReduceScatter",
+		c.lib.ReduceScatter(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream)))
+}
+
+// AllReduce is ncclAllReduce.
+func (c *Comm) AllReduce(in, out uint64, count int64, dt coll.DType, op coll.ReduceOp, stream uint64) error {
+	ndt, err := c.args("all-reduce", in, out, count, dt)
+	if err != nil {
+		return err
+	}
+	nop, err := libnccl.RedOpOf(op)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.settle(context.Background(), "ncclAllReduce",
+		c.lib.AllReduce(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream)))
+}
+
+// Broadcast is ncclBroadcast: out on every rank = in of rank root (in is
+// read on root only; in == out is in place).
+func (c *Comm) Broadcast(in, out uint64, count int64, dt coll.DType, root int, stream uint64) error {
+	ndt, err := c.args("broadcast", in, out, count, dt)
+	if err != nil {
+		return err
+	}
+	if root < 0 || root >= c.size {
+		return fmt.Errorf("nccl: group %q: broadcast root %d is outside the group of %d ranks", c.group, root, c.size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	return c.settle(context.Background(), "ncclBroadcast",
+		c.lib.Broadcast(c.cuctx, c.h.Comm, in, out, count, ndt, root, uintptr(stream)))
+}
+
+func (c *Comm) args(what string, in, out uint64, count int64, dt coll.DType) (libnccl.DataType, error) {
+	ndt, err := libnccl.DataTypeOf(dt)
+	if err != nil {
+		return 0, fmt.Errorf("nccl: group %q: %s: %w", c.group, what, err)
+	}
+	if count < 0 {
+		return 0, fmt.Errorf("nccl: group %q: %s: count %d is negative", c.group, what, count)
+	}
+	if count > 0 && (in == 0 || out == 0) {
+		return 0, fmt.Errorf("nccl: group %q: %s: null buffer (in %#x, out %#x)", c.group, what, in, out)
+	}
+	return ndt, nil
+}
+
+// Run executes a backend request with NCCL and reports the path: AlgoNCCL
+// for ordinary buffers, AlgoNCCLWindow when every buffer lies inside a
+// symmetric window. req.Algo = AlgoNCCLWindow with a buffer outside the
+// windows fails with ErrNotWindow (the user API then stages through the
+// pool); AlgoAuto, AlgoNCCL and "" are accepted, anything else is refused.
+func (c *Comm) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	inLen, outLen, err := spanCounts(req, c.size)
+	if err != nil {
+		return coll.Path{}, fmt.Errorf("nccl: group %q: %w", c.group, err)
+	}
+	in := req.In.Ptr
+	if req.Kind == coll.Broadcast {
+		in = req.Out.Ptr
+	}
+	return c.RunDecided(ctx, req, c.Windowed(in, inLen) && c.Windowed(req.Out.Ptr, outLen))
+}
+
+// RunDecided is Run with the window decision made by the caller (win: every
+// buffer lies inside a window of this communicator); the GPU backend decides
+// once per call and passes it here. req's shape must be valid (Shaped).
+func (c *Comm) RunDecided(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
+	var err error
+	in, inLen, outLen := req.In.Ptr, req.In.Len, req.Out.Len
+	if req.Kind == coll.Broadcast {
+		in = req.Out.Ptr
+	}
+	path := coll.Path{Algo: coll.AlgoNCCL, Reason: "buffers outside NCCL windows"}
+	if win {
+		path = coll.Path{Algo: coll.AlgoNCCLWindow, Reason: "buffers inside NCCL symmetric windows"}
+	}
+	switch req.Algo {
+	case "", coll.AlgoAuto:
+	case coll.AlgoNCCL:
+		if win {
+			path.Reason = "nccl requested; buffers are in windows, so NCCL may use its symmetric kernels"
+		} else {
+			path.Reason = "nccl requested"
+		}
+	case coll.AlgoNCCLWindow:
+		if !win {
+			return path, fmt.Errorf("nccl: group %q: %v with nccl-window: %w (in %#x+%d, out %#x+%d); allocate from the pool inside a scope",
+				c.group, req.Kind, ErrNotWindow, in, inLen, req.Out.Ptr, outLen)
+		}
+	default:
+		return path, fmt.Errorf("nccl: group %q: algorithm %q is not an NCCL path (want nccl or nccl-window)", c.group, req.Algo)
+	}
+	if err := ctx.Err(); err != nil {
+		return path, err
+	}
+	switch req.Kind {
+	case coll.AllGather:
+		err = c.AllGather(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Stream)
+	case coll.ReduceScatter:
+		err = c.ReduceScatter(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Op, req.Stream)
+	case coll.AllReduce:
+		err = c.AllReduce(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Op, req.Stream)
+	case coll.Broadcast:
+		err = c.Broadcast(req.Out.Ptr, req.Out.Ptr, req.Count, req.DType, req.Root, req.Stream)
+	default:
+		err = fmt.Errorf("nccl: group %q: unknown collective %v", c.group, req.Kind)
+	}
+	return path, err
+}
+
+// spanCounts checks req's spans against its count and returns the byte
+// lengths the collective touches in In and Out.
+func spanCounts(req backend.Request, n int) (inLen, outLen int64, err error) {
+	if !req.DType.Valid() {
+		return 0, 0, fmt.Errorf("%v: unknown dtype %v", req.Kind, req.DType)
+	}
+	if req.Count < 0 {
+		return 0, 0, fmt.Errorf("%v: count %d is negative", req.Kind, req.Count)
+	}
+	es := int64(req.DType.Size())
+	one := req.Count * es
+	switch req.Kind {
+	case coll.AllGather:
+		inLen, outLen = one, one*int64(n)
+	case coll.ReduceScatter:
+		inLen, outLen = one*int64(n), one
+	case coll.AllReduce:
+		inLen, outLen = one, one
+	case coll.Broadcast:
+		inLen, outLen = one, one
+	default:
+		return 0, 0, fmt.Errorf("unknown collective %v", req.Kind)
+	}
+	if req.Kind != coll.Broadcast && req.In.Len < inLen {
+		return 0, 0, fmt.Errorf("%v of %d %v: input span holds %d bytes, needs %d", req.Kind, req.Count, req.DType, req.In.Len, inLen)
+	}
+	if req.Out.Len < outLen {
+		return 0, 0, fmt.Errorf("%v of %d %v: output span holds %d bytes, needs %d", req.Kind, req.Count, req.DType, req.Out.Len, outLen)
+	}
+	return inLen, outLen, nil
+}

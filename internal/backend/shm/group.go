@@ -1,0 +1,300 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/symmem/symmem/internal/errs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/backend/shm/plan"
+	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// ErrPeerExited is wrapped when a peer process of the group exited while this
+// rank waited for it. The error text names the rank.
+var ErrPeerExited = errors.New("shm: peer rank exited")
+
+// PeerExitedError says which peer exited; it matches ErrPeerExited.
+type PeerExitedError struct {
+	Rank, Pid int // world rank and process id
+}
+
+func (e *PeerExitedError) Error() string {
+	return fmt.Sprintf("rank %d (pid %d) exited: %v", e.Rank, e.Pid, ErrPeerExited)
+}
+
+func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
+
+// ErrBroken is wrapped by every call on a group after a collective on it
+// failed midway (a peer died or timed out): the ranks' signal counters no
+// longer agree, so the group cannot be used again.
+var ErrBroken = errs.Broken
+
+// DefaultTimeout bounds waits when the GroupConfig gives none.
+const DefaultTimeout = 60 * time.Second
+
+// Group is the CPU backend side of one group of local ranks.
+type Group struct {
+	b       *Backend
+	name    string
+	ranks   []int // global ranks by group rank
+	me      int   // group rank
+	store   *rendezvous.Client
+	fdx     *rendezvous.FDExchange
+	timeout time.Duration
+	prefix  string // store key and fd tag namespace
+	workers int    // goroutines for the data steps of one stage
+
+	ag *members.Gather
+
+	pidfds []int // peers' pidfds by group rank (-1 for me)
+	pids   []int
+
+	segMu sync.RWMutex
+	segs  map[pool.SegmentID]*peerSeg
+
+	runMu   sync.Mutex // one collective at a time; guards everything below
+	pads    *pads
+	epoch   uint32 // epoch base E of the plan protocol, equal on all ranks
+	plans   map[plan.Spec]plan.Plan
+	scratch []byte
+	broken  error
+	failed  atomic.Pointer[error] // broken by a failure (not by Close), read without runMu
+	calls   uint64
+	records uint64 // records written to the pad (agree.go)
+
+	closeOnce sync.Once
+}
+
+// peerSeg is every rank's mapping of one registered segment.
+type peerSeg struct {
+	size  int64
+	bases []uint64 // by group rank; bases[me] is this rank's own segment
+	maps  [][]byte // peers' mappings (nil for me)
+}
+
+var _ backend.Group = (*Group)(nil)
+
+func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
+	me, err := cfg.Index()
+	if err != nil {
+		return nil, fmt.Errorf("shm: %w", err)
+	}
+	switch {
+	case len(cfg.Ranks) > 1 && cfg.FDs == nil:
+		return nil, fmt.Errorf("shm: group %q: GroupConfig.FDs is nil (the CPU backend passes memfds between ranks)", cfg.Name)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	g := &Group{
+		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
+		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
+		prefix:  members.Prefix("shm", b.env.JobID, cfg.Name, gen),
+		segs:    map[pool.SegmentID]*peerSeg{},
+		plans:   map[plan.Spec]plan.Plan{},
+		workers: workersFor(b.env.LocalWorldSize),
+	}
+	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
+	n := len(g.ranks)
+	g.pidfds = make([]int, n)
+	g.pids = make([]int, n)
+	for i := range g.pidfds {
+		g.pidfds[i] = -1
+	}
+	if g.pads, err = newPads(n, me); err != nil {
+		return nil, fmt.Errorf("shm: group %q: %w", g.name, err)
+	}
+	if err := g.setup(ctx); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("shm: group %q (rank %d): %w", g.name, cfg.Rank, err)
+	}
+	return g, nil
+}
+
+// setup checks that every member runs on this host, opens pidfds for the
+// peers and exchanges signal pads.
+func (g *Group) setup(ctx context.Context) error {
+	host := members.HostID()
+	all, err := g.AllGather(ctx, []byte(host+"|"+strconv.Itoa(os.Getpid())))
+	if err != nil {
+		return err
+	}
+	for r, v := range all {
+		h, pid, _ := strings.Cut(string(v), "|")
+		if h != host {
+			return fmt.Errorf("rank %d runs on host %q, this rank on %q: the CPU backend needs every rank of a group on one host", g.ranks[r], h, host)
+		}
+		if r == g.me {
+			continue
+		}
+		if g.pids[r], err = strconv.Atoi(pid); err != nil {
+			return fmt.Errorf("rank %d sent a bad pid %q", g.ranks[r], pid)
+		}
+		if g.pidfds[r], err = unix.PidfdOpen(g.pids[r], 0); err != nil {
+			return fmt.Errorf("rank %d (pid %d): pidfd_open: %w", g.ranks[r], g.pids[r], err)
+		}
+	}
+	mems, err := g.exchange(ctx, "pad", g.pads.fd, padSize(len(g.ranks)))
+	if err != nil {
+		return fmt.Errorf("signal pads: %w", err)
+	}
+	for r, m := range mems {
+		if r != g.me {
+			g.pads.peers[r] = m
+		}
+	}
+	return nil
+}
+
+// Rank is this process's rank in the group.
+func (g *Group) Rank() int { return g.me }
+
+// Size is the number of ranks in the group.
+func (g *Group) Size() int { return len(g.ranks) }
+
+// Name is the group's name.
+func (g *Group) Name() string { return g.name }
+
+// Ranks returns the members' global ranks by group rank.
+func (g *Group) Ranks() []int { return append([]int(nil), g.ranks...) }
+
+// bound applies the group timeout unless ctx has an earlier deadline.
+// AllGather returns every member's bytes by group rank, through the store.
+// Members call it in the same order. Keys live under the group's namespace
+// and the last rank to finish deletes them all.
+func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	if err := g.failFast(); err != nil {
+		return nil, err
+	}
+	return g.ag.AllGather(ctx, mine)
+}
+
+// exchange sends fd to every peer under tag and maps every peer's fd of the
+// same size. The result is indexed by group rank (nil for this rank).
+func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([][]byte, error) {
+	mems := make([][]byte, len(g.ranks))
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
+		m, err := mapPeer(fd, size)
+		mems[r] = m
+		return err
+	})
+	if err != nil {
+		for _, m := range mems {
+			if m != nil {
+				unix.Munmap(m)
+			}
+		}
+		return nil, err
+	}
+	return mems, nil
+}
+
+// Register maps every peer's copy of seg (collective over the group).
+func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
+	g.segMu.RLock()
+	_, dup := g.segs[seg.ID]
+	g.segMu.RUnlock()
+	if dup {
+		return fmt.Errorf("shm: group %q: segment %d is already registered", g.name, seg.ID)
+	}
+	fd, err := g.b.prov.fd(seg.ID)
+	if err != nil {
+		return fmt.Errorf("shm: group %q: register: %w", g.name, err)
+	}
+	mems, err := g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size)
+	if err != nil {
+		return fmt.Errorf("shm: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks)), maps: mems}
+	for r, m := range mems {
+		ps.bases[r] = hostmem.Addr(m)
+	}
+	ps.bases[g.me] = seg.Base
+	g.segMu.Lock()
+	g.segs[seg.ID] = ps
+	g.segMu.Unlock()
+	return nil
+}
+
+// Deregister unmaps the peers' copies of seg.
+func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
+	g.segMu.Lock()
+	ps, ok := g.segs[seg.ID]
+	delete(g.segs, seg.ID)
+	g.segMu.Unlock()
+	if !ok {
+		return fmt.Errorf("shm: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+	}
+	ps.unmap()
+	return nil
+}
+
+func (ps *peerSeg) unmap() {
+	for _, m := range ps.maps {
+		if m != nil {
+			unix.Munmap(m)
+		}
+	}
+}
+
+// Registered is the number of segments registered with the group.
+func (g *Group) Registered() int {
+	g.segMu.RLock()
+	defer g.segMu.RUnlock()
+	return len(g.segs)
+}
+
+// alive returns an error wrapping ErrPeerExited if group rank r has exited.
+func (g *Group) alive(r int) error {
+	fd := g.pidfds[r]
+	if fd < 0 {
+		return nil
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0 {
+		return &PeerExitedError{Rank: g.ranks[r], Pid: g.pids[r]}
+	}
+	return nil
+}
+
+// Close unmaps every peer mapping and the signal pads and closes the pidfds.
+// It is local (not collective) and idempotent.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		g.runMu.Lock()
+		g.segMu.Lock()
+		for id, ps := range g.segs {
+			ps.unmap()
+			delete(g.segs, id)
+		}
+		g.segMu.Unlock()
+		if g.pads != nil {
+			g.pads.close()
+		}
+		for i, fd := range g.pidfds {
+			if fd >= 0 {
+				unix.Close(fd)
+				g.pidfds[i] = -1
+			}
+		}
+		if g.broken == nil {
+			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.name, ErrBroken)
+		}
+		g.runMu.Unlock()
+		g.b.forget(g)
+	})
+	return nil
+}

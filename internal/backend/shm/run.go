@@ -1,0 +1,280 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/shm/plan"
+	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/pool"
+)
+
+// OneShotBytes: all-reduces up to this size use the one-shot plan (every
+// rank reduces the whole tensor; one barrier less).
+const OneShotBytes = 64 << 10
+
+// Run executes one collective on symmetric buffers (the direct path) by
+// interpreting the plan package's schedule for this rank. The user API
+// validated req and staged ordinary memory already; Run refuses buffers
+// that are not registered with the group.
+func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if req.Algo != "" && req.Algo != coll.AlgoAuto && req.Algo != coll.AlgoDirect {
+		return coll.Path{}, fmt.Errorf("shm: group %q: algorithm %q is not available on the CPU backend (want %q)", g.name, req.Algo, coll.AlgoDirect)
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.broken != nil {
+		return coll.Path{}, g.broken
+	}
+	p, err := g.planFor(req)
+	if err != nil {
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.name, req.Kind, err)
+	}
+	x, err := g.prepare(req, p)
+	if err != nil {
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.name, req.Kind, err)
+	}
+	x.ctx = ctx
+	x.deadline = time.Now().Add(g.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(x.deadline) {
+		x.deadline = d
+	}
+	g.calls++
+	if err := g.check(req, p, x); err != nil {
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+	}
+	if err := g.execute(x); err != nil {
+		if x.mismatch {
+			// Every rank saw it after phase 0 and stopped there.
+			g.epoch++
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+		}
+		if x.signalled {
+			// Peers may be mid-call: the epochs no longer line up.
+			g.breakOn(err)
+		}
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
+	}
+	g.epoch += uint32(p.Phases)
+	how := "two-shot"
+	if p.OneShot {
+		how = "one-shot"
+	}
+	reason := "symmetric buffers: peers read each other's shared-memory copies"
+	if req.Kind == coll.AllReduce {
+		reason += " (" + how + ")"
+	}
+	return coll.Path{Algo: coll.AlgoDirect, Reason: reason}, nil
+}
+
+// check arranges the in-band comparison of req.Check (agree.go): on the
+// plan's phase 0 when every peer waits for every other there before reading
+// peer data, else in an agreement phase of its own, run now.
+func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
+	if req.Check == (pool.Record{}) || g.pads.n == 1 {
+		return nil
+	}
+	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
+		err := g.agreeLocked(x.ctx, req.Check, x.deadline)
+		if err != nil && pool.AsDisagreement(err) == nil {
+			err = g.rootCause(err)
+		}
+		return err
+	}
+	x.check, x.rec = true, g.records
+	g.records++
+	g.pads.put(x.rec, g.epoch+1, req.Check)
+	return nil
+}
+
+// planFor returns this rank's plan for req, from the group's cache.
+func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
+	es := int64(req.DType.Size())
+	spec := plan.Spec{Kind: req.Kind, N: len(g.ranks), Rank: g.me, Count: req.Count, DType: req.DType, Root: req.Root}
+	switch req.Kind {
+	case coll.AllGather:
+		spec.InPlace = req.InPlace
+	case coll.ReduceScatter:
+		spec.Op, spec.InPlace = req.Op, req.InPlace
+	case coll.AllReduce:
+		spec.Op, spec.InPlace = req.Op, req.InPlace
+		spec.OneShot = req.Count*es <= OneShotBytes
+	}
+	if p, ok := g.plans[spec]; ok {
+		return p, nil
+	}
+	p, err := plan.Build(spec)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	if len(g.plans) >= 256 {
+		clear(g.plans)
+	}
+	g.plans[spec] = p
+	return p, nil
+}
+
+// exec is one call in progress.
+type exec struct {
+	p         plan.Plan
+	ctx       context.Context
+	deadline  time.Time
+	in, out   *peerSeg // mappings of the segments holding plan In and Out
+	inOff     int64
+	outOff    int64
+	scratch   []byte
+	signalled bool   // this rank has signalled peers during the call
+	check     bool   // compare records once every peer's phase 0 arrived
+	rec       uint64 // this call's record slot number
+	heard     int    // peers whose phase 0 arrived
+	mismatch  bool   // the records differed: stopped after phase 0
+}
+
+// prepare maps the plan's In and Out onto the request's symmetric spans.
+// In-place plans use Out only, and Out is the whole tensor: for an in-place
+// reduce-scatter that is the request's In.
+func (g *Group) prepare(req backend.Request, p plan.Plan) (*exec, error) {
+	x := &exec{p: p}
+	in, out := req.InSym, req.OutSym
+	inLen, outLen := req.In.Len, req.Out.Len
+	if p.InPlace && req.Kind == coll.ReduceScatter {
+		out, outLen = req.InSym, req.In.Len
+	}
+	g.segMu.RLock()
+	defer g.segMu.RUnlock()
+	look := func(what string, s backend.Sym, have, need int64) (*peerSeg, error) {
+		if have < need {
+			return nil, fmt.Errorf("%s holds %d bytes, the plan needs %d", what, have, need)
+		}
+		if !s.OK {
+			return nil, fmt.Errorf("%s is not a symmetric buffer registered with the group (stage it through the pool)", what)
+		}
+		ps, ok := g.segs[s.Seg]
+		if !ok {
+			return nil, fmt.Errorf("%s lies in segment %d, which is not registered with the group (end a scope of this group first)", what, s.Seg)
+		}
+		if s.Off < 0 || s.Off+need > ps.size {
+			return nil, fmt.Errorf("%s [%d, %d) exceeds segment %d of %d bytes", what, s.Off, s.Off+need, s.Seg, ps.size)
+		}
+		return ps, nil
+	}
+	var err error
+	if p.OutBytes > 0 {
+		if x.out, err = look("out", out, outLen, p.OutBytes); err != nil {
+			return nil, err
+		}
+		x.outOff = out.Off
+	}
+	if p.InBytes > 0 {
+		if x.in, err = look("in", in, inLen, p.InBytes); err != nil {
+			return nil, err
+		}
+		x.inOff = in.Off
+	}
+	if p.ScratchBytes > 0 {
+		if int64(len(g.scratch)) < p.ScratchBytes {
+			g.scratch = make([]byte, p.ScratchBytes)
+		}
+		x.scratch = g.scratch[:p.ScratchBytes]
+	}
+	return x, nil
+}
+
+// mem resolves a plan reference to n bytes of memory.
+func (x *exec) mem(r plan.Ref, n int64) []byte {
+	switch r.Buf {
+	case plan.In:
+		return hostmem.Bytes(x.in.bases[r.Rank]+uint64(x.inOff+r.Off), int(n))
+	case plan.Out:
+		return hostmem.Bytes(x.out.bases[r.Rank]+uint64(x.outOff+r.Off), int(n))
+	default:
+		return x.scratch[r.Off : r.Off+n]
+	}
+}
+
+// execute runs the plan's steps: sync steps one by one, and each stage of
+// data steps (independent by the plan's contract) through runTasks, which
+// splits them over worker goroutines.
+func (g *Group) execute(x *exec) error {
+	steps := x.p.Steps
+	for i := 0; i < len(steps); {
+		s := steps[i]
+		switch s.Op {
+		case plan.Signal:
+			x.signalled = true
+			if err := g.pads.signal(s.Peer, g.epoch+uint32(s.Phase)+1); err != nil {
+				return err
+			}
+			i++
+			continue
+		case plan.Wait:
+			if err := g.pads.wait(x.ctx, s.Peer, g.epoch+uint32(s.Phase)+1, x.deadline, g.alive); err != nil {
+				return g.waitError(x, i, err)
+			}
+			if x.check && s.Phase == 0 {
+				if x.heard++; x.heard == g.pads.n-1 {
+					if d := g.pads.compare(x.rec); d != nil {
+						x.mismatch = true
+						return d
+					}
+				}
+			}
+			i++
+			continue
+		}
+		var ts []task
+		for ; i < len(steps) && !steps[i].IsSync(); i++ {
+			d := steps[i]
+			t := task{dst: x.mem(d.Dst, d.Bytes), reduce: d.Op == plan.Reduce}
+			for _, r := range d.Srcs {
+				t.srcs = append(t.srcs, x.mem(r, d.Bytes))
+			}
+			ts = append(ts, t)
+		}
+		if err := runTasks(ts, x.p.DType, x.p.Op, g.workers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitError names the rank a Wait at step i failed on and every other peer
+// this rank still waits for in the same phase.
+func (g *Group) waitError(x *exec, i int, err error) error {
+	s := x.p.Steps[i]
+	var late []int
+	for _, t := range x.p.Steps[i+1:] {
+		if t.Op == plan.Wait && t.Phase == s.Phase && !g.pads.arrived(t.Peer, g.epoch+uint32(t.Phase)+1) {
+			late = append(late, g.ranks[t.Peer])
+		}
+	}
+	err = fmt.Errorf("rank %d, phase %d of %d: %w", g.ranks[s.Peer], s.Phase, x.p.Phases, err)
+	if len(late) > 0 && !errors.Is(err, ErrPeerExited) {
+		err = fmt.Errorf("%w (ranks %v have not signalled either)", err, late)
+	}
+	return err
+}
+
+// rootCause makes a dead peer's error lead to the first death in the job.
+// The first rank to see a peer die records it in the store; a survivor that
+// then gives up and exits looks dead to the others, so their errors would
+// name it instead: they add the recorded first death (best effort, 1 s).
+func (g *Group) rootCause(err error) error {
+	var pe *PeerExitedError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	key := fmt.Sprintf("symmem/%s/first-dead", g.b.env.JobID)
+	first, swapped, serr := g.store.CompareSet(ctx, key, nil, []byte(strconv.Itoa(pe.Rank)))
+	if serr != nil || swapped || string(first) == strconv.Itoa(pe.Rank) {
+		return err
+	}
+	return fmt.Errorf("%w (rank %s died first)", err, first)
+}
