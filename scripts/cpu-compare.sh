@@ -15,7 +15,7 @@ OUTDIR=${1:-${OUT:-./cpu-compare-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 MIN=${MIN:-1M} MAX=${MAX:-256M} N=${NRANKS:-2} PY=${PYTHON:-python3}
-SYMMEM=.build/symmem
+SYMMEM=${SYMMEM_BIN:-.build/symmem}
 [ -x "$SYMMEM" ] || { echo "missing $SYMMEM: run 'go build -o .build/symmem ./cmd/symmem' on the build machine" >&2; exit 2; }
 {
   date -u; uname -a; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)'

@@ -188,7 +188,7 @@ func TestPadsTimeoutAndDeath(t *testing.T) {
 }
 
 func TestRunTasks(t *testing.T) {
-	const n = 3 << 20 // above inlineBytes once tripled: the worker path
+	const n = 3<<20 + 192 // above inlineBytes once tripled, a short last piece: the worker path
 	mk := func(seed byte) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -214,11 +214,16 @@ func TestRunTasks(t *testing.T) {
 			{dst: mid, srcs: [][]byte{a, mid, c}, reduce: true},
 			{dst: cp, srcs: [][]byte{a}},
 		}
-		if err := runTasks(ts, coll.Int32, op, 2); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) || !bytes.Equal(mid, want) || !bytes.Equal(cp, a) {
-			t.Errorf("%v: out-of-place ok=%v in-place ok=%v copy ok=%v", op, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
+		for _, workers := range []int{2, 8} { // large pieces, and minChunk-sized ones
+			clear(got)
+			copy(mid, b)
+			clear(cp)
+			if err := runTasks(ts, coll.Int32, op, workers); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) || !bytes.Equal(mid, want) || !bytes.Equal(cp, a) {
+				t.Errorf("%v, %d workers: out-of-place ok=%v in-place ok=%v copy ok=%v", op, workers, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
+			}
 		}
 		// Six sources, dst aliasing the last (a group of six, in place).
 		six := [][]byte{a, b, c, mk(4), mk(5), mk(6)}

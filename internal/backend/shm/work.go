@@ -1,9 +1,7 @@
 package shm
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -28,9 +26,6 @@ type task struct {
 	reduce bool
 }
 
-// envWorkers overrides the worker count (SYMMEM_SHM_WORKERS, for tuning).
-var envWorkers, _ = strconv.Atoi(os.Getenv("SYMMEM_SHM_WORKERS"))
-
 type piece struct {
 	t      int
 	lo, hi int
@@ -41,11 +36,10 @@ type piece struct {
 // during a collective), at least 1, at most maxWorkers. A step uses at most
 // one worker per 2 MiB piece, so smaller steps use fewer. The reductions run
 // at memory speed per core (reduce's vector kernels), so reaching a host's
-// bandwidth takes many cores, not few. SYMMEM_SHM_WORKERS overrides it.
+// bandwidth takes many cores, not few. (Parallel pieces from 512 KiB, sized
+// to the workers, measured no better on a 16-core host: results/
+// cpu-compare-2026-11-23.md.)
 func workersFor(localRanks int) int {
-	if envWorkers > 0 {
-		return envWorkers
-	}
 	return max(1, min(maxWorkers, runtime.GOMAXPROCS(0)/max(localRanks, 1)))
 }
 
