@@ -8,14 +8,13 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/pool"
 )
 
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
 	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
-		segs: map[pool.SegmentID]*peerSeg{}, prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n)}
+		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n)}
 	for r := range g.ranks {
 		g.ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
@@ -25,7 +24,7 @@ func fakeGroup(n, me int) *Group {
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
 	}
-	g.segs[1] = ps
+	g.segs.Add(1, ps)
 	return g
 }
 
@@ -34,7 +33,7 @@ func fakeGroup(n, me int) *Group {
 func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
 	me := g.me
 	slice := count * 2
-	out := g.segs[1].bases[me]
+	out := seg1(g).bases[me]
 	req := backend.Request{Kind: coll.AllGather, DType: coll.BFloat16, Count: count,
 		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
 	if inPlace {
@@ -449,4 +448,10 @@ func BenchmarkChoose(b *testing.B) {
 			}
 		})
 	}
+}
+
+// seg1 is segment 1 of a fake group.
+func seg1(g *Group) *peerSeg {
+	ps, _ := g.segs.Get(1)
+	return ps
 }

@@ -48,8 +48,7 @@ type Group struct {
 	// NCCL is unavailable then.
 	sharing string
 
-	segMu sync.RWMutex
-	segs  map[pool.SegmentID]*peerSeg
+	segs members.Segments[*peerSeg] // registered segments
 
 	pad      *segment // this rank's signal pad
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
@@ -107,7 +106,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
-		segs:   map[pool.SegmentID]*peerSeg{},
 		prog:   cudadrv.NewProgram(64),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
@@ -292,11 +290,8 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 // collective; ranks that register different segments get an error wrapping
 // pool.ErrMismatch (never a hang).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
-	g.segMu.RLock()
-	_, dup := g.segs[seg.ID]
-	g.segMu.RUnlock()
-	if dup {
-		return fmt.Errorf("cuda: group %q: segment %d is already registered", g.name, seg.ID)
+	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	fd, size, err := g.b.prov.fd(seg.ID)
 	if err != nil {
@@ -327,19 +322,14 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 		ps.unmap(g)
 		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
 	}
-	g.segMu.Lock()
-	g.segs[seg.ID] = ps
-	g.segMu.Unlock()
+	g.segs.Add(seg.ID, ps)
 	return nil
 }
 
 // Deregister waits until the group's last collective finished (bounded by
 // the timeout), then unmaps the peers' copies of seg and drops its window.
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
-	g.segMu.Lock()
-	ps, ok := g.segs[seg.ID]
-	delete(g.segs, seg.ID)
-	g.segMu.Unlock()
+	ps, ok := g.segs.Remove(seg.ID)
 	if !ok {
 		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
 	}
@@ -393,16 +383,12 @@ func (ps *peerSeg) unmap(g *Group) {
 
 // Registered is the number of segments registered with the group.
 func (g *Group) Registered() int {
-	g.segMu.RLock()
-	defer g.segMu.RUnlock()
-	return len(g.segs)
+	return g.segs.Len()
 }
 
 // peer returns rank r's address of segment seg at offset off.
 func (g *Group) peer(seg pool.SegmentID, r int, off int64) (uint64, bool) {
-	g.segMu.RLock()
-	ps, ok := g.segs[seg]
-	g.segMu.RUnlock()
+	ps, ok := g.segs.Get(seg)
 	if !ok || ps.bases[r] == 0 {
 		return 0, false
 	}
@@ -421,14 +407,11 @@ func (g *Group) Close() error {
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()
-		g.segMu.Lock()
-		for id, ps := range g.segs {
+		for _, ps := range g.segs.Drain() {
 			if qerr == nil {
 				ps.unmap(g)
 			}
-			delete(g.segs, id)
 		}
-		g.segMu.Unlock()
 		err = g.nccl.close(ctx)
 		if qerr != nil {
 			// Streams may still read peer memory: leak mappings rather than

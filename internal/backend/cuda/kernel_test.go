@@ -115,7 +115,7 @@ func TestAllGatherArgs(t *testing.T) {
 			}
 			for r := 0; r < tc.n; r++ {
 				// Target r receives this rank's slice at slot me of r's output.
-				want := g.segs[1].bases[r] + uint64(tc.me)*slice
+				want := seg1(g).bases[r] + uint64(tc.me)*slice
 				if got := u64(argDst + 8*r); got != want {
 					t.Fatalf("dst[%d] = %#x, want %#x", r, got, want)
 				}
@@ -177,7 +177,7 @@ func TestAllReduceArgs(t *testing.T) {
 				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
 			}
 			for r := 0; r < tc.n; r++ {
-				want := g.segs[1].bases[r] + uint64(req.InSym.Off) // rank r's input as mapped here
+				want := seg1(g).bases[r] + uint64(req.InSym.Off) // rank r's input as mapped here
 				if got := u64(arSrc + 8*r); got != want {
 					t.Fatalf("src[%d] = %#x, want %#x", r, got, want)
 				}
@@ -201,7 +201,7 @@ func TestAllReduceArgs(t *testing.T) {
 // offset 512 MiB, output at 0 (in-place: both at 0).
 func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 	bytes := count * int64(dt.Size())
-	base := g.segs[1].bases[g.me]
+	base := seg1(g).bases[g.me]
 	req := backend.Request{Kind: coll.AllReduce, DType: dt, Op: coll.Sum, Count: count,
 		Out: coll.Span{Ptr: base, Len: bytes}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
 		In: coll.Span{Ptr: base + 512<<20, Len: bytes}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
@@ -232,7 +232,7 @@ func TestReduceScatterArgs(t *testing.T) {
 		t.Fatalf("bytes %d, want the chunk (%d)", got, chunk)
 	}
 	for r := 0; r < n; r++ {
-		want := g.segs[1].bases[r] + uint64(req.InSym.Off) + me*chunk
+		want := seg1(g).bases[r] + uint64(req.InSym.Off) + me*chunk
 		if got := binary.LittleEndian.Uint64(b[arSrc+8*r:]); got != want {
 			t.Fatalf("src[%d] = %#x, want chunk %d of rank %d's input (%#x)", r, got, me, r, want)
 		}

@@ -62,8 +62,7 @@ type Group struct {
 	pidfds []int // peers' pidfds by group rank (-1 for me)
 	pids   []int
 
-	segMu sync.RWMutex
-	segs  map[pool.SegmentID]*peerSeg
+	segs members.Segments[*peerSeg] // registered segments
 
 	runMu   sync.Mutex // one collective at a time; guards everything below
 	pads    *pads
@@ -103,7 +102,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix:  members.Prefix("shm", b.env.JobID, cfg.Name, gen),
-		segs:    map[pool.SegmentID]*peerSeg{},
 		plans:   map[plan.Spec]plan.Plan{},
 		workers: workersFor(b.env.LocalWorldSize),
 	}
@@ -204,11 +202,8 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 
 // Register maps every peer's copy of seg (collective over the group).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
-	g.segMu.RLock()
-	_, dup := g.segs[seg.ID]
-	g.segMu.RUnlock()
-	if dup {
-		return fmt.Errorf("shm: group %q: segment %d is already registered", g.name, seg.ID)
+	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
+		return fmt.Errorf("shm: %w", err)
 	}
 	fd, err := g.b.prov.fd(seg.ID)
 	if err != nil {
@@ -223,18 +218,13 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 		ps.bases[r] = hostmem.Addr(m)
 	}
 	ps.bases[g.me] = seg.Base
-	g.segMu.Lock()
-	g.segs[seg.ID] = ps
-	g.segMu.Unlock()
+	g.segs.Add(seg.ID, ps)
 	return nil
 }
 
 // Deregister unmaps the peers' copies of seg.
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
-	g.segMu.Lock()
-	ps, ok := g.segs[seg.ID]
-	delete(g.segs, seg.ID)
-	g.segMu.Unlock()
+	ps, ok := g.segs.Remove(seg.ID)
 	if !ok {
 		return fmt.Errorf("shm: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
 	}
@@ -252,9 +242,7 @@ func (ps *peerSeg) unmap() {
 
 // Registered is the number of segments registered with the group.
 func (g *Group) Registered() int {
-	g.segMu.RLock()
-	defer g.segMu.RUnlock()
-	return len(g.segs)
+	return g.segs.Len()
 }
 
 // alive returns an error wrapping ErrPeerExited if group rank r has exited.
@@ -275,12 +263,9 @@ func (g *Group) alive(r int) error {
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		g.runMu.Lock()
-		g.segMu.Lock()
-		for id, ps := range g.segs {
+		for _, ps := range g.segs.Drain() {
 			ps.unmap()
-			delete(g.segs, id)
 		}
-		g.segMu.Unlock()
 		if g.pads != nil {
 			g.pads.close()
 		}

@@ -145,8 +145,6 @@ func (g *Group) prepare(req backend.Request, p plan.Plan) (*exec, error) {
 	if p.InPlace && req.Kind == coll.ReduceScatter {
 		out, outLen = req.InSym, req.In.Len
 	}
-	g.segMu.RLock()
-	defer g.segMu.RUnlock()
 	look := func(what string, s backend.Sym, have, need int64) (*peerSeg, error) {
 		if have < need {
 			return nil, fmt.Errorf("%s holds %d bytes, the plan needs %d", what, have, need)
@@ -154,7 +152,7 @@ func (g *Group) prepare(req backend.Request, p plan.Plan) (*exec, error) {
 		if !s.OK {
 			return nil, fmt.Errorf("%s is not a symmetric buffer registered with the group (stage it through the pool)", what)
 		}
-		ps, ok := g.segs[s.Seg]
+		ps, ok := g.segs.Get(s.Seg)
 		if !ok {
 			return nil, fmt.Errorf("%s lies in segment %d, which is not registered with the group (end a scope of this group first)", what, s.Seg)
 		}
