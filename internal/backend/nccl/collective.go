@@ -23,51 +23,31 @@ func (c *Comm) AllGather(in, out uint64, count int64, dt coll.DType, stream uint
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
-	return c.settle(context.Background(), "ncclAllGather",
-		c.lib.AllGather(c.cuctx, c.h.Comm, in, out, count, ndt, uintptr(stream)))
+	return c.enqueue("ncclAllGather", func() error {
+		return c.lib.AllGather(c.cuctx, c.h.Comm, in, out, count, ndt, uintptr(stream))
+	})
 }
 
 // ReduceScatter is ncclReduceScatter.
 func (c *Comm) ReduceScatter(in, out uint64, count int64, dt coll.DType, op coll.ReduceOp, stream uint64) error {
-	ndt, err := c.args("reduce-scatter", in, out, count, dt)
+	ndt, nop, err := c.reduceArgs("reduce-scatter", in, out, count, dt, op)
 	if err != nil {
 		return err
 	}
-	nop, err := libnccl.RedOpOf(op)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
-	return c.settle(context.Background(), "ncclReduceScatter",
-		c.lib.ReduceScatter(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream)))
+	return c.enqueue("ncclReduceScatter", func() error {
+		return c.lib.ReduceScatter(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream))
+	})
 }
 
 // AllReduce is ncclAllReduce.
 func (c *Comm) AllReduce(in, out uint64, count int64, dt coll.DType, op coll.ReduceOp, stream uint64) error {
-	ndt, err := c.args("all-reduce", in, out, count, dt)
+	ndt, nop, err := c.reduceArgs("all-reduce", in, out, count, dt, op)
 	if err != nil {
 		return err
 	}
-	nop, err := libnccl.RedOpOf(op)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.usable(); err != nil {
-		return err
-	}
-	return c.settle(context.Background(), "ncclAllReduce",
-		c.lib.AllReduce(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream)))
+	return c.enqueue("ncclAllReduce", func() error {
+		return c.lib.AllReduce(c.cuctx, c.h.Comm, in, out, count, ndt, nop, uintptr(stream))
+	})
 }
 
 // Broadcast is ncclBroadcast: out on every rank = in of rank root (in is
@@ -80,13 +60,34 @@ func (c *Comm) Broadcast(in, out uint64, count int64, dt coll.DType, root int, s
 	if root < 0 || root >= c.size {
 		return fmt.Errorf("nccl: group %q: broadcast root %d is outside the group of %d ranks", c.group, root, c.size)
 	}
+	return c.enqueue("ncclBroadcast", func() error {
+		return c.lib.Broadcast(c.cuctx, c.h.Comm, in, out, count, ndt, root, uintptr(stream))
+	})
+}
+
+// enqueue makes one NCCL call under the communicator's lock once the
+// communicator is usable, and settles its result (an asynchronous failure
+// breaks the communicator).
+func (c *Comm) enqueue(name string, call func() error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
 		return err
 	}
-	return c.settle(context.Background(), "ncclBroadcast",
-		c.lib.Broadcast(c.cuctx, c.h.Comm, in, out, count, ndt, root, uintptr(stream)))
+	return c.settle(context.Background(), name, call())
+}
+
+// reduceArgs is args plus NCCL's reduction op.
+func (c *Comm) reduceArgs(what string, in, out uint64, count int64, dt coll.DType, op coll.ReduceOp) (libnccl.DataType, libnccl.RedOp, error) {
+	ndt, err := c.args(what, in, out, count, dt)
+	if err != nil {
+		return 0, 0, err
+	}
+	nop, err := libnccl.RedOpOf(op)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ndt, nop, nil
 }
 
 func (c *Comm) args(what string, in, out uint64, count int64, dt coll.DType) (libnccl.DataType, error) {
