@@ -1,0 +1,90 @@
+package nccl
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/native/libnccl"
+)
+
+// fakeLib builds testdata/fakenccl.c — a stand-in libnccl.so.2 for one-rank
+// communicators over host memory — with the C compiler cgo uses, and opens
+// it. NCCL code paths then run without a GPU: a communicator whose handle
+// was lost (every collective panicked on the GPU machine, 2026-11-23) fails
+// here.
+func fakeLib(t *testing.T) *libnccl.Lib {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s) to build the fake NCCL: %v", cc, err)
+	}
+	so := filepath.Join(t.TempDir(), "libnccl.so.2")
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", so, "testdata/fakenccl.c").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake NCCL: %v\n%s", err, out)
+	}
+	lib, err := libnccl.Open([]string{so})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lib.HasWindows {
+		t.Fatal("the fake NCCL has no window registration, the loader says it has")
+	}
+	return lib
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+// A one-rank communicator on the fake library: created through the store
+// rendezvous, every collective enqueued through the real code path (the
+// fake copies, as NCCL does for one rank), closed cleanly, unusable after.
+func TestFakeOneRank(t *testing.T) {
+	lib := fakeLib(t)
+	c, err := New(t.Context(), Options{Group: "g", Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := make([]byte, 4096), make([]byte, 4096)
+	for i := range in {
+		in[i] = byte(i*7 + 1)
+	}
+	count := int64(len(in) / 4)
+	calls := []struct {
+		name string
+		run  func() error
+	}{
+		{"all-gather", func() error { return c.AllGather(addrOf(in), addrOf(out), count, coll.Float32, 0) }},
+		{"reduce-scatter", func() error {
+			return c.ReduceScatter(addrOf(in), addrOf(out), count, coll.Float32, coll.Sum, 0)
+		}},
+		{"all-reduce", func() error { return c.AllReduce(addrOf(in), addrOf(out), count, coll.Float32, coll.Sum, 0) }},
+		{"broadcast", func() error { return c.Broadcast(addrOf(in), addrOf(out), count, coll.Float32, 0, 0) }},
+	}
+	for _, k := range calls {
+		clear(out)
+		if err := k.run(); err != nil {
+			t.Fatalf("%s: %v", k.name, err)
+		}
+		runtime.KeepAlive(in)
+		if !bytes.Equal(out, in) {
+			t.Errorf("%s of one rank: output differs from the input", k.name)
+		}
+	}
+	if err := c.AllReduce(addrOf(in), addrOf(out), count, coll.Float32, coll.ReduceOp(99), 0); err == nil {
+		t.Error("an unknown reduction op reached NCCL")
+	}
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AllReduce(addrOf(in), addrOf(out), count, coll.Float32, coll.Sum, 0); err == nil {
+		t.Error("a collective on a closed communicator succeeded")
+	}
+}
