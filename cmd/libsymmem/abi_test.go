@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,6 +236,7 @@ func TestPython(t *testing.T) {
 		}
 	})
 	suite := filepath.Join(pkg, "tests", "test_cpu.py")
+	t.Run("suite/n=2/torchrun-env", func(t *testing.T) { pythonUnderTorchrunEnv(t, py, suite, env) })
 	runs := []struct {
 		name string
 		n    int
@@ -269,6 +272,65 @@ func TestPython(t *testing.T) {
 			sort.Strings(lines)
 			t.Logf("%d ranks; last lines:\n%s", r.n, strings.Join(lines[max(0, len(lines)-6):], "\n"))
 		})
+	}
+}
+
+// pythonUnderTorchrunEnv runs the suite on 2 ranks that see only what
+// torchrun sets: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT — held by a listener standing in for torchrun's
+// agent store, which never answers — TORCHELASTIC_RUN_ID and
+// TORCHELASTIC_USE_AGENT_STORE; no SYMMEM_* variable.
+func pythonUnderTorchrunEnv(t *testing.T, py, suite string, env []string) {
+	agent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	go func() { // accept and hold connections, like a store that is not ours
+		for {
+			c, err := agent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	port := agent.Addr().(*net.TCPAddr).Port
+	if port >= 65535 {
+		t.Skip("the agent's port leaves no MASTER_PORT+1 for symmem's store")
+	}
+	var base []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SYMMEM_") && !strings.HasPrefix(kv, "RANK=") && !strings.HasPrefix(kv, "WORLD_SIZE=") &&
+			!strings.HasPrefix(kv, "LOCAL_") && !strings.HasPrefix(kv, "MASTER_") && !strings.HasPrefix(kv, "TORCHELASTIC_") {
+			base = append(base, kv)
+		}
+	}
+	base = append(base, env...)
+	run := fmt.Sprintf("symmem-python-test-%d", os.Getpid())
+	type result struct {
+		rank int
+		out  []byte
+		err  error
+	}
+	ch := make(chan result, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for r := 0; r < 2; r++ {
+		cmd := exec.CommandContext(ctx, py, suite)
+		cmd.Env = append(append([]string{}, base...), fmt.Sprintf("RANK=%d", r), "WORLD_SIZE=2", fmt.Sprintf("LOCAL_RANK=%d", r),
+			"LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port),
+			"TORCHELASTIC_RUN_ID="+run, "TORCHELASTIC_USE_AGENT_STORE=True")
+		go func(r int) {
+			out, err := cmd.CombinedOutput()
+			ch <- result{r, out, err}
+		}(r)
+	}
+	for i := 0; i < 2; i++ {
+		x := <-ch
+		if x.err != nil || !bytes.Contains(x.out, []byte("\nOK")) {
+			t.Errorf("rank %d under torchrun's variables: %v\n%s", x.rank, x.err, x.out)
+		}
 	}
 }
 
