@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/reduce"
@@ -183,7 +182,7 @@ func stressWant(c stressCase, me int, inputs [][]byte) ([]byte, error) {
 
 // refused reports whether err is a clean refusal of the call.
 func refused(err error) bool {
-	return errors.Is(err, ErrNotSupported) || errors.Is(err, cuda.ErrNotSupported) || errors.Is(err, backend.ErrRefused)
+	return errors.Is(err, ErrNotSupported) || errors.Is(err, ErrRefused)
 }
 
 // Outcome codes exchanged after every case.

@@ -138,7 +138,7 @@ func roleGPU(ctx context.Context) error {
 	for _, g := range groups {
 		for i, c := range cases {
 			path, err := gpuRun(ctx, w, g, c, seed+uint64(i)*1000003)
-			if err != nil && shared && c.kind != coll.AllGather && !kernelServes(c) && notSupported(err) {
+			if err != nil && shared && c.kind != coll.AllGather && !kernelServes(c) && errors.Is(err, ErrNotSupported) {
 				// Without NCCL a reduction runs only on symmem's kernel.
 				if g.IsMember() && me == g.Ranks()[0] {
 					report = append(report, fmt.Sprintf("refused %-5s %-14v %-8v %-11s count=%-8d (shared GPU, no kernel path): ok",
@@ -195,8 +195,6 @@ func gpusVisible() int {
 	return n
 }
 
-func notSupported(err error) bool { return errors.Is(err, ErrNotSupported) }
-
 // gpuNCCLRefused checks that on a shared GPU a forced NCCL call and a call
 // on ordinary device memory fail with ErrNotSupported naming the reason.
 func gpuNCCLRefused(ctx context.Context, w *World) error {
@@ -216,7 +214,7 @@ func gpuNCCLRefused(ctx context.Context, w *World) error {
 	in := coll.Span{Ptr: buf.Ptr + uint64(4096*g.Rank()), Len: 4096}
 	for _, a := range []coll.Algo{coll.AlgoNCCL, coll.AlgoNCCLWindow} {
 		_, err := g.AllGather(ctx, buf.Span, in, coll.Int8, WithAlgo(a))
-		if !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "share GPU") {
 			return fmt.Errorf("forced %s on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", a, err)
 		}
 	}
@@ -230,7 +228,7 @@ func gpuNCCLRefused(ctx context.Context, w *World) error {
 		return err
 	}
 	defer w.Free(pout)
-	if _, err := g.AllGather(ctx, pout.Span, pin.Span, coll.Int8); !notSupported(err) || !strings.Contains(err.Error(), "share GPU") {
+	if _, err := g.AllGather(ctx, pout.Span, pin.Span, coll.Int8); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "share GPU") {
 		return fmt.Errorf("ordinary device memory on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // Issue 11's checks on the GPU backend (scripts/gpu-verify.sh): scope ends
@@ -18,14 +17,6 @@ import (
 func init() {
 	roles["gpu-verify"] = roleGPUVerify
 	roles["gpu-one"] = roleGPUOne
-}
-
-func gpuCount(t *testing.T) int {
-	n, err := cudadrv.DeviceCount()
-	if err != nil || n < 1 {
-		t.Skipf("needs a GPU (device count %d, %v)", n, err)
-	}
-	return n
 }
 
 // TestGPUVerify runs the ranks gpuRanks chooses (sharing one GPU if need be).
@@ -40,8 +31,8 @@ func TestGPUVerify(t *testing.T) {
 
 // TestGPUOneRank: every collective in a world of one rank on the GPU.
 func TestGPUOneRank(t *testing.T) {
-	gpuCount(t)
-	res := spawn(t, 1, "gpu-one", "NCCL_NVLS_ENABLE=0")
+	_, env := gpuRanks(t) // skips without a GPU; one rank never shares it
+	res := spawn(t, 1, "gpu-one", env...)
 	t.Logf("rank 0 (exit %d):\n%s", res[0].code, res[0].out)
 	expectOK(t, res)
 }
