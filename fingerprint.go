@@ -31,16 +31,10 @@ func loc(s backend.Sym) uint64 {
 	return uint64(s.Seg)<<48 | uint64(s.Off)&(1<<48-1)
 }
 
-// inPlace reports whether c works in place (the direct path reads peers'
-// buffers at this rank's offsets, so ranks must agree on it).
-func (c call) inPlace() bool {
-	return c.in.Ptr == c.out.Ptr || ((c.kind == coll.AllGather || c.kind == coll.ReduceScatter) && overlaps(c.in, c.out))
-}
-
 // record is c's argument record; req holds c's pool locations.
 func (c call) record(req backend.Request, staged bool) pool.Record {
 	var fl uint64
-	if c.inPlace() {
+	if req.InPlace { // the direct path reads peers' buffers at this rank's offsets: ranks must agree
 		fl |= flagInPlace
 	}
 	if staged {

@@ -258,7 +258,7 @@ func (w *World) alive() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return ErrClosed
+		return fmt.Errorf("symmem: the world is closed (World.Close was called): %w", ErrClosed)
 	}
 	return nil
 }

@@ -45,6 +45,10 @@ func (d *Disagreement) Error() string {
 	if d.Seq != d.Rank0Seq {
 		return fmt.Sprintf("rank %d is at another call of the group than rank 0 (position %d vs %d: a rank skipped or added a collective or scope end)", d.Rank, d.Seq, d.Rank0Seq)
 	}
+	if d.Theirs.What() == RecScopeEnd && d.Rank0.What() == RecScopeEnd {
+		return fmt.Sprintf("rank %d's allocations differ from rank 0's (%d vs %d segments to register, allocation logs %#x vs %#x): every rank must make the same Alloc/Free calls in the same order",
+			d.Rank, d.Theirs[3], d.Rank0[3], d.Theirs[2], d.Rank0[2])
+	}
 	return fmt.Sprintf("rank %d's record %x differs from rank 0's %x", d.Rank, d.Theirs, d.Rank0)
 }
 

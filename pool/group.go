@@ -213,15 +213,21 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, from, to mar
 	if d == nil {
 		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
 	}
-	// Every rank saw it: name the first difference through the store (the
-	// slow path, taken only on a mismatch).
+	// A rank that is not ending a scope, or is at another call of the
+	// group, never joins the store exchange below: say so at once.
+	if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
+		return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group: every rank must make the same calls in the same order); nothing was registered", ErrMismatch, g.name, d.Rank)
+	}
+	if d.Seq != d.Rank0Seq {
+		return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
+	}
+	// Every rank is ending this scope and saw the difference: name the first
+	// differing allocation through the store (the slow path, taken only on
+	// a mismatch).
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	if verr := p.verify(ctx, g, fp(), from); verr != nil {
 		return verr
-	}
-	if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
-		return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group); nothing was registered", ErrMismatch, g.name, d.Rank)
 	}
 	return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
 }

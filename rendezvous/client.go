@@ -139,11 +139,15 @@ func (c *Client) Close() {
 	}
 }
 
+// errClientClosed says which client was closed (ErrClosed alone reads
+// "closed").
+var errClientClosed = fmt.Errorf("rendezvous: the store client is closed: %w", ErrClosed)
+
 func (c *Client) get(ctx context.Context) (net.Conn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, ErrClosed
+		return nil, errClientClosed
 	}
 	if n := len(c.idle); n > 0 {
 		conn := c.idle[n-1]
@@ -161,7 +165,7 @@ func (c *Client) get(ctx context.Context) (net.Conn, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		conn.Close()
-		return nil, ErrClosed
+		return nil, errClientClosed
 	}
 	c.busy[conn] = struct{}{}
 	return conn, nil
@@ -200,7 +204,7 @@ func (c *Client) do(ctx context.Context, what string, req *msg) (msg, error) {
 		c.mu.Unlock()
 		switch {
 		case closed:
-			err = ErrClosed
+			err = errClientClosed
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			err = fmt.Errorf("%w: %w", ErrTimeout, ctx.Err())
 		case ctx.Err() != nil:

@@ -20,7 +20,7 @@ func checkJob(ctx context.Context, c *Client, e Env) error {
 	}
 	if string(cur) != e.JobID {
 		return fmt.Errorf("%w: the store at %s serves job %q but this rank (%d) has %s=%q: the token matches, so it is the right store, but every rank of one job needs the same %s (the launcher sets it; with torchrun set it alike on every rank or on none)",
-			ErrBadEnv, e.StoreAddr(), cur, e.Rank, VarJobID, e.JobID, VarJobID)
+			ErrBadEnv, e.SymmemStore(), cur, e.Rank, VarJobID, e.JobID, VarJobID)
 	}
 	return nil
 }

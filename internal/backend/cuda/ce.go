@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/symmem/symmem/internal/native/cudadrv"
 
@@ -60,8 +59,7 @@ const maxCERanks = 64
 //
 // Stream program (main stream s):
 //
-//	[out-of-place, small] copy in -> out[me]
-//	[out-of-place, big]   fork: side0 copies in -> out[me]
+//	[out-of-place] fork: side0 copies in -> out[me]
 //	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
 //	copies from/to peers, split over s and side streams (fork/join by events)
 //	signal done (the same round on the done words)
@@ -142,8 +140,7 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	}
 	// Streams for the transfers: s first, then side[1:].
 	nstreams := min(nx, len(g.h.side))
-	p.Reset()
-	p.NoBatch = true // single memory-op calls: less GPU time than one batch
+	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (run 3)
 	p.SetContext(g.b.ctx)
 
 	localJoin := uint64(0)
@@ -186,7 +183,6 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 // peer, reset the words waited on.
 func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 	n, me := len(g.ranks), g.me
-	p.BeginBatch(s)
 	for r := 0; r < n; r++ {
 		if r != me {
 			p.Write32(s, g.word(r, slot, me), signalOn)
@@ -202,7 +198,6 @@ func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 			p.Write32(s, g.word(me, slot, r), 0)
 		}
 	}
-	p.EndBatch()
 }
 
 // track makes the collective just built into p (on stream s) visible to
@@ -214,9 +209,7 @@ func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 // keeps the buffers alive while the graph exists.
 func (g *Group) track(p *cudadrv.Program, s uint64) error {
 	if s == g.b.stream.Handle() {
-		if !slices.Contains(g.used, s) {
-			g.used = append(g.used, s)
-		}
+		g.usedOwn = true
 		return nil
 	}
 	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil || capturing {

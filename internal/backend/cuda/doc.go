@@ -10,7 +10,8 @@
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
 //     moves the data, so no SM runs; the whole sequence of one call is issued
-//     in one cgo call (native/cuda.Program);
+//     in one cgo call (cudadrv.Program), plus one cuStreamIsCapturing query
+//     when the caller's stream is not the backend's own (track, ce.go);
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA

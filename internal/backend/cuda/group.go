@@ -61,7 +61,7 @@ type Group struct {
 	forkX   *cudadrv.Event // transfer fork (after the ready wait)
 	joins   []*cudadrv.Event
 	last    *cudadrv.Event // fence recorded by quiesce
-	used    []uint64       // the backend's stream, if collectives ran on it since the last quiesce
+	usedOwn bool           // collectives ran on the backend's stream since the last quiesce
 	fences  []streamFence  // fence events on callers' streams (track)
 	h       handles        // raw handles of side, joins, fork, forkX, last
 	broken  error
@@ -353,20 +353,24 @@ func (g *Group) quiesce(ctx context.Context) error {
 	if g.last == nil {
 		return nil
 	}
-	for len(g.used) > 0 {
-		s := cudadrv.WrapStream(g.b.ctx, g.used[0])
-		if err := g.last.Record(s); err != nil {
+	if g.usedOwn {
+		if err := g.last.Record(g.b.stream); err != nil {
 			return err
 		}
 		if err := g.last.Wait(ctx, g.timeout); err != nil {
 			return err
 		}
-		g.used = g.used[1:]
+		g.usedOwn = false
 	}
-	for _, f := range g.fences {
+	// Fences of callers' streams are waited on, then dropped: a stream the
+	// caller destroyed leaves nothing behind after the next quiesce.
+	for len(g.fences) > 0 {
+		f := g.fences[len(g.fences)-1]
 		if err := f.ev.Wait(ctx, g.timeout); err != nil {
 			return err
 		}
+		f.ev.Destroy()
+		g.fences = g.fences[:len(g.fences)-1]
 	}
 	// Side streams are joined into the caller's stream by events, so they
 	// are idle once it is.

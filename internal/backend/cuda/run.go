@@ -140,9 +140,15 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	}
 	pick := autoPick(req.Kind, total, n, inPlace)
 	// Only kernel rows pay for the kernel check (it formats an error when
-	// the kernel cannot run).
-	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather)) &&
-		g.kernelWhyNot(req) == nil
+	// the kernel cannot run), and at most once.
+	kernChecked, kernServes := false, false
+	kernel := func() bool {
+		if !kernChecked {
+			kernChecked, kernServes = true, g.kernelWhyNot(req) == nil
+		}
+		return kernServes
+	}
+	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather)) && kernel()
 	if pick == coll.AlgoKernel {
 		if kernOK {
 			return coll.AlgoKernel, autoKernelWhy[req.Kind], nil
@@ -164,7 +170,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
 		// that the auto table gives to NCCL still runs on symmem's kernel
 		// when the kernel takes it.
-		if req.Kind != coll.AllGather && g.nccl.comm == nil && g.kernelWhyNot(req) == nil {
+		if req.Kind != coll.AllGather && g.nccl.comm == nil && kernel() {
 			return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
 		}
 		if ceOK {

@@ -177,20 +177,12 @@ func spanCounts(req backend.Request, n int) (inLen, outLen int64, err error) {
 	if req.Count < 0 {
 		return 0, 0, fmt.Errorf("%v: count %d is negative", req.Kind, req.Count)
 	}
-	es := int64(req.DType.Size())
-	one := req.Count * es
 	switch req.Kind {
-	case coll.AllGather:
-		inLen, outLen = one, one*int64(n)
-	case coll.ReduceScatter:
-		inLen, outLen = one*int64(n), one
-	case coll.AllReduce:
-		inLen, outLen = one, one
-	case coll.Broadcast:
-		inLen, outLen = one, one
+	case coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast:
 	default:
 		return 0, 0, fmt.Errorf("unknown collective %v", req.Kind)
 	}
+	inLen, outLen = backend.IOBytes(req.Kind, req.DType, req.Count, n)
 	if req.Kind != coll.Broadcast && req.In.Len < inLen {
 		return 0, 0, fmt.Errorf("%v of %d %v: input span holds %d bytes, needs %d", req.Kind, req.Count, req.DType, req.In.Len, inLen)
 	}

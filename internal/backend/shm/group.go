@@ -169,7 +169,6 @@ func (g *Group) Name() string { return g.name }
 // Ranks returns the members' global ranks by group rank.
 func (g *Group) Ranks() []int { return append([]int(nil), g.ranks...) }
 
-// bound applies the group timeout unless ctx has an earlier deadline.
 // AllGather returns every member's bytes by group rank, through the store.
 // Members call it in the same order. Keys live under the group's namespace
 // and the last rank to finish deletes them all.

@@ -154,7 +154,7 @@ func ptrOf(h uint64) unsafe.Pointer {
 }
 
 // StreamCapturing reports whether the raw stream h is being captured into a
-// CUDA graph (Stream.Capturing without wrapping the handle).
+// CUDA graph.
 func StreamCapturing(ctx *Context, h uint64) (bool, error) {
 	var st C.int
 	if err := check("cuStreamIsCapturing", C.symc_stream_capturing(ctx.h, C.CUstream(ptrOf(h)), &st)); err != nil {
