@@ -436,7 +436,7 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *cudadrv.Strea
 	if err := cudadrv.BeginCapture(bctx, s); err != nil {
 		return 0, 0, "", err
 	}
-	_, cerr := call(s.Handle())
+	cpath, cerr := call(s.Handle()) // the path the captured call took: replays compare as it must
 	gr, err := cudadrv.EndCapture(bctx, s)
 	if cerr != nil {
 		if gr != nil {
@@ -451,7 +451,7 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *cudadrv.Strea
 		return 0, 0, "", fmt.Errorf("end capture: %w", err)
 	}
 	defer gr.Destroy()
-	replay := func() (coll.Path, error) { return coll.Path{Algo: "graph"}, gr.Launch(s) }
+	replay := func() (coll.Path, error) { return cpath, gr.Launch(s) }
 	waitS := func() error { return s.Wait(ctx, 60*time.Second) }
 	checked := 0
 	for k := 0; k < c.graph; k++ {

@@ -93,8 +93,9 @@ func collective(gh C.uint64_t, k coll.Kind, in, out unsafe.Pointer, count C.size
 		return fail(err)
 	}
 	dt, err := dtypeArg(dtype)
+	var red coll.ReduceOp
 	if err == nil && (k == coll.ReduceScatter || k == coll.AllReduce) {
-		_, err = opArg(op)
+		red, err = opArg(op)
 	}
 	var a coll.Algo
 	if err == nil {
@@ -108,7 +109,6 @@ func collective(gh C.uint64_t, k coll.Kind, in, out unsafe.Pointer, count C.size
 		return fail(fmt.Errorf("symmem: %v on group %q: %w", k, g.g.Name(), err))
 	}
 	c := int64(count) * es
-	red, _ := opArg(op)
 	ctx := context.Background()
 	var opts []symmem.CallOption // none for the common call: auto, the backend's stream
 	if a != coll.AlgoAuto {

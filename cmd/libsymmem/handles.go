@@ -85,6 +85,19 @@ func (w *world) own(h uint64) {
 	w.mu.Unlock()
 }
 
+// disown forgets h (a scope that ended, a group that closed), so a program
+// that opens a scope every step does not grow the list.
+func (w *world) disown(h uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, x := range w.owned {
+		if x == h {
+			w.owned = append(w.owned[:i], w.owned[i+1:]...)
+			return
+		}
+	}
+}
+
 // drop removes the world's handles and the world's own.
 func (w *world) drop() {
 	w.mu.Lock()

@@ -43,6 +43,7 @@ func symmem_scope_end(sh C.uint64_t) C.int {
 	// The scope stays open only when inner scopes must end first.
 	if err == nil || !isScopeOrder(err) {
 		handles.remove(uint64(sh))
+		s.g.w.disown(uint64(sh))
 	}
 	if err != nil {
 		return fail(err)

@@ -215,6 +215,7 @@ func symmem_group_close(gh C.uint64_t) C.int {
 		return fail(err)
 	}
 	handles.remove(uint64(gh))
+	g.w.disown(uint64(gh))
 	return statusOK
 }
 

@@ -88,11 +88,12 @@ class TestExplicitInit(unittest.TestCase):
             self.assertEqual(symmem.all_reduce(a, output=out), symmem.Path("direct", False))
             self.assertEqual(list(out), list(range(8)))
         finally:
+            h = w.group.world.handle
             w.close()
         with self.assertRaises(symmem.ClosedError):
             symmem.world()
-        with self.assertRaises(symmem.BadHandleError):
-            symmem._lib.check(symmem._lib.lib.symmem_world_rank(w.group.world.handle or 1))
+        with self.assertRaises(symmem.BadHandleError):  # the closed world's own handle
+            symmem._lib.check(symmem._lib.lib.symmem_world_rank(h))
 
 
 if __name__ == "__main__":
