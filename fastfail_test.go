@@ -115,7 +115,10 @@ func roleStopped(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, _ := strconv.Atoi(string(pid[0]))
+	p, err := strconv.Atoi(string(pid[0]))
+	if err != nil || p <= 0 { // kill(0) would hit the whole process group
+		return fmt.Errorf("rank 1 published pid %q", pid[0])
+	}
 	defer syscall.Kill(p, syscall.SIGKILL)
 	time.Sleep(100 * time.Millisecond) // rank 1 has stopped by now
 	start := time.Now()

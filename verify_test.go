@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/pool"
 )
 
 // Always-on verification (no Options.Checked): mismatched allocations and
@@ -53,15 +52,11 @@ func TestUseAfterFree(t *testing.T) {
 	expectOK(t, spawn(t, 2, "freed"))
 }
 
-func isMismatch(err error) bool {
-	return errors.Is(err, ErrMismatch) || errors.Is(err, pool.ErrMismatch)
-}
-
 func expectMismatch(what string, err error, words ...string) error {
 	if err == nil {
 		return fmt.Errorf("%s: no error", what)
 	}
-	if !isMismatch(err) {
+	if !errors.Is(err, ErrMismatch) { // pool.ErrMismatch is the same value
 		return fmt.Errorf("%s: error %q is not a mismatch", what, err)
 	}
 	for _, w := range words {

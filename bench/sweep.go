@@ -67,15 +67,15 @@ func (c *Config) Validate(n int) error {
 	case !c.OutOfPlace && !c.InPlace:
 		return fmt.Errorf("bench: neither out-of-place nor in-place selected")
 	case c.Iters < 1:
-		return fmt.Errorf("bench: -iters %d must be at least 1", c.Iters)
+		return fmt.Errorf("bench: -n/--iters %d must be at least 1", c.Iters)
 	case c.Warmup < 0:
-		return fmt.Errorf("bench: -warmup %d must not be negative", c.Warmup)
+		return fmt.Errorf("bench: -w/--warmup %d must not be negative", c.Warmup)
 	case c.Rounds < 0:
-		return fmt.Errorf("bench: -rounds %d must not be negative", c.Rounds)
+		return fmt.Errorf("bench: --rounds %d must not be negative", c.Rounds)
 	case c.Graph < 0:
-		return fmt.Errorf("bench: -G %d must not be negative", c.Graph)
+		return fmt.Errorf("bench: -G/--cudagraph %d must not be negative", c.Graph)
 	case c.Samples < 0:
-		return fmt.Errorf("bench: -samples %d must not be negative", c.Samples)
+		return fmt.Errorf("bench: --samples %d must not be negative", c.Samples)
 	}
 	for _, k := range c.Ops {
 		if k < coll.AllGather || k > coll.Broadcast {

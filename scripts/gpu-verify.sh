@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # gpu-verify.sh: issue 11's GPU checks (verified scope ends, ErrFreed, the
 # device memory check, one-rank collectives, NCCL init/registration bounded
-# by the timeout). Build on the build machine first (no Go toolchain on the
-# GPU host):
-#
-#   CGO_ENABLED=1 go test -c -o .build/symmem.test .
-#   CGO_ENABLED=1 go test -c -o .build/nccl-backend.test ./internal/backend/nccl
-#
+# by the timeout). Build on the build machine first with
+# scripts/build-gpu.sh (no Go toolchain on the GPU host);
 # then run `scripts/gpu-verify.sh [outdir]` there (logs in outdir, else $OUT,
 # else ./gpu-verify-out; a short table is printed last).
 #
@@ -16,10 +12,9 @@
 #           the host. Runs on one GPU.
 #   verify  TestGPUVerify: 2 ranks (SYMMEM_GPU_TEST_RANKS), Scope.End after
 #           allocations in another order / of different sizes fails on every
-#           rank within seconds; Free twice -> ErrFreed; CheckFits(1 PiB) ->
-#           ErrNoMemory naming device memory. With one GPU the two ranks
-#           share it: needs the same-GPU support of "Several ranks on one GPU"
-#           (if that is an Options field, roleGPUVerify must set it).
+#           rank within seconds; Free twice -> ErrFreed; CheckFits(64 TiB) ->
+#           ErrNoMemory naming device memory. With one GPU the ranks share it
+#           (the test sets SYMMEM_SHARE_DEVICE=1).
 #   nccl    internal/backend/nccl TestGPUTwoRanks, whose last checks are a peer dead
 #           inside a blocking communicator's window registration and init:
 #           both must fail with ErrTimeout within ~5 s. NCCL refuses two

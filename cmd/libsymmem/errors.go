@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/symmem/symmem"
-	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/shm"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -39,10 +38,10 @@ var classes = []struct {
 }{
 	{statusBadHandle, []error{errBadHandle}},
 	{statusPeer, []error{shm.ErrPeerExited, shm.ErrBroken, rendezvous.ErrUnreachable}},
-	{statusMismatch, []error{symmem.ErrMismatch, pool.ErrMismatch}},
+	{statusMismatch, []error{symmem.ErrMismatch}}, // every layer's sentinels are these values (internal/errs)
 	{statusNotMember, []error{symmem.ErrNotMember}},
-	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed, pool.ErrClosed, pool.ErrGroupClosed}},
-	{statusNotSupported, []error{symmem.ErrNotSupported, backend.ErrRefused}},
+	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed}},
+	{statusNotSupported, []error{symmem.ErrNotSupported, symmem.ErrRefused}},
 	{statusTimeout, []error{context.DeadlineExceeded, rendezvous.ErrTimeout}},
 	{statusInvalid, []error{symmem.ErrInvalid, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
 		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder, pool.ErrCapExceeded}},

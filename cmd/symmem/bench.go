@@ -343,14 +343,14 @@ func benchRank(f *benchFlags, args []string) error {
 	if f.json != "" {
 		fh, err := os.Create(f.json)
 		if err != nil {
-			return fmt.Errorf("-json: %w", err)
+			return fmt.Errorf("-J/--json: %w", err)
 		}
 		err = bench.WriteJSON(fh, rep)
 		if cerr := fh.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("-json %s: %w", f.json, err)
+			return fmt.Errorf("-J/--json %s: %w", f.json, err)
 		}
 	}
 	if f.plot != "" {
