@@ -48,6 +48,11 @@ type Options struct {
 	// SYMMEM_SHARE_DEVICE=1 (set by `symmem launch --share-device`) turns it
 	// on too. Without it a group whose ranks share a GPU is refused.
 	ShareDevice bool
+	// LowContentionCTAs is how many CTAs the GPU's lc path (copy engines
+	// move the data, a reduction kernel sums beside them) may take from the
+	// SMs: 0 means 8, at most 64. Fewer leave more SMs to the GEMMs that
+	// run beside a collective; too few and the sums fall behind the copies.
+	LowContentionCTAs int
 	// NCCLMulticast lets NCCL use NVLink multicast (NVLS) on the GPU
 	// backend. Off by default: symmem sets NCCL_NVLS_ENABLE=0 when that
 	// variable is unset (one you set is kept); `symmem doctor` says which.

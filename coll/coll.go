@@ -153,13 +153,20 @@ func (s Span) End() uint64 { return s.Ptr + uint64(s.Len) }
 type Algo string
 
 const (
-	AlgoAuto       Algo = "auto"        // pick per op and size
-	AlgoDirect     Algo = "direct"      // CPU: peers read each other's symmetric memory
-	AlgoNCCL       Algo = "nccl"        // plain NCCL on ordinary buffers
-	AlgoNCCLWindow Algo = "nccl-window" // NCCL on window-registered symmetric buffers
-	AlgoCE         Algo = "ce"          // copy engines on peer-mapped symmetric buffers
-	AlgoKernel     Algo = "kernel"      // symmem's own SM kernel on peer-mapped symmetric buffers
+	AlgoAuto          Algo = "auto"        // pick per op and size
+	AlgoDirect        Algo = "direct"      // CPU: peers read each other's symmetric memory
+	AlgoNCCL          Algo = "nccl"        // plain NCCL on ordinary buffers
+	AlgoNCCLWindow    Algo = "nccl-window" // NCCL on window-registered symmetric buffers
+	AlgoCE            Algo = "ce"          // copy engines on peer-mapped symmetric buffers
+	AlgoKernel        Algo = "kernel"      // symmem's own SM kernel on peer-mapped symmetric buffers
+	AlgoTwoShot       Algo = "two-shot"    // all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel, in place
+	AlgoLowContention Algo = "lc"          // copy engines move, a few CTAs reduce (reduce-scatter; all-reduce adds a copy-engine all-gather)
 )
+
+// Algos lists every algorithm name, in the order help texts show them.
+func Algos() []Algo {
+	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention}
+}
 
 // Path reports what a call actually did and why, for bench output and doctor.
 type Path struct {

@@ -93,6 +93,8 @@ typedef enum {
 #define SYMMEM_PATH_NCCL_WINDOW 2 /* NCCL on registered windows */
 #define SYMMEM_PATH_CE 3          /* copy engines */
 #define SYMMEM_PATH_KERNEL 4      /* symmem's own kernel */
+#define SYMMEM_PATH_TWO_SHOT 5    /* all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel */
+#define SYMMEM_PATH_LC 6          /* low contention: copy engines move, a few CTAs reduce */
 #define SYMMEM_PATH_STAGED 8      /* flag */
 
 /* symmem_init flags. */
@@ -150,7 +152,7 @@ void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
  * count*size), elements for all-reduce and broadcast. In place: pass this
  * rank's slice (all-gather) / chunk (reduce-scatter) or the same buffer.
  * Broadcast is in place; root is a group rank. algo: NULL or "auto", or
- * "direct", "nccl", "nccl-window", "ce", "kernel". */
+ * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc". */
 int symmem_all_gather(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
                       void* stream, const char* algo);
 int symmem_reduce_scatter(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,

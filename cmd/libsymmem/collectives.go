@@ -49,19 +49,17 @@ func opArg(o C.int) (coll.ReduceOp, error) {
 	return 0, fmt.Errorf("reduction %d is not an ncclRedOp_t value (want sum 0, max 2, min 3, avg 4): %w", int(o), symmem.ErrInvalid)
 }
 
-var algos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE, coll.AlgoKernel}
-
 func algoArg(p *C.char) (coll.Algo, error) {
 	if p == nil {
 		return coll.AlgoAuto, nil
 	}
 	s := C.GoString(p)
-	for _, a := range algos {
+	for _, a := range coll.Algos() {
 		if string(a) == s {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel, or NULL): %w", s, symmem.ErrInvalid)
+	return "", fmt.Errorf("unknown algorithm %q (want one of %v, or NULL): %w", s, coll.Algos(), symmem.ErrInvalid)
 }
 
 // Path codes of include/symmem.h.
@@ -78,6 +76,10 @@ func pathCode(p coll.Path) C.int {
 		c = 3
 	case coll.AlgoKernel:
 		c = 4
+	case coll.AlgoTwoShot:
+		c = 5
+	case coll.AlgoLowContention:
+		c = 6
 	}
 	if p.Staged {
 		c |= pathStaged

@@ -34,8 +34,6 @@ type benchFlags struct {
 	timeout  time.Duration
 }
 
-var validAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoCE, coll.AlgoKernel}
-
 // benchOpts holds the raw flag values of `symmem bench`; finish checks them.
 type benchOpts struct {
 	f                                             benchFlags
@@ -59,7 +57,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.dtype, "dtype", "d", "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8")
 	fs.StringVarP(&o.redop, "op", "o", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
 	fs.IntVarP(&o.root, "root", "r", 0, "broadcast root")
-	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel")
+	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc")
 	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
 	fs.IntVarP(&o.check, "check", "c", 1, "check every size against a serial reference (#wrong): 1 on, 0 off")
@@ -223,11 +221,11 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 	for _, p := range strings.Split(s, ",") {
 		a := coll.Algo(strings.ToLower(strings.TrimSpace(p)))
 		ok := false
-		for _, v := range validAlgos {
+		for _, v := range coll.Algos() {
 			ok = ok || a == v
 		}
 		if !ok {
-			return nil, fmt.Errorf("--algo: unknown algorithm %q (want auto, direct, nccl, nccl-window, ce or kernel)", p)
+			return nil, fmt.Errorf("--algo: unknown algorithm %q (want one of %v)", p, coll.Algos())
 		}
 		out = append(out, a)
 	}

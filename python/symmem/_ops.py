@@ -17,7 +17,7 @@ _NAME = {v: k for k, v in DTYPES.items()}
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 _OP = {**OPS, **{v: v for v in OPS.values()}}
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
-_ALGO = {None: None, "auto": None, **{a: a.encode() for a in ("direct", "nccl", "nccl-window", "ce", "kernel")}}
+_ALGO = {None: None, "auto": None, **{a: a.encode() for a in ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc")}}
 
 # Buffer-protocol formats (without byte-order prefix) by (code, itemsize).
 _FMT = {("f", 4): 7, ("d", 8): 8, ("e", 2): 6, ("b", 1): 0, ("B", 1): 1, ("c", 1): 1, ("?", 1): 1}
@@ -284,7 +284,7 @@ def _algo(a):
     if a in _ALGO:
         return _ALGO[a]
     if not isinstance(a, str):
-        raise InvalidArgumentError(f"symmem: algo {a!r} is not a name (auto, direct, nccl, nccl-window, ce, kernel)")
+        raise InvalidArgumentError(f"symmem: algo {a!r} is not a name (auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc)")
     return a.encode()  # the library names what it does not know
 
 

@@ -6,35 +6,70 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // The all-reduce kernel (ptx/allreduce.ptx) reads every rank's input through
 // the peer mappings and sums in float32, in rank order, once per element: a
-// one-shot all-reduce for small messages. Pointed at chunk r of every input
-// it is rank r's reduce-scatter. Its parameter block has the all-gather's
-// size and shares the header, region and timeout offsets (kernel_layout.go).
+// one-shot all-reduce. Pointed at chunk r of every input it is rank r's
+// reduce-scatter. Its parameter block has the all-gather's size and shares
+// the header, region and timeout offsets (kernel_layout.go).
 //
-// arMaxBytes is what one pass holds: every thread keeps at most arSlots
-// 16-byte results in shared memory until the peers have read its input.
+// Results are stored at once (arFlagDirect) unless the output aliases an
+// input a peer reads (in-place all-reduce): then every thread holds them in
+// shared memory until the peers have read its input, at most arSlots
+// 16-byte vectors, so such a call moves at most arMaxBytes.
 const arMaxBytes = kernMaxCTAs * kernThreads * arSlots * kernAlign
 
-// errKernelOp is wrapped when the all-reduce kernel is forced on an
-// operation, type or size it does not implement.
-var errKernelOp = errors.New("the all-reduce / reduce-scatter kernel sums float32, bfloat16 or float16, up to 2 MiB of output per rank")
+// errKernelOp is wrapped when a reduction kernel is forced on an operation,
+// type or size it does not implement.
+var errKernelOp = errors.New("symmem's reduction kernels do sum and avg of float32, bfloat16 or float16 (in-place all-reduce up to 2 MiB per rank)")
 
 // arDTypes maps the element types the kernel sums to its dtype codes.
 var arDTypes = map[coll.DType]uint32{coll.Float32: 0, coll.BFloat16: 1, coll.Float16: 2}
+
+// reduceOpWhyNot says why symmem's reduction kernels cannot reduce req's
+// op and type (nil if they can).
+func reduceOpWhyNot(req backend.Request) error {
+	if _, typeOK := arDTypes[req.DType]; (req.Op != coll.Sum && req.Op != coll.Avg) || !typeOK {
+		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
+	}
+	return nil
+}
+
+// reduceFlags are the kernel flags for req's op (avg) and store mode.
+func reduceFlags(req backend.Request, direct bool) uint32 {
+	var f uint32
+	if direct {
+		f |= arFlagDirect
+	}
+	if req.Op == coll.Avg {
+		f |= arFlagAvg
+	}
+	return f
+}
+
+// arDirect reports whether the kernel may store req's results at once: its
+// output overlaps no input a peer reads. A reduce-scatter's peers read the
+// chunks other than me, so its in-place output (chunk me) qualifies.
+func arDirect(req backend.Request, me int) bool {
+	bytes := req.Count * int64(req.DType.Size())
+	if req.Kind == coll.ReduceScatter && req.Out.Ptr == req.In.Ptr+uint64(int64(me)*bytes) {
+		return true
+	}
+	return req.Out.End() <= req.In.Ptr || req.In.End() <= req.Out.Ptr
+}
 
 // allReduceWhyNot says why the all-reduce kernel cannot run req, an
 // all-reduce or a reduce-scatter (nil if it can).
 func (g *Group) allReduceWhyNot(req backend.Request) error {
 	bytes := req.Count * int64(req.DType.Size()) // output bytes per rank
-	_, typeOK := arDTypes[req.DType]
+	if err := reduceOpWhyNot(req); err != nil {
+		return err
+	}
 	switch {
-	case req.Op != coll.Sum || !typeOK:
-		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
-	case bytes > arMaxBytes:
-		return fmt.Errorf("%d bytes: %w (use nccl)", bytes, errKernelOp)
+	case bytes > arMaxBytes && !arDirect(req, g.me):
+		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", bytes, errKernelOp)
 	case !req.InSym.OK:
 		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
 	case bytes%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0:
@@ -44,24 +79,20 @@ func (g *Group) allReduceWhyNot(req backend.Request) error {
 }
 
 // allReduceCTAs is the grid: one vector per thread up to 64 CTAs (512
-// KiB), then up to four (allReduceWhyNot bounds the size by arMaxBytes).
-// Every vector waits on a read over NVLink, so many threads with one each
-// beat few with four: 1 CTA with 4 vectors per thread took 11.9 us at 32 KiB
-// on 2x H200 where 1 CTA with 2 took 9.0 at 16 KiB (gpu-kernel-2026-11-21.md, run 11).
+// KiB), then they loop (held calls at most four times: arMaxBytes). Every
+// vector waits on a read over NVLink, so many threads with one each beat few
+// with four: 1 CTA with 4 vectors per thread took 11.9 us at 32 KiB on 2x
+// H200 where 1 CTA with 2 took 9.0 at 16 KiB (gpu-kernel-2026-11-21.md, run 11).
 func allReduceCTAs(bytes int64) int {
 	per := int64(kernThreads * kernAlign)
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
-// fillAllReduceArgs writes req's parameter block (pure: no driver call).
-// Reduce-scatter reads chunk me of every rank's input.
-func (g *Group) fillAllReduceArgs(req backend.Request) error {
+// fillAllReduceArgs writes req's parameter block into a (pure: no driver
+// call): bytes of output at out, rank r's source at its input plus off.
+// A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
+func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
 	n, me := len(g.ranks), g.me
-	a := g.kargs
-	var off int64
-	if req.Kind == coll.ReduceScatter {
-		off = int64(me) * req.Count * int64(req.DType.Size())
-	}
 	for r := 0; r < n; r++ {
 		src := req.In.Ptr + uint64(off)
 		if r != me {
@@ -73,12 +104,24 @@ func (g *Group) fillAllReduceArgs(req backend.Request) error {
 		a.PutU64(arSrc+8*r, src)
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+arRegion)
 	}
-	a.PutU64(arOut, req.Out.Ptr)
-	a.PutU64(arBytes, uint64(req.Count*int64(req.DType.Size())))
+	a.PutU64(arOut, out)
+	a.PutU64(arBytes, uint64(bytes))
 	a.PutU64(argRegion, g.padPeers[me]+arRegion)
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
+	a.PutU32(arFlags, reduceFlags(req, direct))
 	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	return nil
+}
+
+// fillReduction fills g.kargs for req on the all-reduce kernel: the whole
+// all-reduce, or chunk me for a reduce-scatter.
+func (g *Group) fillReduction(req backend.Request) error {
+	bytes := req.Count * int64(req.DType.Size())
+	var off int64
+	if req.Kind == coll.ReduceScatter {
+		off = int64(g.me) * bytes
+	}
+	return g.fillAllReduceArgs(g.kargs, req, req.Out.Ptr, off, bytes, arDirect(req, g.me))
 }

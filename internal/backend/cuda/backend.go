@@ -8,6 +8,7 @@ import (
 
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -42,6 +43,10 @@ type Options struct {
 	// unless MPS runs — and NCCL, which needs a GPU per rank, is reported
 	// unavailable for such groups. Without it, sharing is refused.
 	ShareDevice bool
+	// LowContentionCTAs is the grid of the lc path's reduction kernel (it
+	// sums while copy engines move the data); 0 means
+	// DefaultLowContentionCTAs, at most 64.
+	LowContentionCTAs int
 }
 
 // DefaultWatchdog is the kernels' wait limit when Options.Watchdog is 0
@@ -61,6 +66,7 @@ type Backend struct {
 	// watchdog is Options.Watchdog (kernel parameter).
 	watchdog time.Duration
 	share    bool // Options.ShareDevice
+	lcCTAs   int  // Options.LowContentionCTAs, defaulted
 
 	mu       sync.Mutex
 	copyProg *cudadrv.Program    // Copy's program (under mu)
@@ -74,6 +80,10 @@ var _ backend.Backend = (*Backend)(nil)
 // New opens the driver and the rank's device. It fails with an error
 // matching ErrNotSupported where CUDA, VMM or POSIX-fd handles are missing.
 func New(env rendezvous.Env, opts Options) (*Backend, error) {
+	if opts.LowContentionCTAs < 0 || opts.LowContentionCTAs > kernMaxCTAs {
+		return nil, fmt.Errorf("cuda backend: LowContentionCTAs %d: want 0 (the default, %d) to %d: %w",
+			opts.LowContentionCTAs, DefaultLowContentionCTAs, kernMaxCTAs, errs.Invalid)
+	}
 	n, err := cudadrv.DeviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
@@ -106,7 +116,11 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.Watchdog <= 0 {
 		opts.Watchdog = DefaultWatchdog
 	}
-	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog, share: opts.ShareDevice}
+	if opts.LowContentionCTAs == 0 {
+		opts.LowContentionCTAs = DefaultLowContentionCTAs
+	}
+	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog, share: opts.ShareDevice,
+		lcCTAs: opts.LowContentionCTAs}
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {

@@ -68,16 +68,13 @@ const maxCERanks = 64
 // track lets quiesce fence the stream later.
 func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 	p := g.prog
+	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (run 3)
+	p.SetContext(g.b.ctx)
 	if err := g.buildAllGather(p, req, s); err != nil {
 		return err
 	}
-	if err := g.track(p, s); err != nil {
+	if err := g.issue(p, s, req, fmt.Sprintf("copy-engine all-gather #%d", g.epoch+1)); err != nil {
 		return err
-	}
-	if err := p.Exec(); err != nil {
-		// Some of the sequence may be enqueued: peers' signals no longer match.
-		g.broken = fmt.Errorf("copy-engine all-gather #%d failed: %w", g.epoch+1, err)
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	g.epoch++
 	return nil
@@ -92,91 +89,95 @@ func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 // 1 is never lost to a late reset; the same holds for the done words.
 const signalOn = 1
 
-// buildAllGather fills p with one all-gather on stream s (pure: no driver
+// buildAllGather adds one all-gather on stream s to p (pure: no driver
 // call).
 func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64) error {
+	xs, nx, err := g.allGatherTransfers(req)
+	if err != nil {
+		return err
+	}
+	me := g.me
+	slice := req.Count * int64(req.DType.Size())
+	localJoin := uint64(0)
+	if !req.InPlace {
+		// The local copy runs on a side stream, beside the peers' transfers.
+		dst := req.Out.Ptr + uint64(int64(me)*slice)
+		side := g.h.side[0]
+		p.Record(s, g.h.fork)
+		p.WaitEvent(side, g.h.fork)
+		p.Copy(side, dst, req.In.Ptr, slice)
+		localJoin = g.h.joins[0]
+		p.Record(side, localJoin)
+	}
+	g.signal(p, s, slotReady)
+	g.transfers(p, s, xs[:nx])
+	g.signal(p, s, slotDone)
+	if localJoin != 0 {
+		p.WaitEvent(s, localJoin)
+	}
+	return nil
+}
+
+// allGatherTransfers are req's copies between this rank and its peers: one
+// per peer, in rotated order (me+1, me+2, ...), so that transfer i of every
+// rank goes to a different peer and no GPU is every rank's first target.
+func (g *Group) allGatherTransfers(req backend.Request) (xs [maxCERanks]xfer, nx int, err error) {
 	n, me := len(g.ranks), g.me
 	if n > maxCERanks {
-		return fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
+		return xs, 0, fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
 	}
 	slice := req.Count * int64(req.DType.Size())
 	out, in := req.Out.Ptr, req.In.Ptr
 	inPlace := req.InPlace
 	mode := ceModeFor(req)
-	var peerIn, peerOut [maxCERanks]uint64
-	for r := 0; r < n; r++ {
-		if r == me {
-			continue
-		}
+	for k := 1; k < n; k++ {
+		r := (me + k) % n
+		var src uint64
 		var ok bool
 		switch {
 		case inPlace && req.OutSym.OK:
-			peerIn[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
+			src, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
 		case !inPlace && req.InSym.OK:
-			peerIn[r], ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
+			src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
 		}
-		if mode == modePull && !ok {
-			return fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
-		}
-		if mode == modePush {
-			if peerOut[r], ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice); !ok {
-				return fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
-			}
-		}
-	}
-	// The transfers: one per peer, in rotated order (me+1, me+2, ...), so
-	// that transfer i of every rank goes to a different peer and no GPU is
-	// every rank's first target.
-	var xs [maxCERanks]xfer
-	nx := 0
-	for k := 1; k < n; k++ {
-		r := (me + k) % n
 		if mode == modePull {
-			xs[nx] = xfer{out + uint64(int64(r)*slice), peerIn[r], slice}
+			if !ok {
+				return xs, 0, fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
+			}
+			xs[nx] = xfer{out + uint64(int64(r)*slice), src, slice}
 		} else {
-			xs[nx] = xfer{peerOut[r], in, slice}
+			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice)
+			if !ok {
+				return xs, 0, fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
+			}
+			xs[nx] = xfer{dst, in, slice}
 		}
 		nx++
 	}
-	// Streams for the transfers: s first, then side[1:].
-	nstreams := min(nx, len(g.h.side))
-	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (run 3)
-	p.SetContext(g.b.ctx)
+	return xs, nx, nil
+}
 
-	localJoin := uint64(0)
-	if !inPlace {
-		// The local copy runs on a side stream, beside the peers' transfers.
-		dst := out + uint64(int64(me)*slice)
-		side := g.h.side[0]
-		p.Record(s, g.h.fork)
-		p.WaitEvent(side, g.h.fork)
-		p.Copy(side, dst, in, slice)
-		localJoin = g.h.joins[0]
-		p.Record(side, localJoin)
-	}
-	g.signal(p, s, slotReady)
+// transfers issues xs spread over s and the side streams (fork and join by
+// events): s first, then side[1:].
+func (g *Group) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
+	nstreams := min(len(xs), len(g.h.side))
 	if nstreams > 1 {
 		p.Record(s, g.h.forkX)
 		for i := 1; i < nstreams; i++ {
 			p.WaitEvent(g.h.side[i], g.h.forkX)
 		}
 	}
-	for i := 0; i < nx; i++ {
+	for i, x := range xs {
 		st := s
 		if j := i % nstreams; j > 0 {
 			st = g.h.side[j]
 		}
-		p.Copy(st, xs[i].dst, xs[i].src, xs[i].n)
+		p.Copy(st, x.dst, x.src, x.n)
 	}
 	for i := 1; i < nstreams; i++ {
 		p.Record(g.h.side[i], g.h.joins[i])
 		p.WaitEvent(s, g.h.joins[i])
 	}
-	g.signal(p, s, slotDone)
-	if localJoin != 0 {
-		p.WaitEvent(s, localJoin)
-	}
-	return nil
 }
 
 // signal adds one signal round on slot: tell every peer, wait for every

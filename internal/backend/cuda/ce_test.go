@@ -227,9 +227,26 @@ func TestChoose(t *testing.T) {
 		{"auto all-reduce 1 MiB bf16 -> kernel", kg, arReq(kg, 1<<19, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
 		{"kernel forced all-reduce in-place f16", kg, arReq(kg, 1<<10, coll.Float16, true), coll.AlgoKernel, coll.AlgoKernel, false},
 		{"kernel forced all-reduce int32", kg, arReq(kg, 1<<10, coll.Int32, false), coll.AlgoKernel, coll.AlgoKernel, true},
-		{"kernel forced all-reduce avg", kg, arMax(kg), coll.AlgoKernel, coll.AlgoKernel, true},
-		{"kernel forced all-reduce 4 MiB", kg, arReq(kg, 1<<21, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce avg", kg, arAvg(kg), coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced all-reduce max", kg, arOp(kg, coll.Max), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce 4 MiB out-of-place (stored at once)", kg, arReq(kg, 1<<21, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, false},
+		{"kernel forced all-reduce 4 MiB in-place (held: 2 MiB)", kg, arReq(kg, 1<<21, coll.BFloat16, true), coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced all-reduce odd count", kg, arReq(kg, 1001, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"two-shot forced", kg, arReq(kg, 1<<21, coll.BFloat16, true), coll.AlgoTwoShot, coll.AlgoTwoShot, false},
+		{"two-shot forced, count not divisible", kg3, arReq(kg3, 1<<10, coll.BFloat16, false), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
+		{"two-shot forced on reduce-scatter", kg, rsReq(kg, 1<<10), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
+		{"two-shot forced, not loaded", g, arReq(g, 1<<10, coll.BFloat16, false), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
+		{"lc forced reduce-scatter", kg, rsReq(kg, 1<<20), coll.AlgoLowContention, coll.AlgoLowContention, false},
+		{"lc forced reduce-scatter, ordinary output", kg, rsPlainOut(kg), coll.AlgoLowContention, coll.AlgoLowContention, false},
+		{"lc forced all-reduce", kg, arReq(kg, 1<<20, coll.Float16, false), coll.AlgoLowContention, coll.AlgoLowContention, false},
+		{"lc forced all-gather", kg, ksym, coll.AlgoLowContention, coll.AlgoLowContention, true},
+		{"lc forced int32", kg, arReq(kg, 1<<10, coll.Int32, false), coll.AlgoLowContention, coll.AlgoLowContention, true},
+		// Without NCCL (ranks sharing a GPU): in-place all-reduce above the
+		// one-shot kernel's 2 MiB goes two-shot; reduce-scatter of any size
+		// runs the kernel.
+		{"auto all-reduce 8 MiB in-place, no NCCL -> two-shot", kg, arReq(kg, 1<<22, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoTwoShot, false},
+		{"auto all-reduce 8 MiB, no NCCL -> two-shot", kg, arReq(kg, 1<<22, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoTwoShot, false},
+		{"auto reduce-scatter 64 MiB, no NCCL -> kernel", kg, rsReq(kg, 1<<25), coll.AlgoAuto, coll.AlgoKernel, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,10 +266,31 @@ func TestChoose(t *testing.T) {
 	}
 }
 
-// arMax is a bf16 all-reduce with the average: the kernel only sums.
-func arMax(g *Group) backend.Request {
+// arAvg is a bf16 all-reduce with the average.
+func arAvg(g *Group) backend.Request { return arOp(g, coll.Avg) }
+
+// arOp is a bf16 all-reduce of 2 KiB with op.
+func arOp(g *Group, op coll.ReduceOp) backend.Request {
 	r := arReq(g, 1<<10, coll.BFloat16, false)
-	r.Op = coll.Avg
+	r.Op = op
+	return r
+}
+
+// rsReq is a bf16 reduce-scatter of count elements per rank: input at
+// offset 512 MiB of segment 1, output at 0.
+func rsReq(g *Group, count int64) backend.Request {
+	n := int64(len(g.ranks))
+	base := seg1(g).bases[g.me]
+	req := backend.Request{Kind: coll.ReduceScatter, DType: coll.BFloat16, Op: coll.Sum, Count: count,
+		Out: coll.Span{Ptr: base, Len: 2 * count}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
+		In: coll.Span{Ptr: base + 512<<20, Len: 2 * count * n}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
+	return req.Shaped(len(g.ranks), g.me)
+}
+
+// rsPlainOut is rsReq with an output outside the pool.
+func rsPlainOut(g *Group) backend.Request {
+	r := rsReq(g, 1<<10)
+	r.Out, r.OutSym = coll.Span{Ptr: 0x7000_0000, Len: r.Out.Len}, backend.Sym{}
 	return r
 }
 
@@ -402,7 +440,7 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 	odd := gatherReq(g, 1001, false)
 	plain := gatherReq(g, 1<<19, false)
 	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
-	big := arReq(g, 1<<21, coll.BFloat16, false)
+	big := arReq(g, 1<<21, coll.BFloat16, true)
 	for _, tc := range []struct {
 		name    string
 		req     backend.Request
@@ -410,7 +448,8 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 		refused bool
 	}{
 		{"kernel, odd slice", odd, coll.AlgoKernel, true},
-		{"kernel, all-reduce over 2 MiB", big, coll.AlgoKernel, true},
+		{"kernel, in-place all-reduce over 2 MiB", big, coll.AlgoKernel, true},
+		{"lc, all-gather", odd, coll.AlgoLowContention, true},
 		{"ce, plain buffers", plain, coll.AlgoCE, true},
 		{"nccl without NCCL", odd, coll.AlgoNCCL, false},
 		{"unknown algorithm", odd, coll.Algo("fast"), false},
@@ -420,6 +459,12 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 		_, _, err := g.choose(req)
 		if err == nil {
 			t.Fatalf("%s: no error", tc.name)
+		}
+		if tc.algo == coll.AlgoLowContention {
+			// The op is not served: not supported, not a refusal of this call.
+			if !errors.Is(err, ErrNotSupported) {
+				t.Errorf("%s: %v does not match ErrNotSupported", tc.name, err)
+			}
 		}
 		if errors.Is(err, backend.ErrRefused) != tc.refused {
 			t.Errorf("%s: %v: refused=%v, want %v", tc.name, err, errors.Is(err, backend.ErrRefused), tc.refused)

@@ -16,8 +16,8 @@ var _ backend.Device = (*Backend)(nil)
 // (whether a group can run one is decided per call: ErrRefused).
 var gpuAlgos = map[coll.Kind][]coll.Algo{
 	coll.AllGather:     {coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.ReduceScatter: {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AllReduce:     {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.ReduceScatter: {coll.AlgoKernel, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AllReduce:     {coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 	coll.Broadcast:     {coll.AlgoNCCLWindow, coll.AlgoNCCL},
 }
 

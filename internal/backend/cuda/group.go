@@ -66,6 +66,9 @@ type Group struct {
 	h       handles        // raw handles of side, joins, fork, forkX, last
 	broken  error
 	kargs   *cudadrv.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
+	kargs2  *cudadrv.Args // the second launch's block (two-shot's all-gather)
+	lcArgs  *cudadrv.Args // the lc reduction kernel's block
+	staging *segment      // lc staging, allocated at the first lc call
 	kernWhy string
 
 	nccl ncclGroup
@@ -174,6 +177,8 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 		if kern {
 			g.kargs = cudadrv.NewArgs(kernArgBytes)
+			g.kargs2 = cudadrv.NewArgs(kernArgBytes)
+			g.lcArgs = cudadrv.NewArgs(kernArgBytes)
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
@@ -435,8 +440,13 @@ func (g *Group) Close() error {
 		for _, s := range g.side {
 			s.Destroy()
 		}
-		if g.kargs != nil {
-			g.kargs.Free()
+		for _, a := range []*cudadrv.Args{g.kargs, g.kargs2, g.lcArgs} {
+			if a != nil {
+				a.Free()
+			}
+		}
+		if g.staging != nil {
+			g.staging.release(g.b.ctx)
 		}
 		for _, f := range g.fences {
 			f.ev.Destroy()

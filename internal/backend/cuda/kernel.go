@@ -21,6 +21,8 @@ var (
 	allGatherPTX []byte
 	//go:embed ptx/allreduce.ptx
 	allReducePTX []byte
+	//go:embed ptx/reducescatter.ptx
+	reduceScatterPTX []byte
 )
 
 // Kernel signal regions in each rank's pad (one per kernel, so their epoch
@@ -29,6 +31,7 @@ var (
 const (
 	kernRegion = 64 << 10 // byte offset of the all-gather region in the pad
 	arRegion   = 80 << 10 // ... and of the all-reduce region
+	lcWords    = 96 << 10 // ... and of the low-contention reduce-scatter's local words (lowcontention.go)
 )
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it
@@ -38,10 +41,10 @@ var errKernelAlign = errors.New("the kernels need 16-byte aligned buffers and pe
 // kernels are the backend's loaded modules (once per backend, lazily: the
 // JIT costs tens of milliseconds).
 type kernels struct {
-	once   sync.Once
-	mods   []*cudadrv.Module
-	ag, ar cudadrv.Function
-	err    error
+	once       sync.Once
+	mods       []*cudadrv.Module
+	ag, ar, lc cudadrv.Function
+	err        error
 }
 
 func (b *Backend) loadKernels() error {
@@ -51,7 +54,8 @@ func (b *Backend) loadKernels() error {
 			ptx   []byte
 			entry string
 			fn    *cudadrv.Function
-		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar}} {
+		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar},
+			{reduceScatterPTX, "symmem_reducescatter_lc", &k.lc}} {
 			var m *cudadrv.Module
 			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
 				break
@@ -114,12 +118,12 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 func (g *Group) runKernel(req backend.Request, s uint64) error {
 	fn, ctas := g.b.kern.ag, 0
 	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {
-		if err := g.fillAllReduceArgs(req); err != nil {
+		if err := g.fillReduction(req); err != nil {
 			return err
 		}
 		fn, ctas = g.b.kern.ar, allReduceCTAs(req.Count*int64(req.DType.Size()))
 	} else {
-		if err := g.fillAllGatherArgs(req); err != nil {
+		if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
 			return err
 		}
 		ctas = allGatherCTAs(req.Count*int64(req.DType.Size()), kernMaxCTAs)
@@ -128,22 +132,28 @@ func (g *Group) runKernel(req backend.Request, s uint64) error {
 	p.Reset()
 	p.SetContext(g.b.ctx)
 	p.Launch(s, fn, g.kargs, ctas, kernThreads)
+	return g.issue(p, s, req, "kernel")
+}
+
+// issue tracks and executes p, a whole collective on stream s. A failure
+// leaves the peers waiting for signals this rank will not send: the group
+// cannot go on.
+func (g *Group) issue(p *cudadrv.Program, s uint64, req backend.Request, what string) error {
 	if err := g.track(p, s); err != nil {
 		return err
 	}
 	if err := p.Exec(); err != nil {
-		// The peers' CTAs now wait for ours: the group cannot go on.
-		g.broken = fmt.Errorf("%v kernel launch failed: %w", req.Kind, err)
+		g.broken = fmt.Errorf("%v %s failed: %w", req.Kind, what, err)
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	return nil
 }
 
-// fillAllGatherArgs writes an all-gather's parameter block (pure: no driver call).
-func (g *Group) fillAllGatherArgs(req backend.Request) error {
+// fillAllGatherArgs writes an all-gather's parameter block into a (pure:
+// no driver call).
+func (g *Group) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	n, me := len(g.ranks), g.me
 	slice := req.Count * int64(req.DType.Size())
-	a := g.kargs
 	out, in := req.Out.Ptr, req.In.Ptr
 	var mask uint32
 	for r := 0; r < n; r++ {

@@ -17,9 +17,16 @@ const (
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = 0, 8, 32, 40
 
-	// All-reduce: output, bytes, dtype code, sources[kernMaxRanks].
-	arOut, arBytes, arDType, arSrc = 0, 8, 32, 40
-	arSlots                        = 4 // 16-byte results per thread held in shared memory
+	// All-reduce: output, bytes, dtype code, flags, sources[kernMaxRanks].
+	arOut, arBytes, arDType, arFlags, arSrc = 0, 8, 32, 36, 40
+	arSlots                                 = 4 // 16-byte results per thread held in shared memory
+	arFlagDirect, arFlagAvg                 = 1, 2
+
+	// Low-contention reduce-scatter: output, bytes, word block (in argRegion),
+	// dtype and flags as the all-reduce, own chunk, staging, sub-chunk bytes.
+	lcOwn, lcStaging, lcChunk = 40, 48, 56
+	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
+	lcFinished, lcWordBytes = 32, 40
 
 	// Signal region: cnt[kernMaxCTAs], ready and done[kernMaxCTAs][kernMaxRanks], u32.
 	regionReady, regionDone, regionBytes = 256, 2304, 4352

@@ -23,15 +23,18 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		common = append(common, argPeerRegion+8*r)
 	}
 	ag := append([]int{argIn, argSlice, argMask}, common...)
-	ar := append([]int{arOut, arBytes, arDType}, common...)
+	ar := append([]int{arOut, arBytes, arDType, arFlags}, common...)
 	for r := 0; r < kernMaxRanks; r++ {
 		ag = append(ag, argDst+8*r)
 		ar = append(ar, arSrc+8*r)
 	}
+	lc := []int{arOut, arBytes, argRegion, argMe, argN, arDType, arFlags, lcOwn, lcStaging, lcChunk, argTimeout}
 	for _, k := range []struct {
 		name, src, entry string
 		want             []int
-	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar}} {
+		signals          bool // uses the signal region's ready and done words
+	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag, true}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar, true},
+		{"reducescatter", string(reduceScatterPTX), "symmem_reducescatter_lc", lc, false}} {
 		t.Run(k.name, func(t *testing.T) {
 			if !strings.Contains(k.src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
 				t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
@@ -58,7 +61,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 				t.Fatalf("region layout: ready %d done %d size %d, want %d %d %d", regionReady, regionDone, regionBytes, ready, done, done+4*kernMaxCTAs*kernMaxRanks)
 			}
 			for _, off := range []int{ready, done} {
-				if !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
+				if k.signals && !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
 					t.Errorf("PTX never adds region offset %d", off)
 				}
 			}
@@ -67,7 +70,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
 		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
 	}
-	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > 128<<10 {
+	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > lcWords || lcWords+4*kernMaxRanks > 128<<10 {
 		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)
 	}
 	if arMaxBytes != 2<<20 {
@@ -94,7 +97,7 @@ func TestAllGatherArgs(t *testing.T) {
 			defer g.kargs.Free()
 			const count = 4096
 			req := gatherReq(g, count, tc.inPlace)
-			if err := g.fillAllGatherArgs(req); err != nil {
+			if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
 				t.Fatal(err)
 			}
 			b := g.kargs.Bytes()
@@ -164,7 +167,7 @@ func TestAllReduceArgs(t *testing.T) {
 			if err := g.allReduceWhyNot(req); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.fillAllReduceArgs(req); err != nil {
+			if err := g.fillReduction(req); err != nil {
 				t.Fatal(err)
 			}
 			b := g.kargs.Bytes()
@@ -224,7 +227,7 @@ func TestReduceScatterArgs(t *testing.T) {
 	if err := g.kernelWhyNot(req); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.fillAllReduceArgs(req); err != nil {
+	if err := g.fillReduction(req); err != nil {
 		t.Fatal(err)
 	}
 	b := g.kargs.Bytes()
@@ -235,6 +238,78 @@ func TestReduceScatterArgs(t *testing.T) {
 		want := seg1(g).bases[r] + uint64(req.InSym.Off) + me*chunk
 		if got := binary.LittleEndian.Uint64(b[arSrc+8*r:]); got != want {
 			t.Fatalf("src[%d] = %#x, want chunk %d of rank %d's input (%#x)", r, got, me, r, want)
+		}
+	}
+}
+
+// TestReductionFlags: results are stored at once unless a peer still reads
+// the output (in-place all-reduce); avg is flagged.
+func TestReductionFlags(t *testing.T) {
+	g := fakeGroup(4, 2)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	rsInPlace := rsReq(g, 1<<10)
+	rsInPlace.Out = coll.Span{Ptr: rsInPlace.In.Ptr + 2*2<<10, Len: 2 << 10}
+	rsInPlace.OutSym = backend.Sym{OK: true, Seg: 1, Off: rsInPlace.InSym.Off + 2*2<<10}
+	rsAlias := rsInPlace
+	rsAlias.Out.Ptr -= 2 << 10 // chunk 1: rank 1 reads it
+	for _, tc := range []struct {
+		name string
+		req  backend.Request
+		want uint32
+	}{
+		{"all-reduce out-of-place", arReq(g, 1<<10, coll.BFloat16, false), arFlagDirect},
+		{"all-reduce in-place", arReq(g, 1<<10, coll.BFloat16, true), 0},
+		{"all-reduce avg", arAvg(g), arFlagDirect | arFlagAvg},
+		{"reduce-scatter", rsReq(g, 1<<10), arFlagDirect},
+		{"reduce-scatter in-place (chunk me)", rsInPlace, arFlagDirect},
+		{"reduce-scatter into another rank's chunk", rsAlias, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := g.fillReduction(tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if got := binary.LittleEndian.Uint32(g.kargs.Bytes()[arFlags:]); got != tc.want {
+				t.Fatalf("flags %b, want %b", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTwoShotArgs: the first launch reduces chunk me of every input into
+// chunk me of the output; the second pushes that chunk into every peer's
+// output, in place.
+func TestTwoShotArgs(t *testing.T) {
+	const n, me = 4, 1
+	g := fakeGroup(n, me)
+	g.kargs, g.kargs2 = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	defer g.kargs2.Free()
+	for _, inPlace := range []bool{false, true} {
+		req := arReq(g, 1<<20, coll.BFloat16, inPlace) // 2 MiB: chunks of 512 KiB
+		const chunk = 512 << 10
+		if err := g.twoShotWhyNot(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.fillTwoShot(req); err != nil {
+			t.Fatal(err)
+		}
+		a, b := g.kargs.Bytes(), g.kargs2.Bytes()
+		u64 := func(x []byte, off int) uint64 { return binary.LittleEndian.Uint64(x[off:]) }
+		mine := req.Out.Ptr + me*chunk
+		if u64(a, arOut) != mine || u64(a, arBytes) != chunk || binary.LittleEndian.Uint32(a[arFlags:]) != arFlagDirect {
+			t.Fatalf("in-place %v: reduction out %#x bytes %d flags %d", inPlace, u64(a, arOut), u64(a, arBytes), binary.LittleEndian.Uint32(a[arFlags:]))
+		}
+		if u64(b, argIn) != mine || u64(b, argSlice) != chunk || binary.LittleEndian.Uint32(b[argMask:]) != 0b1101 {
+			t.Fatalf("in-place %v: all-gather in %#x slice %d mask %b", inPlace, u64(b, argIn), u64(b, argSlice), binary.LittleEndian.Uint32(b[argMask:]))
+		}
+		for r := 0; r < n; r++ {
+			if got, want := u64(a, arSrc+8*r), seg1(g).bases[r]+uint64(req.InSym.Off)+me*chunk; got != want {
+				t.Fatalf("src[%d] = %#x, want chunk %d of rank %d's input %#x", r, got, me, r, want)
+			}
+			if got, want := u64(b, argDst+8*r), seg1(g).bases[r]+uint64(req.OutSym.Off)+me*chunk; got != want {
+				t.Fatalf("dst[%d] = %#x, want chunk %d of rank %d's output %#x", r, got, me, r, want)
+			}
 		}
 	}
 }

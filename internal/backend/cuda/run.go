@@ -51,16 +51,21 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	switch algo {
-	case coll.AlgoCE, coll.AlgoKernel:
+	case coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention:
 		g.runMu.Lock()
 		if g.broken != nil {
 			g.runMu.Unlock()
 			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
 		}
-		if algo == coll.AlgoCE {
+		switch algo {
+		case coll.AlgoCE:
 			err = g.ceAllGather(req, req.Stream)
-		} else {
+		case coll.AlgoKernel:
 			err = g.runKernel(req, req.Stream)
+		case coll.AlgoTwoShot:
+			err = g.runTwoShot(req, req.Stream)
+		default:
+			err = g.runLowContention(req, req.Stream)
 		}
 		g.runMu.Unlock()
 	default:
@@ -106,6 +111,16 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w: %w", kernErr, backend.ErrRefused)
 		}
 		return coll.AlgoKernel, "kernel requested", nil
+	case coll.AlgoTwoShot:
+		if err := g.twoShotWhyNot(req); err != nil {
+			return coll.AlgoTwoShot, "", fmt.Errorf("two-shot requested but %w: %w", err, backend.ErrRefused)
+		}
+		return coll.AlgoTwoShot, "two-shot requested", nil
+	case coll.AlgoLowContention:
+		if err := g.lcWhyNot(req); err != nil {
+			return coll.AlgoLowContention, "", fmt.Errorf("lc requested but %w: %w", err, backend.ErrRefused)
+		}
+		return coll.AlgoLowContention, "lc requested", nil
 	case coll.AlgoCE:
 		if !ceOK {
 			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w: %w", g.ceWhyNot(req), errNotSymmetric, backend.ErrRefused)
@@ -132,7 +147,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 	default:
-		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
+		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
 	}
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
@@ -168,10 +183,22 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	}
 	if g.nccl.comm == nil || bad {
 		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
-		// that the auto table gives to NCCL still runs on symmem's kernel
-		// when the kernel takes it.
-		if req.Kind != coll.AllGather && g.nccl.comm == nil && kernel() {
-			return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
+		// that the auto table gives to NCCL still runs on symmem's
+		// kernels: one-shot up to arMaxBytes (its measured range), then
+		// two-shot, which moves each byte over NVLink once; lc where the
+		// kernels cannot (e.g. an ordinary reduce-scatter output).
+		if req.Kind != coll.AllGather && g.nccl.comm == nil {
+			oneShot := req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= arMaxBytes
+			switch {
+			case oneShot && kernel():
+				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
+			case req.Kind == coll.AllReduce && g.twoShotWhyNot(req) == nil:
+				return coll.AlgoTwoShot, "auto: NCCL unavailable, symmem's two-shot all-reduce", nil
+			case kernel():
+				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
+			case g.lcWhyNot(req) == nil:
+				return coll.AlgoLowContention, "auto: NCCL unavailable, symmem's low-contention path", nil
+			}
 		}
 		if ceOK {
 			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil

@@ -23,11 +23,30 @@ const (
 	pRegion   = 16                     // u64: this rank's signal region
 	pMe       = 24                     // u32
 	pN        = 28                     // u32
-	pMode     = 32                     // u32: all-gather target mask / all-reduce dtype code
+	pMode     = 32                     // u32: all-gather target mask / reduction dtype code
+	pFlags    = 36                     // u32: reduction flags (flagDirect, flagAvg)
 	pPtrs     = 40                     // [maxRanks]u64: all-gather targets / all-reduce sources
 	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
 	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
 	pSize     = pTimeout + 8
+)
+
+// Reduction flags (pFlags).
+const (
+	flagDirect = 1 // all-reduce kernel: store results at once (the output aliases no input a peer reads)
+	flagAvg    = 2 // divide the sum by n (16-bit types: after rounding the sum, as reduce.Finish does)
+)
+
+// The low-contention reduce-scatter's own uses of P (the header is shared;
+// pRegion is the local word block: consumed u32, arrived[maxRanks-1] u32,
+// finished[2] u32).
+const (
+	pOwn     = pPtrs      // u64: this rank's chunk of its input (in + me*bytes)
+	pStaging = pPtrs + 8  // u64: staging, two slots of (n-1) sub-chunks
+	pChunk   = pPtrs + 16 // u64: sub-chunk bytes (a multiple of 16)
+
+	wFinished = 4 * maxRanks // offset of finished[2] u32 in the word block
+	wBytes    = wFinished + 8
 )
 
 // Signal region of one kernel: cnt[maxCTAs] u32 (epoch of CTA b, this rank
@@ -60,9 +79,16 @@ const (
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = %d, %d, %d, %d
 
-	// All-reduce: output, bytes, dtype code, sources[kernMaxRanks].
-	arOut, arBytes, arDType, arSrc = %d, %d, %d, %d
-	arSlots                        = %d // 16-byte results per thread held in shared memory
+	// All-reduce: output, bytes, dtype code, flags, sources[kernMaxRanks].
+	arOut, arBytes, arDType, arFlags, arSrc = %d, %d, %d, %d, %d
+	arSlots                                 = %d // 16-byte results per thread held in shared memory
+	arFlagDirect, arFlagAvg                 = %d, %d
+
+	// Low-contention reduce-scatter: output, bytes, word block (in argRegion),
+	// dtype and flags as the all-reduce, own chunk, staging, sub-chunk bytes.
+	lcOwn, lcStaging, lcChunk = %d, %d, %d
+	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
+	lcFinished, lcWordBytes = %d, %d
 
 	// Signal region: cnt[kernMaxCTAs], ready and done[kernMaxCTAs][kernMaxRanks], u32.
 	regionReady, regionDone, regionBytes = %d, %d, %d
@@ -70,7 +96,8 @@ const (
 `, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
 		pRegion, pMe, pN, pPeerRegs, pTimeout,
 		pA, pBytes, pMode, pPtrs,
-		pA, pBytes, pMode, pPtrs, arSlots,
+		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg,
+		pOwn, pStaging, pChunk, wFinished, wBytes,
 		rReady, rDone, rSize)
 	src, err := format.Source(b.Bytes())
 	if err != nil {

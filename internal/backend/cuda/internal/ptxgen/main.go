@@ -4,11 +4,12 @@
 //
 //	ptx/allgather.ptx   the all-gather push kernel
 //	ptx/allreduce.ptx   the one-shot all-reduce pull kernel
+//	ptx/reducescatter.ptx the low-contention reduce-scatter's reduction
 //	kernel_layout.go    parameter and region offsets the launch code writes
 //
-// Both kernels are built from the same fragments (layout.go: the parameter
+// The kernels are built from the same fragments (layout.go: the parameter
 // block and signal region; fragments.go: parameter load, thread 0's setup,
-// signal, wait with watchdog and trap), so the signalling protocol exists
+// signal, wait with watchdog and trap; sum.go: the reduction), so the signalling protocol exists
 // once. Registers cannot be indexed in PTX, so per-rank work is unrolled
 // here, by loops over the ranks.
 //
@@ -39,9 +40,10 @@ func outputs() (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{
-		"ptx/allgather.ptx": []byte(allGather()),
-		"ptx/allreduce.ptx": []byte(allReduce()),
-		"kernel_layout.go":  goSrc,
+		"ptx/allgather.ptx":     []byte(allGather()),
+		"ptx/allreduce.ptx":     []byte(allReduce()),
+		"ptx/reducescatter.ptx": []byte(reduceScatterLC()),
+		"kernel_layout.go":      goSrc,
 	}, nil
 }
 

@@ -27,18 +27,29 @@ func TestGenerated(t *testing.T) {
 	}
 }
 
-// TestFragmentsShared: the signalling protocol exists once. Each kernel
-// waits exactly twice (ready, done), each wait traps on the watchdog, and
-// every kernel starts with the same parameter load.
+// TestFragmentsShared: the signalling protocol and the reduction exist
+// once. The signalling kernels wait exactly twice (ready, done), the lc
+// reduction once (arrived), each wait traps on the watchdog, every kernel
+// starts with the same parameter load and both reductions sum alike.
 func TestFragmentsShared(t *testing.T) {
 	var load ptx
 	load.loadParams()
-	for name, src := range map[string]string{"allgather": allGather(), "allreduce": allReduce()} {
-		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != 2 {
-			t.Errorf("%s: %d watchdog traps, want 2", name, c)
+	var sum ptx
+	sum.sumVector()
+	for name, k := range map[string]struct {
+		src       string
+		waits     int
+		reduction bool
+	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true}} {
+		src := k.src
+		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
+			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
 		}
-		if c := bytes.Count([]byte(src), []byte("ld.acquire.sys.global.u32")); c != 2 {
-			t.Errorf("%s: %d acquire loads, want 2", name, c)
+		if c := bytes.Count([]byte(src), []byte("ld.acquire.sys.global.u32")); c != k.waits {
+			t.Errorf("%s: %d acquire loads, want %d", name, c, k.waits)
+		}
+		if k.reduction && !bytes.Contains([]byte(src), []byte(sum.b.String())) {
+			t.Errorf("%s does not sum with the shared reduction", name)
 		}
 		if !bytes.Contains([]byte(src), []byte(load.b.String())) {
 			t.Errorf("%s does not start with the shared parameter load", name)

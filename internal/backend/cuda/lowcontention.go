@@ -1,0 +1,218 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// The low-contention reduce-scatter (algorithm lc): copy engines pull every
+// peer's chunk for this rank into local staging, sub-chunk by sub-chunk, one
+// side stream per peer, while the reduction kernel (ptx/reducescatter.ptx)
+// runs on a few CTAs beside them and sums each sub-chunk as it lands. The
+// bytes cross NVLink without SMs; the sums take Options.LowContentionCTAs
+// CTAs. PyTorch's _low_contention_reduce_scatter pulls the same way but
+// sums afterwards with an ordinary kernel that may take every SM.
+//
+// Stream program (s: the caller's stream; side j pulls from the j-th peer):
+//
+//	s: signal ready (every peer's input is ready), fork
+//	s: reduction kernel (waits for arrived[j] >= c+1, sums; consumed = c+1
+//	   once every CTA is done with sub-chunk c)
+//	side j, each sub-chunk c: [c >= 2: wait consumed >= c-1]
+//	         copy peer's sub-chunk c -> staging slot c%2; arrived[j] = c+1
+//	s: join, reset the words to 0, [all-reduce: push chunk me to every peer]
+//	s: signal done (the peers' inputs may change again)
+//
+// The all-reduce (lc) is that reduce-scatter into chunk me of the output,
+// then chunk me pushed into every peer's output by copy engines: two-shot on
+// copy engines. No signal round sits between the halves: a rank pushes into
+// the peers' chunk me, which only this rank reads, and only after its own
+// reads are done.
+
+const (
+	// DefaultLowContentionCTAs is the reduction kernel's grid when
+	// Options.LowContentionCTAs is 0: enough CTAs to sum at the copy
+	// engines' pace, few enough to leave the SMs to the GEMMs beside.
+	DefaultLowContentionCTAs = 8
+	// lcStagingBytes bounds a group's staging (two slots of n-1 sub-chunks).
+	lcStagingBytes = 32 << 20
+	// lcMinChunk is the smallest sub-chunk of a long call: below it the
+	// per-copy cost dominates.
+	lcMinChunk = 64 << 10
+	// lcSubChunks is how many sub-chunks a call is cut into at least (when
+	// they stay above lcMinChunk), so that sums overlap the copies.
+	lcSubChunks = 8
+)
+
+// lcMaxChunk is the largest sub-chunk for n ranks (a multiple of 64 KiB).
+func lcMaxChunk(n int) int64 {
+	if n < 2 {
+		return lcStagingBytes / 2
+	}
+	return max(lcMinChunk, lcStagingBytes/int64(2*(n-1))/lcMinChunk*lcMinChunk)
+}
+
+// lcSubChunk is the sub-chunk size for a chunk of bytes (multiple of 16) on n
+// ranks: at least lcSubChunks of them, each at least lcMinChunk (or the whole
+// chunk), at most lcMaxChunk(n).
+func lcSubChunk(bytes int64, n int) int64 {
+	c := (bytes/lcSubChunks + kernAlign - 1) / kernAlign * kernAlign
+	return min(max(c, lcMinChunk), lcMaxChunk(n), bytes)
+}
+
+// lcWhyNot says why the low-contention path cannot run req (nil if it can).
+func (g *Group) lcWhyNot(req backend.Request) error {
+	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
+		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+	}
+	if g.kargs == nil {
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+	}
+	if err := reduceOpWhyNot(req); err != nil {
+		return err
+	}
+	if !req.InSym.OK {
+		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
+	}
+	chunk, err := g.chunkOf(req)
+	if err != nil {
+		return err
+	}
+	if req.Kind == coll.AllReduce && !req.OutSym.OK {
+		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
+	}
+	if chunk%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0 {
+		return fmt.Errorf("chunk of %d bytes, input %#x, output %#x: %w (use nccl)", chunk, req.In.Ptr, req.Out.Ptr, errKernelAlign)
+	}
+	return nil
+}
+
+// chunkOf is the bytes of req this rank reduces: a reduce-scatter's output,
+// an all-reduce's 1/n (the count must divide).
+func (g *Group) chunkOf(req backend.Request) (int64, error) {
+	n := int64(len(g.ranks))
+	if req.Kind == coll.ReduceScatter {
+		return req.Count * int64(req.DType.Size()), nil
+	}
+	if req.Count%n != 0 {
+		return 0, fmt.Errorf("%v of %d elements on %d ranks: two-shot paths need a count divisible by the group size: %w", req.Kind, req.Count, n, backend.ErrRefused)
+	}
+	return req.Count / n * int64(req.DType.Size()), nil
+}
+
+// runLowContention issues req (reduce-scatter or all-reduce) on stream s.
+// The caller holds runMu and has checked lcWhyNot.
+func (g *Group) runLowContention(req backend.Request, s uint64) error {
+	if err := g.ensureStaging(s); err != nil {
+		return err
+	}
+	p := g.prog
+	p.Reset()
+	p.SetContext(g.b.ctx)
+	if err := g.buildLowContention(p, req, s); err != nil {
+		return err
+	}
+	return g.issue(p, s, req, "low-contention")
+}
+
+// ensureStaging allocates the group's staging at its first lc call. During
+// stream capture it cannot: the call is refused with what to do.
+func (g *Group) ensureStaging(s uint64) error {
+	if g.staging != nil {
+		return nil
+	}
+	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil {
+		return err
+	} else if capturing {
+		return fmt.Errorf("lc needs %d MiB of staging, allocated at the group's first lc call, and the stream is being captured: run one lc call before capturing: %w",
+			lcStagingBytes>>20, backend.ErrRefused)
+	}
+	seg, err := createLocal(g.b.ctx, lcStagingBytes, g.b.gran)
+	if err != nil {
+		return fmt.Errorf("lc staging (%d MiB): %w", lcStagingBytes>>20, err)
+	}
+	g.staging = seg
+	return nil
+}
+
+// buildLowContention adds req to p (pure: no driver call). g.staging must
+// exist.
+func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s uint64) error {
+	n, me := len(g.ranks), g.me
+	if n-1 > len(g.h.side) {
+		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
+	}
+	chunk, err := g.chunkOf(req)
+	if err != nil {
+		return err
+	}
+	off := int64(me) * chunk
+	out := req.Out.Ptr
+	if req.Kind == coll.AllReduce {
+		out += uint64(off)
+	}
+	sub := lcSubChunk(chunk, n)
+	subs := int((chunk + sub - 1) / sub)
+	ctas := min(g.b.lcCTAs, kernMaxCTAs, max(1, int((sub+kernThreads*kernAlign-1)/(kernThreads*kernAlign))))
+	words := g.padPeers[me] + lcWords
+	a := g.lcArgs
+	a.PutU64(arOut, out)
+	a.PutU64(arBytes, uint64(chunk))
+	a.PutU64(argRegion, words)
+	a.PutU32(argMe, uint32(me))
+	a.PutU32(argN, uint32(n))
+	a.PutU32(arDType, arDTypes[req.DType])
+	a.PutU32(arFlags, reduceFlags(req, true))
+	a.PutU64(lcOwn, req.In.Ptr+uint64(off))
+	a.PutU64(lcStaging, g.staging.base)
+	a.PutU64(lcChunk, uint64(sub))
+	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
+
+	g.signal(p, s, slotReady)
+	if n > 1 {
+		p.Record(s, g.h.forkX)
+	}
+	p.Launch(s, g.b.kern.lc, a, ctas, kernThreads)
+	j := 0
+	for r := 0; r < n; r++ {
+		if r == me {
+			continue
+		}
+		src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off)
+		if !ok {
+			return fmt.Errorf("lc: input not registered with group %q: %w", g.name, errNotSymmetric)
+		}
+		st := g.h.side[j]
+		p.WaitEvent(st, g.h.forkX)
+		arrived := words + uint64(4+4*j)
+		for c := 0; c < subs; c++ {
+			if c >= 2 {
+				p.Wait32(st, words, uint32(c-1)) // sub-chunk c-2 summed: slot c%2 is free
+			}
+			at := int64(c) * sub
+			slot := g.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
+			p.Copy(st, slot, src+uint64(at), min(sub, chunk-at))
+			p.Write32(st, arrived, uint32(c+1))
+		}
+		p.Record(st, g.h.joins[j])
+		p.WaitEvent(s, g.h.joins[j])
+		j++
+	}
+	for w := 0; w < n; w++ { // consumed and arrived[0..n-2] (finished is back to 0), for the next call
+		p.Write32(s, words+uint64(4*w), 0)
+	}
+	if req.Kind == coll.AllReduce && n > 1 {
+		ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
+			In: coll.Span{Ptr: out, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true}
+		xs, nx, err := g.allGatherTransfers(ag)
+		if err != nil {
+			return err
+		}
+		g.transfers(p, s, xs[:nx])
+	}
+	g.signal(p, s, slotDone)
+	return nil
+}

@@ -1,0 +1,73 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+)
+
+// The two-shot all-reduce (algorithm two-shot) on symmem's SM kernels: the
+// reduction kernel, pointed at chunk me of every rank's input, sums it into
+// chunk me of the output (a reduce-scatter, results stored at once), then
+// the all-gather kernel pushes that chunk into every peer's output, in
+// place. Each rank reads and writes 2(n-1)/n of the data over NVLink where
+// the one-shot kernel reads (n-1) whole inputs, so it is the kernel path
+// for large messages. Two launches in one cgo call; each kernel has its own
+// signal rounds. In place (in == out) is safe without more: a rank writes
+// chunk me of its own output, which only it reads, and chunk me of the
+// peers', which only it reads too, after its own reads.
+
+// twoShotWhyNot says why the two-shot path cannot run req (nil if it can).
+func (g *Group) twoShotWhyNot(req backend.Request) error {
+	switch {
+	case req.Kind != coll.AllReduce:
+		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
+	case g.kargs == nil:
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+	case !req.InSym.OK || !req.OutSym.OK:
+		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", g.name, errNotSymmetric)
+	}
+	if err := reduceOpWhyNot(req); err != nil {
+		return err
+	}
+	chunk, err := g.chunkOf(req)
+	if err != nil {
+		return err
+	}
+	if chunk%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0 {
+		return fmt.Errorf("chunk of %d bytes, input %#x, output %#x: %w (use nccl)", chunk, req.In.Ptr, req.Out.Ptr, errKernelAlign)
+	}
+	return nil
+}
+
+// runTwoShot issues req on stream s. The caller holds runMu and has checked
+// twoShotWhyNot.
+func (g *Group) runTwoShot(req backend.Request, s uint64) error {
+	if err := g.fillTwoShot(req); err != nil {
+		return err
+	}
+	chunk, _ := g.chunkOf(req)
+	p := g.prog
+	p.Reset()
+	p.SetContext(g.b.ctx)
+	p.Launch(s, g.b.kern.ar, g.kargs, allReduceCTAs(chunk), kernThreads)
+	p.Launch(s, g.b.kern.ag, g.kargs2, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
+	return g.issue(p, s, req, "two-shot")
+}
+
+// fillTwoShot writes both launches' parameter blocks (pure: no driver call).
+func (g *Group) fillTwoShot(req backend.Request) error {
+	chunk, err := g.chunkOf(req)
+	if err != nil {
+		return err
+	}
+	off := int64(g.me) * chunk
+	mine := req.Out.Ptr + uint64(off)
+	if err := g.fillAllReduceArgs(g.kargs, req, mine, off, chunk, true); err != nil {
+		return err
+	}
+	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
+		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true}
+	return g.fillAllGatherArgs(g.kargs2, ag)
+}
