@@ -31,6 +31,7 @@ func init() {
 	roles["gputwo"] = roleGPUTwoGroups
 	roles["gpugraph"] = roleGPUGraph
 	roles["gpuark"] = roleGPUReduceKernels
+	roleLimits["gpuark"] = 150 * time.Second // 408 cases up to 48 MiB per rank: ~36 s with 2 ranks on one GPU, over 50 s with 3
 	roles["gpudie"] = roleGPUPeerDies
 }
 
