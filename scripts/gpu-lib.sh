@@ -1,0 +1,35 @@
+# gpu-lib.sh: what the GPU scripts share (source it after setting OUTDIR):
+# the torch venv first in PATH, the venv's NCCL, NCCL multicast off, GPUS,
+# MPS on/off, and step (run one logged, bounded command; RC[name] = its
+# exit status, ORDER lists the steps run).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+[ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:$PATH
+if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
+  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
+    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
+  done
+fi
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/symmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/symmem-mps-log
+mps_on() {
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && echo "MPS on"
+}
+mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; echo "MPS off"; }
+declare -A RC
+ORDER=()
+step() { # name timeout_s cmd...
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s)
+  ORDER+=("$name")
+  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
+  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
+  RC[$name]=$?
+  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
+}
+gpu_env() { # the machine, for env.log
+  date -u; uname -a
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
+  nvidia-smi topo -m
+  echo "GPUS=$GPUS MPS=${MPS:-0} SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
+}
