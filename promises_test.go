@@ -86,6 +86,14 @@ func rolePromises(ctx context.Context, backend string) error {
 			_, err := Init(ctx, Options{Backend: "tpu"})
 			return err
 		}},
+		{"Init with LowContentionCTAs out of range", "", ErrInvalid, func() error {
+			_, err := Init(ctx, Options{LowContentionCTAs: 65})
+			return err
+		}},
+		{"lc forced on an all-gather", "cuda", ErrNotSupported, func() error {
+			_, err := g.AllGather(ctx, out.Span, in.Span, coll.Float32, WithAlgo(coll.AlgoLowContention))
+			return err
+		}},
 		{"all-gather with a short output", "", ErrInvalid, func() error {
 			_, err := g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: 4096}, in.Span, coll.Float32)
 			return err

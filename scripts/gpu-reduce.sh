@@ -27,18 +27,22 @@ L=(.build/symmem launch --nproc-per-node "$N" "${SHARE[@]}" --timeout)
 for r in gpuark gpugraph; do
   step "$r" 200 env SYMMEM_TEST_ROLE=$r "${L[@]}" 190s -- .build/symmem.test -test.run '^$'
 done
-ALGOS=kernel,two-shot,lc,auto
-[ "$GPUS" -ge 2 ] && ALGOS=nccl,nccl-window,$ALGOS
+NCCLS=
+[ "$GPUS" -ge 2 ] && NCCLS=nccl,nccl-window,
 B=(.build/symmem bench --backend cuda --dtype bfloat16 -b 1M -e 1G -f 4 --budget 100ms --timeout 60s)
-step rs 300 "${L[@]}" 290s -- "${B[@]}" --ops reduce_scatter --algo "$ALGOS" -J "$OUTDIR/rs.json"
-step ar 300 "${L[@]}" 290s -- "${B[@]}" --ops all_reduce --algo "$ALGOS" -J "$OUTDIR/ar.json"
+step rs 300 "${L[@]}" 290s -- "${B[@]}" --ops reduce_scatter --algo "${NCCLS}kernel,lc,auto" -J "$OUTDIR/rs.json"
+step ar 300 "${L[@]}" 290s -- "${B[@]}" --ops all_reduce --algo "${NCCLS}kernel,two-shot,lc,auto" -J "$OUTDIR/ar.json"
+# lc's reduction kernel with more or fewer CTAs (Options.LowContentionCTAs).
+for c in ${LC_CTAS:-4 16 32}; do
+  step "rs-lc$c" 200 "${L[@]}" 190s -- "${B[@]}" -b 16M --ops reduce_scatter --algo lc --lc-ctas "$c" --inplace no
+done
 [ "$GPUS" -lt 2 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 {
   echo "==================== gpu-reduce summary ($(date -u +%FT%TZ), $GPUS GPU(s), $N ranks) ===================="
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sort | uniq -c
   for s in "${ORDER[@]}"; do printf '%-9s rc=%s\n' "$s" "${RC[$s]}"; done
   grep -h "GPU reduction kernels\|GPU graph .*all_reduce\|first call in a capture\|WRONG" "$OUTDIR"/gpuark.log "$OUTDIR"/gpugraph.log | sort | uniq -c
-  for s in rs ar; do
+  for s in rs ar $(for c in ${LC_CTAS:-4 16 32}; do echo rs-lc$c; done); do
     echo "--- $s (time us / busbw GB/s, out-of-place | in-place)"
     grep -E "^\[rank 0\] (# [a-z_]+, algo|  +[0-9]+ )" "$OUTDIR/$s.log" | sed 's/^\[rank 0\] //' |
       awk '/algo/ {print; next} {printf "%12s %9s %8s | %9s %8s\n", $1, $6, $8, $10, $12}' 

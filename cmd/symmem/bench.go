@@ -32,6 +32,7 @@ type benchFlags struct {
 	progress bool
 	profile  string
 	timeout  time.Duration
+	lcCTAs   int // --lc-ctas: symmem.Options.LowContentionCTAs
 }
 
 // benchOpts holds the raw flag values of `symmem bench`; finish checks them.
@@ -73,6 +74,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
+	fs.IntVar(&f.lcCTAs, "lc-ctas", 0, "CTAs of the GPU lc path's reduction kernel (symmem.Options.LowContentionCTAs; 0: its default, 8)")
 }
 
 const benchLong = `Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
@@ -311,7 +313,7 @@ func benchRank(f *benchFlags, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
-	t, closeTarget, err := openTarget(ctx, f.backend, f.timeout)
+	t, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, LowContentionCTAs: f.lcCTAs})
 	if err != nil {
 		return err
 	}
@@ -374,8 +376,8 @@ func resolveBackend(backend string) string {
 
 // openTarget joins the job through the user API on the chosen backend
 // (collective over the ranks).
-func openTarget(ctx context.Context, backend string, timeout time.Duration) (bench.Target, func() error, error) {
-	w, err := symmem.Init(ctx, symmem.Options{Backend: backend, Timeout: timeout})
+func openTarget(ctx context.Context, o symmem.Options) (bench.Target, func() error, error) {
+	w, err := symmem.Init(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}

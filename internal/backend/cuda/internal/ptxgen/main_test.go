@@ -34,8 +34,6 @@ func TestGenerated(t *testing.T) {
 func TestFragmentsShared(t *testing.T) {
 	var load ptx
 	load.loadParams()
-	var sum ptx
-	sum.sumVector()
 	for name, k := range map[string]struct {
 		src       string
 		waits     int
@@ -48,8 +46,11 @@ func TestFragmentsShared(t *testing.T) {
 		if c := bytes.Count([]byte(src), []byte("ld.acquire.sys.global.u32")); c != k.waits {
 			t.Errorf("%s: %d acquire loads, want %d", name, c, k.waits)
 		}
-		if k.reduction && !bytes.Contains([]byte(src), []byte(sum.b.String())) {
-			t.Errorf("%s does not sum with the shared reduction", name)
+		var bf, f16 ptx
+		bf.bf16Pack()
+		f16.f16Pack()
+		if k.reduction && (!bytes.Contains([]byte(src), []byte(bf.b.String())) || !bytes.Contains([]byte(src), []byte(f16.b.String()))) {
+			t.Errorf("%s does not round with the shared fragments", name)
 		}
 		if !bytes.Contains([]byte(src), []byte(load.b.String())) {
 			t.Errorf("%s does not start with the shared parameter load", name)

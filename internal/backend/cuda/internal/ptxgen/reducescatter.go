@@ -35,13 +35,18 @@ Parameter block P (%[1]d bytes; kernel_layout.go):
 		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, pOwn, pStaging, pChunk, pTimeout, wFinished))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];\n", maxRanks)
-	p.entry("symmem_reducescatter_lc", `	.reg .pred  %p<10>;
-	.reg .pred  %q<8>;
-	.reg .b16   %h<20>;
-	.reg .b32   %r<72>;
-	.reg .f32   %f<20>;
-	.reg .b64   %rd<48>;
-`)
+	p.entry("symmem_reducescatter_lc", fmt.Sprintf(`	.maxntid %[2]d, 1, 1;
+	.reg .pred  %%p<10>;
+	.reg .pred  %%q<8>;
+	.reg .pred  %%u<%[1]d>;
+	.reg .b16   %%h<20>;
+	.reg .b32   %%r<72>;
+	.reg .b32   %%l<%[3]d>;
+	.reg .f32   %%f<20>;
+	.reg .f32   %%a<%[4]d>;
+	.reg .b64   %%rd<48>;
+	.reg .b64   %%ro<%[1]d>;
+`, lcUnroll, threads, 4*lcUnroll, 8*lcUnroll))
 	p.loadParams()
 	p.f("\tld.param.u32    %%r16, [P+%d];                // flags", pFlags)
 	p.f("\tld.param.u64    %%rd4, [P+%d];                // own", pOwn)
@@ -111,13 +116,9 @@ L_ready:
 	mov.u64         %rd24, %rd30;
 L_sum:
 	setp.ge.u64     %p5, %rd24, %rd29;
-	@%p5 bra        L_sum_done;
-	shl.b64         %rd27, %rd24, 4;`)
-	p.sumVector()
-	p.w(`	add.u64         %rd36, %rd10, %rd27;
-	st.global.v4.u32 [%rd36], {%r21, %r22, %r23, %r24};
-	add.u64         %rd24, %rd24, %rd26;
-	bra             L_sum;
+	@%p5 bra        L_sum_done;`)
+	p.sumStrided()
+	p.w(`	bra             L_sum;
 L_sum_done:
 	// Every thread's loads of sub-chunk c are done: the slot may be refilled.
 	bar.sync        0;
@@ -141,4 +142,108 @@ L_end:
 	ret;
 }`)
 	return p.b.String()
+}
+
+// lcUnroll is how many vectors a thread of the lc kernel sums per trip:
+// with only a few CTAs, bytes in flight per SM bound the speed, so each
+// thread loads lcUnroll vectors of a rank at once (strided by the grid, so
+// the CTA's loads stay coalesced) and accumulates rank by rank.
+const lcUnroll = 4
+
+// sumStrided: vectors i + u*S (u < lcUnroll, those below V) of sub-chunk c:
+// accumulators start at -0.0 (so -0.0 + v0 is v0 exactly and the sum is
+// v0 + v1 + ... in rank order, as sum.go's), each rank's vectors are loaded
+// together and added; then rounded as sum.go rounds (avg included) and
+// stored at %rd10 + offset; %rd24 advances by lcUnroll*S. Registers: %u<u>
+// (vector u exists), %ro<u> (its byte offset), %l (loads), %a
+// (accumulators), %r40 rank.
+func (p *ptx) sumStrided() {
+	p.w("\tmov.u64         %rd37, %rd24;")
+	for u := 0; u < lcUnroll; u++ {
+		if u > 0 {
+			p.w("\tadd.u64         %rd37, %rd37, %rd26;")
+		}
+		p.f("\tsetp.lt.u64     %%u%d, %%rd37, %%rd29;", u)
+		p.f("\tshl.b64         %%ro%d, %%rd37, 4;", u)
+	}
+	for a := 0; a < 8*lcUnroll; a++ {
+		p.f("\tmov.f32         %%a%d, 0f80000000;", a)
+	}
+	p.w(`	mov.u32         %r40, 0;
+L_rk:
+	setp.ge.u32     %p7, %r40, %r6;
+	@%p7 bra        L_rk_done;
+	mul.wide.u32    %rd35, %r40, 8;
+	add.u64         %rd35, %rd31, %rd35;
+	ld.shared.u64   %rd35, [%rd35];               // rank k's sub-chunk`)
+	for u := 0; u < lcUnroll; u++ {
+		p.f("\t@%%u%d add.u64   %%rd36, %%rd35, %%ro%d;", u, u)
+		p.f("\t@%%u%d ld.global.cg.v4.u32 {%%l%d, %%l%d, %%l%d, %%l%d}, [%%rd36];", u, 4*u, 4*u+1, 4*u+2, 4*u+3)
+	}
+	p.w(`	setp.eq.u32     %p7, %r7, 1;
+	@%p7 bra        L_rk_bf16;
+	setp.eq.u32     %p7, %r7, 2;
+	@%p7 bra        L_rk_f16;`)
+	for v := 0; v < 4*lcUnroll; v++ {
+		p.f("\tmov.b32         %%f1, %%l%d;", v)
+		p.f("\tadd.rn.f32      %%a%d, %%a%d, %%f1;", v, v)
+	}
+	p.w("\tbra             L_rk_next;\nL_rk_bf16:")
+	for v := 0; v < 4*lcUnroll; v++ {
+		p.f("\tshl.b32         %%r56, %%l%d, 16;", v)
+		p.w("\tmov.b32         %f1, %r56;")
+		p.f("\tadd.rn.f32      %%a%d, %%a%d, %%f1;", 2*v, 2*v)
+		p.f("\tand.b32         %%r56, %%l%d, -65536;", v)
+		p.w("\tmov.b32         %f1, %r56;")
+		p.f("\tadd.rn.f32      %%a%d, %%a%d, %%f1;", 2*v+1, 2*v+1)
+	}
+	p.w("\tbra             L_rk_next;\nL_rk_f16:")
+	for v := 0; v < 4*lcUnroll; v++ {
+		p.f("\tmov.b32         {%%h1, %%h2}, %%l%d;", v)
+		p.w("\tcvt.f32.f16     %f1, %h1;")
+		p.f("\tadd.rn.f32      %%a%d, %%a%d, %%f1;", 2*v, 2*v)
+		p.w("\tcvt.f32.f16     %f1, %h2;")
+		p.f("\tadd.rn.f32      %%a%d, %%a%d, %%f1;", 2*v+1, 2*v+1)
+	}
+	p.w(`L_rk_next:
+	add.u32         %r40, %r40, 1;
+	bra             L_rk;
+L_rk_done:
+	setp.eq.u32     %p7, %r7, 1;
+	@%p7 bra        L_pk_bf16;
+	setp.eq.u32     %p7, %r7, 2;
+	@%p7 bra        L_pk_f16;`)
+	for u := 0; u < lcUnroll; u++ {
+		for j := 0; j < 4; j++ {
+			p.f("\t@%%p8 div.rn.f32 %%a%d, %%a%d, %%f18;", 4*u+j, 4*u+j)
+		}
+		p.f("\t@%%u%d add.u64   %%rd36, %%rd10, %%ro%d;", u, u)
+		p.f("\t@%%u%d st.global.v4.f32 [%%rd36], {%%a%d, %%a%d, %%a%d, %%a%d};", u, 4*u, 4*u+1, 4*u+2, 4*u+3)
+	}
+	p.w("\tbra             L_pk_done;")
+	for _, t := range []struct {
+		label  string
+		pack   func()
+		unpack func(k, f0 int)
+	}{{"L_pk_bf16", p.bf16Pack, p.bf16Unpack}, {"L_pk_f16", p.f16Pack, p.f16Unpack}} {
+		p.w(t.label + ":")
+		for u := 0; u < lcUnroll; u++ {
+			for j := 0; j < 8; j++ {
+				p.f("\tmov.f32         %%f%d, %%a%d;", 1+j, 8*u+j)
+			}
+			t.pack()
+			skip := fmt.Sprintf("%s_%d_store", t.label, u)
+			p.f("\t@!%%p8 bra       %s;", skip)
+			t.unpack(0, 1)
+			p.divHalves()
+			t.pack()
+			p.w(skip + ":")
+			p.f("\t@%%u%d add.u64   %%rd36, %%rd10, %%ro%d;", u, u)
+			p.f("\t@%%u%d st.global.v4.u32 [%%rd36], {%%r21, %%r22, %%r23, %%r24};", u)
+		}
+		p.w("\tbra             L_pk_done;")
+	}
+	p.f(`L_pk_done:
+	mul.lo.u64      %%rd37, %%rd26, %d;
+	add.u64         %%rd24, %%rd24, %%rd37;`, lcUnroll)
 }
