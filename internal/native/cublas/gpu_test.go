@@ -52,7 +52,7 @@ func devAlloc(t *testing.T, ctx *cudadrv.Context, bytes int) uint64 {
 	return p
 }
 
-func bf16Bits(f float32) uint16 { return uint16(math.Float32bits(f) >> 16) } // exact for the values used
+func bf16Bits(f float32) uint16  { return uint16(math.Float32bits(f) >> 16) } // exact for the values used
 func bf16Float(b uint16) float64 { return float64(math.Float32frombits(uint32(b) << 16)) }
 
 // TestGemmMatchesHost runs bf16 GEMMs with f32 accumulation on the GPU and

@@ -9,10 +9,10 @@ import (
 
 func TestCandidates(t *testing.T) {
 	files := map[string][]string{
-		"/venv/lib/python3*/site-packages/nvidia/cu13/lib/libcublas.so.13":     {"/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublas.so.13"},
+		"/venv/lib/python3*/site-packages/nvidia/cu13/lib/libcublas.so.13":        {"/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublas.so.13"},
 		"/usr/local/lib/python3*/dist-packages/nvidia/cublas/lib/libcublas.so.12": {"/usr/local/lib/python3.10/dist-packages/nvidia/cublas/lib/libcublas.so.12", "/usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublas.so.12"},
-		"/usr/local/cuda/lib64/libcublas.so.13":                                  {"/usr/local/cuda/lib64/libcublas.so.13"},
-		"/usr/local/cuda-*/lib64/libcublas.so.13":                                {"/usr/local/cuda-13.0/lib64/libcublas.so.13"},
+		"/usr/local/cuda/lib64/libcublas.so.13":                                   {"/usr/local/cuda/lib64/libcublas.so.13"},
+		"/usr/local/cuda-*/lib64/libcublas.so.13":                                 {"/usr/local/cuda-13.0/lib64/libcublas.so.13"},
 	}
 	glob := func(p string) ([]string, error) { return slices.Clone(files[p]), nil }
 	cases := []struct {
