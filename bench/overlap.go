@@ -88,12 +88,12 @@ type TrialTimes struct {
 type OverlapConfig struct {
 	GEMM     GEMMShape
 	GEMMs    int           // GEMMs per trial (default 30)
-	Op       coll.Kind     // all-gather, reduce-scatter or all-reduce
+	Ops      []coll.Kind   // all-gather, reduce-scatter or all-reduce, one case each
 	Bytes    int64         // full-tensor bytes of one collective (nccl-tests' size)
 	DType    coll.DType    // of the collective
 	RedOp    coll.ReduceOp // reduce-scatter and all-reduce
 	Calls    int           // collectives per trial (default 10)
-	Algos    []coll.Algo   // empty: auto and every algorithm the target lists
+	Algos    []coll.Algo   // empty: auto and every algorithm the target lists for the op
 	Warmup   int           // untimed trials before each measurement
 	Reps     int           // timed repetitions; medians are reported
 	FSDP     bool          // also run the FSDP case
@@ -114,8 +114,8 @@ func (c *OverlapConfig) Validate(n int) error {
 		return fmt.Errorf("bench: --gemms %d: need at least 1 GEMM per trial", c.GEMMs)
 	case c.Calls < 1:
 		return fmt.Errorf("bench: --calls %d: need at least 1 collective per trial", c.Calls)
-	case c.Op != coll.AllGather && c.Op != coll.ReduceScatter && c.Op != coll.AllReduce:
-		return fmt.Errorf("bench: overlap op %v: want all_gather, reduce_scatter or all_reduce", c.Op)
+	case len(c.Ops) == 0:
+		return fmt.Errorf("bench: no ops to run")
 	case !c.DType.Valid():
 		return fmt.Errorf("bench: invalid dtype %v", c.DType)
 	case c.Reps < 1:
@@ -125,43 +125,53 @@ func (c *OverlapConfig) Validate(n int) error {
 	case c.FSDP && (c.FSDPRank < int64(c.DType.Size()) || c.FSDPIter < 1):
 		return fmt.Errorf("bench: FSDP case needs a positive per-rank size (got %d bytes) and iterations (got %d)", c.FSDPRank, c.FSDPIter)
 	}
-	if l := layoutFor(c.Op, c.Bytes, c.DType.Size(), n); l.perRank == 0 {
-		return fmt.Errorf("bench: -b %d bytes: below one %s element per rank for %d ranks", c.Bytes, TypeName(c.DType), n)
+	for _, k := range c.Ops {
+		if k != coll.AllGather && k != coll.ReduceScatter && k != coll.AllReduce {
+			return fmt.Errorf("bench: overlap op %v: want all_gather, reduce_scatter or all_reduce", k)
+		}
+		if l := layoutFor(k, c.Bytes, c.DType.Size(), n); l.perRank == 0 {
+			return fmt.Errorf("bench: --size %d bytes: below one %s element per rank for %d ranks", c.Bytes, TypeName(c.DType), n)
+		}
 	}
 	return nil
 }
 
 // OverlapReport is the outcome of RunOverlap, identical on every rank.
 type OverlapReport struct {
-	Schema   int          `json:"schema_version"` // SchemaVersion
-	Kind     string       `json:"kind"`           // "overlap"
-	Version  string       `json:"symmem_version,omitempty"`
-	Args     []string     `json:"args,omitempty"`
-	Backend  string       `json:"backend"`
-	Ranks    int          `json:"ranks"`
-	GEMM     GEMMShape    `json:"gemm"`  // bf16 inputs, f32 accumulation
-	GEMMs    int          `json:"gemms"` // per trial
-	GEMMMs   float64      `json:"gemm_ms_median"`
-	TFlops   float64      `json:"gemm_tflops"` // of the GEMMs alone, per rank
-	Op       string       `json:"op"`
-	Bytes    int64        `json:"bytes"` // full tensor of one collective
-	DType    string       `json:"dtype"`
-	RedOp    string       `json:"redop"`
-	Calls    int          `json:"calls"` // collectives per trial
-	Warmup   int          `json:"warmup"`
-	Reps     int          `json:"reps"`
-	Seed     uint64       `json:"seed"`
-	Date     string       `json:"date"`
-	Seconds  float64      `json:"seconds"`
-	Command  string       `json:"command,omitempty"`
-	Host     string       `json:"host,omitempty"`
-	Rows     []OverlapRow `json:"rows"`
-	FSDPRank int64        `json:"fsdp_bytes_per_rank,omitempty"`
-	FSDPIter int          `json:"fsdp_iters,omitempty"`
-	FSDP     []FSDPRow    `json:"fsdp,omitempty"`
+	Schema   int           `json:"schema_version"` // SchemaVersion
+	Kind     string        `json:"kind"`           // "overlap"
+	Version  string        `json:"symmem_version,omitempty"`
+	Args     []string      `json:"args,omitempty"`
+	Backend  string        `json:"backend"`
+	Ranks    int           `json:"ranks"`
+	GEMM     GEMMShape     `json:"gemm"`  // bf16 inputs, f32 accumulation
+	GEMMs    int           `json:"gemms"` // per trial
+	GEMMMs   float64       `json:"gemm_ms_median"`
+	TFlops   float64       `json:"gemm_tflops"` // of the GEMMs alone, per rank
+	DType    string        `json:"dtype"`       // of the collectives
+	Calls    int           `json:"calls"`       // collectives per trial
+	Warmup   int           `json:"warmup"`
+	Reps     int           `json:"reps"`
+	Seed     uint64        `json:"seed"`
+	Date     string        `json:"date"`
+	Seconds  float64       `json:"seconds"`
+	Command  string        `json:"command,omitempty"`
+	Host     string        `json:"host,omitempty"`
+	Cases    []OverlapCase `json:"cases"`
+	FSDPRank int64         `json:"fsdp_bytes_per_rank,omitempty"`
+	FSDPIter int           `json:"fsdp_iters,omitempty"`
+	FSDP     []FSDPRow     `json:"fsdp,omitempty"`
 }
 
-// OverlapRow is one algorithm of the main case. Times are medians over the
+// OverlapCase is one op of the main case: a row per algorithm.
+type OverlapCase struct {
+	Op    string       `json:"op"`
+	Bytes int64        `json:"bytes"` // full tensor of one collective
+	RedOp string       `json:"redop"`
+	Rows  []OverlapRow `json:"rows"`
+}
+
+// OverlapRow is one algorithm of one case. Times are medians over the
 // repetitions of the maximum over ranks, in milliseconds.
 type OverlapRow struct {
 	Algo     string  `json:"algo"` // requested
@@ -221,13 +231,18 @@ func RunOverlap(t Overlapper, cfg OverlapConfig) (*OverlapReport, error) {
 	if err := cfg.Validate(n); err != nil {
 		return nil, err
 	}
-	algos := cfg.Algos
-	if len(algos) == 0 {
-		algos = append([]coll.Algo{coll.AlgoAuto}, t.Algos(cfg.Op)...)
+	algos := func(k coll.Kind) []coll.Algo {
+		if len(cfg.Algos) > 0 {
+			return cfg.Algos
+		}
+		return append([]coll.Algo{coll.AlgoAuto}, t.Algos(k)...)
 	}
 	r := &overlapRun{t: t, cfg: cfg, n: n, rank: t.Rank()}
-	main := layoutFor(cfg.Op, cfg.Bytes, cfg.DType.Size(), n)
-	inB, outB := main.inBytes, main.outBytes
+	var inB, outB int64
+	for _, k := range cfg.Ops {
+		l := layoutFor(k, cfg.Bytes, cfg.DType.Size(), n)
+		inB, outB = max(inB, l.inBytes), max(outB, l.outBytes)
+	}
 	var fsdp layout
 	if cfg.FSDP {
 		fsdp = layoutFor(coll.AllGather, cfg.FSDPRank*int64(n), cfg.DType.Size(), n)
@@ -257,21 +272,26 @@ func RunOverlap(t Overlapper, cfg OverlapConfig) (*OverlapReport, error) {
 		return nil, fmt.Errorf("bench: GEMM %dx%dx%d: %w", cfg.GEMM.M, cfg.GEMM.N, cfg.GEMM.K, err)
 	}
 	rep := &OverlapReport{Schema: SchemaVersion, Kind: "overlap", Backend: t.Name(), Ranks: n, GEMM: cfg.GEMM, GEMMs: cfg.GEMMs,
-		Op: cfg.Op.String(), Bytes: main.bytes, DType: TypeName(cfg.DType), RedOp: "none", Calls: cfg.Calls,
+		DType: TypeName(cfg.DType), Calls: cfg.Calls,
 		Warmup: cfg.Warmup, Reps: cfg.Reps, Seed: cfg.Seed, Date: time.Now().UTC().Format(time.RFC3339)}
-	if cfg.Op != coll.AllGather {
-		rep.RedOp = cfg.RedOp.String()
-	}
 	start := time.Now()
 	var gemmAll []float64
-	for ai, a := range algos {
-		row, err := r.mainRow(ai, a, main)
-		if err != nil {
-			return nil, err
+	for ki, k := range cfg.Ops {
+		l := layoutFor(k, cfg.Bytes, cfg.DType.Size(), n)
+		c := OverlapCase{Op: k.String(), Bytes: l.bytes, RedOp: "none"}
+		if k != coll.AllGather {
+			c.RedOp = cfg.RedOp.String()
 		}
-		gemmAll = append(gemmAll, row.Raw.GEMM...)
-		rep.Rows = append(rep.Rows, row)
-		r.progress("%s %s: %s", cfg.Op, a, row.summary())
+		for ai, a := range algos(k) {
+			row, err := r.mainRow(k, ki, ai, a, l)
+			if err != nil {
+				return nil, err
+			}
+			gemmAll = append(gemmAll, row.Raw.GEMM...)
+			c.Rows = append(c.Rows, row)
+			r.progress("%s %s: %s", k, a, row.summary())
+		}
+		rep.Cases = append(rep.Cases, c)
 	}
 	if len(gemmAll) > 0 {
 		rep.GEMMMs = median(gemmAll)
@@ -279,11 +299,7 @@ func RunOverlap(t Overlapper, cfg OverlapConfig) (*OverlapReport, error) {
 	}
 	if cfg.FSDP {
 		rep.FSDPRank, rep.FSDPIter = fsdp.inBytes, cfg.FSDPIter
-		fa := algos
-		if cfg.Op != coll.AllGather && len(cfg.Algos) == 0 {
-			fa = append([]coll.Algo{coll.AlgoAuto}, t.Algos(coll.AllGather)...)
-		}
-		for ai, a := range fa {
+		for ai, a := range algos(coll.AllGather) {
 			row, err := r.fsdpRow(ai, a, fsdp)
 			if err != nil {
 				return nil, err
@@ -391,13 +407,13 @@ func (r *overlapRun) measure(trials []Trial) ([][]TrialTimes, error) {
 	return out, nil
 }
 
-func (r *overlapRun) mainRow(ai int, a coll.Algo, l layout) (OverlapRow, error) {
+func (r *overlapRun) mainRow(k coll.Kind, ki, ai int, a coll.Algo, l layout) (OverlapRow, error) {
 	cfg := &r.cfg
 	row := OverlapRow{Algo: string(a)}
-	c := r.call(cfg.Op, a, l)
-	path, wrong, refused, err := r.check(c, l, 0, uint64(ai))
+	c := r.call(k, a, l)
+	path, wrong, refused, err := r.check(c, l, 0, uint64(ki), uint64(ai))
 	if err != nil {
-		return row, fmt.Errorf("bench: checking %v %s (algo %s): %w", cfg.Op, FormatSize(l.bytes), a, err)
+		return row, fmt.Errorf("bench: checking %v %s (algo %s): %w", k, FormatSize(l.bytes), a, err)
 	}
 	row.Path, row.Reason, row.Wrong = string(path.Algo), path.Reason, wrong
 	if refused != "" {
@@ -410,7 +426,7 @@ func (r *overlapRun) mainRow(ai int, a coll.Algo, l layout) (OverlapRow, error) 
 		{Mode: Overlapped, Iters: 1, GEMMs: cfg.GEMMs, Calls: cfg.Calls, Call: c},
 	})
 	if err != nil {
-		return row, fmt.Errorf("bench: %v %s (algo %s): %w", cfg.Op, FormatSize(l.bytes), a, err)
+		return row, fmt.Errorf("bench: %v %s (algo %s): %w", k, FormatSize(l.bytes), a, err)
 	}
 	for i := range res[0] {
 		row.Raw.GEMM = append(row.Raw.GEMM, res[0][i].Total)
@@ -421,7 +437,7 @@ func (r *overlapRun) mainRow(ai int, a coll.Algo, l layout) (OverlapRow, error) 
 	row.GEMMMs, row.CommMs = median(row.Raw.GEMM), median(row.Raw.Comm)
 	row.BothMs, row.GEMMInMs = median(row.Raw.Both), median(row.Raw.GEMMIn)
 	row.Hidden, row.Slowdown = Hidden(row.GEMMMs, row.CommMs, row.BothMs), row.GEMMInMs/row.GEMMMs-1
-	_, row.BusBW = Bandwidth(cfg.Op, r.n, l.bytes, row.CommMs*1e3/float64(cfg.Calls))
+	_, row.BusBW = Bandwidth(k, r.n, l.bytes, row.CommMs*1e3/float64(cfg.Calls))
 	return row, nil
 }
 
@@ -429,7 +445,7 @@ func (r *overlapRun) fsdpRow(ai int, a coll.Algo, l layout) (FSDPRow, error) {
 	cfg := &r.cfg
 	row := FSDPRow{Algo: string(a)}
 	c := r.call(coll.AllGather, a, l)
-	path, wrong, refused, err := r.check(c, l, 1, uint64(ai))
+	path, wrong, refused, err := r.check(c, l, 1, 0, uint64(ai))
 	if err != nil {
 		return row, fmt.Errorf("bench: checking the FSDP all-gather (algo %s): %w", a, err)
 	}
@@ -507,8 +523,10 @@ func (row FSDPRow) summary() string {
 // WrongTotal sums #wrong over every row.
 func (r *OverlapReport) WrongTotal() int64 {
 	var n int64
-	for _, row := range r.Rows {
-		n += row.Wrong
+	for _, c := range r.Cases {
+		for _, row := range c.Rows {
+			n += row.Wrong
+		}
 	}
 	for _, row := range r.FSDP {
 		n += row.Wrong

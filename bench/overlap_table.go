@@ -21,23 +21,25 @@ func WriteOverlapTable(w io.Writer, rep *OverlapReport) error {
 	}
 	fmt.Fprintf(&b, "# compute stream: %d bf16 GEMMs %dx%dx%d (f32 accumulate; alone %.2f ms = %.0f TFLOP/s per rank)\n",
 		rep.GEMMs, g.M, g.N, g.K, rep.GEMMMs, rep.TFlops)
-	op := rep.Op
-	if rep.RedOp != "none" {
-		op += " " + rep.RedOp
-	}
-	fmt.Fprintf(&b, "# comm stream:    %d %s of %s %s each (size = full tensor)\n", rep.Calls, op, FormatSize(rep.Bytes), rep.DType)
+	fmt.Fprintf(&b, "# comm stream:    %d collectives per trial, %s (size = full tensor)\n", rep.Calls, rep.DType)
 	fmt.Fprintf(&b, "# times: ms from a common device-side start (CUDA events), max over ranks, median of %d (after %d warm-up)\n", rep.Reps, rep.Warmup)
 	fmt.Fprintf(&b, "# hidden = (gemm + comm - together) / comm; gemm_slow = gemm_in / gemm - 1 (gemm_in: the GEMMs' end in the together run)\n")
-	fmt.Fprintf(&b, "#\n# %-12s %-12s %9s %9s %11s %9s %8s %10s %10s %6s\n",
-		"algo", "path", "gemm_ms", "comm_ms", "together_ms", "gemm_in", "hidden", "gemm_slow", "comm_busbw", "#wrong")
-	for _, row := range rep.Rows {
-		if row.Refused != "" {
-			fmt.Fprintf(&b, "  %-12s %-12s %9s %9s %11s %9s %8s %10s %10s %6s\n", row.Algo, "refused", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a")
-			fmt.Fprintf(&b, "#   %s refused: %s\n", row.Algo, row.Refused)
-			continue
+	for _, c := range rep.Cases {
+		op := c.Op
+		if c.RedOp != "none" {
+			op += " " + c.RedOp
 		}
-		fmt.Fprintf(&b, "  %-12s %-12s %9.2f %9.2f %11.2f %9.2f %7.1f%% %9.1f%% %10.1f %6d\n", row.Algo, row.Path,
-			row.GEMMMs, row.CommMs, row.BothMs, row.GEMMInMs, 100*row.Hidden, 100*row.Slowdown, row.BusBW, row.Wrong)
+		fmt.Fprintf(&b, "#\n# %s %s\n# %-12s %-12s %9s %9s %11s %9s %8s %10s %10s %6s\n", op, FormatSize(c.Bytes),
+			"algo", "path", "gemm_ms", "comm_ms", "together_ms", "gemm_in", "hidden", "gemm_slow", "comm_busbw", "#wrong")
+		for _, row := range c.Rows {
+			if row.Refused != "" {
+				fmt.Fprintf(&b, "  %-12s %-12s %9s %9s %11s %9s %8s %10s %10s %6s\n", row.Algo, "refused", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a")
+				fmt.Fprintf(&b, "#   %s refused: %s\n", row.Algo, row.Refused)
+				continue
+			}
+			fmt.Fprintf(&b, "  %-12s %-12s %9.2f %9.2f %11.2f %9.2f %7.1f%% %9.1f%% %10.1f %6d\n", row.Algo, row.Path,
+				row.GEMMMs, row.CommMs, row.BothMs, row.GEMMInMs, 100*row.Hidden, 100*row.Slowdown, row.BusBW, row.Wrong)
+		}
 	}
 	if len(rep.FSDP) > 0 {
 		fmt.Fprintf(&b, "#\n# FSDP case (PyTorch #172714): per iteration one %s all_gather (%s per rank) beside one GEMM; %d iterations per trial\n",

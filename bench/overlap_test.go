@@ -116,7 +116,7 @@ func runOverlapFake(t *testing.T, n int, cfg OverlapConfig, setup func(*fakeJob)
 }
 
 func smallOverlap() OverlapConfig {
-	return OverlapConfig{GEMM: GEMMShape{64, 32, 16}, GEMMs: 20, Op: coll.AllGather, Bytes: 64 << 10, DType: coll.BFloat16,
+	return OverlapConfig{GEMM: GEMMShape{64, 32, 16}, GEMMs: 20, Ops: []coll.Kind{coll.AllGather}, Bytes: 64 << 10, DType: coll.BFloat16,
 		RedOp: coll.Sum, Calls: 5, Warmup: 1, Reps: 3, FSDP: true, FSDPRank: 16 << 10, FSDPIter: 4, Seed: 7}
 }
 
@@ -124,7 +124,7 @@ func TestOverlapModel(t *testing.T) {
 	for _, op := range []coll.Kind{coll.AllGather, coll.ReduceScatter} {
 		t.Run(op.String(), func(t *testing.T) {
 			cfg := smallOverlap()
-			cfg.Op = op
+			cfg.Ops = []coll.Kind{op}
 			fs, rep, err := runOverlapFake(t, 3, cfg, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -134,14 +134,14 @@ func TestOverlapModel(t *testing.T) {
 			}
 			// Algorithms: auto, then the target's own list, in order.
 			var algos []string
-			for _, r := range rep.Rows {
+			for _, r := range rep.Cases[0].Rows {
 				algos = append(algos, r.Algo)
 			}
 			if strings.Join(algos, ",") != "auto,direct,kernel" {
 				t.Errorf("algorithms %v, want auto,direct,kernel", algos)
 			}
 			// GEMM 20×1.5 = 30 ms; direct: 5×2 = 10 ms, together max(30+0.5, 10) = 30.5.
-			d := rep.Rows[1]
+			d := rep.Cases[0].Rows[1]
 			near := func(name string, got, want float64) {
 				if math.Abs(got-want) > 1e-9 {
 					t.Errorf("%s = %v, want %v", name, got, want)
@@ -152,9 +152,9 @@ func TestOverlapModel(t *testing.T) {
 			near("together_ms", d.BothMs, 30.5)
 			near("hidden", d.Hidden, (30+10-30.5)/10)
 			near("slowdown", d.Slowdown, 30.5/30-1)
-			k := rep.Rows[2] // 20 ms of comm, penalty 10 ms
+			k := rep.Cases[0].Rows[2] // 20 ms of comm, penalty 10 ms
 			near("kernel hidden", k.Hidden, (30+20-40)/20.0)
-			for _, r := range rep.Rows {
+			for _, r := range rep.Cases[0].Rows {
 				if r.Wrong != 0 || r.Path != "direct" || len(r.Raw.Both) != cfg.Reps {
 					t.Errorf("row %+v: want 0 wrong, path direct, %d reps", r, cfg.Reps)
 				}
@@ -183,7 +183,7 @@ func TestOverlapRefusedAndWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := rep.Rows[2]
+	k := rep.Cases[0].Rows[2]
 	if k.Algo != "kernel" || k.Refused == "" || k.Path != "refused" {
 		t.Errorf("kernel row %+v, want refused", k)
 	}
@@ -202,8 +202,8 @@ func TestOverlapRefusedAndWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Rows[0].Wrong != 3 || rep.WrongTotal() != 3 {
-		t.Errorf("corrupted collective: %d wrong (total %d), want 3", rep.Rows[0].Wrong, rep.WrongTotal())
+	if rep.Cases[0].Rows[0].Wrong != 3 || rep.WrongTotal() != 3 {
+		t.Errorf("corrupted collective: %d wrong (total %d), want 3", rep.Cases[0].Rows[0].Wrong, rep.WrongTotal())
 	}
 }
 
@@ -214,8 +214,8 @@ func TestOverlapReportOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 1 || len(rep.FSDP) != 1 {
-		t.Fatalf("rows %d, fsdp %d: want 1 each (--algo given)", len(rep.Rows), len(rep.FSDP))
+	if len(rep.Cases) != 1 || len(rep.Cases[0].Rows) != 1 || len(rep.FSDP) != 1 {
+		t.Fatalf("rows %d, fsdp %d: want 1 each (--algo given)", len(rep.Cases[0].Rows), len(rep.FSDP))
 	}
 	var tb, jb bytes.Buffer
 	if err := WriteOverlapTable(&tb, rep); err != nil {
@@ -242,8 +242,8 @@ func TestOverlapReportOutput(t *testing.T) {
 	if err := json.Unmarshal(jb.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Kind != "overlap" || back.Rows[0].Hidden != rep.Rows[0].Hidden || len(back.Rows[0].Raw.GEMM) != cfg.Reps {
-		t.Errorf("JSON round trip lost data: %+v", back.Rows[0])
+	if back.Kind != "overlap" || back.Cases[0].Rows[0].Hidden != rep.Cases[0].Rows[0].Hidden || len(back.Cases[0].Rows[0].Raw.GEMM) != cfg.Reps {
+		t.Errorf("JSON round trip lost data: %+v", back.Cases[0].Rows[0])
 	}
 }
 
@@ -256,7 +256,8 @@ func TestOverlapValidate(t *testing.T) {
 		{func(c *OverlapConfig) { c.GEMM.M = 1 << 31 }, "2^31"},
 		{func(c *OverlapConfig) { c.GEMMs = 0 }, "--gemms"},
 		{func(c *OverlapConfig) { c.Calls = 0 }, "--calls"},
-		{func(c *OverlapConfig) { c.Op = coll.Broadcast }, "want all_gather"},
+		{func(c *OverlapConfig) { c.Ops = []coll.Kind{coll.AllGather, coll.Broadcast} }, "want all_gather"},
+		{func(c *OverlapConfig) { c.Ops = nil }, "no ops"},
 		{func(c *OverlapConfig) { c.Reps = 0 }, "--reps"},
 		{func(c *OverlapConfig) { c.Warmup = -1 }, "warmup"},
 		{func(c *OverlapConfig) { c.FSDPIter = 0 }, "FSDP"},
@@ -291,5 +292,29 @@ func TestMedianHidden(t *testing.T) {
 	}
 	if h := Hidden(30, 0, 30); h != 0 {
 		t.Errorf("no comm = %v", h)
+	}
+}
+
+// TestOverlapTwoOps: one case per op, each checked with its own data, and
+// the FSDP case once (all-gather).
+func TestOverlapTwoOps(t *testing.T) {
+	cfg := smallOverlap()
+	cfg.Ops = []coll.Kind{coll.AllGather, coll.ReduceScatter}
+	_, rep, err := runOverlapFake(t, 2, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Cases) != 2 || rep.Cases[0].Op != "all_gather" || rep.Cases[1].Op != "reduce_scatter" || rep.Cases[1].RedOp != "sum" {
+		t.Fatalf("cases %+v", rep.Cases)
+	}
+	if len(rep.FSDP) != 3 || rep.WrongTotal() != 0 {
+		t.Errorf("fsdp rows %d, wrong %d", len(rep.FSDP), rep.WrongTotal())
+	}
+	var tb bytes.Buffer
+	if err := WriteOverlapTable(&tb, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tb.String(), "# reduce_scatter sum 64K") {
+		t.Errorf("table lacks the reduce-scatter case:\n%s", tb.String())
 	}
 }
