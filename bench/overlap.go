@@ -157,6 +157,7 @@ type OverlapReport struct {
 	Seconds  float64       `json:"seconds"`
 	Command  string        `json:"command,omitempty"`
 	Host     string        `json:"host,omitempty"`
+	GEMMLib  string        `json:"gemm_library,omitempty"` // e.g. the cuBLAS path and version
 	Cases    []OverlapCase `json:"cases"`
 	FSDPRank int64         `json:"fsdp_bytes_per_rank,omitempty"`
 	FSDPIter int           `json:"fsdp_iters,omitempty"`

@@ -19,6 +19,9 @@ func WriteOverlapTable(w io.Writer, rep *OverlapReport) error {
 	if rep.Host != "" {
 		fmt.Fprintf(&b, "# host: %s\n", rep.Host)
 	}
+	if rep.GEMMLib != "" {
+		fmt.Fprintf(&b, "# GEMMs: %s\n", rep.GEMMLib)
+	}
 	fmt.Fprintf(&b, "# compute stream: %d bf16 GEMMs %dx%dx%d (f32 accumulate; alone %.2f ms = %.0f TFLOP/s per rank)\n",
 		rep.GEMMs, g.M, g.N, g.K, rep.GEMMMs, rep.TFlops)
 	fmt.Fprintf(&b, "# comm stream:    %d collectives per trial, %s (size = full tensor)\n", rep.Calls, rep.DType)

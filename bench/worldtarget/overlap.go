@@ -108,6 +108,15 @@ func (o *Overlap) init() error {
 // CUBLAS describes the loaded cuBLAS library (path and version).
 func (o *Overlap) CUBLAS() string { return o.lib.String() }
 
+// Device names the GPU the streams run on.
+func (o *Overlap) Device() string {
+	info, err := cudadrv.Info(o.ctx.Dev)
+	if err != nil {
+		return fmt.Sprintf("device %d", o.ctx.Dev)
+	}
+	return fmt.Sprintf("GPU %d %s (%d SMs), driver API %d", o.ctx.Dev, info.Name, info.SMs, cudadrv.DriverVersion())
+}
+
 // Algos lists the algorithms the world accepts for k besides auto.
 func (o *Overlap) Algos(k coll.Kind) []coll.Algo { return o.w.Algos(k) }
 
