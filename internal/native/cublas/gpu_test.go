@@ -2,6 +2,7 @@ package cublas
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -70,7 +71,7 @@ func TestGemmMatchesHost(t *testing.T) {
 		}
 	}()
 	v, err := h.Version()
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotSupported) {
 		t.Fatal(err)
 	}
 	t.Logf("%s, handle version %d", l, v)

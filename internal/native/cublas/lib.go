@@ -78,9 +78,12 @@ func Open(candidates []string) (*Lib, error) {
 		l := &Lib{Path: p, Tried: tried, c: cl}
 		for i := range l.Version {
 			// libraryPropertyType (library_types.h): MAJOR_VERSION = 0,
-			// MINOR_VERSION = 1, PATCH_LEVEL = 2.
+			// MINOR_VERSION = 1, PATCH_LEVEL = 2. Unknown (0.0.0) when the
+			// library lacks cublasGetProperty.
 			var v C.int
-			if r := C.scb_property(cl, C.int(i), &v); r != 0 {
+			if r := C.scb_property(cl, C.int(i), &v); r == absent {
+				break
+			} else if r != 0 {
 				return nil, l.err("cublasGetProperty", r)
 			}
 			l.Version[i] = int(v)
@@ -90,11 +93,17 @@ func Open(candidates []string) (*Lib, error) {
 	return nil, &LoadError{Tried: tried}
 }
 
+// absent is the shim's code for an optional entry point the library lacks.
+const absent = -1000
+
 // err builds an *Error for rc returned by call (rc < 0: the CUresult of
 // cuCtxSetCurrent, made current just before call).
 func (l *Lib) err(call string, rc C.int) error {
 	if rc == 0 {
 		return nil
+	}
+	if rc == absent {
+		return fmt.Errorf("cublas: %s is not in %s: %w", call, l.Path, ErrNotSupported)
 	}
 	if rc < 0 {
 		return &Error{Call: "cuCtxSetCurrent (before " + call + ")", Code: int(-rc), CUDA: true}

@@ -27,10 +27,11 @@ int scb_open(scb_lib* L, const char* path, char* err, size_t errlen) {
   }
   SCB_REQ(create, "cublasCreate_v2", "cublasCreate");
   SCB_REQ(destroy, "cublasDestroy_v2", "cublasDestroy");
-  SCB_REQ(getVersion, "cublasGetVersion_v2", "cublasGetVersion");
   SCB_REQ(setStream, "cublasSetStream_v2", "cublasSetStream");
-  SCB_REQ(getProperty, "cublasGetProperty", NULL);
   SCB_REQ(gemmEx, "cublasGemmEx", NULL);
+  // Optional: only for reporting the version.
+  L->getVersion = scb_sym(L->h, "cublasGetVersion_v2", "cublasGetVersion");
+  L->getProperty = dlsym(L->h, "cublasGetProperty");
   L->statusName = dlsym(L->h, "cublasGetStatusName");
   L->statusString = dlsym(L->h, "cublasGetStatusString");
   L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -46,7 +47,8 @@ int scb_open(scb_lib* L, const char* path, char* err, size_t errlen) {
 #define SCB_CTX(ctx) \
   if ((ctx) != 0) { scb_curesult r_ = L->cuCtxSetCurrent((scb_cucontext)(ctx)); if (r_ != 0) return -(int)r_; }
 
-int scb_property(const scb_lib* L, int which, int* v) { return L->getProperty(which, v); }
+// scb_property: -1000 when cublasGetProperty is absent.
+int scb_property(const scb_lib* L, int which, int* v) { return L->getProperty ? L->getProperty(which, v) : -1000; }
 const char* scb_status_name(const scb_lib* L, int rc) { return L->statusName ? L->statusName(rc) : NULL; }
 const char* scb_status_string(const scb_lib* L, int rc) { return L->statusString ? L->statusString(rc) : NULL; }
 
@@ -64,6 +66,7 @@ int scb_destroy(const scb_lib* L, uintptr_t ctx, uintptr_t h) {
 }
 
 int scb_version(const scb_lib* L, uintptr_t ctx, uintptr_t h, int* v) {
+  if (!L->getVersion) return -1000;
   SCB_CTX(ctx);
   return L->getVersion((scb_handle)h, v);
 }

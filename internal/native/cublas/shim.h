@@ -24,11 +24,11 @@ typedef struct {
   scb_status (*create)(scb_handle*);
   // cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
   scb_status (*destroy)(scb_handle);
-  // cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version);
+  // cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int* version); (optional)
   scb_status (*getVersion)(scb_handle, int*);
   // cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId);
   scb_status (*setStream)(scb_handle, scb_stream);
-  // cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value);
+  // cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value); (optional)
   scb_status (*getProperty)(int, int*);
   // const char* cublasGetStatusName(cublasStatus_t status);   (optional, cuBLAS 11.4.2+)
   const char* (*statusName)(scb_status);
@@ -48,8 +48,9 @@ typedef struct {
   scb_curesult (*cuCtxSetCurrent)(scb_cucontext);
 } scb_lib;
 
-// Return codes of the wrappers: >= 0 is a cublasStatus_t; < 0 is
-// -(CUresult) of cuCtxSetCurrent.
+// Return codes of the wrappers: >= 0 is a cublasStatus_t; -1000 means an
+// optional entry point is absent; other values < 0 are -(CUresult) of
+// cuCtxSetCurrent.
 int scb_open(scb_lib* L, const char* path, char* err, size_t errlen);
 int scb_property(const scb_lib* L, int which, int* v);
 const char* scb_status_name(const scb_lib* L, int rc);
