@@ -120,14 +120,17 @@ func (o *Overlap) Device() string {
 // Algos lists the algorithms the world accepts for k besides auto.
 func (o *Overlap) Algos(k coll.Kind) []coll.Algo { return o.w.Algos(k) }
 
-// SetupGEMM allocates A (M×K), B (K×N) and C (M×N), bf16, and fills A and B
-// with random multiples of 1/128 in [-1, 1).
+// SetupGEMM allocates A (M×K), B (K×N) and C (M×N), bf16 (column-major,
+// packed), fills A and B with random multiples of 1/128 in [-1, 1), and
+// checks one GEMM against the host at a few positions, so the timed GEMMs
+// are known to compute.
 func (o *Overlap) SetupGEMM(s bench.GEMMShape) error {
 	if o.a.Len != 0 {
 		return fmt.Errorf("SetupGEMM called twice")
 	}
 	o.shape = s
 	var err error
+	var host [2][]byte
 	for i, p := range []struct {
 		buf   *symmem.Buffer
 		elems int64
@@ -136,30 +139,63 @@ func (o *Overlap) SetupGEMM(s bench.GEMMShape) error {
 			return fmt.Errorf("allocating a %d-byte GEMM operand: %w", 2*p.elems, err)
 		}
 		if i < 2 {
-			if err := o.fillBF16(p.buf.Span, uint64(i+1)+uint64(o.Rank())<<8); err != nil {
+			if host[i], err = o.fillBF16(p.buf.Span, uint64(i+1)+uint64(o.Rank())<<8); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	return o.checkGEMM(host[0], host[1])
 }
 
-// fillBF16 writes random bf16 values to s in chunks.
-func (o *Overlap) fillBF16(s coll.Span, seed uint64) error {
+// fillBF16 writes random bf16 values to s in chunks and returns them.
+func (o *Overlap) fillBF16(s coll.Span, seed uint64) ([]byte, error) {
 	const chunk = 8 << 20
-	buf := make([]byte, min(chunk, s.Len))
+	all := make([]byte, s.Len)
 	x := seed*0x9e3779b97f4a7c15 + 1
+	for i := 0; i+1 < len(all); i += 2 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		v := float32(int(x>>56)-128) / 128 // exact in bf16
+		binary.LittleEndian.PutUint16(all[i:], bf16(v))
+	}
 	for off := int64(0); off < s.Len; off += chunk {
-		b := buf[:min(chunk, s.Len-off)]
-		for i := 0; i+1 < len(b); i += 2 {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-			v := float32(int(x>>56)-128) / 128 // exact in bf16
-			binary.LittleEndian.PutUint16(b[i:], bf16(v))
+		n := min(chunk, s.Len-off)
+		if err := o.w.Write(o.Target.ctx, coll.Span{Ptr: s.Ptr + uint64(off), Len: n}, all[off:off+n]); err != nil {
+			return nil, fmt.Errorf("writing GEMM operands: %w", err)
 		}
-		if err := o.w.Write(o.Target.ctx, coll.Span{Ptr: s.Ptr + uint64(off), Len: int64(len(b))}, b); err != nil {
-			return fmt.Errorf("writing GEMM operands: %w", err)
+	}
+	return all, nil
+}
+
+// checkGEMM runs one GEMM and compares a few elements of C (bf16) with a
+// float64 reference from the host copies of A and B.
+func (o *Overlap) checkGEMM(a, b []byte) error {
+	s := o.shape
+	if err := o.gemm(); err != nil {
+		return err
+	}
+	if err := o.gs.Wait(o.Target.ctx, o.timeout); err != nil {
+		return err
+	}
+	at := func(m []byte, i int) float64 {
+		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(m[2*i:])) << 16))
+	}
+	for _, ij := range [][2]int{{0, 0}, {s.M - 1, s.N - 1}, {s.M / 2, s.N / 3}, {s.M / 3, s.N - 1}, {s.M - 1, 0}} {
+		i, j := ij[0], ij[1]
+		var ref, mag float64
+		for p := 0; p < s.K; p++ {
+			x := at(a, i+p*s.M) * at(b, p+j*s.K)
+			ref += x
+			mag += math.Abs(x)
+		}
+		var got [2]byte
+		if err := o.w.Read(o.Target.ctx, got[:], coll.Span{Ptr: o.c.Ptr + 2*uint64(i+j*s.M), Len: 2}); err != nil {
+			return err
+		}
+		g := at(got[:], 0)
+		if tol := math.Abs(ref)/128 + 1e-4*mag + 1e-3; !(math.Abs(g-ref) <= tol) {
+			return fmt.Errorf("the benchmark's GEMM (%s) computed C[%d,%d] = %g, the host %g (tolerance %g): its timings would mean nothing", o.lib, i, j, g, ref, tol)
 		}
 	}
 	return nil
