@@ -7,6 +7,11 @@
 // (Table, written row by row as sizes complete, so parsers of nccl-tests
 // output read it), versioned JSON, and plots drawn with gonum.org/v1/plot.
 //
+// RunOverlap is the overlap benchmark: GEMMs on one stream beside
+// collectives on another (an Overlapper times both from a common device
+// start), per algorithm, with the hidden fraction and the GEMM slowdown,
+// and the FSDP-shaped case; WriteOverlapTable and WriteOverlapJSON report it.
+//
 // The harness is backend-neutral: it drives a Target, which one rank of a
 // job implements (bench/worldtarget does, on a symmem.World of any
 // backend). Every rank of the job calls Run with the same Config; each gets

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .build
 export CGO_ENABLED=1
 go test -c -o .build/native-cuda.test ./internal/native/cudadrv
+go test -c -o .build/native-cublas.test ./internal/native/cublas
 go test -c -o .build/nccl-backend.test ./internal/backend/nccl
 go test -c -o .build/symmem.test .
 go build -ldflags="-s -w" -o .build/symmem ./cmd/symmem

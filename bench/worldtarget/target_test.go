@@ -3,6 +3,7 @@ package worldtarget
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -56,6 +57,12 @@ func rank() error {
 	}
 	if err := t.Free(s); err != nil {
 		return err
+	}
+	// The overlap benchmark needs a GPU: on the CPU backend it says so.
+	if w.Backend() == "cpu" {
+		if _, err := NewOverlap(t, time.Second); !errors.Is(err, symmem.ErrNotSupported) || !strings.Contains(err.Error(), "needs the cuda backend") {
+			return errorf("NewOverlap on the cpu backend = %v", err)
+		}
 	}
 	for _, plain := range []bool{false, true} {
 		cfg := bench.Config{Ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast},

@@ -250,6 +250,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	o.define(cmd.Flags())
+	cmd.AddCommand(newOverlapCmd())
 	return cmd
 }
 

@@ -3,6 +3,7 @@
 //
 //	symmem launch --nproc-per-node N [--] prog args...   start N local ranks
 //	symmem bench [flags]                                 sweep collectives, nccl-tests output
+//	symmem bench overlap [flags]                         collectives beside GEMMs: how much hides (GPU)
 //	symmem doctor                                        backend, ranks, pool, chosen paths
 //	symmem version
 //	symmem completion bash|zsh|fish|powershell
@@ -73,7 +74,15 @@ func execute(args []string) int {
 	root := newRootCmd()
 	if len(args) > 0 {
 		if sub, _, err := root.Find(args[:1]); err == nil && sub != root {
-			args = append(args[:1:1], compatArgs(sub.Flags(), args[1:], sub.Flags().HasFlags() && sub.Name() != "launch")...)
+			n := 1 // words naming the command: "bench", or "bench overlap"
+			if len(args) > 1 {
+				for _, c := range sub.Commands() {
+					if c.Name() == args[1] {
+						sub, n = c, 2
+					}
+				}
+			}
+			args = append(args[:n:n], compatArgs(sub.Flags(), args[n:], sub.Flags().HasFlags() && sub.Name() != "launch")...)
 		}
 	}
 	root.SetArgs(args)
@@ -89,6 +98,13 @@ func execute(args []string) int {
 	if len(args) > 0 {
 		if sub, _, ferr := root.Find(args[:1]); ferr == nil && sub != root {
 			name += " " + sub.Name()
+			if len(args) > 1 {
+				for _, c := range sub.Commands() {
+					if c.Name() == args[1] {
+						name += " " + c.Name()
+					}
+				}
+			}
 		}
 	}
 	fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s -h' for usage.\n", name, err, name)
