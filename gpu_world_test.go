@@ -533,6 +533,9 @@ func roleGPUReduceKernels(ctx context.Context) error {
 	out, in := bufs[0], bufs[1]
 	cases, bad, refused := 0, 0, 0
 	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention} {
+		// An algorithm that refuses every case is broken, not picky (a
+		// kernel that does not load refuses with ErrNotSupported).
+		ran, why := 0, error(nil)
 		for _, kind := range []coll.Kind{coll.AllReduce, coll.ReduceScatter} {
 			for _, op := range []coll.ReduceOp{coll.Sum, coll.Avg} {
 				for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
@@ -548,11 +551,13 @@ func roleGPUReduceKernels(ctx context.Context) error {
 							cases++
 							if errors.Is(err, ErrRefused) || errors.Is(err, ErrNotSupported) {
 								refused++
+								why = err
 								continue
 							}
 							if err != nil {
 								return fmt.Errorf("%s: %w", c, err)
 							}
+							ran++
 							if wrong != 0 {
 								bad++
 								fmt.Printf("WRONG %s: %d bytes\n", c, wrong)
@@ -561,6 +566,9 @@ func roleGPUReduceKernels(ctx context.Context) error {
 					}
 				}
 			}
+		}
+		if ran == 0 {
+			return fmt.Errorf("%s refused every case, e.g. %v", algo, why)
 		}
 	}
 	fmt.Printf("GPU reduction kernels: %d cases, %d wrong, %d refused (kernel, two-shot, lc; sum and avg; bit-exact against reduce.ReduceN + Finish)\n", cases, bad, refused)

@@ -42,8 +42,17 @@ func (p *ptx) header(doc string) {
 
 // entry opens the kernel: one parameter block P, then the register
 // declarations.
-func (p *ptx) entry(name, regs string) {
-	p.f(".visible .entry %s(\n\t.param .align 8 .b8 P[%d]\n)\n{", name, pSize)
+func (p *ptx) entry(name, regs string) { p.entryTuned(name, "", regs) }
+
+// entryTuned is entry with performance directives between the parameters
+// and the body (e.g. ".maxntid 512, 1, 1": registers are then budgeted for
+// that many threads per CTA).
+func (p *ptx) entryTuned(name, directives, regs string) {
+	p.f(".visible .entry %s(\n\t.param .align 8 .b8 P[%d]\n)", name, pSize)
+	if directives != "" {
+		p.w(directives)
+	}
+	p.w("{")
 	p.w(regs)
 }
 

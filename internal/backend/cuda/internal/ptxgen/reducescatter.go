@@ -35,18 +35,17 @@ Parameter block P (%[1]d bytes; kernel_layout.go):
 		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, pOwn, pStaging, pChunk, pTimeout, wFinished))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];\n", maxRanks)
-	p.entry("symmem_reducescatter_lc", fmt.Sprintf(`	.maxntid %[2]d, 1, 1;
-	.reg .pred  %%p<10>;
+	p.entryTuned("symmem_reducescatter_lc", fmt.Sprintf(".maxntid %d, 1, 1", threads), fmt.Sprintf(`	.reg .pred  %%p<10>;
 	.reg .pred  %%q<8>;
 	.reg .pred  %%u<%[1]d>;
 	.reg .b16   %%h<20>;
 	.reg .b32   %%r<72>;
-	.reg .b32   %%l<%[3]d>;
+	.reg .b32   %%l<%[2]d>;
 	.reg .f32   %%f<20>;
-	.reg .f32   %%a<%[4]d>;
+	.reg .f32   %%a<%[3]d>;
 	.reg .b64   %%rd<48>;
 	.reg .b64   %%ro<%[1]d>;
-`, lcUnroll, threads, 4*lcUnroll, 8*lcUnroll))
+`, lcUnroll, 4*lcUnroll, 8*lcUnroll))
 	p.loadParams()
 	p.f("\tld.param.u32    %%r16, [P+%d];                // flags", pFlags)
 	p.f("\tld.param.u64    %%rd4, [P+%d];                // own", pOwn)
