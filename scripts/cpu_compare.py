@@ -79,30 +79,49 @@ def run_mpi(args):
                 print(json.dumps(row), file=out, flush=True)
 
 
+# A row whose timed calls took less than this in all is flagged: a few
+# calls, where one slow one (a futex sleep, a page fault) decides the
+# average, too little to trust.
+MIN_TIMED_S = 0.05
+
+
+def too_short(m):
+    return m.get("iters", 0) * m.get("time_us", 0) / 1e6 < MIN_TIMED_S
+
+
 def load_symmem(path):
-    """Rows of one `symmem bench -json` file: {(op, bytes): busbw}, dtype.
+    """Rows of one `symmem bench -json` file: {(op, bytes): busbw}, dtype,
+    the rows timed too briefly (too_short).
 
     The only place that knows symmem's JSON shape (bench.Report): results[]
-    with op, bytes, type and out_of_place.busbw (in-place when absent).
+    with op, bytes, type and out_of_place.busbw and .iters (in-place when
+    absent).
     """
     with open(path) as f:
         rep = json.load(f)
-    rows = {}
+    rows, short = {}, []
     for r in rep["results"]:
         m = r.get("out_of_place") or r.get("in_place")
         if m and not m.get("refused"):
             rows[(r["op"], int(r["bytes"]))] = float(m["busbw"])
-    return rows, rep.get("dtype", "?")
+            if too_short(m):
+                short.append(f"{r['op']} {int(r['bytes']) >> 20}M: {m.get('iters')} calls")
+    return rows, rep.get("dtype", "?"), short
 
 
 def table(args):
-    mpi = {}
+    mpi, few = {}, []
     with open(args.mpi) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
                 mpi[(r["op"], int(r["bytes"]))] = float(r["busbw"])
-    runs = [load_symmem(p) for p in args.symmem]
+                if too_short(r):
+                    few.append(f"MPI {r['op']} {int(r['bytes']) >> 20}M: {r.get('iters')} calls")
+    loaded = [load_symmem(p) for p in args.symmem]
+    runs = [(rows, dt) for rows, dt, _ in loaded]
+    for _, dt, brief in loaded:
+        few += [f"symmem {dt} {w}" for w in brief]
     short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
     dts = [short.get(dt, dt) for _, dt in runs]
     f32 = next((rows for rows, dt in runs if dt == "float32"), None)
@@ -135,6 +154,10 @@ def table(args):
     print("# smallest symmem/MPI ratio per op and dtype (goal: >= 5x at every size >= 1 MiB):")
     for (op, dt), r in sorted(worst.items()):
         print(f"#   {op:<11} {dt:<9} {r:.1f}x")
+    if few:
+        print(f"# WARNING: rows whose timed calls took under {MIN_TIMED_S} s in all (too little to trust):")
+        for w in few:
+            print(f"#   {w}")
 
 
 def main():
