@@ -55,7 +55,7 @@ type Group struct {
 	fdx     *rendezvous.FDExchange
 	timeout time.Duration
 	prefix  string // store key and fd tag namespace
-	workers int    // goroutines for the data steps of one stage
+	split   split  // how the data steps of one stage are shared among goroutines
 
 	ag *members.Gather
 
@@ -101,9 +101,9 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix:  members.Prefix("shm", b.env.JobID, cfg.Name, gen),
-		plans:   map[plan.Spec]plan.Plan{},
-		workers: workersFor(b.env.LocalWorldSize),
+		prefix: members.Prefix("shm", b.env.JobID, cfg.Name, gen),
+		plans:  map[plan.Spec]plan.Plan{},
+		split:  splitFor(b.env.LocalWorldSize),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	n := len(g.ranks)

@@ -234,7 +234,7 @@ func (g *Group) execute(x *exec) error {
 			}
 			ts = append(ts, t)
 		}
-		if err := runTasks(ts, x.p.DType, x.p.Op, g.workers); err != nil {
+		if err := runTasks(ts, x.p.DType, x.p.Op, g.split); err != nil {
 			return err
 		}
 	}

@@ -188,7 +188,7 @@ func TestPadsTimeoutAndDeath(t *testing.T) {
 }
 
 func TestRunTasks(t *testing.T) {
-	const n = 3<<20 + 192 // above inlineBytes once tripled, a short last piece: the worker path
+	const n = 3<<20 + 192 // maxPiece pieces and a short last piece
 	mk := func(seed byte) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -214,15 +214,20 @@ func TestRunTasks(t *testing.T) {
 			{dst: mid, srcs: [][]byte{a, mid, c}, reduce: true},
 			{dst: cp, srcs: [][]byte{a}},
 		}
-		for _, workers := range []int{2, 8} { // large pieces, and minChunk-sized ones
+		for _, s := range []split{
+			{workers: 2, inline: 1 << 30},                 // too small to share: the caller alone
+			{workers: 2, inline: 256 << 10, minPiece: 64}, // maxPiece pieces
+			{workers: 8, inline: 256 << 10, minPiece: 64}, // about one piece per worker
+			{workers: 3, minPiece: 3 << 20},               // one piece per task, 3 workers
+		} {
 			clear(got)
 			copy(mid, b)
 			clear(cp)
-			if err := runTasks(ts, coll.Int32, op, workers); err != nil {
+			if err := runTasks(ts, coll.Int32, op, s); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) || !bytes.Equal(mid, want) || !bytes.Equal(cp, a) {
-				t.Errorf("%v, %d workers: out-of-place ok=%v in-place ok=%v copy ok=%v", op, workers, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
+				t.Errorf("%v, %+v: out-of-place ok=%v in-place ok=%v copy ok=%v", op, s, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
 			}
 		}
 		// Six sources, dst aliasing the last (a group of six, in place).
@@ -231,11 +236,25 @@ func TestRunTasks(t *testing.T) {
 		reduce.ReduceN(want6, six, coll.Int32, op)
 		reduce.Finish(want6, coll.Int32, op, 6)
 		six[5] = bytes.Clone(six[5])
-		if err := runTasks([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op, 2); err != nil {
+		if err := runTasks([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op, split{workers: 2, minPiece: 64}); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(six[5], want6) {
 			t.Errorf("%v: six sources in place: wrong result", op)
+		}
+	}
+}
+
+func TestPieceSize(t *testing.T) {
+	s := split{workers: 8, inline: 256 << 10, minPiece: 64 << 10}
+	for _, c := range []struct{ total, want int }{
+		{256 << 10, 64 << 10},     // the floor
+		{1 << 20, 128 << 10},      // one per worker
+		{1<<20 + 1, 128<<10 + 64}, // rounded up to 64 bytes
+		{64 << 20, maxPiece},      // the cap
+	} {
+		if got := s.pieceSize(c.total); got != c.want {
+			t.Errorf("pieceSize(%d) = %d, want %d", c.total, got, c.want)
 		}
 	}
 }

@@ -9,13 +9,36 @@ import (
 	"github.com/symmem/symmem/reduce"
 )
 
-// Data work of one step: copies and reductions, split into chunks that a few
+// Data work of one stage: copies and reductions, cut into pieces that a few
 // worker goroutines take in turn.
 const (
-	chunkBytes  = 2 << 20 // unit of work handed to a worker (>= 1 MiB: Go's memmove then uses non-temporal stores)
-	maxWorkers  = 16      // one socket's memory bandwidth takes about 8-16 cores streaming at once
-	inlineBytes = 4 << 20 // below this a step runs on the calling goroutine
+	maxPiece   = 2 << 20 // largest piece handed to a worker (>= 1 MiB: Go's memmove then uses non-temporal stores)
+	maxWorkers = 16      // one socket's memory bandwidth takes about 8-16 cores streaming at once
 )
+
+// split says how a stage's data work is shared among goroutines.
+type split struct {
+	workers  int // goroutines, the caller included
+	inline   int // a stage writing fewer bytes runs on the caller alone
+	minPiece int // smallest piece handed to a worker (a multiple of 64)
+}
+
+// splitFor is the split for a process that shares this host with
+// localRanks ranks. Workers: the CPUs divided among the ranks (they all copy
+// at once during a collective), at least 1, at most maxWorkers; one core
+// streams only a fraction of a socket's bandwidth (about 10-20 GB/s on a
+// server core), so reaching it takes many. A stage from 256 KiB up is cut
+// into about one piece per worker, at least 64 KiB each (a few
+// microseconds of copying, more than starting a goroutine costs), at most
+// maxPiece, so that 1-16 MiB collectives use every worker too, not just one
+// core.
+func splitFor(localRanks int) split {
+	return split{
+		workers:  max(1, min(maxWorkers, runtime.GOMAXPROCS(0)/max(localRanks, 1))),
+		inline:   256 << 10,
+		minPiece: 64 << 10,
+	}
+}
 
 // task writes dst from srcs: a copy when len(srcs) == 1 and !reduce,
 // otherwise dst = srcs[0] op srcs[1] ... (reduce.ReduceN), divided by
@@ -31,25 +54,22 @@ type piece struct {
 	lo, hi int
 }
 
-// workersFor is the worker count for a process that shares this host with
-// localRanks ranks: the CPUs divided among the ranks (they all copy at once
-// during a collective), at least 1, at most maxWorkers. A step uses at most
-// one worker per 2 MiB piece, so smaller steps use fewer. The reductions run
-// at memory speed per core (reduce's vector kernels), so reaching a host's
-// bandwidth takes many cores, not few. (Parallel pieces from 512 KiB, sized
-// to the workers, measured no better on a 16-core host: results/
-// cpu-compare-2026-11-23.md.)
-func workersFor(localRanks int) int {
-	return max(1, min(maxWorkers, runtime.GOMAXPROCS(0)/max(localRanks, 1)))
+// pieceSize is the length of the pieces a stage writing total bytes is cut
+// into: about total/workers, rounded up to 64 bytes (whole elements of
+// every dtype, whole cache lines), within [minPiece, maxPiece].
+func (s split) pieceSize(total int) int {
+	w := max(s.workers, 1)
+	per := ((total+w-1)/w + 63) &^ 63
+	return min(max(per, s.minPiece, 64), maxPiece)
 }
 
-// runTasks executes every task, in chunks, on up to workers goroutines.
-func runTasks(tasks []task, dt coll.DType, op coll.ReduceOp, workers int) error {
+// runTasks executes every task, in pieces, on up to s.workers goroutines.
+func runTasks(tasks []task, dt coll.DType, op coll.ReduceOp, s split) error {
 	total := 0
 	for _, t := range tasks {
 		total += len(t.dst)
 	}
-	if total < inlineBytes || workers <= 1 {
+	if total < s.inline || s.workers <= 1 {
 		for _, t := range tasks {
 			if err := t.run(0, len(t.dst), dt, op); err != nil {
 				return err
@@ -57,15 +77,22 @@ func runTasks(tasks []task, dt coll.DType, op coll.ReduceOp, workers int) error 
 		}
 		return nil
 	}
-	// Chunk boundaries fall on multiples of 64 bytes (whole elements of
-	// every dtype, whole cache lines).
+	size := s.pieceSize(total)
 	var pieces []piece
 	for i, t := range tasks {
-		for lo := 0; lo < len(t.dst); lo += chunkBytes {
-			pieces = append(pieces, piece{i, lo, min(lo+chunkBytes, len(t.dst))})
+		for lo := 0; lo < len(t.dst); lo += size {
+			pieces = append(pieces, piece{i, lo, min(lo+size, len(t.dst))})
 		}
 	}
-	workers = min(workers, len(pieces))
+	workers := min(s.workers, len(pieces))
+	if workers <= 1 {
+		for _, p := range pieces {
+			if err := tasks[p.t].run(p.lo, p.hi, dt, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
