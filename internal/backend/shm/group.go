@@ -55,7 +55,7 @@ type Group struct {
 	fdx     *rendezvous.FDExchange
 	timeout time.Duration
 	prefix  string // store key and fd tag namespace
-	split   split  // how the data steps of one stage are shared among goroutines
+	crew    *crew  // goroutines for the data steps of a stage
 
 	ag *members.Gather
 
@@ -103,7 +103,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix: members.Prefix("shm", b.env.JobID, cfg.Name, gen),
 		plans:  map[plan.Spec]plan.Plan{},
-		split:  splitFor(b.env.LocalWorldSize),
+		crew:   newCrew(splitFor(b.env.LocalWorldSize)),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	n := len(g.ranks)
@@ -277,6 +277,7 @@ func (g *Group) Close() error {
 		if g.broken == nil {
 			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.name, ErrBroken)
 		}
+		g.crew.stop()
 		g.runMu.Unlock()
 		g.b.forget(g)
 	})

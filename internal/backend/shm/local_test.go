@@ -20,7 +20,7 @@ import (
 // localGroup is an n-rank group inside one process: every rank has its own
 // Group with a signal pad (memfd, mapped by the others as peers map it) and
 // In and Out buffers in memfd memory, and the ranks run as goroutines. It
-// drives the executor (execute, runTasks, the pads) on real shared memory
+// drives the executor (execute, the crew, the pads) on real shared memory
 // without starting processes; the root package's tests cover processes.
 type localGroup struct {
 	gs      []*Group
@@ -71,13 +71,16 @@ func newLocalGroup(tb testing.TB, n int, bytes int64, s split) *localGroup {
 		ranks[r] = r
 	}
 	for r := range lg.gs {
-		lg.gs[r] = &Group{name: "local", ranks: ranks, me: r, timeout: 10 * time.Second, split: s,
+		lg.gs[r] = &Group{name: "local", ranks: ranks, me: r, timeout: 10 * time.Second, crew: newCrew(s),
 			pidfds: make([]int, n), pids: make([]int, n), pads: ps[r], plans: map[plan.Spec]plan.Plan{}}
 		for q := range n {
 			lg.gs[r].pidfds[q] = -1
 		}
 	}
 	tb.Cleanup(func() {
+		for _, g := range lg.gs {
+			g.crew.stop()
+		}
 		for _, p := range ps {
 			p.close()
 		}
@@ -104,7 +107,10 @@ func (lg *localGroup) plans(spec plan.Spec) ([]plan.Plan, error) {
 
 // run executes plans (one per rank) on every rank at once, as Group.Run
 // does after its checks: execute, then advance the epoch.
-func (lg *localGroup) run(plans []plan.Plan) error {
+func (lg *localGroup) run(plans []plan.Plan) error { return lg.loop(plans, 1) }
+
+// loop is run, calls times back to back on each rank.
+func (lg *localGroup) loop(plans []plan.Plan, calls int) error {
 	errs := make([]error, len(lg.gs))
 	var wg sync.WaitGroup
 	for r, g := range lg.gs {
@@ -112,14 +118,17 @@ func (lg *localGroup) run(plans []plan.Plan) error {
 		go func() {
 			defer wg.Done()
 			p := plans[r]
-			x := &exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
-			if p.ScratchBytes > 0 {
-				if int64(len(g.scratch)) < p.ScratchBytes {
-					g.scratch = make([]byte, p.ScratchBytes)
+			for range calls {
+				x := &exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
+				if p.ScratchBytes > 0 {
+					if int64(len(g.scratch)) < p.ScratchBytes {
+						g.scratch = make([]byte, p.ScratchBytes)
+					}
+					x.scratch = g.scratch[:p.ScratchBytes]
 				}
-				x.scratch = g.scratch[:p.ScratchBytes]
-			}
-			if errs[r] = g.execute(x); errs[r] == nil {
+				if errs[r] = g.execute(x); errs[r] != nil {
+					return
+				}
 				g.epoch += uint32(p.Phases)
 			}
 		}()
@@ -194,4 +203,79 @@ func TestLocalGroupMatchesSimulation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkLocal times all-reduce (float32 sum, out of place and in
+// place) and all-gather on a 2-rank in-process group, every variant side by
+// side in one run: the plans (one-shot, two-shot) and the ways of sharing a
+// stage among goroutines:
+//
+//	one-core  the caller alone below 4 MiB, 2 MiB pieces above, helpers
+//	          asleep between stages (the executor before issue 16)
+//	sleep     splitFor's pieces, helpers asleep between stages
+//	crew      splitFor's pieces and helpers that poll between stages (the default)
+//
+// The bytes per second are nccl-tests' algbw (size of the full tensor /
+// time); busbw is algbw for all-reduce and algbw/2 for all-gather with 2
+// ranks. Ranks are goroutines of one process, so they share one Go
+// scheduler: the absolute numbers differ a little from separate
+// processes, the comparison between variants holds. On a 2-CPU host every
+// variant has one worker, so they differ only by noise.
+//
+//	go test ./internal/backend/shm -run '^$' -bench Local
+func BenchmarkLocal(b *testing.B) {
+	const n = 2
+	cur := splitFor(n)
+	sleep := cur
+	sleep.spin = 0
+	splits := []struct {
+		name string
+		s    split
+	}{
+		{"one-core", split{workers: cur.workers, inline: 4 << 20, minPiece: maxPiece}},
+		{"sleep", sleep},
+		{"crew", cur},
+	}
+	sizes := []int64{64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20}
+	lgs := map[string]*localGroup{}
+	for _, sp := range splits {
+		lgs[sp.name] = newLocalGroup(b, n, sizes[len(sizes)-1], sp.s)
+	}
+	for _, size := range sizes {
+		for _, c := range []struct {
+			name string
+			spec plan.Spec
+		}{
+			{"all_reduce/two-shot", plan.Spec{Kind: coll.AllReduce, Count: size / 4, DType: coll.Float32, Op: coll.Sum}},
+			{"all_reduce/one-shot", plan.Spec{Kind: coll.AllReduce, Count: size / 4, DType: coll.Float32, Op: coll.Sum, Options: plan.Options{OneShot: true}}},
+			{"all_reduce-inplace/two-shot", plan.Spec{Kind: coll.AllReduce, Count: size / 4, DType: coll.Float32, Op: coll.Sum, Options: plan.Options{InPlace: true}}},
+			{"all_reduce-inplace/one-shot", plan.Spec{Kind: coll.AllReduce, Count: size / 4, DType: coll.Float32, Op: coll.Sum, Options: plan.Options{InPlace: true, OneShot: true}}},
+			{"all_gather", plan.Spec{Kind: coll.AllGather, Count: size / 4 / n, DType: coll.Float32}},
+		} {
+			for _, sp := range splits {
+				lg := lgs[sp.name]
+				b.Run(fmt.Sprintf("%s/%s/%s", c.name, sizeName(size), sp.name), func(b *testing.B) {
+					plans, err := lg.plans(c.spec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := lg.loop(plans, 3); err != nil { // warm: pages touched, goroutines started
+						b.Fatal(err)
+					}
+					b.SetBytes(size)
+					b.ResetTimer()
+					if err := lg.loop(plans, b.N); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+		}
+	}
+}
+
+func sizeName(b int64) string {
+	if b >= 1<<20 {
+		return fmt.Sprintf("%dM", b>>20)
+	}
+	return fmt.Sprintf("%dK", b>>10)
 }

@@ -196,8 +196,8 @@ func (x *exec) mem(r plan.Ref, n int64) []byte {
 }
 
 // execute runs the plan's steps: sync steps one by one, and each stage of
-// data steps (independent by the plan's contract) through runTasks, which
-// splits them over worker goroutines.
+// data steps (independent by the plan's contract) through the group's
+// crew, which shares them among worker goroutines.
 func (g *Group) execute(x *exec) error {
 	steps := x.p.Steps
 	for i := 0; i < len(steps); {
@@ -234,7 +234,7 @@ func (g *Group) execute(x *exec) error {
 			}
 			ts = append(ts, t)
 		}
-		if err := runTasks(ts, x.p.DType, x.p.Op, g.split); err != nil {
+		if err := g.crew.run(ts, x.p.DType, x.p.Op); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -187,7 +188,7 @@ func TestPadsTimeoutAndDeath(t *testing.T) {
 	}
 }
 
-func TestRunTasks(t *testing.T) {
+func TestCrew(t *testing.T) {
 	const n = 3<<20 + 192 // maxPiece pieces and a short last piece
 	mk := func(seed byte) []byte {
 		b := make([]byte, n)
@@ -219,11 +220,15 @@ func TestRunTasks(t *testing.T) {
 			{workers: 2, inline: 256 << 10, minPiece: 64}, // maxPiece pieces
 			{workers: 8, inline: 256 << 10, minPiece: 64}, // about one piece per worker
 			{workers: 3, minPiece: 3 << 20},               // one piece per task, 3 workers
+			{workers: 8, minPiece: 64, spin: time.Hour},   // helpers that never sleep
 		} {
 			clear(got)
 			copy(mid, b)
 			clear(cp)
-			if err := runTasks(ts, coll.Int32, op, s); err != nil {
+			c := newCrew(s)
+			err := c.run(ts, coll.Int32, op)
+			c.stop()
+			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) || !bytes.Equal(mid, want) || !bytes.Equal(cp, a) {
@@ -236,11 +241,32 @@ func TestRunTasks(t *testing.T) {
 		reduce.ReduceN(want6, six, coll.Int32, op)
 		reduce.Finish(want6, coll.Int32, op, 6)
 		six[5] = bytes.Clone(six[5])
-		if err := runTasks([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op, split{workers: 2, minPiece: 64}); err != nil {
+		c := newCrew(split{workers: 2, minPiece: 64})
+		defer c.stop()
+		if err := c.run([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(six[5], want6) {
 			t.Errorf("%v: six sources in place: wrong result", op)
+		}
+	}
+}
+
+// TestCrewStops: stop ends the helpers, whether they poll or sleep.
+func TestCrewStops(t *testing.T) {
+	before := runtime.NumGoroutine()
+	src, dst := make([]byte, 1<<20), make([]byte, 1<<20)
+	for _, spin := range []time.Duration{0, time.Hour} {
+		c := newCrew(split{workers: 4, minPiece: 64 << 10, spin: spin})
+		if err := c.run([]task{{dst: dst, srcs: [][]byte{src}}}, coll.Uint8, coll.Sum); err != nil {
+			t.Fatal(err)
+		}
+		if n := runtime.NumGoroutine(); n < before+3 {
+			t.Fatalf("spin %v: %d goroutines, want at least %d (3 helpers)", spin, n, before+3)
+		}
+		c.stop()
+		if n := runtime.NumGoroutine(); n != before {
+			t.Fatalf("spin %v: %d goroutines after stop, want %d", spin, n, before)
 		}
 	}
 }
