@@ -115,6 +115,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	if g.pads, err = newPads(n, me); err != nil {
 		return nil, fmt.Errorf("shm: group %q: %w", g.name, err)
 	}
+	g.pads.spin = waitSpin(b.env.LocalWorldSize)
 	if err := g.setup(ctx); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("shm: group %q (rank %d): %w", g.name, cfg.Rank, err)

@@ -14,9 +14,27 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// OneShotBytes: all-reduces up to this size use the one-shot plan (every
-// rank reduces the whole tensor; one barrier less).
-const OneShotBytes = 64 << 10
+// All-reduces whose tensor, times the peers, is at most this many bytes use
+// the one-shot plan (every rank reads every peer's whole input and reduces
+// it: one barrier and one stage fewer, (n-1)/n more bytes read) out of
+// place; in place it also copies the result from scratch, so only up to
+// oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place):
+// one-shot 39 us at 1 MiB against 48-60 us two-shot on a 2-CPU build
+// machine; results/cpu-compare-2026-11-24.md has the 16-core host.
+const (
+	oneShotPeerBytes = 1 << 20
+	oneShotInPlace   = 64 << 10
+)
+
+// oneShot reports whether an all-reduce of bytes on n ranks uses the
+// one-shot plan.
+func oneShot(n int, bytes int64, inPlace bool) bool {
+	peers := int64(max(n-1, 1))
+	if inPlace {
+		return bytes*peers <= oneShotInPlace
+	}
+	return bytes*peers <= oneShotPeerBytes
+}
 
 // Run executes one collective on symmetric buffers (the direct path) by
 // interpreting the plan package's schedule for this rank. The user API
@@ -103,7 +121,7 @@ func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 		spec.Op, spec.InPlace = req.Op, req.InPlace
 	case coll.AllReduce:
 		spec.Op, spec.InPlace = req.Op, req.InPlace
-		spec.OneShot = req.Count*es <= OneShotBytes
+		spec.OneShot = oneShot(len(g.ranks), req.Count*es, req.InPlace)
 	}
 	if p, ok := g.plans[spec]; ok {
 		return p, nil

@@ -286,3 +286,26 @@ func TestPieceSize(t *testing.T) {
 }
 
 func segID(i uint64) pool.SegmentID { return pool.SegmentID(i) }
+
+func TestOneShotChoice(t *testing.T) {
+	for _, c := range []struct {
+		n       int
+		bytes   int64
+		inPlace bool
+		want    bool
+	}{
+		{2, 1 << 20, false, true},
+		{2, 1<<20 + 4, false, false},
+		{3, 512 << 10, false, true},
+		{3, 512<<10 + 4, false, false},
+		{8, 128 << 10, false, true},
+		{8, 256 << 10, false, false},
+		{2, 64 << 10, true, true}, // in place: the scratch copy costs more
+		{2, 128 << 10, true, false},
+		{1, 1 << 30, true, false},
+	} {
+		if got := oneShot(c.n, c.bytes, c.inPlace); got != c.want {
+			t.Errorf("oneShot(n=%d, %d bytes, in-place %v) = %v, want %v", c.n, c.bytes, c.inPlace, got, c.want)
+		}
+	}
+}

@@ -34,7 +34,7 @@ type split struct {
 // microseconds of copying), at most maxPiece, so that 1-16 MiB collectives
 // use every worker too, not just one core. Idle helpers poll for 200 us
 // before they sleep: the stages of back-to-back collectives follow each
-// other within microseconds, and waking a sleeping thread costs tens of
+// other within microseconds, and waking a sleeping thread can cost tens of
 // microseconds on a virtual machine, as long as a 1 MiB stage takes.
 func splitFor(localRanks int) split {
 	return split{
