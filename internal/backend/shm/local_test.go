@@ -211,9 +211,12 @@ func TestLocalGroupMatchesSimulation(t *testing.T) {
 // stage among goroutines:
 //
 //	one-core  the caller alone below 4 MiB, 2 MiB pieces above, helpers
-//	          asleep between stages (the executor before issue 16)
-//	sleep     splitFor's pieces, helpers asleep between stages
-//	crew      splitFor's pieces and helpers that poll between stages (the default)
+//	          asleep between stages, waits that poll 20 us (the executor
+//	          before issue 16)
+//	sleep     splitFor's pieces, helpers asleep between stages, waits that
+//	          poll 20 us
+//	crew      splitFor's pieces, helpers and waits that poll 200 us (the
+//	          default with a CPU per rank)
 //
 // The bytes per second are nccl-tests' algbw (size of the full tensor /
 // time); busbw is algbw for all-reduce and algbw/2 for all-gather with 2
@@ -231,15 +234,20 @@ func BenchmarkLocal(b *testing.B) {
 	splits := []struct {
 		name string
 		s    split
+		wait time.Duration
 	}{
-		{"one-core", split{workers: cur.workers, inline: 4 << 20, minPiece: maxPiece}},
-		{"sleep", sleep},
-		{"crew", cur},
+		{"one-core", split{workers: cur.workers, inline: 4 << 20, minPiece: maxPiece}, 20 * time.Microsecond},
+		{"sleep", sleep, 20 * time.Microsecond},
+		{"crew", cur, waitSpin(n)},
 	}
-	sizes := []int64{64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20}
+	sizes := []int64{256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20}
 	lgs := map[string]*localGroup{}
 	for _, sp := range splits {
-		lgs[sp.name] = newLocalGroup(b, n, sizes[len(sizes)-1], sp.s)
+		lg := newLocalGroup(b, n, sizes[len(sizes)-1], sp.s)
+		for _, g := range lg.gs {
+			g.pads.spin = sp.wait
+		}
+		lgs[sp.name] = lg
 	}
 	for _, size := range sizes {
 		for _, c := range []struct {
