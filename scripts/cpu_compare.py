@@ -185,6 +185,18 @@ def parse_go_bench(path):
     return out
 
 
+def parse_barrier(path):
+    """{variant: ns per call} of BenchmarkLocalBarrier (fastest run)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 4 and fields[0].startswith("BenchmarkLocalBarrier/") and fields[3] == "ns/op":
+                v = fields[0].split("/")[1].rsplit("-", 1)[0]
+                out[v] = min(out.get(v, float("inf")), float(fields[2]))
+    return out
+
+
 def old_plan(op, size):
     """The plan the CPU backend chose before issue 16 (2 ranks)."""
     if op == "all_gather":
@@ -225,6 +237,10 @@ def local(args):
         factor = 0.5 if op == "all_gather" else 1.0  # busbw = algbw * (n-1)/n or 2(n-1)/n
         bw = lambda ns: size / ns * factor  # bytes/ns = GB/s
         print(f"{op:<20}{size >> 10:>5}K{bw(b):>9.2f}{bw(a):>9.2f}{b / a:>8.2f}x")
+    bar = parse_barrier(args.bench)
+    if bar:
+        print("# BenchmarkLocalBarrier: two signal rounds (one tiny all-gather), us per call, by how long waits poll")
+        print("  " + "  ".join(f"{v} {ns / 1e3:.2f}" for v, ns in sorted(bar.items(), key=lambda kv: int(kv[0][5:-2]))))
 
 
 def main():

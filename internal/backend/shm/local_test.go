@@ -287,3 +287,30 @@ func sizeName(b int64) string {
 	}
 	return fmt.Sprintf("%dK", b>>10)
 }
+
+// BenchmarkLocalBarrier times the synchronisation of one call alone: an
+// all-gather of one element per rank on 2 ranks is two signal rounds
+// (inputs ready, reads done) around an 8-byte copy. "poll-Nus" is how long
+// a wait polls before it sleeps on the futex; poll-0us sleeps whenever the
+// peer is not there yet, which shows what a futex sleep and wake cost.
+func BenchmarkLocalBarrier(b *testing.B) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond, 200 * time.Microsecond} {
+		b.Run(fmt.Sprintf("poll-%dus", spin.Microseconds()), func(b *testing.B) {
+			lg := newLocalGroup(b, 2, 4096, split{workers: 1})
+			for _, g := range lg.gs {
+				g.pads.spin = spin
+			}
+			plans, err := lg.plans(plan.Spec{Kind: coll.AllGather, Count: 1, DType: coll.Float32})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lg.loop(plans, 10); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			if err := lg.loop(plans, b.N); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
