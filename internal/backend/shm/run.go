@@ -18,9 +18,9 @@ import (
 // the one-shot plan (every rank reads every peer's whole input and reduces
 // it: one barrier and one stage fewer, (n-1)/n more bytes read) out of
 // place; in place it also copies the result from scratch, so only up to
-// oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place):
-// one-shot 39 us at 1 MiB against 48-60 us two-shot on a 2-CPU build
-// machine; results/cpu-compare-2026-11-24.md has the 16-core host.
+// oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place, one
+// worker): one-shot 37-39 us at 1 MiB against 46-51 us two-shot, two-shot
+// ahead from 2 MiB (results/cpu-executor-2026-11-23.md).
 const (
 	oneShotPeerBytes = 1 << 20
 	oneShotInPlace   = 64 << 10
