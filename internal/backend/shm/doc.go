@@ -29,8 +29,9 @@
 //     and leaves the group usable.
 //   - Execution (Group.Run): the schedules of package plan run on the direct
 //     path — each rank reads its peers' symmetric memory and reduces with
-//     package reduce. All-reduces up to 1 MiB times the peers take the
-//     one-shot plan out of place (64 KiB in place), larger ones two-shot.
+//     package reduce. All-reduces take the one-shot plan while the tensor
+//     times the peers is at most 1 MiB out of place (64 KiB in place), the
+//     two-shot plan above.
 //     When the host has more CPUs than local ranks, every stage from
 //     256 KiB is cut into about one piece per worker (64 KiB to 2 MiB) and
 //     shared with the group's crew of helper goroutines (the CPUs divided

@@ -14,11 +14,11 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// All-reduces whose tensor, times the peers, is at most this many bytes use
-// the one-shot plan (every rank reads every peer's whole input and reduces
-// it: one barrier and one stage fewer, (n-1)/n more bytes read) out of
-// place; in place it also copies the result from scratch, so only up to
-// oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place, one
+// All-reduces whose tensor, times the peers (n-1), is at most this many
+// bytes use the one-shot plan out of place: every rank reads every peer's
+// whole tensor instead of 1/n of it, and saves a barrier and a stage. In
+// place, one-shot also copies the result back from scratch, so it is used
+// only up to oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place, one
 // worker): one-shot 37-39 us at 1 MiB against 46-51 us two-shot, two-shot
 // ahead from 2 MiB (results/cpu-executor-2026-11-23.md).
 const (
