@@ -168,7 +168,8 @@ func runMatrix(ctx context.Context, g *Group, b bufs, seed uint64) error {
 			}
 		}
 	}
-	// All-reduces above the one-shot size take the two-shot plan.
+	// All-reduces above the one-shot size take the two-shot plan: these in
+	// place (over 64 KiB); out of place, the bigCount case below (over 1 MiB).
 	for _, dt := range testDTypes {
 		for _, op := range testOps {
 			for _, mode := range []string{"sym", "inplace"} {

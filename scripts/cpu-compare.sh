@@ -2,20 +2,33 @@
 # cpu-compare.sh: CPU all-reduce and all-gather, Open MPI 4.1.6 (mpi4py,
 # shared memory through the vader BTL) vs `symmem bench -backend cpu` for
 # float32, bfloat16 and float16, 2 ranks on one host, 1 MiB..256 MiB, in one
-# run (issue 16). Build first on the build machine (no Go toolchain here):
+# run (issue 16). Build first on the build machine (no Go toolchain here;
+# scripts/build-gpu.sh builds both):
 #
 #   go build -o .build/symmem ./cmd/symmem
+#   go test -c -o .build/shm.test ./internal/backend/shm
+#
+# and, optionally, the code before issue 16's executor changes, to time it
+# in the same run (the "before" table):
+#
+#   rm -rf /tmp/symmem-base && mkdir /tmp/symmem-base && git archive 5cbb782 | tar -x -C /tmp/symmem-base &&
+#     (cd /tmp/symmem-base && go build -o "$OLDPWD/.build/symmem-base" ./cmd/symmem)
 #
 # then `scripts/cpu-compare.sh [outdir]` on the 16-core host. Logs go to
-# outdir ($OUT); the comparison table (scripts/cpu_compare.py table) is
-# printed last. Environment: MIN, MAX (sizes, default 1M, 256M), NRANKS
-# (default 2), MPIRUN_ARGS (extra mpirun flags), PYTHON (default python3).
+# outdir ($OUT). Printed last: the executor variants of BenchmarkLocal side
+# by side (scripts/cpu_compare.py local), the before table when
+# .build/symmem-base exists, and the comparison with Open MPI
+# (scripts/cpu_compare.py table). Environment: MIN, MAX (sizes, default
+# 1M, 256M), NRANKS (default 2), MPIRUN_ARGS (extra mpirun flags), PYTHON
+# (default python3), LOCAL=0 skips BenchmarkLocal.
 set -u
 OUTDIR=${1:-${OUT:-./cpu-compare-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 MIN=${MIN:-1M} MAX=${MAX:-256M} N=${NRANKS:-2} PY=${PYTHON:-python3}
 SYMMEM=${SYMMEM_BIN:-.build/symmem}
+BASE=${SYMMEM_BASE:-.build/symmem-base}
+SHMTEST=.build/shm.test
 [ -x "$SYMMEM" ] || { echo "missing $SYMMEM: run 'go build -o .build/symmem ./cmd/symmem' on the build machine" >&2; exit 2; }
 {
   date -u; uname -a; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)'
@@ -32,14 +45,48 @@ mpirun --allow-run-as-root -np "$N" --bind-to none --mca btl self,vader ${MPIRUN
   >"$OUTDIR/mpi.log" 2>&1
 echo "rc=$? ($(wc -l <"$OUTDIR/mpi.jsonl" 2>/dev/null || echo 0) rows)"
 
+# sweep BIN DTYPE NAME: one symmem sweep. --nproc-per-node is the rank
+# count (-n is nccl-tests' iteration count: runs 7 and 9 passed -n 2 and
+# timed 2 calls per size). The budget and warmup match the MPI side's
+# (0.5 s of timed calls, 3 warmup calls); -n only caps the calls.
+sweep() {
+  "$1" bench -backend cpu --nproc-per-node "$N" --budget 500ms -n 20000 -w 3 -ops all_reduce,all_gather \
+    -b "$MIN" -e "$MAX" -f 2 -dtype "$2" -inplace no -json "$OUTDIR/$3.json" >"$OUTDIR/$3.log" 2>&1
+  echo "rc=$?"
+}
+
 JSONS=()
 for dt in float32 bfloat16 float16; do
   echo "=== symmem $dt"
-  $SYMMEM bench -backend cpu -n "$N" -ops all_reduce,all_gather -b "$MIN" -e "$MAX" -f 2 \
-    -dtype "$dt" -inplace no -json "$OUTDIR/symmem-$dt.json" >"$OUTDIR/symmem-$dt.log" 2>&1
-  echo "rc=$?"
+  sweep "$SYMMEM" "$dt" "symmem-$dt"
   JSONS+=("$OUTDIR/symmem-$dt.json")
+  if [ -x "$BASE" ] && [ "$dt" = float32 ]; then
+    # Right after the new code's float32 sweep, so both meet the same
+    # moment of the host.
+    echo "=== symmem-base $dt (before issue 16's executor changes)"
+    sweep "$BASE" "$dt" "base-$dt"
+  fi
 done
 
+if [ "${LOCAL:-1}" != 0 ]; then
+  if [ -x "$SHMTEST" ]; then
+    echo "=== BenchmarkLocal (executor variants, 2 ranks in one process)"
+    "$SHMTEST" -test.run '^$' -test.bench Local -test.benchtime 0.3s -test.count 2 >"$OUTDIR/local-bench.txt" 2>&1
+    echo "rc=$?"
+  else
+    echo "=== BenchmarkLocal skipped: missing $SHMTEST (go test -c -o $SHMTEST ./internal/backend/shm)"
+  fi
+fi
+
 echo
+if [ -s "$OUTDIR/local-bench.txt" ]; then
+  $PY scripts/cpu_compare.py local "$OUTDIR/local-bench.txt" | tee "$OUTDIR/local-table.txt"
+  echo
+fi
+if [ -s "$OUTDIR/base-float32.json" ]; then
+  echo "# BEFORE: .build/symmem-base (the code before issue 16's executor changes), float32"
+  $PY scripts/cpu_compare.py table --mpi "$OUTDIR/mpi.jsonl" --symmem "$OUTDIR/base-float32.json" | tee "$OUTDIR/base-table.txt"
+  echo
+  echo "# AFTER: .build/symmem"
+fi
 $PY scripts/cpu_compare.py table --mpi "$OUTDIR/mpi.jsonl" --symmem "${JSONS[@]}" | tee "$OUTDIR/table.txt"

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """CPU collectives: Open MPI (mpi4py, shared memory) vs symmem's CPU backend.
 
-Two modes, both driven by scripts/cpu-compare.sh:
+Three modes, all driven by scripts/cpu-compare.sh:
 
   mpirun -np 2 python3 cpu_compare.py mpi --min 1M --max 256M --out mpi.jsonl
       all-reduce (sum) and all-gather busbw of MPI_FLOAT buffers, one JSON
       line per (op, size) written by rank 0.
   python3 cpu_compare.py table --mpi mpi.jsonl --symmem f32.json bf16.json ...
       one table: symmem busbw per dtype next to MPI float32 busbw, and ratios.
+  python3 cpu_compare.py local bench.txt
+      the executor variants of BenchmarkLocal (internal/backend/shm, 2 ranks
+      in one process) side by side: time per call of every plan and variant,
+      and before (one-core executor, one-shot up to 64 KiB) / after (the
+      crew, one-shot up to 1 MiB out of place) for the sizes of the goals.
 
 MPI has no bfloat16/float16 type: the 16-bit symmem rows are compared with
 MPI float32 at the same number of bytes (the same memory traffic), which
@@ -79,30 +84,49 @@ def run_mpi(args):
                 print(json.dumps(row), file=out, flush=True)
 
 
+# A row whose timed calls took less than this in all is flagged: a few
+# calls, where one slow one (a futex sleep, a page fault) decides the
+# average, too little to trust.
+MIN_TIMED_S = 0.05
+
+
+def too_short(m):
+    return m.get("iters", 0) * m.get("time_us", 0) / 1e6 < MIN_TIMED_S
+
+
 def load_symmem(path):
-    """Rows of one `symmem bench -json` file: {(op, bytes): busbw}, dtype.
+    """Rows of one `symmem bench -json` file: {(op, bytes): busbw}, dtype,
+    the rows timed too briefly (too_short).
 
     The only place that knows symmem's JSON shape (bench.Report): results[]
-    with op, bytes, type and out_of_place.busbw (in-place when absent).
+    with op, bytes, type and out_of_place.busbw and .iters (in-place when
+    absent).
     """
     with open(path) as f:
         rep = json.load(f)
-    rows = {}
+    rows, short = {}, []
     for r in rep["results"]:
         m = r.get("out_of_place") or r.get("in_place")
         if m and not m.get("refused"):
             rows[(r["op"], int(r["bytes"]))] = float(m["busbw"])
-    return rows, rep.get("dtype", "?")
+            if too_short(m):
+                short.append(f"{r['op']} {int(r['bytes']) >> 20}M: {m.get('iters')} calls")
+    return rows, rep.get("dtype", "?"), short
 
 
 def table(args):
-    mpi = {}
+    mpi, few = {}, []
     with open(args.mpi) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
                 mpi[(r["op"], int(r["bytes"]))] = float(r["busbw"])
-    runs = [load_symmem(p) for p in args.symmem]
+                if too_short(r):
+                    few.append(f"MPI {r['op']} {int(r['bytes']) >> 20}M: {r.get('iters')} calls")
+    loaded = [load_symmem(p) for p in args.symmem]
+    runs = [(rows, dt) for rows, dt, _ in loaded]
+    for _, dt, brief in loaded:
+        few += [f"symmem {dt} {w}" for w in brief]
     short = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
     dts = [short.get(dt, dt) for _, dt in runs]
     f32 = next((rows for rows, dt in runs if dt == "float32"), None)
@@ -135,6 +159,88 @@ def table(args):
     print("# smallest symmem/MPI ratio per op and dtype (goal: >= 5x at every size >= 1 MiB):")
     for (op, dt), r in sorted(worst.items()):
         print(f"#   {op:<11} {dt:<9} {r:.1f}x")
+    if few:
+        print(f"# WARNING: rows whose timed calls took under {MIN_TIMED_S} s in all (too little to trust):")
+        for w in few:
+            print(f"#   {w}")
+
+
+def parse_go_bench(path):
+    """{(op, plan, size, variant): ns per call} from `go test -bench Local`
+    lines such as BenchmarkLocal/all_reduce/two-shot/1M/crew-16 N T ns/op.
+    With -count > 1 the fastest run is kept."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 4 or not fields[0].startswith("BenchmarkLocal/") or fields[3] != "ns/op":
+                continue
+            parts = fields[0].split("/")[1:]
+            parts[-1] = parts[-1].rsplit("-", 1)[0]  # the -GOMAXPROCS suffix
+            if len(parts) == 3:  # all_gather/<size>/<variant>: one plan
+                parts.insert(1, "-")
+            op, plan, size, variant = parts
+            key = (op, plan, parse_size(size), variant)
+            out[key] = min(out.get(key, float("inf")), float(fields[2]))
+    return out
+
+
+def parse_barrier(path):
+    """{variant: ns per call} of BenchmarkLocalBarrier (fastest run)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) >= 4 and fields[0].startswith("BenchmarkLocalBarrier/") and fields[3] == "ns/op":
+                v = fields[0].split("/")[1].rsplit("-", 1)[0]
+                out[v] = min(out.get(v, float("inf")), float(fields[2]))
+    return out
+
+
+def old_plan(op, size):
+    """The plan the CPU backend chose before issue 16 (2 ranks)."""
+    if op == "all_gather":
+        return "-"
+    return "one-shot" if size <= 64 << 10 else "two-shot"
+
+
+def new_plan(op, size):
+    """The plan it chooses now (2 ranks; internal/backend/shm oneShot)."""
+    if op == "all_gather":
+        return "-"
+    limit = 64 << 10 if op.endswith("-inplace") else 1 << 20
+    return "one-shot" if size <= limit else "two-shot"
+
+
+def local(args):
+    t = parse_go_bench(args.bench)
+    if not t:
+        sys.exit(f"{args.bench}: no BenchmarkLocal lines")
+    variants = [v for v in ("one-core", "sleep", "crew") if any(k[3] == v for k in t)]
+    print("# BenchmarkLocal: 2 ranks in one process, float32; us per call (fastest of -count runs)")
+    print("# variants: one-core = the executor before issue 16; sleep = pieces shared with helpers that")
+    print("# sleep between stages; crew = pieces shared with helpers that poll (the default)")
+    print(f"{'op':<20}{'plan':<10}{'size':>6}" + "".join(f"{v:>10}" for v in variants))
+    for op, plan, size in sorted({k[:3] for k in t}):
+        row = f"{op:<20}{plan:<10}{size >> 10:>5}K"
+        for v in variants:
+            ns = t.get((op, plan, size, v))
+            row += f"{ns / 1e3:>10.1f}" if ns else f"{'-':>10}"
+        print(row)
+    print("# before (one-core, old plan choice) vs after (crew, new plan choice); busbw GB/s (2 ranks)")
+    print(f"{'op':<20}{'size':>6}{'before':>9}{'after':>9}{'speedup':>9}")
+    for op, size in sorted({(k[0], k[2]) for k in t}):
+        b = t.get((op, old_plan(op, size), size, "one-core"))
+        a = t.get((op, new_plan(op, size), size, "crew"))
+        if not b or not a:
+            continue
+        factor = 0.5 if op == "all_gather" else 1.0  # busbw = algbw * (n-1)/n or 2(n-1)/n
+        bw = lambda ns: size / ns * factor  # bytes/ns = GB/s
+        print(f"{op:<20}{size >> 10:>5}K{bw(b):>9.2f}{bw(a):>9.2f}{b / a:>8.2f}x")
+    bar = parse_barrier(args.bench)
+    if bar:
+        print("# BenchmarkLocalBarrier: two signal rounds (one tiny all-gather), us per call, by how long waits poll")
+        print("  " + "  ".join(f"{v} {ns / 1e3:.2f}" for v, ns in sorted(bar.items(), key=lambda kv: int(kv[0][5:-2]))))
 
 
 def main():
@@ -152,9 +258,13 @@ def main():
     t = sub.add_parser("table", help="print the comparison table")
     t.add_argument("--mpi", required=True)
     t.add_argument("--symmem", nargs="+", required=True, help="symmem bench -json files")
+    lb = sub.add_parser("local", help="tabulate BenchmarkLocal (go test -bench Local output)")
+    lb.add_argument("bench")
     args = p.parse_args()
     if args.mode == "mpi":
         run_mpi(args)
+    elif args.mode == "local":
+        local(args)
     else:
         table(args)
 

@@ -16,8 +16,9 @@
 //     signal pads: each rank owns a memfd page that every peer maps, with
 //     one word per target peer holding the epoch value this rank last
 //     signalled to it (the protocol of package plan: values only grow,
-//     nothing is reset). Waits spin briefly, then sleep on a futex, always
-//     bounded by the group timeout; a peer that exits is noticed through a
+//     nothing is reset). Waits poll (200 us when every rank has a CPU of
+//     its own, else 20 us), then sleep on a futex, always bounded by the
+//     group timeout; a peer that exits is noticed through a
 //     pidfd and named in the error. A collective that fails midway leaves
 //     the group broken (ErrBroken): the ranks' epochs no longer agree, and
 //     later store exchanges on the group fail at once too. After the target
@@ -28,10 +29,14 @@
 //     and leaves the group usable.
 //   - Execution (Group.Run): the schedules of package plan run on the direct
 //     path — each rank reads its peers' symmetric memory and reduces with
-//     package reduce. The data steps of a stage are cut into 2 MiB pieces
-//     (Go's memmove uses non-temporal stores from 1 MiB) and, when the host
-//     has more CPUs than local ranks, spread over up to 16 worker
-//     goroutines (the CPUs divided among the local ranks).
+//     package reduce. All-reduces take the one-shot plan while the tensor
+//     times the peers is at most 1 MiB out of place (64 KiB in place), the
+//     two-shot plan above.
+//     When the host has more CPUs than local ranks, every stage from
+//     256 KiB is cut into about one piece per worker (64 KiB to 2 MiB) and
+//     shared with the group's crew of helper goroutines (the CPUs divided
+//     among the local ranks, at most 16 per rank), which poll for the next
+//     stage for 200 us before they sleep, as waits on peers do.
 //
 // Every rank of a group must live on this host: the backend refuses groups
 // that span hosts.

@@ -33,21 +33,21 @@ func (b *Backend) Describe() string {
 // API explains the staging around it.
 func (g *Group) Explain(req backend.Request) coll.Path {
 	if !req.OutSym.OK {
-		return coll.Path{Algo: coll.AlgoDirect, Reason: directHow(req)}
+		return coll.Path{Algo: coll.AlgoDirect, Reason: directHow(req, len(g.ranks))}
 	}
 	return coll.Path{Algo: coll.AlgoDirect, Reason: fmt.Sprintf(
-		"symmetric buffers (cpu backend, peers mapped): %s", directHow(req))}
+		"symmetric buffers (cpu backend, peers mapped): %s", directHow(req, len(g.ranks)))}
 }
 
-func directHow(req backend.Request) string {
+func directHow(req backend.Request, n int) string {
 	switch req.Kind {
 	case coll.AllGather:
 		return "each rank copies every peer's input into its output"
 	case coll.ReduceScatter:
 		return "each rank reduces its chunk from every peer's input"
 	case coll.AllReduce:
-		if req.Count*int64(req.DType.Size()) <= OneShotBytes {
-			return fmt.Sprintf("one-shot up to %d KiB: every rank reduces the whole tensor from every peer", OneShotBytes>>10)
+		if oneShot(n, req.Count*int64(req.DType.Size()), req.InPlace) {
+			return "one-shot (small tensor): every rank reduces the whole tensor from every peer"
 		}
 		return "two-shot: each rank reduces 1/n of the tensor from every peer, then gathers the reduced slices"
 	case coll.Broadcast:

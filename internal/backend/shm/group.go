@@ -55,7 +55,7 @@ type Group struct {
 	fdx     *rendezvous.FDExchange
 	timeout time.Duration
 	prefix  string // store key and fd tag namespace
-	workers int    // goroutines for the data steps of one stage
+	crew    *crew  // goroutines for the data steps of a stage
 
 	ag *members.Gather
 
@@ -101,9 +101,9 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix:  members.Prefix("shm", b.env.JobID, cfg.Name, gen),
-		plans:   map[plan.Spec]plan.Plan{},
-		workers: workersFor(b.env.LocalWorldSize),
+		prefix: members.Prefix("shm", b.env.JobID, cfg.Name, gen),
+		plans:  map[plan.Spec]plan.Plan{},
+		crew:   newCrew(splitFor(b.env.LocalWorldSize)),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	n := len(g.ranks)
@@ -115,6 +115,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	if g.pads, err = newPads(n, me); err != nil {
 		return nil, fmt.Errorf("shm: group %q: %w", g.name, err)
 	}
+	g.pads.spin = waitSpin(b.env.LocalWorldSize)
 	if err := g.setup(ctx); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("shm: group %q (rank %d): %w", g.name, cfg.Rank, err)
@@ -277,6 +278,7 @@ func (g *Group) Close() error {
 		if g.broken == nil {
 			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.name, ErrBroken)
 		}
+		g.crew.stop()
 		g.runMu.Unlock()
 		g.b.forget(g)
 	})

@@ -23,14 +23,28 @@ import (
 // epoch base E, a Signal of phase k stores E+k+1 and a Wait for phase k
 // returns once the word is >= E+k+1 (wrap-aware), so nothing is ever reset.
 const (
-	padLine  = 64 // bytes per target: one cache line, no false sharing
-	spinFor  = 20 * time.Microsecond
+	padLine  = 64                    // bytes per target: one cache line, no false sharing
 	napSlice = 20 * time.Millisecond // futex sleep slice between liveness checks
 )
+
+// waitSpin is how long a Wait polls before it sleeps on the futex, for a
+// process that shares this host with localRanks ranks. Waking a sleeping
+// thread can cost tens of microseconds (an idle virtual CPU must be
+// woken), as long as a 1 MiB step takes, so a rank with a CPU of its own
+// polls for 200 us (Open MPI's shared-memory transport polls without end);
+// where the ranks outnumber the CPUs, a polling rank takes the CPU its peer
+// needs, so it polls for 20 us only.
+func waitSpin(localRanks int) time.Duration {
+	if runtime.NumCPU() > max(localRanks, 1) {
+		return 200 * time.Microsecond
+	}
+	return 20 * time.Microsecond
+}
 
 // pads is one group's view of all pads.
 type pads struct {
 	n, me int
+	spin  time.Duration                               // how long wait polls before it sleeps
 	fd    int                                         // this rank's pad memfd
 	mem   []byte                                      // this rank's pad
 	peers [][]byte                                    // peers' pads by group rank (peers[me] aliases mem)
@@ -48,7 +62,7 @@ func newPads(n, me int) (*pads, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signal pad: %w", err)
 	}
-	p := &pads{n: n, me: me, fd: fd, mem: mem, peers: make([][]byte, n)}
+	p := &pads{n: n, me: me, spin: waitSpin(1), fd: fd, mem: mem, peers: make([][]byte, n)}
 	p.peers[me] = mem
 	return p, nil
 }
@@ -77,8 +91,8 @@ func (p *pads) arrived(from int, v uint32) bool {
 	return reached(atomic.LoadUint32(hostmem.Uint32At(p.word(from, p.me))), v)
 }
 
-// wait returns once from's signal to this rank reaches v (acquire). It spins
-// briefly, then sleeps on the futex in slices, checking between slices that
+// wait returns once from's signal to this rank reaches v (acquire). It polls
+// for p.spin, then sleeps on the futex in slices, checking between slices that
 // the peer is alive (alive) and that neither ctx nor deadline passed.
 func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time, alive func(int) error) error {
 	a := p.word(from, p.me)
@@ -86,7 +100,7 @@ func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time,
 	if reached(atomic.LoadUint32(w), v) {
 		return nil
 	}
-	spinEnd := time.Now().Add(spinFor)
+	spinEnd := time.Now().Add(p.spin)
 	for k := 0; ; k++ {
 		if reached(atomic.LoadUint32(w), v) {
 			return nil

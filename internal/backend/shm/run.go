@@ -14,9 +14,27 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// OneShotBytes: all-reduces up to this size use the one-shot plan (every
-// rank reduces the whole tensor; one barrier less).
-const OneShotBytes = 64 << 10
+// All-reduces whose tensor, times the peers (n-1), is at most this many
+// bytes use the one-shot plan out of place: every rank reads every peer's
+// whole tensor instead of 1/n of it, and saves a barrier and a stage. In
+// place, one-shot also copies the result back from scratch, so it is used
+// only up to oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place, one
+// worker): one-shot 37-39 us at 1 MiB against 46-51 us two-shot, two-shot
+// ahead from 2 MiB (results/cpu-executor-2026-11-23.md).
+const (
+	oneShotPeerBytes = 1 << 20
+	oneShotInPlace   = 64 << 10
+)
+
+// oneShot reports whether an all-reduce of bytes on n ranks uses the
+// one-shot plan.
+func oneShot(n int, bytes int64, inPlace bool) bool {
+	peers := int64(max(n-1, 1))
+	if inPlace {
+		return bytes*peers <= oneShotInPlace
+	}
+	return bytes*peers <= oneShotPeerBytes
+}
 
 // Run executes one collective on symmetric buffers (the direct path) by
 // interpreting the plan package's schedule for this rank. The user API
@@ -103,7 +121,7 @@ func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 		spec.Op, spec.InPlace = req.Op, req.InPlace
 	case coll.AllReduce:
 		spec.Op, spec.InPlace = req.Op, req.InPlace
-		spec.OneShot = req.Count*es <= OneShotBytes
+		spec.OneShot = oneShot(len(g.ranks), req.Count*es, req.InPlace)
 	}
 	if p, ok := g.plans[spec]; ok {
 		return p, nil
@@ -196,8 +214,8 @@ func (x *exec) mem(r plan.Ref, n int64) []byte {
 }
 
 // execute runs the plan's steps: sync steps one by one, and each stage of
-// data steps (independent by the plan's contract) through runTasks, which
-// splits them over worker goroutines.
+// data steps (independent by the plan's contract) through the group's
+// crew, which shares them among worker goroutines.
 func (g *Group) execute(x *exec) error {
 	steps := x.p.Steps
 	for i := 0; i < len(steps); {
@@ -234,7 +252,7 @@ func (g *Group) execute(x *exec) error {
 			}
 			ts = append(ts, t)
 		}
-		if err := runTasks(ts, x.p.DType, x.p.Op, g.workers); err != nil {
+		if err := g.crew.run(ts, x.p.DType, x.p.Op); err != nil {
 			return err
 		}
 	}

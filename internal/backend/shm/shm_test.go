@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -187,8 +188,8 @@ func TestPadsTimeoutAndDeath(t *testing.T) {
 	}
 }
 
-func TestRunTasks(t *testing.T) {
-	const n = 3<<20 + 192 // above inlineBytes once tripled, a short last piece: the worker path
+func TestCrew(t *testing.T) {
+	const n = 3<<20 + 192 // maxPiece pieces and a short last piece
 	mk := func(seed byte) []byte {
 		b := make([]byte, n)
 		for i := range b {
@@ -214,15 +215,24 @@ func TestRunTasks(t *testing.T) {
 			{dst: mid, srcs: [][]byte{a, mid, c}, reduce: true},
 			{dst: cp, srcs: [][]byte{a}},
 		}
-		for _, workers := range []int{2, 8} { // large pieces, and minChunk-sized ones
+		for _, s := range []split{
+			{workers: 2, inline: 1 << 30},                 // too small to share: the caller alone
+			{workers: 2, inline: 256 << 10, minPiece: 64}, // maxPiece pieces
+			{workers: 8, inline: 256 << 10, minPiece: 64}, // about one piece per worker
+			{workers: 3, minPiece: 3 << 20},               // one piece per task, 3 workers
+			{workers: 8, minPiece: 64, spin: time.Hour},   // helpers that never sleep
+		} {
 			clear(got)
 			copy(mid, b)
 			clear(cp)
-			if err := runTasks(ts, coll.Int32, op, workers); err != nil {
+			c := newCrew(s)
+			err := c.run(ts, coll.Int32, op)
+			c.stop()
+			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) || !bytes.Equal(mid, want) || !bytes.Equal(cp, a) {
-				t.Errorf("%v, %d workers: out-of-place ok=%v in-place ok=%v copy ok=%v", op, workers, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
+				t.Errorf("%v, %+v: out-of-place ok=%v in-place ok=%v copy ok=%v", op, s, bytes.Equal(got, want), bytes.Equal(mid, want), bytes.Equal(cp, a))
 			}
 		}
 		// Six sources, dst aliasing the last (a group of six, in place).
@@ -231,7 +241,9 @@ func TestRunTasks(t *testing.T) {
 		reduce.ReduceN(want6, six, coll.Int32, op)
 		reduce.Finish(want6, coll.Int32, op, 6)
 		six[5] = bytes.Clone(six[5])
-		if err := runTasks([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op, 2); err != nil {
+		c := newCrew(split{workers: 2, minPiece: 64})
+		defer c.stop()
+		if err := c.run([]task{{dst: six[5], srcs: six, reduce: true}}, coll.Int32, op); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(six[5], want6) {
@@ -240,4 +252,61 @@ func TestRunTasks(t *testing.T) {
 	}
 }
 
+// TestCrewStops: stop ends the helpers, whether they poll (for an hour
+// here) or sleep, and returns once they have returned.
+func TestCrewStops(t *testing.T) {
+	src, dst := make([]byte, 1<<20), make([]byte, 1<<20)
+	for _, spin := range []time.Duration{0, time.Hour} {
+		before := runtime.NumGoroutine()
+		c := newCrew(split{workers: 4, minPiece: 64 << 10, spin: spin})
+		if err := c.run([]task{{dst: dst, srcs: [][]byte{src}}}, coll.Uint8, coll.Sum); err != nil {
+			t.Fatal(err)
+		}
+		running := runtime.NumGoroutine()
+		c.stop()
+		// Other tests' goroutines may end meanwhile, never start: at least
+		// the 3 helpers are gone.
+		if after := runtime.NumGoroutine(); running-after < 3 {
+			t.Fatalf("spin %v: %d goroutines before the crew, %d with it, %d after stop; want 3 fewer after stop", spin, before, running, after)
+		}
+	}
+}
+
+func TestPieceSize(t *testing.T) {
+	s := split{workers: 8, inline: 256 << 10, minPiece: 64 << 10}
+	for _, c := range []struct{ total, want int }{
+		{256 << 10, 64 << 10},     // the floor
+		{1 << 20, 128 << 10},      // one per worker
+		{1<<20 + 1, 128<<10 + 64}, // rounded up to 64 bytes
+		{64 << 20, maxPiece},      // the cap
+	} {
+		if got := s.pieceSize(c.total); got != c.want {
+			t.Errorf("pieceSize(%d) = %d, want %d", c.total, got, c.want)
+		}
+	}
+}
+
 func segID(i uint64) pool.SegmentID { return pool.SegmentID(i) }
+
+func TestOneShotChoice(t *testing.T) {
+	for _, c := range []struct {
+		n       int
+		bytes   int64
+		inPlace bool
+		want    bool
+	}{
+		{2, 1 << 20, false, true},
+		{2, 1<<20 + 4, false, false},
+		{3, 512 << 10, false, true},
+		{3, 512<<10 + 4, false, false},
+		{8, 128 << 10, false, true},
+		{8, 256 << 10, false, false},
+		{2, 64 << 10, true, true}, // in place: the scratch copy costs more
+		{2, 128 << 10, true, false},
+		{1, 1 << 30, true, false},
+	} {
+		if got := oneShot(c.n, c.bytes, c.inPlace); got != c.want {
+			t.Errorf("oneShot(n=%d, %d bytes, in-place %v) = %v, want %v", c.n, c.bytes, c.inPlace, got, c.want)
+		}
+	}
+}
