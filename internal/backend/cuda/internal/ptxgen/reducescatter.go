@@ -147,7 +147,7 @@ L_end:
 // with only a few CTAs, bytes in flight per SM bound the speed, so each
 // thread loads lcUnroll vectors of a rank at once (strided by the grid, so
 // the CTA's loads stay coalesced) and accumulates rank by rank.
-const lcUnroll = 4
+const lcUnroll = 8
 
 // sumStrided: vectors i + u*S (u < lcUnroll, those below V) of sub-chunk c:
 // accumulators start at -0.0 (so -0.0 + v0 is v0 exactly and the sum is
