@@ -54,13 +54,17 @@ step cost-n1 200 .build/symmem launch -n 1 python3 python/$T cost
 step go-cost 200 .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce|ABIAllReduce' -test.benchmem \
   -test.benchtime 20000x -test.count 7 -test.v
 step abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cuda 20000
+# The same layers on the CPU backend in a process without torch: is the
+# ctypes floor of cost-n1 the host's, or the torch process's?
+step cpu-cost 120 .build/symmem launch -n 1 python3 python/bench/host_cost.py 20000
+step cpu-abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cpu 20000
 # The examples, 2 ranks on the one GPU.
 SYMMEM_SHARE_DEVICE=1 step example-tp 200 .build/symmem launch -n 2 python3 examples/python/tp_layer.py
 SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 examples/python/fsdp_layer.py
 
 echo
 echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
-for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost example-tp example-fsdp; do
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost cpu-cost cpu-abi-cost example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"
@@ -70,4 +74,4 @@ grep -h "FAIL" "$OUTDIR"/checks-*.log "$OUTDIR"/mismatch-*.log 2>/dev/null | hea
 echo
 echo "host cost per layer (us/call: best, median)"
 python3 scripts/bench-cost-rows.py <"$OUTDIR/go-cost.log" 2>/dev/null | grep COST
-for f in abi-cost cost-n1; do grep -h "COST" "$OUTDIR/$f.log" 2>/dev/null | sed 's/^\[rank [0-9]*\] //'; done
+for f in abi-cost cost-n1 cpu-abi-cost cpu-cost; do grep -h "COST" "$OUTDIR/$f.log" 2>/dev/null | sed 's/^\[rank [0-9]*\] //'; done
