@@ -43,6 +43,11 @@ step() { # name timeout_s cmd...
   date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'
   echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"; ls -l .build/
+  # A clock read that is a system call (no vDSO clock source) makes every
+  # Go timer and scheduler sample dear: part of the host cost picture.
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  python3 -c 'import time, timeit; n = 200000; print("time.monotonic_ns(): %.0f ns/call" % (min(timeit.repeat(time.monotonic_ns, number=n, repeat=5)) / n * 1e9))'
+  nproc; grep -m1 "model name" /proc/cpuinfo
 } >"$OUTDIR/env.log" 2>&1
 T=tests/gpu_torch.py
 # The standard-library suite with torch present (CPU tensors on the CPU backend).
