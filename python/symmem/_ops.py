@@ -6,6 +6,7 @@ word packs kind, dtype, op, algorithm and root), and a shared Path object for
 the result."""
 
 import ctypes
+import operator
 import weakref
 
 from . import _core, _lib
@@ -184,10 +185,8 @@ def _load_raw_stream():
 
 
 def _stream_arg(stream, dev):
-    """The raw stream for a call: the current stream of the tensor's device,
-    or stream= (an int, or a torch.cuda.Stream whose handle is cached)."""
-    if stream is None:
-        return (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    """The raw stream of stream= (an int, or a torch.cuda.Stream whose
+    handle is cached); the callers read the current stream themselves."""
     if isinstance(stream, int):
         return stream or CU_STREAM_LEGACY
     try:
@@ -199,13 +198,13 @@ def _stream_arg(stream, dev):
         return stream.cuda_stream or CU_STREAM_LEGACY
 
 
-def _place(g, dev, what):
-    if (dev >= 0) != g.cuda:
-        if g.cuda:
-            raise InvalidArgumentError(f"symmem: the {what} is host memory but the world runs the cuda backend: "
-                                       f"pass CUDA tensors")
-        raise InvalidArgumentError(f"symmem: the {what} is a CUDA tensor but the world runs the {g.world.backend} "
-                                   f"backend: init(backend=\"cuda\") or pass host memory")
+def _place_error(g, dev, what):
+    """Raises for a buffer on the wrong side (host vs CUDA) for g's backend."""
+    if g.cuda:
+        raise InvalidArgumentError(f"symmem: the {what} is host memory but the world runs the cuda backend: "
+                                   f"pass CUDA tensors")
+    raise InvalidArgumentError(f"symmem: the {what} is a CUDA tensor but the world runs the {g.world.backend} "
+                               f"backend: init(backend=\"cuda\") or pass host memory")
 
 
 _PATHS = tuple(_core.PATHS.get(i) for i in range(16))
@@ -235,10 +234,13 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
     if ob != ib * g.size or idt != odt or dev != odev or ib % es:
         _shape_error("all_gather_into_tensor", f"output holds {ob} bytes, want group size {g.size} × input's {ib} "
                      f"bytes = {ib * g.size}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "input")
-    r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es,
-                    None if dev < 0 and stream is None else _stream_arg(stream, dev))
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
+    r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -254,14 +256,17 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
     if ib != ob * g.size or idt != odt or dev != odev or ob % es:
         _shape_error("reduce_scatter_tensor", f"input holds {ib} bytes, want group size {g.size} × output's {ob} "
                      f"bytes = {ob * g.size}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "input")
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
     try:
         call = _RS_OP[op]
     except (KeyError, TypeError):
         call = RS | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es,
-                    None if dev < 0 and stream is None else _stream_arg(stream, dev))
+    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -278,14 +283,17 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
     es = _SIZE[idt]
     if ob != ib or idt != odt or dev != odev or ib % es:
         _shape_error("all_reduce", f"output holds {ob} bytes and the tensor {ib}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "tensor")
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "tensor")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
     try:
         call = _AR_OP[op]
     except (KeyError, TypeError):
         call = AR | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es,
-                    None if dev < 0 and stream is None else _stream_arg(stream, dev))
+    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -295,21 +303,29 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
     a, b, dt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, True)
     if dt < 0 or dt == 16 or dtype is not None:
         dt = _dtype(dt, dtype, "tensor")
-    if dev != -1 or g.cuda:
-        _place(g, dev, "tensor")
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "tensor")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
     if root.__class__ is not int or not 0 <= root < 1 << 31:
         root = _root(root, g)
     r = _collective(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, None, a,
-                    b // _SIZE[dt], None if dev < 0 and stream is None else _stream_arg(stream, dev))
+                    b // _SIZE[dt], stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def _root(root, g):
-    """A root that is not a plain non-negative int: an int subclass passes
-    through, anything else (or out of range) is an error naming it."""
-    if isinstance(root, int) and not isinstance(root, bool) and 0 <= root < 1 << 31:
-        return int(root)
-    raise InvalidArgumentError(f"symmem.broadcast: root {root!r} is not a group rank (0 to {g.size - 1})")
+    """root as a plain int (anything with __index__: numpy integers too), or
+    an error naming it."""
+    try:
+        r = operator.index(root)
+    except TypeError:
+        r = -1
+    if isinstance(root, bool) or not 0 <= r < 1 << 31:
+        raise InvalidArgumentError(f"symmem.broadcast: root {root!r} is not a group rank (0 to {g.size - 1})")
+    return r
 
 
 def _algo(a):
