@@ -226,7 +226,10 @@ def timeit(f, n=3000, batch=200, rounds=7):
     """Best and median host microseconds per call of f() over rounds of n
     calls, timed in batches of `batch` with the GPU drained untimed between
     batches (so a row is enqueue time, never a full launch queue), as
-    BenchmarkGoAllReduce and abi_cost.c time theirs."""
+    BenchmarkGoAllReduce and abi_cost.c time theirs. Rows run on different
+    streams: the device drains first, so no two rows' kernels of the group
+    overlap."""
+    torch.cuda.synchronize()
     try:
         f()
     except Exception as e:  # noqa: BLE001 - a row that cannot run says why
@@ -277,31 +280,33 @@ def run_cost(w):
     lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
     ia, oa = inp.data_ptr(), out.data_ptr()
     call = symmem._ops.AR | 7 << 8  # all-reduce, float32, sum, auto
-    # functools.partial: a row times the ctypes call itself; timeit checks
-    # the first call (a failing one raises in the package rows; here the
-    # status is checked before and after).
+    # functools.partial: a row times the ctypes call itself; its status is
+    # checked before and after the timing.
     abi_rows = [
         ("ctypes floor: symmem_abi_version()", lib.symmem_abi_version),
-        ("ctypes symmem_all_reduce(8 args), stream NULL", functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
+        ("ctypes symmem_all_reduce(8 args), stream NULL",
+         functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
         ("ctypes symmem_collective(6 args), stream NULL", functools.partial(coll, gh, call, ia, oa, count, None)),
         ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(coll, gh, call, ia, oa, count, 1)),
-        ("ctypes symmem_collective(6 args), side stream", functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream)),
+        ("ctypes symmem_collective(6 args), side stream",
+         functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream)),
     ]
     for name, f in abi_rows:
-        if f() < 0:
-            raise symmem._lib.error(-9)
+        if (r := f()) < 0:
+            raise symmem._lib.error(r)
         rows.append((name, timeit(f)))
-        if f() < 0:
-            raise symmem._lib.error(-9)
-    rows.append(("symmem.all_reduce(pool tensors, output=), default stream", timeit(lambda: symmem.all_reduce(inp, output=out))))
+        if (r := f()) < 0:
+            raise symmem._lib.error(r)
+    ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
+    rows.append(("symmem.all_reduce(pool tensors, output=), default stream", timeit(ar)))
     with torch.cuda.stream(side):
-        rows.append(("symmem.all_reduce(pool tensors, output=), side stream", timeit(lambda: symmem.all_reduce(inp, output=out))))
+        rows.append(("symmem.all_reduce(pool tensors, output=), side stream", timeit(ar)))
     # The package's Python work alone: the same call with the library call
     # replaced by a no-op (its torch attribute reads and checks included).
     real = symmem._ops._collective
     symmem._ops._collective = lambda *a: 0
     try:
-        rows.append(("symmem.all_reduce Python work (library call a no-op)", timeit(lambda: symmem.all_reduce(inp, output=out))))
+        rows.append(("symmem.all_reduce Python work (library call a no-op)", timeit(ar)))
     finally:
         symmem._ops._collective = real
     d = symmem._ops._tensor
@@ -330,7 +335,8 @@ def run_cost(w):
     pa, po = plain_in.data_ptr(), plain_out.data_ptr()
     rows.append(("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
                  timeit(functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None))))
-    rows.append(("vLLM-style pynccl all_reduce(tensor), default stream", timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
+    rows.append(("vLLM-style pynccl all_reduce(tensor), default stream",
+                 timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
     print("COST host us/call from Python: cuda backend, 1024 float32 out of place, world of 1, best and median of 7 "
           "rounds of 3000 calls (batches of 200), GPU", torch.cuda.get_device_name())
     for name, (best, med) in rows:
