@@ -137,7 +137,7 @@ func collective(gh uint64, a args) C.int {
 		opts = append(opts, symmem.WithAlgo(a.algo))
 	}
 	if a.stream != 0 {
-		opts = append(opts, symmem.WithStream(a.stream))
+		opts = append(opts, g.withStream(a.stream))
 	}
 	in := func(b int64) coll.Span { return coll.Span{Ptr: a.in, Len: b} }
 	out := func(b int64) coll.Span { return coll.Span{Ptr: a.out, Len: b} }

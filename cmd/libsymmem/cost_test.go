@@ -23,7 +23,9 @@ import (
 //	testdata/abi_cost.c    the exported function called from C
 //	python/bench/host_cost.py, python/tests/gpu_torch.py cost: ctypes, the package
 //
-// Variants: cpu (the CPU backend); cuda (the GPU backend on its own
+// Variants: cpu (the CPU backend); cpu-stream (the same with a stream
+// argument, which the CPU backend ignores: the ABI's per-call option work
+// without a GPU); cuda (the GPU backend on its own
 // stream); cuda-legacy (on CU_STREAM_LEGACY, torch's default stream, as the
 // Python package passes it). GPU variants are skipped without a usable GPU.
 // Calls are timed in batches of costBatch; between batches, untimed, the GPU
@@ -35,7 +37,7 @@ const cuStreamLegacyHandle = 0x1 // CU_STREAM_LEGACY
 var costVariants = []struct {
 	name, backend string
 	stream        uint64
-}{{"cpu", "cpu", 0}, {"cuda", "cuda", 0}, {"cuda-legacy", "cuda", cuStreamLegacyHandle}}
+}{{"cpu", "cpu", 0}, {"cpu-stream", "cpu", cuStreamLegacyHandle}, {"cuda", "cuda", 0}, {"cuda-legacy", "cuda", cuStreamLegacyHandle}}
 
 func BenchmarkGoAllReduce(b *testing.B) {
 	for _, v := range costVariants {
@@ -160,5 +162,20 @@ func (c *costWorld) loop(b *testing.B, f func()) {
 	}
 	if err := c.drain(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestStreamOptionCached: the option for a caller's stream is made once per
+// change of stream, not once per call, and always for the stream asked.
+func TestStreamOptionCached(t *testing.T) {
+	g := &group{}
+	for _, s := range []uint64{5, 5, 6, 5} {
+		g.withStream(s)
+		if c := g.stream.Load(); c == nil || c.handle != s {
+			t.Fatalf("after withStream(%d) the cached option is for %v", s, c)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { g.withStream(5) }); n != 0 {
+		t.Errorf("withStream of the cached stream allocates %v times per call", n)
 	}
 }
