@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define SYMMEM_ABI_VERSION 1
+#define SYMMEM_ABI_VERSION 2
 
 typedef uint64_t symmem_world_t;
 typedef uint64_t symmem_group_t;
@@ -165,7 +165,8 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
  * ctypes: ~55 ns a pointer, ~120 ns an int). call = SYMMEM_CALL(kind, dtype,
  * op, algo, root); in, out, count and stream as in the calls above; op is
  * read for reduce-scatter and all-reduce, root for broadcast, whose buffer
- * is out (in: NULL or out). */
+ * is out (in: NULL or out). Fields are 8 bits (root 32): pass the enum
+ * values above. (ABI version 2 added this call.) */
 #define SYMMEM_ALGO_AUTO 0
 #define SYMMEM_ALGO_DIRECT 1
 #define SYMMEM_ALGO_NCCL 2
