@@ -13,7 +13,8 @@ rounds (timed in batches of 200 calls, as the C and Go benchmarks are):
   ctypes all_reduce   lib.symmem_all_reduce(...), the NCCL-shaped export, arguments ready
   ctypes collective   symmem_collective(...), the package's binding, arguments ready
   package             symmem.all_reduce(buf, output=out) on memoryviews of pool memory
-  Python work         the same with the library call replaced by a no-op
+  Python work         the same with the library call replaced by a no-op,
+                      and one of its buffer descriptions
 """
 
 import functools
@@ -92,6 +93,8 @@ def main():
         real, ops.lib = ops.lib, type("NoOp", (), {"symmem_all_reduce": staticmethod(lambda *args: 0)})
     best, med = cost(lambda: symmem.all_reduce(buf, output=out))
     print(f"COST {'symmem.all_reduce Python work (library call a no-op)':52s} {best:8.3f} {med:8.3f}", flush=True)
+    best, med = cost(functools.partial(ops.describe, buf, True))
+    print(f"COST {'of it: describe one memoryview (_ops.describe)':52s} {best:8.3f} {med:8.3f}", flush=True)
     if hasattr(ops, "_collective"):
         ops._collective = real
     else:
