@@ -163,7 +163,8 @@ const (
 	AlgoLowContention Algo = "lc"          // copy engines move, a few CTAs reduce (reduce-scatter; all-reduce adds a copy-engine all-gather)
 )
 
-// Algos lists every algorithm name, in the order help texts show them.
+// Algos lists every algorithm name. The order is the C ABI's algorithm codes
+// (SYMMEM_ALGO_* in include/symmem.h): append only.
 func Algos() []Algo {
 	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention}
 }

@@ -6,12 +6,19 @@
 #   CGO_ENABLED=1 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
 #   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
 #   CGO_ENABLED=1 go test -c -o .build/libsymmem.test ./cmd/libsymmem
+#   cc -O2 -std=c11 -I include cmd/libsymmem/testdata/abi_cost.c -L .build -lsymmem -Wl,-rpath,'$ORIGIN' -ldl -o .build/abi_cost
 #
+# (scripts/build-gpu.sh builds these with the rest.)
 # then run `scripts/gpu-python.sh [outdir]` there with the venv's python3
 # (torch 2.11) first in PATH. Logs go to outdir ($OUT, else
 # ./gpu-python-out); a short table is printed last. Success: every row
 # "ok" (checks: 0 failed; "refused" rows name an algorithm the backend
-# declined, with its reason), and the COST rows printed.
+# declined, with its reason), and the host-cost table printed last: one
+# all-reduce (1024 float32, world of 1) per layer, best and median us/call,
+# bottom up: the Go call (own stream, CU_STREAM_LEGACY), the ABI's Go side,
+# C calling the library, ctypes with arguments ready, the package, its
+# Python work alone, and NCCL through ctypes as vLLM calls it. The goal:
+# package row <= Go row of the same stream + 3 us.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-python-out}}
 mkdir -p "$OUTDIR"
@@ -36,6 +43,11 @@ step() { # name timeout_s cmd...
   date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'
   echo "SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"; ls -l .build/
+  # A clock read that is a system call (no vDSO clock source) makes every
+  # Go timer and scheduler sample dear: part of the host cost picture.
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  python3 -c 'import time, timeit; n = 200000; print("time.monotonic_ns(): %.0f ns/call" % (min(timeit.repeat(time.monotonic_ns, number=n, repeat=5)) / n * 1e9))'
+  nproc; grep -m1 "model name" /proc/cpuinfo
 } >"$OUTDIR/env.log" 2>&1
 T=tests/gpu_torch.py
 # The standard-library suite with torch present (CPU tensors on the CPU backend).
@@ -44,19 +56,27 @@ step checks-n1 ${T_CHECKS:-400} .build/symmem launch -n 1 python3 python/$T chec
 SYMMEM_SHARE_DEVICE=1 step checks-n2 ${T_CHECKS:-500} .build/symmem launch -n 2 python3 python/$T checks
 SYMMEM_SHARE_DEVICE=1 step mismatch-n2 120 .build/symmem launch -n 2 python3 python/$T mismatch
 step cost-n1 200 .build/symmem launch -n 1 python3 python/$T cost
-step go-cost 120 .build/libsymmem.test -test.run XXX -test.bench GoAllReduce -test.benchtime 20000x -test.count 3 -test.v
+step go-cost 200 .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce|ABIAllReduce' -test.benchmem \
+  -test.benchtime 20000x -test.count 7 -test.v
+step abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cuda 20000
+# The same layers on the CPU backend in a process without torch: is the
+# ctypes floor of cost-n1 the host's, or the torch process's?
+step cpu-cost 120 .build/symmem launch -n 1 python3 python/bench/host_cost.py 20000
+step cpu-abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cpu 20000
 # The examples, 2 ranks on the one GPU.
 SYMMEM_SHARE_DEVICE=1 step example-tp 200 .build/symmem launch -n 2 python3 examples/python/tp_layer.py
 SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 examples/python/fsdp_layer.py
 
 echo
 echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
-for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost example-tp example-fsdp; do
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost cpu-cost cpu-abi-cost example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"
 done
 echo
 grep -h "FAIL" "$OUTDIR"/checks-*.log "$OUTDIR"/mismatch-*.log 2>/dev/null | head -20
-grep -h "COST" "$OUTDIR/cost-n1.log" 2>/dev/null
-grep -h "ns/op" "$OUTDIR/go-cost.log" 2>/dev/null
+echo
+echo "host cost per layer (us/call: best, median)"
+python3 scripts/bench-cost-rows.py <"$OUTDIR/go-cost.log" 2>/dev/null | grep COST
+for f in abi-cost cost-n1 cpu-abi-cost cpu-cost; do grep -h "COST" "$OUTDIR/$f.log" 2>/dev/null | sed 's/^\[rank [0-9]*\] //'; done

@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# python-cost.sh: host cost of a Python collective call next to the Go call
-# it wraps, on the CPU backend (world of 1, 1024 float32 in pool memory,
-# out of place), in one run. Needs Go and python3 (standard library only).
-# Results: results/python-cost-<date>.md.
+# python-cost.sh: host cost of one all-reduce call, layer by layer, on the
+# CPU backend (world of 1, 1024 float32 in pool memory, out of place), in
+# one run. Needs Go, cc and python3 (standard library only).
+#   Go call          BenchmarkGoAllReduce/cpu            (cmd/libsymmem/cost_test.go)
+#   ABI's Go side    BenchmarkABIAllReduce/cpu           (no cgo entry; -benchmem)
+#   C -> library     .build/abi_cost                     (cmd/libsymmem/testdata/abi_cost.c)
+#   Python           python/bench/host_cost.py           (ctypes floor, ctypes args ready, the package)
+# Every layer: best and median of 7 rounds, calls timed in batches of 200.
+# Usage: scripts/python-cost.sh [calls per round, default 20000]
 set -eu
 cd "$(dirname "$0")/.."
+N=${1:-20000}
 mkdir -p .build
 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
 go build -o .build/symmem ./cmd/symmem
-echo "== Go: symmem.Group.AllReduce"
-go test -run XXX -bench 'GoAllReduce/cpu' -benchtime 20000x -count 5 ./cmd/libsymmem | grep ns/op
-echo "== Python (best of 5 runs of ${1:-20000} calls each)"
+cc -O2 -std=c11 -Wall -I include cmd/libsymmem/testdata/abi_cost.c -L .build -lsymmem -Wl,-rpath,'$ORIGIN' -ldl \
+  -o .build/abi_cost
+echo "== $(date -u +%FT%TZ) $(uname -m), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(go version | cut -d' ' -f3), $(python3 --version), $(cc --version | head -1)"
+echo "== Go: symmem.Group.AllReduce, and the C ABI's Go side (7 x $N calls)"
+go test -run XXX -bench 'GoAllReduce/cpu|ABIAllReduce/cpu' -benchmem -benchtime "${N}x" -count 7 ./cmd/libsymmem |
+  python3 scripts/bench-cost-rows.py
+echo "== C calling libsymmem.so"
+.build/symmem launch -n 1 --no-prefix .build/abi_cost cpu "$N"
+echo "== Python"
 SYMMEM_LIBRARY=$PWD/.build/libsymmem.so PYTHONPATH=$PWD/python .build/symmem launch -n 1 --no-prefix \
-  python3 python/bench/host_cost.py "${1:-20000}"
+  python3 python/bench/host_cost.py "$N"

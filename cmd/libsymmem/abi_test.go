@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/launch"
 )
 
@@ -191,6 +192,12 @@ func TestHeaderConstants(t *testing.T) {
 			t.Errorf("include/symmem.h: %s = %d (found %v), the library uses %d", name, got, ok, v)
 		}
 	}
+	for i, a := range algos {
+		name := "SYMMEM_ALGO_" + strings.ToUpper(strings.ReplaceAll(string(a), "-", "_"))
+		if got, ok := vals[name]; !ok || got != i {
+			t.Errorf("include/symmem.h: %s = %d (found %v), the library decodes %q from %d", name, got, ok, a, i)
+		}
+	}
 	for name, path := range map[string]int{"SYMMEM_PATH_DIRECT": 0, "SYMMEM_PATH_NCCL": 1, "SYMMEM_PATH_NCCL_WINDOW": 2,
 		"SYMMEM_PATH_CE": 3, "SYMMEM_PATH_KERNEL": 4} {
 		if vals[name] != path {
@@ -350,6 +357,11 @@ int main(void) {
   if (strstr(symmem_last_error(), "token is empty") == NULL) return 14;
   if (symmem_torch_alloc(64, 0, NULL) != NULL) return 15;
   if (strstr(symmem_last_error(), "no open symmem world") == NULL) return 16;
+  if (symmem_collective(77, SYMMEM_CALL(9, SYMMEM_FLOAT32, SYMMEM_SUM, SYMMEM_ALGO_AUTO, 0), NULL, NULL, 0, NULL) !=
+      SYMMEM_ERR_INVALID) return 17;
+  if (strstr(symmem_last_error(), "kind 9") == NULL) return 18;
+  printf("call %llu %llu\n", (unsigned long long)SYMMEM_CALL(SYMMEM_BROADCAST, SYMMEM_BFLOAT16, SYMMEM_MAX, SYMMEM_ALGO_KERNEL, -1),
+         (unsigned long long)SYMMEM_CALL(SYMMEM_REDUCE_SCATTER, SYMMEM_INT8, SYMMEM_AVG, SYMMEM_ALGO_NCCL_WINDOW, 70000));
   printf("ok: %s\n", symmem_last_error());
   return 0;
 }
@@ -378,4 +390,70 @@ func TestHeaderFromC(t *testing.T) {
 		t.Fatalf("the C program failed (%v):\n%s", err, out)
 	}
 	t.Logf("%s", out)
+	// The header's SYMMEM_CALL and the library's decoder agree.
+	var c1, c2 uint64
+	if _, err := fmt.Sscanf(string(out), "call %d %d", &c1, &c2); err != nil {
+		t.Fatalf("no call words in the C program's output: %v", err)
+	}
+	for _, tc := range []struct {
+		call uint64
+		want args
+	}{
+		{c1, args{kind: coll.Broadcast, dtype: 9, op: 2, root: -1, algo: coll.AlgoKernel}},
+		{c2, args{kind: coll.ReduceScatter, dtype: 0, op: 4, root: 70000, algo: coll.AlgoNCCLWindow}},
+	} {
+		got, err := unpack(tc.call)
+		if err != nil || got != tc.want {
+			t.Errorf("unpack(%#x) = %+v, %v; want %+v", tc.call, got, err, tc.want)
+		}
+	}
+}
+
+// TestCostProgram builds the C cost benchmark (testdata/abi_cost.c, run by
+// scripts/python-cost.sh and scripts/gpu-python.sh) and runs a few calls of
+// it on the CPU backend, so the benchmark cannot rot between GPU runs.
+func TestCostProgram(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build testdata/abi_cost.c")
+	}
+	dir := library(t)
+	inc, _ := filepath.Abs(filepath.Join("..", "..", "include"))
+	bin := filepath.Join(t.TempDir(), "abi_cost")
+	if out, err := exec.Command(cc, "-O2", "-std=c11", "-Wall", "-Werror", "-I", inc, filepath.Join("testdata", "abi_cost.c"),
+		"-L", dir, "-lsymmem", "-Wl,-rpath,"+dir, "-ldl", "-o", bin).CombinedOutput(); err != nil {
+		t.Fatalf("compiling testdata/abi_cost.c: %v\n%s", err, out)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, err := launch.Run(ctx, launch.Config{N: 1, Prog: bin, Args: []string{"cpu", "400"}, Stdout: &out, Stderr: &out,
+		Timeout: time.Minute})
+	if err != nil || code != 0 {
+		t.Fatalf("abi_cost: exit %d, err %v:\n%s", code, err, out.String())
+	}
+	for _, want := range []string{"symmem_abi_version", "symmem_all_reduce, stream NULL", "symmem_collective, stream NULL", `"algo":"direct"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("abi_cost printed no %q row:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestUnpackRejects(t *testing.T) {
+	for _, tc := range []struct {
+		call uint64
+		want string
+	}{
+		{4, "kind 4"},
+		{0xff, "kind 255"},
+		{2 | 6<<24, "algorithm code 6"},
+	} {
+		a, err := unpack(tc.call)
+		if err == nil {
+			err = a.err
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || code(err) != statusInvalid {
+			t.Errorf("unpack(%#x): %v, want an invalid-argument error naming %q", tc.call, err, tc.want)
+		}
+	}
 }

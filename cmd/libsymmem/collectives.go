@@ -49,6 +49,10 @@ func opArg(o C.int) (coll.ReduceOp, error) {
 	return 0, fmt.Errorf("reduction %d is not an ncclRedOp_t value (want sum 0, max 2, min 3, avg 4): %w", int(o), symmem.ErrInvalid)
 }
 
+// Algorithm codes of symmem_collective (SYMMEM_ALGO_*): the index in
+// coll.Algos(), whose order is append-only for this reason.
+var algos = coll.Algos()
+
 func algoArg(p *C.char) (coll.Algo, error) {
 	if p == nil {
 		return coll.AlgoAuto, nil
@@ -60,6 +64,13 @@ func algoArg(p *C.char) (coll.Algo, error) {
 		}
 	}
 	return "", fmt.Errorf("unknown algorithm %q (want one of %v, or NULL): %w", s, coll.Algos(), symmem.ErrInvalid)
+}
+
+func algoCode(c uint64) (coll.Algo, error) {
+	if c < uint64(len(algos)) {
+		return algos[c], nil
+	}
+	return "", fmt.Errorf("algorithm code %d is not a SYMMEM_ALGO_* value (auto 0, direct 1, nccl 2, nccl-window 3, ce 4, kernel 5, two-shot 6, lc 7): %w", c, symmem.ErrInvalid)
 }
 
 // Path codes of include/symmem.h.
@@ -87,50 +98,64 @@ func pathCode(p coll.Path) C.int {
 	return c
 }
 
-// collective runs one call: in and out hold inElems and outElems elements
-// of count's type, as each op's definition in the header says.
-func collective(gh C.uint64_t, k coll.Kind, in, out unsafe.Pointer, count C.size_t, dtype, op, root C.int, stream unsafe.Pointer, algo *C.char) C.int {
-	g, err := lookup[*group](uint64(gh), "group")
+// args is one collective call as C passed it: in and out hold as many
+// elements of dtype as each op's definition in the header says for count.
+type args struct {
+	kind            coll.Kind
+	in, out         uint64
+	count           uint64
+	dtype, op, root int
+	stream          uint64
+	algo            coll.Algo
+	err             error // from decoding algo (reported with the call's other argument errors)
+}
+
+// collective runs one call on group handle gh and returns its path code.
+func collective(gh uint64, a args) C.int {
+	g, err := lookup[*group](gh, "group")
 	if err != nil {
 		return fail(err)
 	}
-	dt, err := dtypeArg(dtype)
+	k := a.kind
+	dt, err := dtypeArg(C.int(a.dtype))
 	var red coll.ReduceOp
 	if err == nil && (k == coll.ReduceScatter || k == coll.AllReduce) {
-		red, err = opArg(op)
+		red, err = opArg(C.int(a.op))
 	}
-	var a coll.Algo
 	if err == nil {
-		a, err = algoArg(algo)
+		err = a.err
 	}
 	n, es := int64(g.g.Size()), int64(dt.Size())
-	if err == nil && (uint64(count) > math.MaxInt64 || int64(count) > math.MaxInt64/es/max(n, 1)) {
-		err = fmt.Errorf("count %d overflows: %w", uint64(count), symmem.ErrInvalid)
+	if err == nil && (a.count > math.MaxInt64 || int64(a.count) > math.MaxInt64/es/max(n, 1)) {
+		err = fmt.Errorf("count %d overflows: %w", a.count, symmem.ErrInvalid)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("symmem: %v on group %q: %w", k, g.g.Name(), err))
 	}
-	c := int64(count) * es
+	c := int64(a.count) * es
 	ctx := context.Background()
-	var opts []symmem.CallOption // none for the common call: auto, the backend's stream
-	if a != coll.AlgoAuto {
-		opts = append(opts, symmem.WithAlgo(a))
+	// The common call (auto, the backend's stream) builds no options; the
+	// backing array stays on the stack.
+	var buf [2]symmem.CallOption
+	opts := buf[:0]
+	if a.algo != coll.AlgoAuto {
+		opts = append(opts, symmem.WithAlgo(a.algo))
 	}
-	if stream != nil {
-		opts = append(opts, symmem.WithStream(addr(stream)))
+	if a.stream != 0 {
+		opts = append(opts, g.withStream(a.stream))
 	}
-	inSpan := func(b int64) coll.Span { return coll.Span{Ptr: addr(in), Len: b} }
-	outSpan := func(b int64) coll.Span { return coll.Span{Ptr: addr(out), Len: b} }
+	in := func(b int64) coll.Span { return coll.Span{Ptr: a.in, Len: b} }
+	out := func(b int64) coll.Span { return coll.Span{Ptr: a.out, Len: b} }
 	var p coll.Path
 	switch k {
 	case coll.AllGather:
-		p, err = g.g.AllGather(ctx, outSpan(c*n), inSpan(c), dt, opts...)
+		p, err = g.g.AllGather(ctx, out(c*n), in(c), dt, opts...)
 	case coll.ReduceScatter:
-		p, err = g.g.ReduceScatter(ctx, outSpan(c), inSpan(c*n), dt, red, opts...)
+		p, err = g.g.ReduceScatter(ctx, out(c), in(c*n), dt, red, opts...)
 	case coll.AllReduce:
-		p, err = g.g.AllReduce(ctx, outSpan(c), inSpan(c), dt, red, opts...)
+		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts...)
 	case coll.Broadcast:
-		p, err = g.g.Broadcast(ctx, outSpan(c), int(root), dt, opts...)
+		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts...)
 	}
 	if err != nil {
 		g.setLast(coll.Path{})
@@ -142,20 +167,65 @@ func collective(gh C.uint64_t, k coll.Kind, in, out unsafe.Pointer, count C.size
 
 //export symmem_all_gather
 func symmem_all_gather(gh C.uint64_t, in, out unsafe.Pointer, count C.size_t, dtype C.int, stream unsafe.Pointer, algo *C.char) C.int {
-	return collective(gh, coll.AllGather, in, out, count, dtype, 0, 0, stream, algo)
+	a, err := algoArg(algo)
+	return collective(uint64(gh), args{kind: coll.AllGather, in: addr(in), out: addr(out), count: uint64(count), dtype: int(dtype),
+		stream: addr(stream), algo: a, err: err})
 }
 
 //export symmem_reduce_scatter
 func symmem_reduce_scatter(gh C.uint64_t, in, out unsafe.Pointer, count C.size_t, dtype, op C.int, stream unsafe.Pointer, algo *C.char) C.int {
-	return collective(gh, coll.ReduceScatter, in, out, count, dtype, op, 0, stream, algo)
+	a, err := algoArg(algo)
+	return collective(uint64(gh), args{kind: coll.ReduceScatter, in: addr(in), out: addr(out), count: uint64(count), dtype: int(dtype),
+		op: int(op), stream: addr(stream), algo: a, err: err})
 }
 
 //export symmem_all_reduce
 func symmem_all_reduce(gh C.uint64_t, in, out unsafe.Pointer, count C.size_t, dtype, op C.int, stream unsafe.Pointer, algo *C.char) C.int {
-	return collective(gh, coll.AllReduce, in, out, count, dtype, op, 0, stream, algo)
+	a, err := algoArg(algo)
+	return collective(uint64(gh), args{kind: coll.AllReduce, in: addr(in), out: addr(out), count: uint64(count), dtype: int(dtype),
+		op: int(op), stream: addr(stream), algo: a, err: err})
 }
 
 //export symmem_broadcast
 func symmem_broadcast(gh C.uint64_t, buf unsafe.Pointer, count C.size_t, dtype, root C.int, stream unsafe.Pointer, algo *C.char) C.int {
-	return collective(gh, coll.Broadcast, buf, buf, count, dtype, 0, root, stream, algo)
+	a, err := algoArg(algo)
+	return collective(uint64(gh), args{kind: coll.Broadcast, in: addr(buf), out: addr(buf), count: uint64(count), dtype: int(dtype),
+		root: int(root), stream: addr(stream), algo: a, err: err})
+}
+
+// Kinds of symmem_collective (symmem_kind values).
+var kinds = [...]coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}
+
+// unpack decodes symmem_collective's call word (SYMMEM_CALL in the header):
+// kind | dtype<<8 | op<<16 | algo<<24 | root<<32, 8 bits each but root's 32.
+func unpack(call uint64) (args, error) {
+	kc := call & 0xff
+	if kc >= uint64(len(kinds)) {
+		return args{}, fmt.Errorf("symmem_collective: kind %d in call %#x is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3): %w",
+			kc, call, symmem.ErrInvalid)
+	}
+	a := args{kind: kinds[kc], dtype: int(call >> 8 & 0xff), op: int(call >> 16 & 0xff), root: int(int32(uint32(call >> 32)))}
+	a.algo, a.err = algoCode(call >> 24 & 0xff)
+	return a, nil
+}
+
+// symmem_collective is the four collectives in one call with six
+// pointer-sized arguments: an FFI such as Python's ctypes pays per
+// argument, and least for pointer-sized ones.
+//
+//export symmem_collective
+func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, count C.size_t, stream unsafe.Pointer) C.int {
+	a, err := unpack(uint64(call))
+	if err != nil {
+		return fail(err)
+	}
+	a.in, a.out, a.count, a.stream = addr(in), addr(out), uint64(count), addr(stream)
+	if a.kind == coll.Broadcast {
+		if a.in != 0 && a.in != a.out {
+			return fail(fmt.Errorf("symmem_collective: broadcast is in place: pass its buffer as out and NULL (or the same buffer) as in, not in=%#x out=%#x: %w",
+				a.in, a.out, symmem.ErrInvalid))
+		}
+		a.in = a.out
+	}
+	return collective(uint64(gh), a)
 }

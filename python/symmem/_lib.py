@@ -112,10 +112,21 @@ for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
 
-ABI_VERSION = 1
+
+ABI_VERSION = 2
 if lib.symmem_abi_version() != ABI_VERSION:
     raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
                       f"{ABI_VERSION}: rebuild it with `{_BUILD}`")
+
+# The collectives' hot path, symmem_collective(group, call, in, out, count,
+# stream): every argument declared c_void_p, the type ctypes converts fastest
+# (~55 ns an argument against ~120 ns for c_uint64, c_size_t or c_int). The
+# group handle, the call word and count are uint64_t/size_t in C, which an
+# LP64 platform passes exactly as it passes a pointer.
+if ctypes.sizeof(vp) != 8:
+    raise ImportError("symmem: needs a 64-bit platform (LP64)")
+collective = lib.symmem_collective
+collective.restype, collective.argtypes = i32, [vp] * 6
 
 
 def error(status):

@@ -1,9 +1,12 @@
 """Collectives over torch tensors and buffer-protocol objects, NCCL-like.
 
 The hot path is kept short: one handler per argument type (cached), one
-ctypes call, and a shared Path object for the result."""
+ctypes call with six pointer-sized arguments (symmem_collective; the call
+word packs kind, dtype, op, algorithm and root), and a shared Path object for
+the result."""
 
 import ctypes
+import operator
 import weakref
 
 from . import _core, _lib
@@ -17,7 +20,13 @@ _NAME = {v: k for k, v in DTYPES.items()}
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 _OP = {**OPS, **{v: v for v in OPS.values()}}
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
-_ALGO = {None: None, "auto": None, **{a: a.encode() for a in ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc")}}
+# symmem_collective's call word: kind | dtype << 8 | op << 16 | algo << 24 |
+# root << 32 (SYMMEM_CALL in include/symmem.h).
+AG, RS, AR, BC = 0, 1, 2, 3
+_ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc"))}}
+_RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
+_AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
+_collective = _lib.collective
 
 # Buffer-protocol formats (without byte-order prefix) by (code, itemsize).
 _FMT = {("f", 4): 7, ("d", 8): 8, ("e", 2): 6, ("b", 1): 0, ("B", 1): 1, ("c", 1): 1, ("?", 1): 1}
@@ -167,20 +176,17 @@ _streams = weakref.WeakKeyDictionary()
 CU_STREAM_LEGACY = 0x1
 
 
-def _current_stream(dev):
+def _load_raw_stream():
     global _raw_stream
-    if _raw_stream is None:
-        import torch
-        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
-            (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _raw_stream(dev) or CU_STREAM_LEGACY
+    import torch
+    _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+        (lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _raw_stream
 
 
 def _stream_arg(stream, dev):
-    """The raw stream for a call: the current stream of the tensor's device,
-    or stream= (an int, or a torch.cuda.Stream whose handle is cached)."""
-    if stream is None:
-        return _current_stream(dev) if dev >= 0 else None
+    """The raw stream of stream= (an int, or a torch.cuda.Stream whose
+    handle is cached); the callers read the current stream themselves."""
     if isinstance(stream, int):
         return stream or CU_STREAM_LEGACY
     try:
@@ -192,104 +198,145 @@ def _stream_arg(stream, dev):
         return stream.cuda_stream or CU_STREAM_LEGACY
 
 
-def _place(g, dev, what):
-    if (dev >= 0) != g.cuda:
-        if g.cuda:
-            raise InvalidArgumentError(f"symmem: the {what} is host memory but the world runs the cuda backend: "
-                                       f"pass CUDA tensors")
-        raise InvalidArgumentError(f"symmem: the {what} is a CUDA tensor but the world runs the {g.world.backend} "
-                                   f"backend: init(backend=\"cuda\") or pass host memory")
+def _place_error(g, dev, what):
+    """Raises for a buffer on the wrong side (host vs CUDA) for g's backend."""
+    if g.cuda:
+        raise InvalidArgumentError(f"symmem: the {what} is host memory but the world runs the cuda backend: "
+                                   f"pass CUDA tensors")
+    raise InvalidArgumentError(f"symmem: the {what} is a CUDA tensor but the world runs the {g.world.backend} "
+                               f"backend: init(backend=\"cuda\") or pass host memory")
 
 
-_PATHS = _core.PATHS
+_PATHS = tuple(_core.PATHS.get(i) for i in range(16))
 
 
 def _fail(status):
     raise _lib.error(status)
 
 
+def _world_group():
+    w = _core._world
+    if w is None or not w.handle:
+        w = _core.world()  # raises ClosedError
+    return w.group
+
+
 def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, stream=None):
     """Gathers every rank's input into output (size × input, in group-rank
     order). In place: input may be this rank's slice of output. Returns the
     Path the call took."""
-    g = group or _core.world().group
-    ia, ib, idt, dev = describe(input, False)
-    oa, ob, odt, odev = describe(output, True)
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
+    oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
     if idt != odt or idt < 0 or idt == 16 or dtype is not None:
         idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
-    es = _SIZE.get(idt, 1)
+    es = _SIZE[idt]
     if ob != ib * g.size or idt != odt or dev != odev or ib % es:
         _shape_error("all_gather_into_tensor", f"output holds {ob} bytes, want group size {g.size} × input's {ib} "
                      f"bytes = {ib * g.size}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "input")
-    r = lib.symmem_all_gather(g.handle, ia, oa, ib // es, idt,
-                              None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
+    r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo=None, stream=None):
     """Reduces input (size equal chunks) across ranks with op; this rank
     gets chunk Group.rank in output."""
-    g = group or _core.world().group
-    ia, ib, idt, dev = describe(input, False)
-    oa, ob, odt, odev = describe(output, True)
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
+    oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
     if idt != odt or idt < 0 or idt == 16 or dtype is not None:
         idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
-    es = _SIZE.get(idt, 1)
+    es = _SIZE[idt]
     if ib != ob * g.size or idt != odt or dev != odev or ob % es:
         _shape_error("reduce_scatter_tensor", f"input holds {ib} bytes, want group size {g.size} × output's {ob} "
                      f"bytes = {ob * g.size}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "input")
-    r = lib.symmem_reduce_scatter(g.handle, ia, oa, ob // es, idt, _OP[op] if op in _OP else _opcode(op),
-                                  None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
+    try:
+        call = _RS_OP[op]
+    except (KeyError, TypeError):
+        call = RS | _opcode(op) << 16
+    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None, stream=None):
     """Reduces tensor across ranks with op, in place (or into output)."""
-    g = group or _core.world().group
-    ia, ib, idt, dev = describe(tensor, output is None)
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, output is None)
     if output is None:
         oa, ob, odt, odev = ia, ib, idt, dev
     else:
-        oa, ob, odt, odev = describe(output, True)
+        oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
     if idt < 0 or idt == 16 or dtype is not None or idt != odt:
         idt, odt = _dtype(idt, dtype, "tensor"), _dtype(odt, dtype, "output")
     es = _SIZE[idt]
     if ob != ib or idt != odt or dev != odev or ib % es:
         _shape_error("all_reduce", f"output holds {ob} bytes and the tensor {ib}", idt, odt, dev, odev)
-    if dev != -1 or g.cuda:
-        _place(g, dev, "tensor")
-    r = lib.symmem_all_reduce(g.handle, ia, oa, ib // es, idt, _OP[op] if op in _OP else _opcode(op),
-                              None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "tensor")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
+    try:
+        call = _AR_OP[op]
+    except (KeyError, TypeError):
+        call = AR | _opcode(op) << 16
+    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
 def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None):
     """Copies group rank root's tensor into tensor on every rank (in place)."""
-    g = group or _core.world().group
-    a, b, dt, dev = describe(tensor, True)
+    g = group or _world_group()
+    a, b, dt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, True)
     if dt < 0 or dt == 16 or dtype is not None:
         dt = _dtype(dt, dtype, "tensor")
-    if dev != -1 or g.cuda:
-        _place(g, dev, "tensor")
-    r = lib.symmem_broadcast(g.handle, a, b // _SIZE[dt], dt, root,
-                             None if dev < 0 and stream is None else _stream_arg(stream, dev), None if algo is None else _algo(algo))
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "tensor")
+    if stream is None:  # the current stream, inline: the GPU's hot path
+        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream, dev)
+    if root.__class__ is not int or not 0 <= root < 1 << 31:
+        root = _root(root, g)
+    r = _collective(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, None, a,
+                    b // _SIZE[dt], stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
+def _root(root, g):
+    """root as a plain int (anything with __index__: numpy integers too), or
+    an error naming it."""
+    try:
+        r = operator.index(root)
+    except TypeError:
+        r = -1
+    if isinstance(root, bool) or not 0 <= r < 1 << 31:
+        raise InvalidArgumentError(f"symmem.broadcast: root {root!r} is not a group rank (0 to {g.size - 1})")
+    return r
+
+
 def _algo(a):
-    if a in _ALGO:
-        return _ALGO[a]
-    if not isinstance(a, str):
-        raise InvalidArgumentError(f"symmem: algo {a!r} is not a name (auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc)")
-    return a.encode()  # the library names what it does not know
+    c = _ALGO.get(a) if a.__class__ is str else None
+    if c is None:
+        raise InvalidArgumentError(f"symmem: unknown algorithm {a!r} (want auto, direct, nccl, nccl-window, ce, kernel, two-shot or lc)")
+    return c
 
 
 def _opcode(op):
-    c = _OP.get(op)
+    c = _OP.get(op) if isinstance(op, (int, str)) and not isinstance(op, bool) else None
     if c is None:
         raise InvalidArgumentError(f"symmem: unknown reduction {op!r} (want one of {', '.join(OPS)} or NCCL's value)")
     return c

@@ -8,15 +8,17 @@ one GPU with SYMMEM_SHARE_DEVICE=1).
                                   and replay
   python3 gpu_torch.py mismatch   checked mode: a count mismatch raises
                                   MismatchError on every rank
-  python3 gpu_torch.py cost       host cost per call (world of 1): symmem's
-                                  Python API and raw ctypes call, vs a
-                                  vLLM-style ctypes call into libnccl
+  python3 gpu_torch.py cost       host cost per call (world of 1), layer by
+                                  layer: ctypes into symmem on each stream,
+                                  the package, its Python work alone, vs
+                                  NCCL through ctypes as vLLM calls it
 
 Every check prints "CHECK <name> ok|FAIL|refused <detail>"; the process
 exits 1 if any check failed (refused: the backend declined that algorithm
 for this call, with its reason)."""
 
 import ctypes
+import functools
 import glob
 import os
 import sys
@@ -220,23 +222,36 @@ def run_mismatch(w):
     report("after-mismatch", "ok" if bool((t == w.size).all()) else "FAIL", f"t[0]={float(t[0])}")
 
 
-def timeit(f, n=3000):
+def timeit(f, n=3000, batch=200, rounds=7):
+    """Best and median host microseconds per call of f() over rounds of n
+    calls, timed in batches of `batch` with the GPU drained untimed between
+    batches (so a row is enqueue time, never a full launch queue), as
+    BenchmarkGoAllReduce and abi_cost.c time theirs. Rows run on different
+    streams: the device drains first, so no two rows' kernels of the group
+    overlap."""
+    torch.cuda.synchronize()
     try:
         f()
     except Exception as e:  # noqa: BLE001 - a row that cannot run says why
         print(f"COST row failed: {type(e).__name__}: {str(e)[:300]}")
-        return float("nan")
-    for _ in range(200):
+        return float("nan"), float("nan")
+    for _ in range(batch):
         f()
     torch.cuda.synchronize()
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return best
+    per = []
+    b = range(batch)
+    for _ in range(rounds):
+        total, done = 0.0, 0
+        while done < n:
+            t0 = time.perf_counter()
+            for _ in b:
+                f()
+            total += time.perf_counter() - t0
+            done += batch
+            torch.cuda.synchronize()
+        per.append(total / done * 1e6)
+    per.sort()
+    return per[0], per[rounds // 2]
 
 
 def nccl_lib():
@@ -249,24 +264,53 @@ def nccl_lib():
 
 
 def run_cost(w):
+    """Host cost per call, layer by layer (the Go and C layers come from
+    BenchmarkGoAllReduce and abi_cost in scripts/gpu-python.sh): ctypes
+    into symmem with arguments ready on each stream, the package on torch's
+    default stream (CU_STREAM_LEGACY) and on a side stream, the Python work
+    alone, and NCCL through ctypes as vLLM's pynccl calls it."""
     count = 1024
     inp, out = symmem.empty(count, torch.float32), symmem.empty(count, torch.float32)
     plain_in, plain_out = torch.zeros(count, device="cuda"), torch.zeros(count, device="cuda")
     dev = torch.cuda.current_device()
-    rows = []
-    rows.append(("torch.cuda.current_stream().cuda_stream", timeit(lambda: torch.cuda.current_stream().cuda_stream)))
     raw = torch._C._cuda_getCurrentRawStream
-    rows.append(("torch._C._cuda_getCurrentRawStream(dev)", timeit(lambda: raw(dev))))
-    lib, gh = symmem._lib.lib, w.group.handle
-    stream = raw(dev)
+    side = torch.cuda.Stream()
+    rows = [("torch.cuda.current_stream().cuda_stream", timeit(lambda: torch.cuda.current_stream().cuda_stream)),
+            ("torch._C._cuda_getCurrentRawStream(dev)", timeit(lambda: raw(dev)))]
+    lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
     ia, oa = inp.data_ptr(), out.data_ptr()
-    def abi():
-        r = lib.symmem_all_reduce(gh, ia, oa, count, 7, 0, stream, None)
-        if r < 0:
+    call = symmem._ops.AR | 7 << 8  # all-reduce, float32, sum, auto
+    # functools.partial: a row times the ctypes call itself; its status is
+    # checked before and after the timing.
+    abi_rows = [
+        ("ctypes floor: symmem_abi_version()", lib.symmem_abi_version),
+        ("ctypes symmem_all_reduce(8 args), stream NULL",
+         functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
+        ("ctypes symmem_collective(6 args), stream NULL", functools.partial(coll, gh, call, ia, oa, count, None)),
+        ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(coll, gh, call, ia, oa, count, 1)),
+        ("ctypes symmem_collective(6 args), side stream",
+         functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream)),
+    ]
+    for name, f in abi_rows:
+        if (r := f()) < 0:
             raise symmem._lib.error(r)
-
-    rows.append(("symmem C ABI via ctypes (args ready)", timeit(abi)))
-    rows.append(("symmem.all_reduce(out-of-place, pool tensors)", timeit(lambda: symmem.all_reduce(inp, output=out))))
+        rows.append((name, timeit(f)))
+        if (r := f()) < 0:
+            raise symmem._lib.error(r)
+    ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
+    rows.append(("symmem.all_reduce(pool tensors, output=), default stream", timeit(ar)))
+    with torch.cuda.stream(side):
+        rows.append(("symmem.all_reduce(pool tensors, output=), side stream", timeit(ar)))
+    # The package's Python work alone: the same call with the library call
+    # replaced by a no-op (its torch attribute reads and checks included).
+    real = symmem._ops._collective
+    symmem._ops._collective = lambda *a: 0
+    try:
+        rows.append(("symmem.all_reduce Python work (library call a no-op)", timeit(ar)))
+    finally:
+        symmem._ops._collective = real
+    d = symmem._ops._tensor
+    rows.append(("torch reads of one tensor (_ops._tensor)", timeit(lambda: d(inp, True))))
     # vLLM-style: ctypes binding of libnccl, a world of 1.
     nccl = ctypes.CDLL(nccl_lib())
 
@@ -289,11 +333,14 @@ def run_cost(w):
             raise RuntimeError(f"NCCL error {r}")
 
     pa, po = plain_in.data_ptr(), plain_out.data_ptr()
-    rows.append(("NCCL ncclAllReduce via ctypes (args ready)", timeit(lambda: nccl.ncclAllReduce(pa, po, count, 7, 0, comm, stream))))
-    rows.append(("vLLM-style pynccl all_reduce(tensor)", timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
-    print("COST host us/call (1024 float32, world of 1, best of 5 x 3000, GPU", torch.cuda.get_device_name(), ")")
-    for name, us in rows:
-        print(f"COST {name:50s} {us:8.3f}")
+    rows.append(("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
+                 timeit(functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None))))
+    rows.append(("vLLM-style pynccl all_reduce(tensor), default stream",
+                 timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
+    print("COST host us/call from Python: cuda backend, 1024 float32 out of place, world of 1, best and median of 7 "
+          "rounds of 3000 calls (batches of 200), GPU", torch.cuda.get_device_name())
+    for name, (best, med) in rows:
+        print(f"COST {name:58s} {best:8.3f} {med:8.3f}")
     print(f"COST path {w.group.last_path()}")
 
 

@@ -301,6 +301,40 @@ class TestGroups(Base):
         self.assertIn("mismatch", str(cm.exception))
 
 
+class TestNCCLShapedExports(Base):
+    """The package calls symmem_collective; C callers get the NCCL-shaped
+    exports too, checked here through ctypes on the same data."""
+
+    def test_four_exports(self):
+        lib, g, n, me, c = _lib.lib, W.group.handle, W.size, W.rank, 100
+        addr = lambda b: symmem._ops.describe(b, True)[0]  # noqa: E731
+        seed = shared_seed()
+        inp = self.place(gen(seed, me, c * n, "float32", "x"), True, "float32")
+        ins = [gen(seed, r, c * n, "float32", "x") for r in range(n)]
+        out = symmem.empty_buffer(c * n, "float32")
+        self.assertEqual(_lib.check(lib.symmem_all_gather(g, addr(inp), addr(out), c, 7, None, b"direct")), 0)
+        self.assertValues(out.tolist(), [v for r in range(n) for v in ins[r][:c]], "float32", "symmem_all_gather")
+        rs = symmem.empty_buffer(c, "float32")
+        _lib.check(lib.symmem_reduce_scatter(g, addr(inp), addr(rs), c, 7, 2, None, None))  # max
+        self.assertValues(rs.tolist(), reduce_ref(list(zip(*[x[me * c:(me + 1) * c] for x in ins])), "max", "float32"),
+                          "float32", "symmem_reduce_scatter max")
+        ar = symmem.empty_buffer(c * n, "float32")
+        _lib.check(lib.symmem_all_reduce(g, addr(inp), addr(ar), c * n, 7, 0, None, b"auto"))
+        self.assertValues(ar.tolist(), reduce_ref(list(zip(*ins)), "sum", "float32"), "float32", "symmem_all_reduce")
+        root = n - 1
+        _lib.check(lib.symmem_broadcast(g, addr(inp), c, 7, root, None, None))
+        self.assertValues(inp.tolist()[:c], ins[root][:c], "float32", "symmem_broadcast")
+        self.assertEqual(lib.symmem_all_reduce(g, addr(inp), addr(ar), c, 7, 0, None, b"fastest"), -1)
+        self.assertIn(b"fastest", lib.symmem_last_error())
+
+    def test_collective_broadcast_is_in_place(self):
+        a, b = symmem.empty_buffer(4, "float32"), symmem.empty_buffer(4, "float32")
+        pa, pb = symmem._ops.describe(a, True)[0], symmem._ops.describe(b, True)[0]
+        call = symmem._ops.BC | 7 << 8
+        self.assertEqual(_lib.collective(W.group.handle, call, pa, pb, 4, None), -1)  # local: no peer waits
+        self.assertIn(b"in place", _lib.lib.symmem_last_error())
+
+
 class TestErrors(Base):
     def test_argument_errors(self):
         a = array.array("f", [0.0] * 8)
@@ -314,6 +348,9 @@ class TestErrors(Base):
             (symmem.InvalidArgumentError, lambda: symmem.all_reduce(a, algo="fastest")),
             (symmem.NotSupportedError, lambda: symmem.all_reduce(a, algo="kernel")),
             (symmem.InvalidArgumentError, lambda: symmem.broadcast(a, root=W.size)),
+            (symmem.InvalidArgumentError, lambda: symmem.broadcast(a, root=-1)),
+            (symmem.InvalidArgumentError, lambda: symmem.broadcast(a, root="0")),
+            (symmem.InvalidArgumentError, lambda: symmem.reduce_scatter_tensor(a, a * W.size, op=[1])),
             (symmem.InvalidArgumentError, lambda: symmem.all_reduce(memoryview(bytes(8)).cast("f"))),
             (symmem.InvalidArgumentError, lambda: symmem.empty_buffer(4, "complex64")),
             (symmem.InvalidArgumentError, lambda: symmem.explain("gather", 10)),
