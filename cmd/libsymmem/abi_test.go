@@ -446,7 +446,7 @@ func TestUnpackRejects(t *testing.T) {
 	}{
 		{4, "kind 4"},
 		{0xff, "kind 255"},
-		{2 | 6<<24, "algorithm code 6"},
+		{2 | 8<<24, "algorithm code 8"},
 	} {
 		a, err := unpack(tc.call)
 		if err == nil {
