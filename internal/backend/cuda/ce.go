@@ -205,20 +205,18 @@ func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 // quiesce. The backend's own stream is remembered and fenced later (no extra
 // driver call). A caller's stream may be destroyed before the group is done
 // (its handle then dangles), so a fence event of the group's is recorded on
-// it at the end of the program instead. A stream being captured needs
-// neither: captured work runs when the graph is replayed, and the caller
-// keeps the buffers alive while the graph exists.
+// it at the end of the program instead — unless the stream is being
+// captured (captured work runs when the graph is replayed, and the caller
+// keeps the buffers alive while the graph exists): the Fence op decides
+// that inside the program's one cgo call.
 func (g *Group) track(p *cudadrv.Program, s uint64) error {
 	if s == g.b.stream.Handle() {
 		g.usedOwn = true
 		return nil
 	}
-	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil || capturing {
-		return err
-	}
 	for _, f := range g.fences {
 		if f.stream == s {
-			p.Record(s, f.ev.Handle())
+			p.Fence(s, f.ev.Handle())
 			return nil
 		}
 	}
@@ -227,7 +225,7 @@ func (g *Group) track(p *cudadrv.Program, s uint64) error {
 		return fmt.Errorf("fence for stream %#x: %w", s, err)
 	}
 	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
-	p.Record(s, ev.Handle())
+	p.Fence(s, ev.Handle())
 	return nil
 }
 

@@ -22,6 +22,7 @@ const (
 	OpMemset32  = 8
 	OpGraph     = 9
 	OpLaunch    = 10
+	OpFence     = 11
 )
 
 // Wait flags (CUstreamWaitValue_flags).
@@ -100,6 +101,13 @@ func (p *Program) Record(stream, event uint64) {
 	p.ops = append(p.ops, Op{Kind: OpRecord, Stream: stream, A: event})
 }
 
+// Fence records event on stream unless the stream is being captured (then
+// the work is the graph's, which runs later): one op instead of a separate
+// cuStreamIsCapturing call.
+func (p *Program) Fence(stream, event uint64) {
+	p.ops = append(p.ops, Op{Kind: OpFence, Stream: stream, A: event})
+}
+
 // WaitEvent makes stream wait for event.
 func (p *Program) WaitEvent(stream, event uint64) {
 	p.ops = append(p.ops, Op{Kind: OpWaitEvent, Stream: stream, A: event})
@@ -133,7 +141,8 @@ func (p *Program) EndBatch() {
 
 var opNames = map[int32]string{OpCtx: "cuCtxSetCurrent", OpWrite32: "cuStreamWriteValue32", OpWait32: "cuStreamWaitValue32",
 	OpCopy: "cuMemcpyDtoDAsync", OpRecord: "cuEventRecord", OpWaitEvent: "cuStreamWaitEvent", OpBatch: "cuStreamBatchMemOp",
-	OpMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch", OpLaunch: "cuLaunchKernel"}
+	OpMemset32: "cuMemsetD32Async", OpGraph: "cuGraphLaunch", OpLaunch: "cuLaunchKernel",
+	OpFence: "cuStreamIsCapturing/cuEventRecord"}
 
 // Exec issues every op in one cgo call. On failure nothing after the failing
 // op was issued; the error names the op.

@@ -27,3 +27,10 @@ func cLayout() map[string]int {
 		"symc_op":                             int(C.symc_sizeof_op()),
 	}
 }
+
+// cOpKinds are the C op kinds by their Go names, for layout_test.go.
+func cOpKinds() map[string]int {
+	return map[string]int{"OpCtx": C.SYMC_OP_CTX, "OpWrite32": C.SYMC_OP_WRITE32, "OpWait32": C.SYMC_OP_WAIT32,
+		"OpCopy": C.SYMC_OP_COPY, "OpRecord": C.SYMC_OP_RECORD, "OpWaitEvent": C.SYMC_OP_WAITEVENT, "OpBatch": C.SYMC_OP_BATCH,
+		"OpMemset32": C.SYMC_OP_MEMSET32, "OpGraph": C.SYMC_OP_GRAPH, "OpLaunch": C.SYMC_OP_LAUNCH, "OpFence": C.SYMC_OP_FENCE}
+}

@@ -100,3 +100,22 @@ func TestProgramReuseDoesNotAllocate(t *testing.T) {
 		t.Fatalf("building a program allocates %.1f times", allocs)
 	}
 }
+
+// TestOpKinds: the Go op kinds are the C ones (symc_exec switches on them).
+func TestOpKinds(t *testing.T) {
+	goKinds := map[string]int{"OpCtx": OpCtx, "OpWrite32": OpWrite32, "OpWait32": OpWait32, "OpCopy": OpCopy,
+		"OpRecord": OpRecord, "OpWaitEvent": OpWaitEvent, "OpBatch": OpBatch, "OpMemset32": OpMemset32,
+		"OpGraph": OpGraph, "OpLaunch": OpLaunch, "OpFence": OpFence}
+	c := cOpKinds()
+	for name, v := range goKinds {
+		if c[name] != v {
+			t.Errorf("%s = %d in Go, %d in shim.h", name, v, c[name])
+		}
+		if opNames[int32(v)] == "" {
+			t.Errorf("%s has no name for errors", name)
+		}
+	}
+	if len(c) != len(goKinds) {
+		t.Errorf("%d kinds in C, %d in Go", len(c), len(goKinds))
+	}
+}

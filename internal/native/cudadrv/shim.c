@@ -314,6 +314,12 @@ CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 			break;
 		}
 		case SYMC_OP_MEMSET32: r = p_cuMemsetD32Async(o->a, (unsigned)o->b, (size_t)o->c, (CUstream)(uintptr_t)o->stream); break;
+		case SYMC_OP_FENCE: {
+			int st = 0; // CU_STREAM_CAPTURE_STATUS_NONE
+			r = p_cuStreamIsCapturing((CUstream)(uintptr_t)o->stream, &st);
+			if (r == 0 && st == 0) r = p_cuEventRecord((CUevent)(uintptr_t)o->a, (CUstream)(uintptr_t)o->stream);
+			break;
+		}
 		case SYMC_OP_BATCH: {
 			int m = (int)o->a;
 			if (m < 1 || m > 32 || i + m >= n) return 1; // CUDA_ERROR_INVALID_VALUE

@@ -51,6 +51,7 @@ enum {
 	SYMC_OP_MEMSET32 = 8,   // stream, a = address, b = value, c = count of words
 	SYMC_OP_GRAPH = 9,      // stream, a = CUgraphExec: launch it
 	SYMC_OP_LAUNCH = 10,    // stream, a = CUfunction, b = its one parameter block, c = grid | block<<32
+	SYMC_OP_FENCE = 11,     // stream, a = event: record it unless the stream is being captured
 };
 
 // Status codes of the loader (not CUresults).
