@@ -10,18 +10,24 @@
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
 //     moves the data, so no SM runs; the whole sequence of one call is issued
-//     in one cgo call (cudadrv.Program), plus one cuStreamIsCapturing query
-//     when the caller's stream is not the backend's own (track, ce.go);
+//     in one cgo call (cudadrv.Program), a caller's stream fenced inside it
+//     unless it is being captured (track, ce.go);
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
 //     signals with device-side epochs (graph replay is correct) and a watchdog
 //     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
-//     into the peers' outputs; the one-shot all-reduce (sums up to 2 MiB) pulls
-//     every rank's input and sums in float32 in rank order, and pointed at
-//     chunk r of every input it is rank r's reduce-scatter;
+//     into the peers' outputs; the one-shot all-reduce pulls every rank's
+//     input and sums (or averages) in float32 in rank order, and pointed at
+//     chunk r of every input it is rank r's reduce-scatter; the two-shot
+//     all-reduce (twoshot.go) is that reduce-scatter then the all-gather, in
+//     place;
+//   - the low-contention reduce-scatter and all-reduce (lowcontention.go,
+//     ptx/reducescatter.ptx): copy engines pull the peers' chunks into
+//     staging while a few CTAs sum them as they land;
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
-//     engines and the kernels, from measurements recorded in autotable.go;
+//     engines and the kernels, from measurements recorded in autotable.go
+//     (run.go);
 //   - the backend contract's Device part (device.go): writes that are
 //     visible to peers when they return, reads, local copies, ordinary
 //     device memory, fences and synchronisation.
