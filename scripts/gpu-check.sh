@@ -29,30 +29,9 @@ cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu"}
 export -n STEPS # the topical scripts have steps of their own
-# The torch venv (python3 with torch, mpi4py; torchrun) first in PATH.
-[ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:$PATH
-if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else the loader's
-  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
-    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
-  done
-fi
-GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/symmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/symmem-mps-log
-mps_on() {
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && echo "MPS on"
-}
-mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; echo "MPS off"; }
+# The torch venv first in PATH, its NCCL, GPUS, mps_on/mps_off, step.
+. scripts/gpu-lib.sh
 [ "${MPS:-0}" = 1 ] && mps_on >>"$OUTDIR/env.log" 2>&1
-declare -A RC
-step() { # name timeout_s cmd...
-  local name=$1 t=$2; shift 2
-  local t0=$(date +%s)
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
-  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
-  RC[$name]=$?
-  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
-}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 WORLD_TESTS='^(TestGPUWorld.*|TestGPUUserAPI|TestGPUUserHostCost|TestErrorPromisesGPU)$'
 SHARE=()

@@ -33,32 +33,16 @@ set -u
 OUTDIR=${1:-${OUT:-./gpu-overlap-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses)
-  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
-    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
-  done
-fi
+. scripts/gpu-lib.sh # the venv first in PATH, its NCCL, multicast off, step, mps_on/mps_off
 STEPS=${STEPS:-"gemm smoke one two"}
 XF=${OVERLAP_FLAGS:-}
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/symmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/symmem-mps-log
+# MPS for the 2-rank steps (default on), started once.
 MPS_STARTED=0
-mps_on() {
-  [ "${MPS:-1}" = 1 ] || return 0
-  [ "$MPS_STARTED" = 1 ] && return 0
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then MPS_STARTED=1; echo "MPS on"; else echo "MPS could not start: ranks time-slice"; fi
+mps_up() {
+  [ "${MPS:-1}" = 1 ] && [ "$MPS_STARTED" = 0 ] || return 0
+  if mps_on; then MPS_STARTED=1; else echo "MPS could not start: ranks time-slice"; fi
 }
-mps_off() { [ "$MPS_STARTED" = 1 ] && { echo quit | nvidia-cuda-mps-control; sleep 1; MPS_STARTED=0; echo "MPS off"; }; }
-declare -A RC
-step() { # name timeout_s cmd...
-  local name=$1 t=$2; shift 2
-  local t0=$(date +%s)
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
-  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
-  RC[$name]=$?
-  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
-}
+mps_down() { [ "$MPS_STARTED" = 1 ] && { mps_off; MPS_STARTED=0; }; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 {
   date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --format=csv
@@ -72,18 +56,18 @@ OV=".build/symmem bench overlap --backend cuda --progress --timeout 120s"
 L2=".build/symmem launch --share-device --nproc-per-node 2 --timeout 300s --"
 has gemm && step gemm 120 .build/native-cublas.test -test.v -test.count=1
 if has smoke; then
-  mps_on >>"$OUTDIR/env.log" 2>&1
+  mps_up >>"$OUTDIR/env.log" 2>&1
   step smoke 180 $L2 $OV --size 16M --gemm 2048 --gemms 8 --calls 4 --reps 2 --fsdp-size 4M --fsdp-iters 3 -J "$OUTDIR/smoke.json" $XF
 fi
 if has one; then
-  mps_off >>"$OUTDIR/env.log" 2>&1 # one rank: nothing to share
+  mps_down >>"$OUTDIR/env.log" 2>&1 # one rank: nothing to share
   step one 300 $OV --nproc-per-node 1 -J "$OUTDIR/one.json" $XF
 fi
 if has two; then
-  mps_on >>"$OUTDIR/env.log" 2>&1
+  mps_up >>"$OUTDIR/env.log" 2>&1
   step two 420 $L2 $OV -J "$OUTDIR/two.json" $XF
 fi
-mps_off >>"$OUTDIR/env.log" 2>&1
+mps_down >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
 {
