@@ -2,7 +2,8 @@ package libnccl
 
 import (
 	"path/filepath"
-	"sort"
+
+	"github.com/symmem/symmem/internal/native/libsearch"
 )
 
 // EnvLib names the environment variable that points at an explicit
@@ -12,16 +13,19 @@ const EnvLib = "SYMMEM_NCCL_LIB"
 // DefaultName is what the dynamic loader's own search resolves.
 const DefaultName = "libnccl.so.2"
 
-// SitePatterns are the Python site-packages locations of the NVIDIA NCCL
-// wheel (nvidia-nccl-cu12 / -cu13), tried after the default loader path, in
-// this order. $VIRTUAL_ENV's is tried first among them.
-var SitePatterns = []string{
-	"/usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2",
-	"/usr/local/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
-	"/usr/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2",
-	"/usr/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
-	"/opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2",
-}
+// search is where NCCL is looked for: the NVIDIA NCCL wheel
+// (nvidia-nccl-cu12 / -cu13) installs into nvidia/nccl/lib.
+var search = libsearch.Search{Env: EnvLib, Names: []string{DefaultName}, SiteDirs: []string{"nvidia/nccl/lib"}}
+
+// SitePatterns are the system site-packages copies tried after the loader
+// path and $VIRTUAL_ENV's, in this order.
+var SitePatterns = func() []string {
+	var p []string
+	for _, r := range libsearch.SiteRoots {
+		p = append(p, filepath.Join(r, search.SiteDirs[0], DefaultName))
+	}
+	return p
+}()
 
 // Candidates lists the libraries to try, in order: $SYMMEM_NCCL_LIB alone
 // when set; otherwise "libnccl.so.2" (loader path), then existing
@@ -29,29 +33,5 @@ var SitePatterns = []string{
 // pattern, reverse lexical order). getenv and glob are injected so the order
 // can be tested without touching the machine; duplicates are removed.
 func Candidates(getenv func(string) string, glob func(string) ([]string, error)) []string {
-	if p := getenv(EnvLib); p != "" {
-		return []string{p}
-	}
-	out := []string{DefaultName}
-	seen := map[string]bool{DefaultName: true}
-	add := func(pattern string) {
-		m, err := glob(pattern)
-		if err != nil {
-			return
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(m)))
-		for _, p := range m {
-			if !seen[p] {
-				seen[p] = true
-				out = append(out, p)
-			}
-		}
-	}
-	if v := getenv("VIRTUAL_ENV"); v != "" {
-		add(filepath.Join(v, "lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2"))
-	}
-	for _, p := range SitePatterns {
-		add(p)
-	}
-	return out
+	return search.Candidates(getenv, glob)
 }
