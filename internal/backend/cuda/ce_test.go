@@ -245,7 +245,9 @@ func TestChoose(t *testing.T) {
 		// one-shot kernel's 2 MiB goes two-shot; reduce-scatter of any size
 		// runs the kernel.
 		{"auto all-reduce 8 MiB in-place, no NCCL -> two-shot", kg, arReq(kg, 1<<22, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoTwoShot, false},
-		{"auto all-reduce 8 MiB, no NCCL -> two-shot", kg, arReq(kg, 1<<22, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoTwoShot, false},
+		{"auto all-reduce 8 MiB out-of-place, no NCCL -> kernel", kg, arReq(kg, 1<<22, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto all-reduce 128 MiB, no NCCL -> two-shot", kg, arReq(kg, 1<<26, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoTwoShot, false},
+		{"auto all-reduce 8 MiB on 3 ranks, no NCCL -> two-shot", kg3, arReq(kg3, 3<<21, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoTwoShot, false},
 		{"auto reduce-scatter 64 MiB, no NCCL -> kernel", kg, rsReq(kg, 1<<25), coll.AlgoAuto, coll.AlgoKernel, false},
 	}
 	for _, tc := range tests {

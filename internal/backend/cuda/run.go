@@ -184,11 +184,11 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	if g.nccl.comm == nil || bad {
 		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
 		// that the auto table gives to NCCL still runs on symmem's
-		// kernels: one-shot up to arMaxBytes (its measured range), then
-		// two-shot, which moves each byte over NVLink once; lc where the
-		// kernels cannot (e.g. an ordinary reduce-scatter output).
+		// kernels: one-shot up to oneShotMax, then two-shot, which reads
+		// each peer byte once where one-shot reads n-1 whole inputs; lc
+		// where the kernels cannot (e.g. an ordinary reduce-scatter output).
 		if req.Kind != coll.AllGather && g.nccl.comm == nil {
-			oneShot := req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= arMaxBytes
+			oneShot := req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(req, n)
 			switch {
 			case oneShot && kernel():
 				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
@@ -248,4 +248,18 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 		why = "refused: " + err.Error()
 	}
 	return coll.Path{Algo: algo, Reason: why}
+}
+
+// oneShotMax is the largest all-reduce (bytes per rank) auto gives to the
+// one-shot kernel without NCCL. Measured with 2 ranks sharing one H100
+// (results/gpu-reduce-2026-11-23.md, run 16, bf16 out of place): one-shot
+// 347 / 396 / 472 GB/s busbw at 4 / 16 / 64 MiB vs two-shot 238 / 362 /
+// 473, two-shot ahead from 256 MiB (516 vs 499). In place the one-shot
+// kernel holds at most arMaxBytes; wider groups are not measured and read
+// (n-1) inputs, so they switch at arMaxBytes too.
+func oneShotMax(req backend.Request, n int) int64 {
+	if n <= 2 && !req.InPlace {
+		return 64 << 20
+	}
+	return arMaxBytes
 }
