@@ -33,6 +33,7 @@ func init() {
 	roles["gpuark"] = roleGPUReduceKernels
 	roleLimits["gpuark"] = 150 * time.Second // 408 cases up to 48 MiB per rank: ~36 s with 2 ranks on one GPU, over 50 s with 3
 	roles["gpudie"] = roleGPUPeerDies
+	roles["gpumismatch"] = roleGPUKernelMismatch
 }
 
 // gpuSpawn runs role on the ranks gpuRanks chooses (several may share a
@@ -52,6 +53,7 @@ func TestGPUWorldTwoGroups(t *testing.T)    { gpuSpawn(t, "gputwo") }
 func TestGPUWorldGraph(t *testing.T)        { gpuSpawn(t, "gpugraph") }
 func TestGPUWorldReduceKernel(t *testing.T) { gpuSpawn(t, "gpuark") }
 func TestGPUWorldPeerDies(t *testing.T)     { gpuSpawn(t, "gpudie") }
+func TestGPUWorldKernelMismatch(t *testing.T) { gpuSpawn(t, "gpumismatch") }
 
 // gpuWorld starts the cuda backend for a role.
 func gpuWorld(ctx context.Context, o Options) (*World, error) {
@@ -706,6 +708,103 @@ func roleGPUPeerDies(ctx context.Context) error {
 		return fmt.Errorf("still running after %v: the watchdog did not fire", el)
 	case el < watchdog-500*time.Millisecond:
 		return fmt.Errorf("failed after %v, before the %v watchdog", el, watchdog)
+	}
+	return nil
+}
+
+// roleGPUKernelMismatch: ranks call a kernel-path collective with different
+// arguments of the same byte size (rank 0 float32, the others bfloat16 with
+// twice the count: the same grid, so every CTA meets its peers). The kernels
+// compare the calls' fingerprints in-band: nothing is written (the outputs
+// keep their fill), Synchronize reports ErrMismatch on every rank, and the
+// group then runs a matching call correctly. For the all-gather, one-shot
+// and two-shot kernels.
+func roleGPUKernelMismatch(ctx context.Context) error {
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	n, me := int64(g.Size()), int64(g.Rank())
+	const elems = 1 << 16 // float32 per rank (all-gather) or in total (all-reduce)
+	bufs, err := gpuAlloc(ctx, g, 4*elems*n, 4*elems*n)
+	if err != nil {
+		return err
+	}
+	out, in := bufs[0], bufs[1]
+	fill := bytes.Repeat([]byte{0xAB}, int(out.Len))
+	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot} {
+		for _, kind := range []coll.Kind{coll.AllGather, coll.AllReduce} {
+			if algo == coll.AlgoTwoShot && kind == coll.AllGather {
+				continue
+			}
+			dt := coll.Float32
+			if me != 0 {
+				dt = coll.BFloat16 // the same bytes: twice the count
+			}
+			run := func(dt coll.DType, bytes int64) error {
+				o := coll.Span{Ptr: out.Ptr, Len: bytes}
+				if kind == coll.AllGather {
+					o.Len = bytes * n
+					_, err := g.AllGather(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, WithAlgo(algo))
+					return err
+				}
+				_, err := g.AllReduce(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, coll.Sum, WithAlgo(algo))
+				return err
+			}
+			if err := w.Write(ctx, out.Span, fill); err != nil {
+				return err
+			}
+			if err := w.Write(ctx, in.Span, arValues(coll.Float32, elems*n, uint64(me+1))); err != nil {
+				return err
+			}
+			if err := g.Barrier(ctx); err != nil {
+				return err
+			}
+			if err := run(dt, 4*elems); err != nil && !errors.Is(err, ErrMismatch) {
+				return fmt.Errorf("%v %s mismatched call: %w", kind, algo, err)
+			}
+			serr := w.Synchronize(ctx)
+			if !errors.Is(serr, ErrMismatch) {
+				return fmt.Errorf("%v %s: rank 0 passed float32, the others bfloat16: Synchronize returned %v, want ErrMismatch", kind, algo, serr)
+			}
+			got := make([]byte, out.Len)
+			if err := w.Read(ctx, got, out.Span); err != nil {
+				return err
+			}
+			if !bytes.Equal(got, fill) {
+				return fmt.Errorf("%v %s: the mismatched call wrote into the output", kind, algo)
+			}
+			fmt.Printf("GPU mismatch %v %-8s: reported on Synchronize, output untouched: %v\n", kind, algo, serr)
+			// The group goes on: a matching call runs and is right.
+			if err := g.Barrier(ctx); err != nil {
+				return err
+			}
+			if err := run(coll.Float32, 4*elems/2); err != nil {
+				return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
+			}
+			if err := w.Synchronize(ctx); err != nil {
+				return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
+			}
+			if kind == coll.AllReduce {
+				sd := make([][]byte, n)
+				for r := range sd {
+					sd[r] = arValues(coll.Float32, elems*n, uint64(r+1))[:4*elems/2]
+				}
+				want := make([]byte, 4*elems/2)
+				if err := reduce.ReduceN(want, sd, coll.Float32, coll.Sum); err != nil {
+					return err
+				}
+				got := make([]byte, len(want))
+				if err := w.Read(ctx, got, coll.Span{Ptr: out.Ptr, Len: int64(len(want))}); err != nil {
+					return err
+				}
+				if !bytes.Equal(got, want) {
+					return fmt.Errorf("%v %s after the mismatch: wrong result", kind, algo)
+				}
+			}
+		}
 	}
 	return nil
 }

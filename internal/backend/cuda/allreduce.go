@@ -111,7 +111,7 @@ func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, reduceFlags(req, direct))
-	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
+	g.putCheck(a, req)
 	return nil
 }
 

@@ -211,7 +211,18 @@ func (b *Backend) Close() error {
 // Synchronize waits (bounded by timeout) until the backend's own stream,
 // which runs calls made without WithStream, is idle.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
-	return b.stream.Wait(ctx, timeout)
+	if err := b.stream.Wait(ctx, timeout); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	groups := append([]*Group(nil), b.groups...)
+	b.mu.Unlock()
+	for _, g := range groups {
+		if err := g.Fault(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Usable reports why this process cannot run the GPU backend (nil when it

@@ -65,10 +65,11 @@ type Group struct {
 	fences  []streamFence  // fence events on callers' streams (track)
 	h       handles        // raw handles of side, joins, fork, forkX, last
 	broken  error
-	kargs   *cudadrv.Args // the kernel's parameter block (nil: no kernel path, kernWhy says why)
-	kargs2  *cudadrv.Args // the second launch's block (two-shot's all-gather)
-	lcArgs  *cudadrv.Args // the lc reduction kernel's block
-	staging *segment      // lc staging, allocated at the first lc call
+	kargs   *cudadrv.Args       // the kernel's parameter block (nil: no kernel path, kernWhy says why)
+	kargs2  *cudadrv.Args       // the second launch's block (two-shot's all-gather)
+	lcArgs  *cudadrv.Args       // the lc reduction kernel's block
+	staging *segment            // lc staging, allocated at the first lc call
+	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
 	kernWhy string
 
 	nccl ncclGroup
@@ -176,6 +177,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			return err
 		}
 		if kern {
+			if g.fault, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
+				return fmt.Errorf("kernel mismatch report: %w", err)
+			}
 			g.kargs = cudadrv.NewArgs(kernArgBytes)
 			g.kargs2 = cudadrv.NewArgs(kernArgBytes)
 			g.lcArgs = cudadrv.NewArgs(kernArgBytes)
@@ -447,6 +451,9 @@ func (g *Group) Close() error {
 		}
 		if g.staging != nil {
 			g.staging.release(g.b.ctx)
+		}
+		if g.fault != nil {
+			g.fault.Free()
 		}
 		for _, f := range g.fences {
 			f.ev.Destroy()

@@ -179,7 +179,7 @@ func (g *Group) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)
-	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
+	g.putCheck(a, req)
 	return nil
 }
 

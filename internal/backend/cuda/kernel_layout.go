@@ -8,11 +8,12 @@ const (
 	kernMaxCTAs  = 64  // CTAs with counters and flags in a signal region
 	kernThreads  = 512 // threads per CTA (the all-reduce's shared memory assumes it)
 	kernAlign    = 16  // bytes per vector: buffers and sizes are multiples of it
-	kernArgBytes = 176 // parameter block size
+	kernArgBytes = 192 // parameter block size
 
-	// Header, the same in both kernels.
+	// Header, the same in every kernel.
 	argRegion, argMe, argN    = 16, 24, 28
 	argPeerRegion, argTimeout = 104, 168
+	argHash, argFault         = 176, 184 // the call's fingerprint; where a mismatch is reported
 
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = 0, 8, 32, 40
@@ -28,6 +29,9 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = 32, 40
 
-	// Signal region: cnt[kernMaxCTAs], ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionReady, regionDone, regionBytes = 256, 2304, 4352
+	// Signal region: cnt[kernMaxCTAs], ready, done and hash[kernMaxCTAs][kernMaxRanks], u32.
+	regionReady, regionDone, regionHash, regionBytes = 256, 2304, 4352, 6400
+
+	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = 0, 1, 2, 3, 4, 5
 )

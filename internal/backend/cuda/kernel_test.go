@@ -18,7 +18,7 @@ import (
 // offsets kernel.go / allreduce.go write, declares the block's size, and
 // uses the region offsets.
 func TestKernelPTXMatchesGo(t *testing.T) {
-	common := []int{argRegion, argMe, argN, argTimeout}
+	common := []int{argRegion, argMe, argN, argTimeout, argHash, argFault}
 	for r := 0; r < kernMaxRanks; r++ {
 		common = append(common, argPeerRegion+8*r)
 	}
@@ -28,7 +28,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		ag = append(ag, argDst+8*r)
 		ar = append(ar, arSrc+8*r)
 	}
-	lc := []int{arOut, arBytes, argRegion, argMe, argN, arDType, arFlags, lcOwn, lcStaging, lcChunk, argTimeout}
+	lc := []int{arOut, arBytes, argRegion, argMe, argN, arDType, arFlags, lcOwn, lcStaging, lcChunk, argTimeout, argHash}
 	for _, k := range []struct {
 		name, src, entry string
 		want             []int
@@ -55,20 +55,22 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("PTX reads parameter offsets %v, Go writes %v", got, want)
 			}
-			// ready after cnt[kernMaxCTAs], done after kernMaxCTAs*kernMaxRanks words.
-			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+4*kernMaxCTAs*kernMaxRanks
-			if ready != regionReady || done != regionDone || done+4*kernMaxCTAs*kernMaxRanks != regionBytes {
-				t.Fatalf("region layout: ready %d done %d size %d, want %d %d %d", regionReady, regionDone, regionBytes, ready, done, done+4*kernMaxCTAs*kernMaxRanks)
+			// ready after cnt[kernMaxCTAs], done and hash after kernMaxCTAs*kernMaxRanks words each.
+			table := 4 * kernMaxCTAs * kernMaxRanks
+			ready, done, hash := 4*kernMaxCTAs, 4*kernMaxCTAs+table, 4*kernMaxCTAs+2*table
+			if ready != regionReady || done != regionDone || hash != regionHash || hash+table != regionBytes {
+				t.Fatalf("region layout: ready %d done %d hash %d size %d, want %d %d %d %d", regionReady, regionDone, regionHash, regionBytes, ready, done, hash, hash+table)
 			}
-			for _, off := range []int{ready, done} {
+			for _, off := range []int{ready, done, hash} {
 				if k.signals && !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
 					t.Errorf("PTX never adds region offset %d", off)
 				}
 			}
 		})
 	}
-	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != kernArgBytes {
-		t.Fatalf("block layout: peer regions end at %d, timeout at %d, size %d", argPeerRegion+8*kernMaxRanks, argTimeout, kernArgBytes)
+	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != argHash || argFault+8 != kernArgBytes {
+		t.Fatalf("block layout: peer regions end at %d, timeout at %d, hash at %d, fault at %d, size %d",
+			argPeerRegion+8*kernMaxRanks, argTimeout, argHash, argFault, kernArgBytes)
 	}
 	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > lcWords || lcWords+4*kernMaxRanks > 128<<10 {
 		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)

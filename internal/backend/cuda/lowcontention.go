@@ -169,7 +169,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU64(lcOwn, req.In.Ptr+uint64(off))
 	a.PutU64(lcStaging, g.staging.base)
 	a.PutU64(lcChunk, uint64(sub))
-	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
+	g.putCheck(a, req)
 
 	g.signal(p, s, slotReady)
 	if n > 1 {

@@ -68,6 +68,6 @@ func (g *Group) fillTwoShot(req backend.Request) error {
 		return err
 	}
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
-		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true}
+		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check}
 	return g.fillAllGatherArgs(g.kargs2, ag)
 }

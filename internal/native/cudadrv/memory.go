@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -44,4 +45,42 @@ func Memset8(ctx *Context, dst uint64, v byte, n int64) error {
 // until it is done.
 func Memset32(ctx *Context, dst uint64, v uint32, n int64) error {
 	return check("cuMemsetD32", C.symc_memset32(ctx.h, C.CUdeviceptr(dst), C.uint(v), C.size_t(n)))
+}
+
+// HostMapped is pinned host memory that kernels read and write directly
+// (a few words the host polls without a copy or a synchronisation).
+type HostMapped struct {
+	ctx   *Context
+	host  unsafe.Pointer
+	words []uint32
+	dev   uint64
+}
+
+// NewHostMapped allocates n 32-bit words of mapped host memory, zeroed.
+func NewHostMapped(ctx *Context, n int) (*HostMapped, error) {
+	var host unsafe.Pointer
+	var dev C.CUdeviceptr
+	if err := check("cuMemHostAlloc", C.symc_host_mapped(ctx.h, C.size_t(4*n), &host, &dev)); err != nil {
+		return nil, fmt.Errorf("cuda: %d bytes of mapped host memory: %w", 4*n, err)
+	}
+	return &HostMapped{ctx: ctx, host: host, words: unsafe.Slice((*uint32)(host), n), dev: uint64(dev)}, nil
+}
+
+// Device is the memory's address for kernels.
+func (m *HostMapped) Device() uint64 { return m.dev }
+
+// Load reads word i (atomically: a kernel may be writing it).
+func (m *HostMapped) Load(i int) uint32 { return atomic.LoadUint32(&m.words[i]) }
+
+// Store writes word i.
+func (m *HostMapped) Store(i int, v uint32) { atomic.StoreUint32(&m.words[i], v) }
+
+// Free releases the memory; no kernel may use it any more.
+func (m *HostMapped) Free() error {
+	if m.host == nil {
+		return nil
+	}
+	err := check("cuMemFreeHost", C.symc_host_free(m.ctx.h, m.host))
+	m.host, m.words = nil, nil
+	return err
 }

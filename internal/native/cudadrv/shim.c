@@ -20,6 +20,9 @@ FN(CUresult, cuCtxSetCurrent, (CUcontext))
 FN(CUresult, cuCtxSynchronize, (void))
 FN(CUresult, cuGetErrorName, (CUresult, const char**))
 FN(CUresult, cuMemGetInfo, (size_t*, size_t*))
+FN(CUresult, cuMemHostAlloc, (void**, size_t, unsigned))
+FN(CUresult, cuMemHostGetDevicePointer, (CUdeviceptr*, void*, unsigned))
+FN(CUresult, cuMemFreeHost, (void*))
 FN(CUresult, cuMemGetAllocationGranularity, (size_t*, const symc_CUmemAllocationProp*, int))
 FN(CUresult, cuMemCreate, (CUmemGenericAllocationHandle*, size_t, const symc_CUmemAllocationProp*, unsigned long long))
 FN(CUresult, cuMemExportToShareableHandle, (void*, CUmemGenericAllocationHandle, int, unsigned long long))
@@ -86,6 +89,9 @@ static symc_sym syms[] = {
 	S(cuCtxSynchronize, "cuCtxSynchronize"),
 	S(cuGetErrorName, "cuGetErrorName"),
 	S(cuMemGetInfo, "cuMemGetInfo_v2"),
+	S(cuMemHostAlloc, "cuMemHostAlloc"),
+	S(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"),
+	S(cuMemFreeHost, "cuMemFreeHost"),
 	S(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
 	S(cuMemCreate, "cuMemCreate"),
 	S(cuMemExportToShareableHandle, "cuMemExportToShareableHandle"),
@@ -425,3 +431,16 @@ size_t symc_offsetof_batch_flags(void) { return offsetof(symc_CUstreamBatchMemOp
 size_t symc_offsetof_batch_alias(void) { return offsetof(symc_CUstreamBatchMemOpParams, waitValue.alias); }
 size_t symc_offsetof_prop_win32(void) { return offsetof(symc_CUmemAllocationProp, win32HandleMetaData); }
 size_t symc_sizeof_op(void) { return sizeof(symc_op); }
+
+// Host memory the device reads and writes directly (pinned, mapped:
+// CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), zeroed.
+CUresult symc_host_mapped(CUcontext ctx, size_t n, void** host, CUdeviceptr* dev) {
+	CTX(ctx);
+	CUresult r = p_cuMemHostAlloc(host, n, 0x01 | 0x02);
+	if (r != 0) return r;
+	memset(*host, 0, n);
+	r = p_cuMemHostGetDevicePointer(dev, *host, 0);
+	if (r != 0) { p_cuMemFreeHost(*host); *host = NULL; }
+	return r;
+}
+CUresult symc_host_free(CUcontext ctx, void* host) { CTX(ctx); return p_cuMemFreeHost(host); }

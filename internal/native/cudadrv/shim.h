@@ -108,5 +108,7 @@ CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n);
 // symc_exec runs ops[0..n) in order. On failure *failed is the index of the
 // failing op and the CUresult is returned.
 CUresult symc_exec(const symc_op* ops, int n, int* failed);
+CUresult symc_host_mapped(CUcontext ctx, size_t n, void** host, CUdeviceptr* dev);
+CUresult symc_host_free(CUcontext ctx, void* host);
 
 #endif

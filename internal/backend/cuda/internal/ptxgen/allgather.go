@@ -45,7 +45,9 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
 	p.w(`
 // Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
-	p.w(".shared .align 4 .b32 sepoch;\n")
+	p.w(".shared .align 4 .b32 sepoch;")
+	p.faultShared()
+	p.w("")
 	p.entry("symmem_allgather_push", `	.reg .pred  %p<8>;
 	.reg .pred  %q<8>;
 	.reg .b32   %r<40>;
@@ -115,7 +117,8 @@ L_copy_done:
 	// barrier, then a system-scope fence: release is cumulative).`)
 	p.signalDone(true, "L_end")
 	p.w(`L_end:
-	ret;
-}`)
+	ret;`)
+	p.faultExit()
+	p.w("}")
 	return p.b.String()
 }

@@ -42,6 +42,7 @@ Parameter block P (%[7]d bytes; kernel_layout.go):
 	p.f(".shared .align 8 .b64 ssrc[%d];", maxRanks)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
 	p.w(".shared .align 4 .b32 sepoch;")
+	p.faultShared()
 	p.f(".shared .align 16 .b8 sacc[%d];\n", threads*arSlots*vecBytes)
 	p.entry("symmem_allreduce_pull", `	.reg .pred  %p<10>;
 	.reg .pred  %q<8>;
@@ -107,7 +108,8 @@ L_out:
 	p.w(`	add.u64         %rd24, %rd24, %rd26;
 	bra             L_out;
 L_end:
-	ret;
-}`)
+	ret;`)
+	p.faultExit()
+	p.w("}")
 	return p.b.String()
 }

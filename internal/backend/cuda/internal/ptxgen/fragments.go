@@ -70,6 +70,7 @@ func (p *ptx) loadParams() {
 	p.f("\tld.param.u32    %%r6, [P+%d];", pN)
 	p.f("\tld.param.u32    %%r7, [P+%d];", pMode)
 	p.f("\tld.param.u64    %%rd38, [P+%d];               // watchdog (ns)", pTimeout)
+	p.f("\tld.param.u32    %%r15, [P+%d];                // the call's fingerprint", pHash)
 	p.f("\tmul.lo.u32      %%r9, %%r2, %d;                  // b*%d", maxRanks, maxRanks)
 }
 
@@ -94,7 +95,8 @@ func (p *ptx) setup(comment string, tables ...table) {
 			p.f("\tst.shared.u64   [%s+%d], %%rd10;", t.shared, 8*k)
 		}
 	}
-	p.w(`	mul.wide.u32    %rd11, %r2, 4;
+	p.w(`	st.shared.u32   [sfault], 0;
+	mul.wide.u32    %rd11, %r2, 4;
 	add.u64         %rd12, %rd3, %rd11;           // &cnt[b]
 	ld.volatile.global.u32 %r8, [%rd12];
 	add.u32         %r8, %r8, 1;                  // e
@@ -123,15 +125,28 @@ func (p *ptx) signalReady(comment, regions string) {
 	add.u64         %rd14, %rd19, %rd13;`)
 	p.f("\tadd.u64         %%rd20, %%rd14, %d;            // peer k's ready[b][me]", rReady)
 	p.f("\tadd.u64         %%rd15, %%rd14, %d;           // peer k's done[b][me]", rDone)
-	p.w(`	st.release.sys.global.u32 [%rd20], %r8;
+	p.f("\tadd.u64         %%rd44, %%rd14, %d;           // peer k's hash[b][me]", rHash)
+	p.w(`	st.relaxed.sys.global.u32 [%rd44], %r15;      // published by the release below
+	st.release.sys.global.u32 [%rd20], %r8;
 	add.u32         %r12, %r9, %r1;               // b*8+k
 	mul.wide.u32    %rd21, %r12, 4;
 	add.u64         %rd22, %rd3, %rd21;`)
 	p.f("\tadd.u64         %%rd23, %%rd22, %d;           // own done[b][k]", rDone)
 	p.f("\tadd.u64         %%rd22, %%rd22, %d;            // own ready[b][k]", rReady)
-	p.wait("L_spin_ready", "%rd22", "L_ready_done")
-	p.w(`L_ready_done:
-	bar.sync        0;`)
+	p.wait("L_spin_ready", "%rd22", "L_ready_got")
+	p.w("L_ready_got:\n\t// Peer k's fingerprint came with its ready: a different call is reported, not run.")
+	p.f("\tadd.u64         %%rd44, %%rd22, %d;            // own hash[b][k]", rHash-rReady)
+	p.w(`	ld.relaxed.sys.global.u32 %r11, [%rd44];
+	setp.eq.u32     %p7, %r11, %r15;
+	@%p7 bra        L_ready_done;
+	st.shared.u32   [sfault+4], %r1;
+	st.shared.u32   [sfault+8], %r11;
+	st.shared.u32   [sfault], 1;
+L_ready_done:
+	bar.sync        0;
+	ld.shared.u32   %r11, [sfault];
+	setp.ne.u32     %p7, %r11, 0;
+	@%p7 bra        L_fault;`)
 }
 
 // signalDone: after a barrier (every thread's accesses of the data precede
@@ -172,4 +187,27 @@ func (p *ptx) trapAfterTimeout() {
 	sub.u64         %rd47, %rd47, %rd46;
 	setp.gt.u64     %p6, %rd47, %rd38;
 	@%p6 trap;                                    // the peer never came: fail loudly`)
+}
+
+// faultShared declares the CTA's mismatch flag (set, peer, its fingerprint).
+func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
+
+// faultExit is where a CTA goes when a peer's fingerprint differs: thread 0
+// writes the report into the mapped host words (every CTA of every rank
+// that sees a difference writes the same), and the CTA ends without moving
+// data or sending done. Every rank sees a difference when any does (it
+// compares with every peer), so all of them skip alike and the epochs stay
+// in step: the group stays usable.
+func (p *ptx) faultExit() {
+	p.w(`L_fault:
+	setp.ne.u32     %p7, %r1, 0;
+	@%p7 bra        L_fault_ret;`)
+	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
+	p.f("\tld.shared.u32   %%r11, [sfault+4];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fPeer)
+	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)
+	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
+	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
+	p.f("\tst.release.sys.global.u32 [%%rd39+%d], 1;", 4*fSet)
+	p.w(`L_fault_ret:
+	ret;`)
 }

@@ -28,7 +28,9 @@ const (
 	pPtrs     = 40                     // [maxRanks]u64: all-gather targets / all-reduce sources
 	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
 	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
-	pSize     = pTimeout + 8
+	pHash     = pTimeout + 8           // u32: fingerprint of the call's arguments (every rank's must match)
+	pFault    = pHash + 8              // u64: mapped host words where a mismatch is reported (fault.go)
+	pSize     = pFault + 8
 )
 
 // Reduction flags (pFlags).
@@ -50,11 +52,20 @@ const (
 )
 
 // Signal region of one kernel: cnt[maxCTAs] u32 (epoch of CTA b, this rank
-// only), ready[maxCTAs][maxRanks] u32, done[maxCTAs][maxRanks] u32.
+// only), ready[maxCTAs][maxRanks] u32, done[maxCTAs][maxRanks] u32,
+// hash[maxCTAs][maxRanks] u32 (the fingerprint peer k sent with ready).
 const (
 	rReady = 4 * maxCTAs
 	rDone  = rReady + 4*maxCTAs*maxRanks
-	rSize  = rDone + 4*maxCTAs*maxRanks
+	rHash  = rDone + 4*maxCTAs*maxRanks
+	rSize  = rHash + 4*maxCTAs*maxRanks
+)
+
+// The mapped host words of a mismatch report (pFault), u32: set, the peer
+// that differs (group rank), this rank's fingerprint, the peer's, the epoch.
+const (
+	fSet, fPeer, fMine, fTheirs, fEpoch = 0, 1, 2, 3, 4
+	fWords                              = 5
 )
 
 // goLayout is kernel_layout.go.
@@ -72,9 +83,10 @@ const (
 	kernAlign    = %d // bytes per vector: buffers and sizes are multiples of it
 	kernArgBytes = %d // parameter block size
 
-	// Header, the same in both kernels.
+	// Header, the same in every kernel.
 	argRegion, argMe, argN    = %d, %d, %d
 	argPeerRegion, argTimeout = %d, %d
+	argHash, argFault         = %d, %d // the call's fingerprint; where a mismatch is reported
 
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = %d, %d, %d, %d
@@ -90,15 +102,19 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = %d, %d
 
-	// Signal region: cnt[kernMaxCTAs], ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionReady, regionDone, regionBytes = %d, %d, %d
+	// Signal region: cnt[kernMaxCTAs], ready, done and hash[kernMaxCTAs][kernMaxRanks], u32.
+	regionReady, regionDone, regionHash, regionBytes = %d, %d, %d, %d
+
+	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = %d, %d, %d, %d, %d, %d
 )
 `, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
-		pRegion, pMe, pN, pPeerRegs, pTimeout,
+		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		rReady, rDone, rSize)
+		rReady, rDone, rHash, rSize,
+		fSet, fPeer, fMine, fTheirs, fEpoch, fWords)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("kernel_layout.go does not format: %w", err)
