@@ -727,7 +727,7 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 	defer w.Close()
 	g := w.World()
 	n, me := int64(g.Size()), int64(g.Rank())
-	const elems = 1 << 16 // float32 per rank (all-gather) or in total (all-reduce)
+	const elems = 3 << 14 // float32 per rank (all-gather) or in total (all-reduce): two-shot chunks for 2 and 3 ranks
 	bufs, err := gpuAlloc(ctx, g, 4*elems*n, 4*elems*n)
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func (g *Group) faultErr() error {
 	if peer >= 0 && peer < len(g.ranks) {
 		rank = g.ranks[peer]
 	}
-	return fmt.Errorf("cuda: group %q: an earlier collective on symmem's kernels (launch %d of its CTAs) did nothing: rank %d called it with other arguments than rank %d "+
+	return fmt.Errorf("cuda: group %q: an earlier collective on symmem's kernels (kernel launch #%d on this group) did nothing: rank %d called it with other arguments than rank %d "+
 		"(argument fingerprints %08x vs %08x: kind, type, count, op, root, in-place and pool offsets must match; Options.Checked names the argument); its outputs were not written: %w",
 		g.name, epoch, rank, g.ranks[g.me], theirs, mine, errs.Mismatch)
 }

@@ -98,7 +98,7 @@ func (g *Group) chunkOf(req backend.Request) (int64, error) {
 		return req.Count * int64(req.DType.Size()), nil
 	}
 	if req.Count%n != 0 {
-		return 0, fmt.Errorf("%v of %d elements on %d ranks: two-shot paths need a count divisible by the group size: %w", req.Kind, req.Count, n, backend.ErrRefused)
+		return 0, fmt.Errorf("%v of %d elements on %d ranks: two-shot paths need a count divisible by the group size", req.Kind, req.Count, n)
 	}
 	return req.Count / n * int64(req.DType.Size()), nil
 }
