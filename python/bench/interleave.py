@@ -1,0 +1,53 @@
+"""Host-cost timing shared by the Python benchmarks (host_cost.py,
+torch_path.py, tests/gpu_torch.py cost): rows timed side by side.
+
+Each round times a batch of every row in turn, with drain() untimed after
+each batch (the GPU's queue: a row is enqueue time, never a full queue), so
+all rows see the same machine state; a row timed in a block of its own, after
+another, can read slower or faster for reasons not its own (GPU host, run 17:
+two rows doing the same work read 5.4 and 8.5 us). A row's "best" is its
+fastest round, "median" its middle one, in microseconds per call.
+"""
+
+import contextlib
+import time
+
+
+def interleaved(rows, n, batch=200, rounds=7, drain=None, out=print):
+    """Times rows, each (name, f) or (name, f, ctx): f() is one call; ctx, if
+    given, returns a context manager entered around each of the row's
+    batches (a stream to run on). Returns [(name, best, median)], a failed
+    row with NaN after printing why (each row runs once, untimed, first)."""
+    live = []
+    for r in rows:
+        name, f, ctx = (*r, None)[:3]
+        ctx = ctx or contextlib.nullcontext
+        try:
+            with ctx():
+                for _ in range(batch):  # warm up; raises here if the row cannot run
+                    f()
+        except Exception as e:  # noqa: BLE001 - a row that cannot run says why and is left out
+            out(f"COST row failed: {name}: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        live.append((name, f, ctx))
+    if drain is not None:
+        drain()
+    batches = -(-n // batch)
+    b = range(batch)
+    per = [[] for _ in live]
+    for _ in range(rounds):
+        total = [0.0] * len(live)
+        for _ in range(batches):
+            for j, (_, f, ctx) in enumerate(live):
+                with ctx():
+                    t0 = time.perf_counter()
+                    for _ in b:
+                        f()
+                    total[j] += time.perf_counter() - t0
+                if drain is not None:
+                    drain()
+        for j, t in enumerate(total):
+            per[j].append(t / (batches * batch) * 1e6)
+    res = {name: (min(v), sorted(v)[rounds // 2]) for (name, _, _), v in zip(live, per)}
+    nan = float("nan")
+    return [(name, *res.get(name, (nan, nan))) for name, *_ in rows]
