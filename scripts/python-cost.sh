@@ -6,7 +6,9 @@
 #   ABI's Go side    BenchmarkABIAllReduce/cpu           (no cgo entry; -benchmem)
 #   C -> library     .build/abi_cost                     (cmd/libsymmem/testdata/abi_cost.c)
 #   Python           python/bench/host_cost.py           (ctypes floor, ctypes args ready, the package)
-# Every layer: best and median of 7 rounds, calls timed in batches of 200.
+#   torch path       python/bench/torch_path.py          (Python work on fake tensors vs a pynccl-style wrapper)
+# Every layer: best and median of 7 rounds, calls timed in batches of 200
+# (the Python rows and the C rows interleaved, round by round).
 # Usage: scripts/python-cost.sh [calls per round, default 20000]
 set -eu
 cd "$(dirname "$0")/.."
@@ -26,3 +28,5 @@ echo "== C calling libsymmem.so"
 echo "== Python"
 SYMMEM_LIBRARY=$PWD/.build/libsymmem.so PYTHONPATH=$PWD/python .build/symmem launch -n 1 --no-prefix \
   python3 python/bench/host_cost.py "$N"
+echo "== Python work on the torch path (fake tensors, library calls no-ops)"
+SYMMEM_LIBRARY=$PWD/.build/libsymmem.so PYTHONPATH=$PWD/python python3 python/bench/torch_path.py "$N"

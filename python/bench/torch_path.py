@@ -28,7 +28,7 @@ import types
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [_here, os.path.join(_here, "..", "tests")]
 import faketorch  # noqa: E402
-from interleave import interleaved  # noqa: E402
+from hostcost import interleaved  # noqa: E402
 
 torch = faketorch.install()
 

@@ -1,6 +1,8 @@
-"""Host-cost timing shared by the Python benchmarks (host_cost.py,
-torch_path.py, tests/gpu_torch.py cost): rows timed side by side.
+"""Shared parts of the Python host-cost benchmarks (host_cost.py,
+torch_path.py, tests/gpu_torch.py cost): rows timed side by side, and the
+package with its library call a no-op.
 
+interleaved():
 Each round times a batch of every row in turn, with drain() untimed after
 each batch (the GPU's queue: a row is enqueue time, never a full queue), so
 all rows see the same machine state; a row timed in a block of its own, after
@@ -11,6 +13,7 @@ fastest round, "median" its middle one, in microseconds per call.
 
 import contextlib
 import time
+import types
 
 
 def interleaved(rows, n, batch=200, rounds=7, drain=None, out=print):
@@ -51,3 +54,25 @@ def interleaved(rows, n, batch=200, rounds=7, drain=None, out=print):
     res = {name: (min(v), sorted(v)[rounds // 2]) for (name, _, _), v in zip(live, per)}
     nan = float("nan")
     return [(name, *res.get(name, (nan, nan))) for name, *_ in rows]
+
+
+# What the no-op library call returns: a path code no real call returns
+# (7 | staged), so the collective returns None and a row can check that the
+# library was not called.
+NOOP_STATUS = 15
+
+
+def noop_copy(module, name):
+    """Function name of module (symmem._ops) in a copy of the module whose
+    library call (_collective) is a no-op returning NOOP_STATUS: the
+    package's Python work alone, on whichever path the call takes. The
+    copy shares the module's caches and state as they are now (load torch
+    into the package first, with one real call)."""
+    g = dict(vars(module))
+    g["_collective"] = lambda *args: NOOP_STATUS
+    for k, v in list(g.items()):
+        if isinstance(v, types.FunctionType) and v.__globals__ is vars(module):
+            c = types.FunctionType(v.__code__, g, v.__name__, v.__defaults__, v.__closure__)
+            c.__kwdefaults__ = v.__kwdefaults__
+            g[k] = c
+    return g[name]
