@@ -21,8 +21,13 @@ cc -O2 -std=c11 -Wall -I include cmd/libsymmem/testdata/abi_cost.c -L .build -ls
 echo "== $(date -u +%FT%TZ) $(uname -m), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== $(go version | cut -d' ' -f3), $(python3 --version), $(cc --version | head -1)"
 echo "== Go: symmem.Group.AllReduce, and the C ABI's Go side (7 x $N calls)"
-go test -run XXX -bench 'GoAllReduce/cpu|ABIAllReduce/cpu' -benchmem -benchtime "${N}x" -count 7 ./cmd/libsymmem |
-  python3 scripts/bench-cost-rows.py
+go test -c -o .build/libsymmem.test ./cmd/libsymmem
+# Seven runs of one count each: the variants' rounds alternate (-count 7 runs
+# a variant's seven back to back).
+for i in 1 2 3 4 5 6 7; do
+  .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce/cpu|ABIAllReduce/cpu' -test.benchmem \
+    -test.benchtime "${N}x" -test.count 1
+done | python3 scripts/bench-cost-rows.py
 echo "== C calling libsymmem.so"
 .build/symmem launch -n 1 --no-prefix .build/abi_cost cpu "$N"
 echo "== Python"
