@@ -16,9 +16,15 @@
 # declined, with its reason), and the host-cost table printed last: one
 # all-reduce (1024 float32, world of 1) per layer, best and median us/call,
 # bottom up: the Go call (own stream, CU_STREAM_LEGACY), the ABI's Go side,
-# C calling the library, ctypes with arguments ready, the package, its
-# Python work alone, and NCCL through ctypes as vLLM calls it. The goal:
-# package row <= Go row of the same stream + 3 us.
+# C calling the library, ctypes with arguments ready, the package (its torch
+# path, and its general path: the code before the torch path), its Python
+# work alone, and NCCL through ctypes as vLLM calls it; rows of one step are
+# timed interleaved (round by round), so they compare side by side. The goal:
+# package row <= Go row of the same stream + 3 us. "diag" rows: Python work
+# and the ctypes call back to back, and 3 us of spin before the call (does
+# host time between calls make the library call dearer?). Step py-work: the
+# package's Python work on fake tensors beside a pynccl-style wrapper's
+# (python/bench/torch_path.py: no torch, no GPU, library calls no-ops).
 set -u
 OUTDIR=${1:-${OUT:-./gpu-python-out}}
 mkdir -p "$OUTDIR"
@@ -56,20 +62,24 @@ step checks-n1 ${T_CHECKS:-400} .build/symmem launch -n 1 python3 python/$T chec
 SYMMEM_SHARE_DEVICE=1 step checks-n2 ${T_CHECKS:-500} .build/symmem launch -n 2 python3 python/$T checks
 SYMMEM_SHARE_DEVICE=1 step mismatch-n2 120 .build/symmem launch -n 2 python3 python/$T mismatch
 step cost-n1 200 .build/symmem launch -n 1 python3 python/$T cost
-step go-cost 200 .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce|ABIAllReduce' -test.benchmem \
-  -test.benchtime 20000x -test.count 7 -test.v
+# Seven runs of one count each rather than -count 7 (which runs a variant's
+# seven counts back to back): the variants' rounds alternate, as the other
+# steps' rows do.
+step go-cost 200 bash -c 'for i in 1 2 3 4 5 6 7; do .build/libsymmem.test -test.run XXX \
+  -test.bench "GoAllReduce|ABIAllReduce" -test.benchmem -test.benchtime 20000x -test.count 1 -test.v || exit; done'
 step abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cuda 20000
 # The same layers on the CPU backend in a process without torch: is the
 # ctypes floor of cost-n1 the host's, or the torch process's?
 step cpu-cost 120 .build/symmem launch -n 1 python3 python/bench/host_cost.py 20000
 step cpu-abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cpu 20000
+step py-work 120 python3 python/bench/torch_path.py 20000
 # The examples, 2 ranks on the one GPU.
 SYMMEM_SHARE_DEVICE=1 step example-tp 200 .build/symmem launch -n 2 python3 examples/python/tp_layer.py
 SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 examples/python/fsdp_layer.py
 
 echo
 echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
-for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost cpu-cost cpu-abi-cost example-tp example-fsdp; do
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost cpu-cost cpu-abi-cost py-work example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"
@@ -79,4 +89,4 @@ grep -h "FAIL" "$OUTDIR"/checks-*.log "$OUTDIR"/mismatch-*.log 2>/dev/null | hea
 echo
 echo "host cost per layer (us/call: best, median)"
 python3 scripts/bench-cost-rows.py <"$OUTDIR/go-cost.log" 2>/dev/null | grep COST
-for f in abi-cost cost-n1 cpu-abi-cost cpu-cost; do grep -h "COST" "$OUTDIR/$f.log" 2>/dev/null | sed 's/^\[rank [0-9]*\] //'; done
+for f in abi-cost cost-n1 cpu-abi-cost cpu-cost py-work; do grep -h "COST" "$OUTDIR/$f.log" 2>/dev/null | sed 's/^\[rank [0-9]*\] //'; done

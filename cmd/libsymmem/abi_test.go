@@ -235,13 +235,17 @@ func TestPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"SYMMEM_LIBRARY=" + filepath.Join(dir, "libsymmem.so"), "PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
-	t.Run("standalone", func(t *testing.T) {
-		cmd := exec.Command(py, filepath.Join(pkg, "tests", "test_standalone.py"))
-		cmd.Env = append(os.Environ(), env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-	})
+	// Plain processes: no launcher. test_torch_path.py checks the torch path
+	// against the general path on fake tensors (no torch needed).
+	for _, f := range []string{"test_standalone.py", "test_torch_path.py"} {
+		t.Run(strings.TrimSuffix(strings.TrimPrefix(f, "test_"), ".py"), func(t *testing.T) {
+			cmd := exec.Command(py, filepath.Join(pkg, "tests", f))
+			cmd.Env = append(os.Environ(), env...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
 	suite := filepath.Join(pkg, "tests", "test_cpu.py")
 	t.Run("suite/n=2/torchrun-env", func(t *testing.T) { pythonUnderTorchrunEnv(t, py, suite, env) })
 	runs := []struct {

@@ -77,6 +77,9 @@ def _job_env(explicit):
 
 _world = None
 _world_lock = threading.Lock()
+# The open world's group (None while no world is open): the collectives'
+# default, one lookup on their hot path.
+_default_group = None
 
 
 def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=None, local_rank=None,
@@ -87,7 +90,7 @@ def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=N
     every wait may take (default 60). checked: every collective first
     verifies that all ranks passed the same arguments (MismatchError
     otherwise). A second call returns the world already open."""
-    global _world
+    global _world, _default_group
     with _world_lock:
         if _world is not None and _world.handle:
             return _world
@@ -108,6 +111,7 @@ def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=N
                                            args["master_port"], args["token"].encode(), args["job_id"].encode(),
                                            be, ms, flags, ctypes.byref(h)))
         _world = World(h.value)
+        _default_group = _world.group
         return _world
 
 
@@ -174,10 +178,10 @@ class World:
         """Closes the world (collective). Pool memory is released with it:
         drop every tensor and buffer from the pool first (PyTorch's MemPool
         keeps freed blocks cached; they must not be used after close)."""
-        global _world
+        global _world, _default_group
         h, self.handle = self.handle, 0
         if _world is self:
-            _world = None
+            _world, _default_group = None, None
         if h:
             check(lib.symmem_world_close(h))
 

@@ -1,9 +1,13 @@
 """Collectives over torch tensors and buffer-protocol objects, NCCL-like.
 
-The hot path is kept short: one handler per argument type (cached), one
-ctypes call with six pointer-sized arguments (symmem_collective; the call
-word packs kind, dtype, op, algorithm and root), and a shared Path object for
-the result."""
+Each collective has two paths. The torch path (plain torch.Tensor on the
+cuda backend, no dtype=) reads each tensor's attributes once, inline, and
+checks them; anything it does not accept — a failed check included — goes
+to the general path, which handles every argument type through one cached
+handler per type and raises the error that names what was wrong. Both end
+in one ctypes call with six pointer-sized arguments (symmem_collective; the
+call word packs kind, dtype, op, algorithm and root) and return a shared
+Path object."""
 
 import ctypes
 import operator
@@ -101,7 +105,26 @@ def _array(x, writable):
     return a, n * x.itemsize, dt, -1
 
 
+# Set when the first torch type is seen (_load_torch): torch dtype -> NCCL
+# code, the same shifted into the call word, the torch path's tensor type, and
+# torch's raw current-stream getter.
 _torch_dtypes = None
+_TDT = {}
+_T = None
+_raw_stream = None
+
+
+def _load_torch():
+    global _torch_dtypes, _TDT, _T, _raw_stream
+    import torch
+    _torch_dtypes = {torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4,
+                     torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
+    _TDT = {d: c << 8 for d, c in _torch_dtypes.items()}
+    # torch.cuda.current_stream().cuda_stream costs ~9 us a call: the raw
+    # getter, where this torch has it.
+    _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+        (lambda d: torch.cuda.current_stream(d).cuda_stream)
+    _T = torch.Tensor
 
 
 def _tensor(t, writable):
@@ -124,11 +147,8 @@ def _handler(tp):
         if issubclass(tp, array.array):
             h = _array
         elif tp.__module__.startswith("torch") and hasattr(tp, "data_ptr"):
-            global _torch_dtypes
-            if _torch_dtypes is None:
-                import torch
-                _torch_dtypes = {torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4,
-                                 torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
+            if _T is None:
+                _load_torch()
             h = _tensor
         else:
             h = _cached_buffer
@@ -163,9 +183,7 @@ def _torch_dtype_code(d):
     return _torch_dtypes.get(d)
 
 
-# The raw CUDA stream of the current stream per device, without building a
-# torch.cuda.Stream object (torch.cuda.current_stream().cuda_stream costs ~9 us).
-_raw_stream = None
+# Raw handles of torch.cuda.Stream objects passed as stream=.
 _streams = weakref.WeakKeyDictionary()
 
 
@@ -174,14 +192,6 @@ _streams = weakref.WeakKeyDictionary()
 # ordered after the caller's kernels. CU_STREAM_LEGACY names the legacy
 # default stream explicitly.
 CU_STREAM_LEGACY = 0x1
-
-
-def _load_raw_stream():
-    global _raw_stream
-    import torch
-    _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
-        (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _raw_stream
 
 
 def _stream_arg(stream, dev):
@@ -215,16 +225,39 @@ def _fail(status):
 
 
 def _world_group():
-    w = _core._world
-    if w is None or not w.handle:
-        w = _core.world()  # raises ClosedError
-    return w.group
+    g = _core._default_group
+    if g is None:
+        _core.world()  # raises ClosedError
+    return g
 
+
+# The torch path of each collective (see the module doc): a plain
+# torch.Tensor (_T) on a cuda world, no dtype=. It reads what the general
+# path reads and checks the same things (contiguous, a supported dtype, the
+# same dtype and device on both sides, sizes, CUDA memory on the cuda
+# backend, a known op, a root in range), but inline and without the size in
+# bytes (counts are numel). A check that fails sends the call to the general
+# path, whose error names it; nothing reaches the library unchecked.
 
 def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, stream=None):
     """Gathers every rank's input into output (size × input, in group-rank
     order). In place: input may be this rank's slice of output. Returns the
     Path the call took."""
+    if input.__class__ is _T and output.__class__ is _T and dtype is None:
+        g = group or _core._default_group or _world_group()
+        d, dev, n = input.dtype, input.get_device(), input.numel()
+        call = _TDT.get(d)
+        if (call is not None and dev >= 0 and g.cuda and output.dtype is d and output.get_device() == dev
+                and output.numel() == n * g.size and input.is_contiguous() and output.is_contiguous()):
+            if algo is not None:
+                call |= _algo(algo)
+            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)  # AG is 0
+            return _PATHS[r] if r >= 0 else _fail(r)
+    return _all_gather(output, input, group, dtype, algo, stream)
+
+
+def _all_gather(output, input, group, dtype, algo, stream):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
@@ -236,8 +269,8 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
                      f"bytes = {ib * g.size}", idt, odt, dev, odev)
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
-    if stream is None:  # the current stream, inline: the GPU's hot path
-        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    if stream is None:  # the current stream
+        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
@@ -247,6 +280,24 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
 def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo=None, stream=None):
     """Reduces input (size equal chunks) across ranks with op; this rank
     gets chunk Group.rank in output."""
+    if input.__class__ is _T and output.__class__ is _T and dtype is None:
+        g = group or _core._default_group or _world_group()
+        d, dev, n = output.dtype, output.get_device(), output.numel()
+        try:
+            call = _RS_OP[op] | _TDT[d]
+        except (KeyError, TypeError):
+            call = None
+        if (call is not None and dev >= 0 and g.cuda and input.dtype is d and input.get_device() == dev
+                and input.numel() == n * g.size and input.is_contiguous() and output.is_contiguous()):
+            if algo is not None:
+                call |= _algo(algo)
+            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)
+            return _PATHS[r] if r >= 0 else _fail(r)
+    return _reduce_scatter(output, input, op, group, dtype, algo, stream)
+
+
+def _reduce_scatter(output, input, op, group, dtype, algo, stream):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
@@ -258,8 +309,8 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
                      f"bytes = {ob * g.size}", idt, odt, dev, odev)
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
-    if stream is None:  # the current stream, inline: the GPU's hot path
-        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    if stream is None:  # the current stream
+        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     try:
@@ -272,6 +323,31 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
 
 def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None, stream=None):
     """Reduces tensor across ranks with op, in place (or into output)."""
+    if tensor.__class__ is _T and dtype is None:
+        g = group or _core._default_group or _world_group()
+        d, dev, n = tensor.dtype, tensor.get_device(), tensor.numel()
+        try:
+            call = _AR_OP[op] | _TDT[d]
+        except (KeyError, TypeError):
+            call = None
+        if call is not None and dev >= 0 and g.cuda and tensor.is_contiguous():
+            if output is None:
+                oa = ia = tensor.data_ptr()
+            elif (output.__class__ is _T and output.dtype is d and output.get_device() == dev
+                  and output.numel() == n and output.is_contiguous()):
+                ia, oa = tensor.data_ptr(), output.data_ptr()
+            else:
+                call = None
+            if call is not None:
+                if algo is not None:
+                    call |= _algo(algo)
+                stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
+                r = _collective(g.handle, call, ia, oa, n, stream)
+                return _PATHS[r] if r >= 0 else _fail(r)
+    return _all_reduce(tensor, op, group, output, dtype, algo, stream)
+
+
+def _all_reduce(tensor, op, group, output, dtype, algo, stream):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, output is None)
     if output is None:
@@ -285,8 +361,8 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
         _shape_error("all_reduce", f"output holds {ob} bytes and the tensor {ib}", idt, odt, dev, odev)
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
-    if stream is None:  # the current stream, inline: the GPU's hot path
-        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    if stream is None:  # the current stream
+        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     try:
@@ -299,14 +375,29 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
 
 def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None):
     """Copies group rank root's tensor into tensor on every rank (in place)."""
+    if tensor.__class__ is _T and dtype is None and root.__class__ is int and 0 <= root < 1 << 31:
+        g = group or _core._default_group or _world_group()
+        dev = tensor.get_device()
+        call = _TDT.get(tensor.dtype)
+        if call is not None and dev >= 0 and g.cuda and tensor.is_contiguous():
+            call |= BC | root << 32
+            if algo is not None:
+                call |= _algo(algo)
+            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
+            r = _collective(g.handle, call, None, tensor.data_ptr(), tensor.numel(), stream)
+            return _PATHS[r] if r >= 0 else _fail(r)
+    return _broadcast(tensor, root, group, dtype, algo, stream)
+
+
+def _broadcast(tensor, root, group, dtype, algo, stream):
     g = group or _world_group()
     a, b, dt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, True)
     if dt < 0 or dt == 16 or dtype is not None:
         dt = _dtype(dt, dtype, "tensor")
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
-    if stream is None:  # the current stream, inline: the GPU's hot path
-        stream = None if dev < 0 else (_raw_stream or _load_raw_stream())(dev) or CU_STREAM_LEGACY
+    if stream is None:  # the current stream
+        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     if root.__class__ is not int or not 0 <= root < 1 << 31:

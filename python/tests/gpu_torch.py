@@ -28,6 +28,9 @@ import torch
 
 import symmem
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from hostcost import interleaved, noop_copy  # noqa: E402
+
 RESULTS = []
 
 
@@ -222,36 +225,11 @@ def run_mismatch(w):
     report("after-mismatch", "ok" if bool((t == w.size).all()) else "FAIL", f"t[0]={float(t[0])}")
 
 
-def timeit(f, n=3000, batch=200, rounds=7):
-    """Best and median host microseconds per call of f() over rounds of n
-    calls, timed in batches of `batch` with the GPU drained untimed between
-    batches (so a row is enqueue time, never a full launch queue), as
-    BenchmarkGoAllReduce and abi_cost.c time theirs. Rows run on different
-    streams: the device drains first, so no two rows' kernels of the group
-    overlap."""
-    torch.cuda.synchronize()
-    try:
-        f()
-    except Exception as e:  # noqa: BLE001 - a row that cannot run says why
-        print(f"COST row failed: {type(e).__name__}: {str(e)[:300]}")
-        return float("nan"), float("nan")
-    for _ in range(batch):
-        f()
-    torch.cuda.synchronize()
-    per = []
-    b = range(batch)
-    for _ in range(rounds):
-        total, done = 0.0, 0
-        while done < n:
-            t0 = time.perf_counter()
-            for _ in b:
-                f()
-            total += time.perf_counter() - t0
-            done += batch
-            torch.cuda.synchronize()
-        per.append(total / done * 1e6)
-    per.sort()
-    return per[0], per[rounds // 2]
+def spin(ns=3000):
+    """Busy host time between calls, with little memory traffic."""
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
 
 
 def nccl_lib():
@@ -267,50 +245,44 @@ def run_cost(w):
     """Host cost per call, layer by layer (the Go and C layers come from
     BenchmarkGoAllReduce and abi_cost in scripts/gpu-python.sh): ctypes
     into symmem with arguments ready on each stream, the package on torch's
-    default stream (CU_STREAM_LEGACY) and on a side stream, the Python work
-    alone, and NCCL through ctypes as vLLM's pynccl calls it."""
+    default stream (CU_STREAM_LEGACY) and on a side stream, its general path,
+    its Python work alone, and NCCL through ctypes as vLLM calls it. Rows are
+    interleaved batch by batch (python/bench/interleave.py), the GPU drained
+    untimed after each batch.
+
+    Diagnostic rows, for a package row above ctypes + its Python work:
+    "Python work, then ctypes" runs the two back to back (no package call:
+    what remains above it is the package call's own); the spin rows ask
+    whether 3 us of host time between calls makes the library call dearer."""
     count = 1024
     inp, out = symmem.empty(count, torch.float32), symmem.empty(count, torch.float32)
     plain_in, plain_out = torch.zeros(count, device="cuda"), torch.zeros(count, device="cuda")
     dev = torch.cuda.current_device()
     raw = torch._C._cuda_getCurrentRawStream
     side = torch.cuda.Stream()
-    rows = [("torch.cuda.current_stream().cuda_stream", timeit(lambda: torch.cuda.current_stream().cuda_stream)),
-            ("torch._C._cuda_getCurrentRawStream(dev)", timeit(lambda: raw(dev)))]
+    on_side = functools.partial(torch.cuda.stream, side)
     lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
     ia, oa = inp.data_ptr(), out.data_ptr()
     call = symmem._ops.AR | 7 << 8  # all-reduce, float32, sum, auto
-    # functools.partial: a row times the ctypes call itself; its status is
-    # checked before and after the timing.
-    abi_rows = [
-        ("ctypes floor: symmem_abi_version()", lib.symmem_abi_version),
-        ("ctypes symmem_all_reduce(8 args), stream NULL",
-         functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
-        ("ctypes symmem_collective(6 args), stream NULL", functools.partial(coll, gh, call, ia, oa, count, None)),
-        ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(coll, gh, call, ia, oa, count, 1)),
-        ("ctypes symmem_collective(6 args), side stream",
-         functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream)),
-    ]
-    for name, f in abi_rows:
+    ops = symmem._ops
+    symmem.all_reduce(inp, output=out)  # loads torch into the package
+    torch_path = ops._T is torch.Tensor and type(inp) is torch.Tensor
+    noop_ar = noop_copy(ops, "all_reduce")
+    if noop_ar(inp, output=out) is not None:
+        raise SystemExit("the no-op copy of all_reduce called the library")
+    # functools.partial: a ctypes row times the ctypes call itself; its
+    # status is checked before the timing and after it.
+    coll_null = functools.partial(coll, gh, call, ia, oa, count, None)
+    coll_legacy = functools.partial(coll, gh, call, ia, oa, count, 1)
+    checked = [("ctypes symmem_all_reduce(8 args), stream NULL",
+                functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
+               ("ctypes symmem_collective(6 args), stream NULL", coll_null),
+               ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", coll_legacy),
+               ("ctypes symmem_collective(6 args), side stream",
+                functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream))]
+    for _, f in checked:
         if (r := f()) < 0:
             raise symmem._lib.error(r)
-        rows.append((name, timeit(f)))
-        if (r := f()) < 0:
-            raise symmem._lib.error(r)
-    ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
-    rows.append(("symmem.all_reduce(pool tensors, output=), default stream", timeit(ar)))
-    with torch.cuda.stream(side):
-        rows.append(("symmem.all_reduce(pool tensors, output=), side stream", timeit(ar)))
-    # The package's Python work alone: the same call with the library call
-    # replaced by a no-op (its torch attribute reads and checks included).
-    real = symmem._ops._collective
-    symmem._ops._collective = lambda *a: 0
-    try:
-        rows.append(("symmem.all_reduce Python work (library call a no-op)", timeit(ar)))
-    finally:
-        symmem._ops._collective = real
-    d = symmem._ops._tensor
-    rows.append(("torch reads of one tensor (_ops._tensor)", timeit(lambda: d(inp, True))))
     # vLLM-style: ctypes binding of libnccl, a world of 1.
     nccl = ctypes.CDLL(nccl_lib())
 
@@ -333,13 +305,32 @@ def run_cost(w):
             raise RuntimeError(f"NCCL error {r}")
 
     pa, po = plain_in.data_ptr(), plain_out.data_ptr()
-    rows.append(("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
-                 timeit(functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None))))
-    rows.append(("vLLM-style pynccl all_reduce(tensor), default stream",
-                 timeit(lambda: vllm_all_reduce(plain_in, plain_out))))
+    ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
+    general = ops._all_reduce
+    rows = [("torch.cuda.current_stream().cuda_stream", lambda: torch.cuda.current_stream().cuda_stream),
+            ("torch._C._cuda_getCurrentRawStream(dev)", functools.partial(raw, dev)),
+            ("ctypes floor: symmem_abi_version()", lib.symmem_abi_version),
+            *checked,
+            ("symmem.all_reduce(pool tensors, output=), default stream", ar),
+            ("symmem.all_reduce(pool tensors, output=), side stream", ar, on_side),
+            ("symmem.all_reduce, general path (before: _ops._all_reduce)",
+             lambda: general(inp, 0, None, out, None, None, None)),
+            ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(inp, output=out)),
+            ("diag: Python work, then ctypes collective LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
+            ("diag: 3 us spin alone", spin),
+            ("diag: 3 us spin, then ctypes collective LEGACY", lambda: (spin(), coll_legacy())),
+            ("torch reads of one tensor (_ops._tensor)", functools.partial(ops._tensor, inp, True)),
+            ("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
+             functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None)),
+            ("vLLM-style pynccl all_reduce(tensor), default stream", lambda: vllm_all_reduce(plain_in, plain_out))]
+    res = interleaved(rows, 3000, drain=torch.cuda.synchronize)
+    for name, f in checked:
+        if (r := f()) < 0:
+            raise SystemExit(f"{name}: failed after timing: {symmem._lib.error(r)}")
     print("COST host us/call from Python: cuda backend, 1024 float32 out of place, world of 1, best and median of 7 "
-          "rounds of 3000 calls (batches of 200), GPU", torch.cuda.get_device_name())
-    for name, (best, med) in rows:
+          "interleaved rounds of 3000 calls (batches of 200), GPU", torch.cuda.get_device_name(),
+          "; package calls take the", "torch path" if torch_path else "general path")
+    for name, best, med in res:
         print(f"COST {name:58s} {best:8.3f} {med:8.3f}")
     print(f"COST path {w.group.last_path()}")
 
