@@ -101,7 +101,7 @@ def run_checks(w):
            f"shape {tuple(e.shape)} device {e.device}")
     del e
 
-    algos = [None, "kernel", "ce", "nccl-window", "nccl"]
+    algos = [None, "kernel", "two-shot", "lc", "ce", "nccl-window", "nccl"]
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int32):
         for count in (4096, 1 << 20):
             seed = shared_seed(w)
