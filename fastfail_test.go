@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // Fast failure: after a peer died or stopped, the survivors' errors and
@@ -31,7 +32,8 @@ func selfHosted(t *testing.T) []string {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	l.Close()
-	return []string{"SYMMEM_STORE_HOSTED=0", "MASTER_PORT=" + port}
+	// The store's own port (not MASTER_PORT+1, which nobody checked is free).
+	return []string{"SYMMEM_STORE_HOSTED=0", rendezvous.VarStorePort + "=" + port}
 }
 
 // TestCloseAfterDeath: rank 2 of 3 dies (SIGKILL) during all-reduces; ranks

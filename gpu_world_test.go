@@ -48,11 +48,11 @@ func gpuSpawn(t *testing.T, role string) {
 	expectOK(t, res)
 }
 
-func TestGPUWorldAllGather(t *testing.T)    { gpuSpawn(t, "gpuag") }
-func TestGPUWorldTwoGroups(t *testing.T)    { gpuSpawn(t, "gputwo") }
-func TestGPUWorldGraph(t *testing.T)        { gpuSpawn(t, "gpugraph") }
-func TestGPUWorldReduceKernel(t *testing.T) { gpuSpawn(t, "gpuark") }
-func TestGPUWorldPeerDies(t *testing.T)     { gpuSpawn(t, "gpudie") }
+func TestGPUWorldAllGather(t *testing.T)      { gpuSpawn(t, "gpuag") }
+func TestGPUWorldTwoGroups(t *testing.T)      { gpuSpawn(t, "gputwo") }
+func TestGPUWorldGraph(t *testing.T)          { gpuSpawn(t, "gpugraph") }
+func TestGPUWorldReduceKernel(t *testing.T)   { gpuSpawn(t, "gpuark") }
+func TestGPUWorldPeerDies(t *testing.T)       { gpuSpawn(t, "gpudie") }
 func TestGPUWorldKernelMismatch(t *testing.T) { gpuSpawn(t, "gpumismatch") }
 
 // gpuWorld starts the cuda backend for a role.

@@ -14,7 +14,7 @@ func TestCandidates(t *testing.T) {
 	files := map[string][]string{
 		"/venv/lib/python3*/site-packages/w/b/liba.so.1":      {"/venv/lib/python3.12/site-packages/w/b/liba.so.1"},
 		"/usr/local/lib/python3*/dist-packages/w/a/liba.so.2": {"/usr/local/lib/python3.10/dist-packages/w/a/liba.so.2", "/usr/local/lib/python3.12/dist-packages/w/a/liba.so.2"},
-		"/tk/lib64/liba.so.2": {"/tk/lib64/liba.so.2"},
+		"/tk/lib64/liba.so.2":                                 {"/tk/lib64/liba.so.2"},
 	}
 	glob := func(p string) ([]string, error) { return files[p], nil }
 	for _, tc := range []struct {
