@@ -141,7 +141,38 @@ func (g *gen) widen(h half, mem, reg string) {
 	g.p("VCVTPH2PS %s, %s", mem, reg)
 }
 
-// consts loads the bfloat16 rounding constants into Y10, Y11, Y13.
+// widenPair loads the 16 halves at mem into float32s in lo and hi. For
+// bfloat16 it interleaves them with zero words within each 128-bit lane
+// (VPUNPCKLWD/VPUNPCKHWD with Y12 = 0; Y7 is the raw load): lo then holds
+// elements 0-3 and 8-11, hi 4-7 and 12-15, two instructions per 8 where
+// VPMOVZXWD+VPSLLD take four, and narrowPair's in-lane VPACKUSDW puts the
+// elements back in order without the VPERMQ of narrow. float16 converts
+// in order (VCVTPH2PS).
+func (g *gen) widenPair(h half, mem, lo, hi string) {
+	if !h.bf16 {
+		g.p("VCVTPH2PS %s, %s", mem, lo)
+		g.p("VCVTPH2PS 16%s, %s", mem, hi)
+		return
+	}
+	g.p("VMOVDQU %s, Y7", mem)
+	g.p("VPUNPCKLWD Y7, Y12, %s", lo)
+	g.p("VPUNPCKHWD Y7, Y12, %s", hi)
+}
+
+// narrowPair rounds Y0, Y1 as widenPair left them to 16 halves at DI.
+func (g *gen) narrowPair(h half) {
+	if !h.bf16 {
+		g.narrow(h)
+		return
+	}
+	g.round("Y0")
+	g.round("Y1")
+	g.p("VPACKUSDW Y1, Y0, Y0") // per lane: Y0's 4 then Y1's 4, the original order
+	g.p("VMOVDQU Y0, (DI)")
+}
+
+// consts loads the bfloat16 rounding constants into Y10, Y11, Y13, and
+// zero into Y12 (widenPair).
 func (g *gen) consts(h half) {
 	if !h.bf16 {
 		return
@@ -154,6 +185,7 @@ func (g *gen) consts(h half) {
 		g.p("VMOVD AX, X%d", c.reg)
 		g.p("VPBROADCASTD X%d, Y%d", c.reg, c.reg)
 	}
+	g.p("VPXOR Y12, Y12, Y12")
 }
 
 // round turns the float32s in r into bfloat16 bits (one per dword) exactly
@@ -201,13 +233,11 @@ func (g *gen) halfKernels(h half) {
 	g.p("MOVQ chunks+24(FP), CX")
 	g.consts(h)
 	g.loop(func() {
-		g.widen(h, "(SI)", "Y0")
-		g.widen(h, "16(SI)", "Y1")
-		g.widen(h, "(DX)", "Y2")
-		g.widen(h, "16(DX)", "Y3")
+		g.widenPair(h, "(SI)", "Y0", "Y1")
+		g.widenPair(h, "(DX)", "Y2", "Y3")
 		g.p("VADDPS Y2, Y0, Y0")
 		g.p("VADDPS Y3, Y1, Y1")
-		g.narrow(h)
+		g.narrowPair(h)
 		g.p("ADDQ $32, SI")
 		g.p("ADDQ $32, DX")
 		g.p("ADDQ $32, DI")
@@ -321,13 +351,11 @@ func (g *gen) halfMinMax(h half, op string) {
 	g.p("MOVQ chunks+24(FP), CX")
 	g.consts(h)
 	g.loop(func() {
-		g.widen(h, "(SI)", "Y0")
-		g.widen(h, "16(SI)", "Y1")
-		g.widen(h, "(DX)", "Y2")
-		g.widen(h, "16(DX)", "Y3")
+		g.widenPair(h, "(SI)", "Y0", "Y1")
+		g.widenPair(h, "(DX)", "Y2", "Y3")
 		g.fop(op, "Y0", "Y2")
 		g.fop(op, "Y1", "Y3")
-		g.narrow(h)
+		g.narrowPair(h)
 		g.p("ADDQ $32, SI")
 		g.p("ADDQ $32, DX")
 		g.p("ADDQ $32, DI")
