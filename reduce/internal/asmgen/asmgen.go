@@ -325,6 +325,72 @@ func (g *gen) halfKernels(h half) {
 	})
 }
 
+// round512 is round on the 16 float32s in Z register r, into out, with
+// AVX-512: the NaN case is a masked OR instead of a blend. Uses Z4, Z5,
+// K1; constants in Z10, Z11, Z13 as consts leaves them.
+func (g *gen) round512(r, out string) {
+	g.p("VPSRLD $16, %s, Z4", r)       // b >> 16
+	g.p("VPANDD Z13, Z4, Z5")          // its lowest bit
+	g.p("VPADDD Z10, %s, %s", r, out)  // b + 0x7fff
+	g.p("VPADDD Z5, %s, %s", out, out) // + lsb
+	g.p("VPSRLD $16, %s, %s", out, out)
+	g.p("VCMPPS $3, %s, %s, K1", r, r) // NaN: unordered with itself
+	g.p("VPORD Z11, Z4, K1, %s", out)  // quiet NaN, payload kept (merge-masked)
+}
+
+// sum2BF16Wide is sum2 for bfloat16 with AVX-512BW: 32 elements (two
+// chunks) per round in Z registers, the in-lane interleave of widenPair
+// and the in-lane pack; an odd last chunk takes one AVX2 round.
+func (g *gen) sum2BF16Wide() {
+	h := half{"BF16", true}
+	g.text("sum2BF16Wide", "d, x, y *byte, chunks int", 32)
+	g.p("MOVQ d+0(FP), DI")
+	g.p("MOVQ x+8(FP), SI")
+	g.p("MOVQ y+16(FP), DX")
+	g.p("MOVQ chunks+24(FP), CX")
+	for _, c := range []struct {
+		v   uint32
+		reg int
+	}{{0x7fff, 10}, {0x40, 11}, {1, 13}} {
+		g.p("MOVL $0x%x, AX", c.v)
+		g.p("VMOVD AX, X%d", c.reg)
+		g.p("VPBROADCASTD X%d, Z%d", c.reg, c.reg)
+	}
+	g.p("VPXORD Z12, Z12, Z12")
+	g.p("MOVQ CX, BX")
+	g.p("SHRQ $1, BX")
+	g.p("JZ tail")
+	fmt.Fprintf(&g.b, "wide:\n")
+	for _, src := range []struct{ mem, lo, hi string }{{"(SI)", "Z0", "Z1"}, {"(DX)", "Z2", "Z3"}} {
+		g.p("VMOVDQU32 %s, Z7", src.mem)
+		g.p("VPUNPCKLWD Z7, Z12, %s", src.lo)
+		g.p("VPUNPCKHWD Z7, Z12, %s", src.hi)
+	}
+	g.p("VADDPS Z2, Z0, Z0")
+	g.p("VADDPS Z3, Z1, Z1")
+	g.round512("Z0", "Z8")
+	g.round512("Z1", "Z9")
+	g.p("VPACKUSDW Z9, Z8, Z0") // per lane: Z8's 4 then Z9's 4, the original order
+	g.p("VMOVDQU32 Z0, (DI)")
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $64, DX")
+	g.p("ADDQ $64, DI")
+	g.p("DECQ BX")
+	g.p("JNZ wide")
+	fmt.Fprintf(&g.b, "tail:\n")
+	g.p("TESTQ $1, CX")
+	g.p("JZ done")
+	// The Y registers are the low halves of the Z constants.
+	g.widenPair(h, "(SI)", "Y0", "Y1")
+	g.widenPair(h, "(DX)", "Y2", "Y3")
+	g.p("VADDPS Y2, Y0, Y0")
+	g.p("VADDPS Y3, Y1, Y1")
+	g.narrowPair(h)
+	fmt.Fprintf(&g.b, "done:\n")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
 // fop sets float32 register a = op(a, b) by the scalar rule (b if b is
 // smaller/larger or NaN, else a). Uses Y8, Y9.
 func (g *gen) fop(op, a, b string) {
@@ -414,5 +480,6 @@ func AMD64() []byte {
 		g.halfMinMax(h, "min")
 		g.halfMinMax(h, "max")
 	}
+	g.sum2BF16Wide()
 	return g.b.Bytes()
 }
