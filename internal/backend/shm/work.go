@@ -96,12 +96,18 @@ func (s split) pieceSize(total int) int {
 // k is that stage's, and the caller cannot rewrite the stage before the
 // piece is counted off in left. Nothing is allocated per stage.
 type crew struct {
-	s        split
-	once     sync.Once
+	s    split
+	once sync.Once
+	// gen is polled by every idle helper; ticket and left are written
+	// once per piece: on one cache line, each write would pull the line
+	// from every poller.
+	_        [64]byte
 	gen      atomic.Uint64 // stages published: wakes pollers and sleepers
+	_        [56]byte
 	ticket   atomic.Uint64
 	left     atomic.Int64 // pieces of the current stage not finished
-	waiting  atomic.Bool  // the caller sleeps on done
+	_        [48]byte
+	waiting  atomic.Bool // the caller sleeps on done
 	done     chan struct{}
 	sleepers atomic.Int32
 	stopped  atomic.Bool
