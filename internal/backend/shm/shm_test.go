@@ -218,7 +218,7 @@ func TestCrew(t *testing.T) {
 		for _, s := range []split{
 			{workers: 2, inline: 1 << 30},                 // too small to share: the caller alone
 			{workers: 2, inline: 256 << 10, minPiece: 64}, // maxPiece pieces
-			{workers: 8, inline: 256 << 10, minPiece: 64}, // about one piece per worker
+			{workers: 8, inline: 256 << 10, minPiece: 64}, // about two pieces per worker
 			{workers: 3, minPiece: 3 << 20},               // one piece per task, 3 workers
 			{workers: 8, minPiece: 64, spin: time.Hour},   // helpers that never sleep
 		} {
