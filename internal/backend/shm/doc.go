@@ -38,9 +38,9 @@
 //     divided among the local ranks, at most 16 per rank) claim in turn;
 //     helpers poll for the next stage for 200 us before they sleep, as
 //     waits on peers do. Polling loops yield the processor only every
-//     16k rounds, and a call allocates nothing: with 8-16 goroutines of a
-//     process polling, frequent yields and GC cycles took the CPUs the
-//     copies need.
+//     16k rounds (each yield takes the scheduler's global lock and may
+//     wake a thread), and a call allocates nothing (no GC cycles from
+//     back-to-back collectives).
 //
 // Every rank of a group must live on this host: the backend refuses groups
 // that span hosts.
