@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -313,5 +314,44 @@ func TestOneShotChoice(t *testing.T) {
 		if got := oneShot(c.n, c.bytes, c.inPlace); got != c.want {
 			t.Errorf("oneShot(n=%d, %d bytes, in-place %v) = %v, want %v", c.n, c.bytes, c.inPlace, got, c.want)
 		}
+	}
+}
+
+// TestCrewManyStages runs thousands of stages back to back on one crew, of
+// random sizes (one piece to dozens, several tasks), with helpers that
+// poll and helpers that sleep after every stage, and checks every stage's
+// bytes: the reused stage state, the piece tickets and the caller's wake
+// (a stale token from one stage must not end the next early) hold up when
+// helpers arrive late or not at all.
+func TestCrewManyStages(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 16))
+	const max = 48 << 10
+	srcs := [3][]byte{make([]byte, max), make([]byte, max), make([]byte, max)}
+	dsts := [3][]byte{make([]byte, max), make([]byte, max), make([]byte, max)}
+	for _, spin := range []time.Duration{0, 200 * time.Microsecond} {
+		c := newCrew(split{workers: 4, minPiece: 64, spin: spin})
+		for stage := range 3000 {
+			nt := 1 + r.IntN(3)
+			ts := make([]task, nt)
+			for i := range ts {
+				n := r.IntN(max/64+1) * 64
+				s := srcs[i][:n]
+				for j := range s {
+					s[j] = byte(stage + i + j)
+				}
+				clear(dsts[i][:n])
+				ts[i] = task{dst: dsts[i][:n], srcs: [][]byte{s}}
+			}
+			if err := c.run(ts, coll.Uint8, coll.Sum); err != nil {
+				t.Fatal(err)
+			}
+			for i, tk := range ts {
+				if !bytes.Equal(tk.dst, tk.srcs[0]) {
+					c.stop()
+					t.Fatalf("spin %v, stage %d, task %d (%d bytes): wrong bytes", spin, stage, i, len(tk.dst))
+				}
+			}
+		}
+		c.stop()
 	}
 }
