@@ -37,6 +37,8 @@ SHMBASE=${SHM_BASE:-.build/shm-base.test}
 [ -x "$SYMMEM" ] || { echo "missing $SYMMEM: run 'go build -o .build/symmem ./cmd/symmem' on the build machine" >&2; exit 2; }
 {
   date -u; uname -a; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)'
+  # reduce picks its AVX-512BW bf16 kernel where the CPU (and the VM) has it.
+  echo "AVX-512BW: $(grep -q -w avx512bw /proc/cpuinfo && echo yes || echo no)"
   mpirun --version 2>&1 | head -1
   $PY -c 'import mpi4py, sys; print("mpi4py", mpi4py.__version__, "python", sys.version.split()[0])'
   $SYMMEM version 2>&1 | head -3
