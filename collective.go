@@ -79,14 +79,6 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	if g.closed.Load() {
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: %w", c.kind, g.name, ErrGroupClosed)
 	}
-	if g.w.host || g.w.opts.Checked {
-		// Only these wait (CPU collectives, checked-mode exchange); the GPU
-		// path just enqueues, and a timer per call costs ~0.5 us there.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.w.opts.Timeout)
-		defer cancel()
-	}
-
 	// The request's shape (lengths, in-place, symmetric lookup) is
 	// computed here once; backends and staging read it.
 	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
@@ -97,6 +89,16 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
+	if g.w.opts.Checked || g.w.host && staged {
+		// Only these wait on something without a deadline of its own
+		// (the checked-mode exchange, CPU staging). The GPU path just
+		// enqueues; the CPU direct path's waits (backend Run, Agree) are
+		// bounded by the group timeout, which is Options.Timeout. A timer
+		// per call costs ~0.5 us and 10 allocations.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.w.opts.Timeout)
+		defer cancel()
+	}
 	if staged {
 		if err := g.w.freed(c.in, c.out); err != nil {
 			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
@@ -125,8 +127,10 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	} else {
 		p, err = g.bg.Run(ctx, req)
 	}
-	if d := pool.AsDisagreement(err); d != nil {
-		return coll.Path{}, g.mismatch(c, d)
+	if err != nil { // AsDisagreement allocates its target
+		if d := pool.AsDisagreement(err); d != nil {
+			return coll.Path{}, g.mismatch(c, d)
+		}
 	}
 	if staged && g.w.host {
 		return p, err

@@ -87,6 +87,9 @@ func WithAlgo(a coll.Algo) CallOption { return func(o *callOpts) { o.algo = a } 
 func WithStream(s uint64) CallOption { return func(o *callOpts) { o.stream = s } }
 
 func collect(opts []CallOption) callOpts {
+	if len(opts) == 0 { // o would escape through f(&o): no allocation for the common call
+		return callOpts{algo: coll.AlgoAuto}
+	}
 	o := callOpts{algo: coll.AlgoAuto}
 	for _, f := range opts {
 		if f != nil {

@@ -2,6 +2,7 @@ package reduce
 
 import (
 	"math"
+	"sync"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/hostmem"
@@ -11,6 +12,10 @@ import (
 // source's block is folded in while dst's block stays in L1/L2, so k sources
 // cost one pass over memory.
 const blockBytes = 16 << 10
+
+// stackSrcs sources or fewer (a group of up to 8 ranks) keep their
+// per-source block state on the stack.
+const stackSrcs = 8
 
 type number interface {
 	~int8 | ~uint8 | ~int32 | ~int64 | ~float32 | ~float64
@@ -73,21 +78,33 @@ func viewBlock[T hostmem.Word](b []byte, scratch *[]T, elemSize int) (v []T, cop
 func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, vk *nativeKernels) {
 	var z T
 	size := sizeOf(z)
-	alias := make([]bool, len(srcs))
+	// Per-source state on the stack for up to stackSrcs sources: a call
+	// allocates nothing unless a source is misaligned or aliased.
+	var aliasA [stackSrcs]bool
+	var scrA, viewsA [stackSrcs][]T
+	alias, scr, views := aliasA[:], scrA[:], viewsA[:]
+	if len(srcs) > stackSrcs {
+		alias, scr, views = make([]bool, len(srcs)), make([][]T, len(srcs)), make([][]T, len(srcs))
+	}
+	alias, scr, views = alias[:len(srcs)], scr[:len(srcs)], views[:len(srcs)]
 	da := hostmem.Addr(dst)
 	for i, src := range srcs {
 		alias[i] = hostmem.Addr(src) == da && (i > 0 || acc)
 	}
 	var scrD []T
-	scr := make([][]T, len(srcs)) // per source; allocated only for misaligned or aliased sources
-	views := make([][]T, len(srcs))
+	// scr: per source, allocated only for misaligned or aliased sources.
 	var in [4][]T
 	for off := 0; off < len(dst); off += blockBytes {
 		end := min(off+blockBytes, len(dst))
 		for i, src := range srcs {
 			if alias[i] {
 				if scr[i] == nil {
-					scr[i] = make([]T, blockBytes/size)
+					// A Go array of this size is page aligned: View succeeds.
+					v, ok := hostmem.View[T](aliasScratch.Get().(*[blockBytes]byte)[:])
+					if !ok {
+						panic("reduce: pooled block is not aligned")
+					}
+					scr[i] = v
 				}
 				views[i] = scr[i][:(end-off)/size]
 				copy(hostmem.AsBytes(views[i]), src[off:end])
@@ -116,6 +133,11 @@ func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, 
 		}
 		if dCopied {
 			copy(dst[off:end], hostmem.AsBytes(d))
+		}
+	}
+	for i, a := range alias {
+		if a && scr[i] != nil {
+			aliasScratch.Put((*[blockBytes]byte)(hostmem.AsBytes(scr[i])))
 		}
 	}
 }
@@ -260,11 +282,28 @@ func maxInto[T number](d, s []T) {
 // accumulator and a converted source fit in L1 next to the raw blocks.
 const halfBlock = 2048
 
+// aliasScratch holds the block copies of sources that alias dst (in
+// place), reused across calls.
+var aliasScratch = sync.Pool{New: func() any { return new([blockBytes]byte) }}
+
+// halfScratch holds float32 blocks for runHalf and finishAvg. They would
+// live on the stack, but the kernels are called through function values,
+// so escape analysis moves them to the heap: 8-16 KiB per call, per
+// piece of a collective's stage. A pool reuses them instead.
+var halfScratch = sync.Pool{New: func() any { return new([2][halfBlock]float32) }}
+
 func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool, vk *halfKernels) {
-	var accum, tmp [halfBlock]float32
+	s := halfScratch.Get().(*[2][halfBlock]float32)
+	defer halfScratch.Put(s)
+	accum, tmp := &s[0], &s[1]
 	var scrD []uint16
-	scr := make([][]uint16, len(srcs)) // per source, only for misaligned ones
-	in := make([][]uint16, 0, len(srcs)+1)
+	var scrA [stackSrcs][]uint16
+	var inA [stackSrcs + 1][]uint16
+	scr, in := scrA[:], inA[:0] // per source (scr only for misaligned ones)
+	if len(srcs) > stackSrcs {
+		scr, in = make([][]uint16, len(srcs)), make([][]uint16, 0, len(srcs)+1)
+	}
+	scr = scr[:len(srcs)]
 	for off := 0; off < len(dst); off += 2 * halfBlock {
 		end := min(off+2*halfBlock, len(dst))
 		n := (end - off) / 2
@@ -426,7 +465,9 @@ func finishAvg(dst []byte, dt coll.DType, n int, vec bool) {
 		blocks(dst, func(v []uint8) { divInt(v, n) })
 	case coll.BFloat16, coll.Float16:
 		bf := dt == coll.BFloat16
-		var a [halfBlock]float32
+		s := halfScratch.Get().(*[2][halfBlock]float32)
+		defer halfScratch.Put(s)
+		a := &s[0]
 		blocks(dst, func(v []uint16) {
 			for lo := 0; lo < len(v); lo += halfBlock {
 				h := v[lo:min(lo+halfBlock, len(v))]

@@ -13,10 +13,13 @@ import (
 // pinNaN: the Go loops give a sum's NaN payload as the kernels do.
 const pinNaN = true
 
-// The kernels of kernels_amd64.s (generated): AVX2, F16C for float16.
+// The kernels of kernels_amd64.s (generated): AVX2, F16C for float16,
+// and AVX-512BW for the two-source bfloat16 sum (what a 2-rank all-reduce
+// of bfloat16 runs; the AVX2 one is bound by its instruction count).
 var (
-	hasAVX2 = cpu.X86.HasAVX2
-	hasF16C = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+	hasAVX2     = cpu.X86.HasAVX2
+	hasF16C     = cpu.X86.HasAVX2 && cpu.X86.HasF16C
+	hasAVX512BW = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 )
 
 func vecNative(dt coll.DType) *nativeKernels {
@@ -42,6 +45,8 @@ func vecNative(dt coll.DType) *nativeKernels {
 
 func vecHalf(bf16 bool) *halfKernels {
 	switch {
+	case bf16 && hasAVX512BW:
+		return &kBF16Wide
 	case bf16 && hasAVX2:
 		return &kBF16
 	case !bf16 && hasF16C:
@@ -60,7 +65,8 @@ var (
 	kBF16 = halfKernels{sum2: sum2BF16, widen2: widen2BF16, widenAdd: widenAddBF16, narrowAdd: narrowAddBF16, widen: widenBF16, narrow: narrowBF16,
 		op2: [2]func(d, x, y *byte, chunks int){min2BF16, max2BF16}, narrowOp: [2]func(d, x, y *byte, chunks int){narrowMinBF16, narrowMaxBF16},
 		widenOp: [2]func(d, x *byte, chunks int){widenMinBF16, widenMaxBF16}}
-	kF16 = halfKernels{sum2: sum2F16, widen2: widen2F16, widenAdd: widenAddF16, narrowAdd: narrowAddF16, widen: widenF16, narrow: narrowF16,
+	kBF16Wide = func() halfKernels { k := kBF16; k.sum2 = sum2BF16Wide; return k }()
+	kF16      = halfKernels{sum2: sum2F16, widen2: widen2F16, widenAdd: widenAddF16, narrowAdd: narrowAddF16, widen: widenF16, narrow: narrowF16,
 		op2: [2]func(d, x, y *byte, chunks int){min2F16, max2F16}, narrowOp: [2]func(d, x, y *byte, chunks int){narrowMinF16, narrowMaxF16},
 		widenOp: [2]func(d, x *byte, chunks int){widenMinF16, widenMaxF16}}
 )
@@ -196,3 +202,6 @@ func widenMaxF16(a, x *byte, chunks int)
 
 //go:noescape
 func narrowMaxF16(d, a, x *byte, chunks int)
+
+//go:noescape
+func sum2BF16Wide(d, x, y *byte, chunks int)

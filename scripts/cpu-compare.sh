@@ -8,19 +8,23 @@
 #   go build -o .build/symmem ./cmd/symmem
 #   go test -c -o .build/shm.test ./internal/backend/shm
 #
-# and, optionally, the code before issue 16's executor changes, to time it
-# in the same run (the "before" table):
+# and, optionally, an older commit to time in the same run (the "before"
+# tables; BASE=6f03d07 is the code of run 10, before the fixed-cost work):
 #
-#   rm -rf /tmp/symmem-base && mkdir /tmp/symmem-base && git archive 5cbb782 | tar -x -C /tmp/symmem-base &&
-#     (cd /tmp/symmem-base && go build -o "$OLDPWD/.build/symmem-base" ./cmd/symmem)
+#   BASE=6f03d07; rm -rf /tmp/symmem-base && mkdir /tmp/symmem-base && git archive $BASE | tar -x -C /tmp/symmem-base &&
+#     (cd /tmp/symmem-base && go build -o "$OLDPWD/.build/symmem-base" ./cmd/symmem &&
+#      go test -c -o "$OLDPWD/.build/shm-base.test" ./internal/backend/shm)
 #
 # then `scripts/cpu-compare.sh [outdir]` on the 16-core host. Logs go to
-# outdir ($OUT). Printed last: the executor variants of BenchmarkLocal side
-# by side (scripts/cpu_compare.py local), the before table when
-# .build/symmem-base exists, and the comparison with Open MPI
+# outdir ($OUT). Printed last: BenchmarkCrew (one stage handed to a crew of
+# 8 workers in a process of 16 Ps, as a rank of two has: hand-off cost and
+# one core against the crew for 256 KiB-1 MiB), the executor variants of
+# BenchmarkLocal side by side (scripts/cpu_compare.py local; with
+# .build/shm-base.test also its crew column, before/after), the before
+# table when .build/symmem-base exists, and the comparison with Open MPI
 # (scripts/cpu_compare.py table). Environment: MIN, MAX (sizes, default
 # 1M, 256M), NRANKS (default 2), MPIRUN_ARGS (extra mpirun flags), PYTHON
-# (default python3), LOCAL=0 skips BenchmarkLocal.
+# (default python3), LOCAL=0 skips BenchmarkLocal and BenchmarkCrew.
 set -u
 OUTDIR=${1:-${OUT:-./cpu-compare-out}}
 mkdir -p "$OUTDIR"
@@ -29,9 +33,12 @@ MIN=${MIN:-1M} MAX=${MAX:-256M} N=${NRANKS:-2} PY=${PYTHON:-python3}
 SYMMEM=${SYMMEM_BIN:-.build/symmem}
 BASE=${SYMMEM_BASE:-.build/symmem-base}
 SHMTEST=.build/shm.test
+SHMBASE=${SHM_BASE:-.build/shm-base.test}
 [ -x "$SYMMEM" ] || { echo "missing $SYMMEM: run 'go build -o .build/symmem ./cmd/symmem' on the build machine" >&2; exit 2; }
 {
   date -u; uname -a; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Socket|NUMA node\(s\)'
+  # reduce picks its AVX-512BW bf16 kernel where the CPU (and the VM) has it.
+  echo "AVX-512BW: $(grep -q -w avx512bw /proc/cpuinfo && echo yes || echo no)"
   mpirun --version 2>&1 | head -1
   $PY -c 'import mpi4py, sys; print("mpi4py", mpi4py.__version__, "python", sys.version.split()[0])'
   $SYMMEM version 2>&1 | head -3
@@ -60,10 +67,10 @@ for dt in float32 bfloat16 float16; do
   echo "=== symmem $dt"
   sweep "$SYMMEM" "$dt" "symmem-$dt"
   JSONS+=("$OUTDIR/symmem-$dt.json")
-  if [ -x "$BASE" ] && [ "$dt" = float32 ]; then
-    # Right after the new code's float32 sweep, so both meet the same
-    # moment of the host.
-    echo "=== symmem-base $dt (before issue 16's executor changes)"
+  if [ -x "$BASE" ] && [ "$dt" != float16 ]; then
+    # Right after the new code's sweep, so both meet the same moment of
+    # the host.
+    echo "=== symmem-base $dt"
     sweep "$BASE" "$dt" "base-$dt"
   fi
 done
@@ -73,19 +80,37 @@ if [ "${LOCAL:-1}" != 0 ]; then
     echo "=== BenchmarkLocal (executor variants, 2 ranks in one process)"
     "$SHMTEST" -test.run '^$' -test.bench Local -test.benchtime 0.3s -test.count 2 >"$OUTDIR/local-bench.txt" 2>&1
     echo "rc=$?"
+    if [ -x "$SHMBASE" ]; then
+      echo "=== BenchmarkLocal of the base build"
+      # One count (the sweep above runs two): it only adds the base's crew column.
+      "$SHMBASE" -test.run '^$' -test.bench Local -test.benchtime 0.3s -test.count 1 >"$OUTDIR/local-bench-base.txt" 2>&1
+      echo "rc=$?"
+    fi
+    echo "=== BenchmarkCrew ($(( $(nproc) / N )) workers, GOMAXPROCS $(nproc): one rank's share of the CPUs)"
+    SHM_BENCH_WORKERS=$(( $(nproc) / N )) "$SHMTEST" -test.run '^$' -test.bench Crew -test.benchtime 3000x -test.count 3 \
+      -test.benchmem >"$OUTDIR/crew-bench.txt" 2>&1
+    echo "rc=$?"
   else
     echo "=== BenchmarkLocal skipped: missing $SHMTEST (go test -c -o $SHMTEST ./internal/backend/shm)"
   fi
 fi
 
 echo
+if [ -s "$OUTDIR/crew-bench.txt" ]; then
+  $PY scripts/cpu_compare.py crew "$OUTDIR/crew-bench.txt" | tee "$OUTDIR/crew-table.txt"
+  echo
+fi
 if [ -s "$OUTDIR/local-bench.txt" ]; then
-  $PY scripts/cpu_compare.py local "$OUTDIR/local-bench.txt" | tee "$OUTDIR/local-table.txt"
+  BASEARG=()
+  [ -s "$OUTDIR/local-bench-base.txt" ] && BASEARG=(--base "$OUTDIR/local-bench-base.txt")
+  $PY scripts/cpu_compare.py local "${BASEARG[@]}" "$OUTDIR/local-bench.txt" | tee "$OUTDIR/local-table.txt"
   echo
 fi
 if [ -s "$OUTDIR/base-float32.json" ]; then
-  echo "# BEFORE: .build/symmem-base (the code before issue 16's executor changes), float32"
-  $PY scripts/cpu_compare.py table --mpi "$OUTDIR/mpi.jsonl" --symmem "$OUTDIR/base-float32.json" | tee "$OUTDIR/base-table.txt"
+  BJ=("$OUTDIR/base-float32.json")
+  [ -s "$OUTDIR/base-bfloat16.json" ] && BJ+=("$OUTDIR/base-bfloat16.json")
+  echo "# BEFORE: .build/symmem-base"
+  $PY scripts/cpu_compare.py table --mpi "$OUTDIR/mpi.jsonl" --symmem "${BJ[@]}" | tee "$OUTDIR/base-table.txt"
   echo
   echo "# AFTER: .build/symmem"
 fi

@@ -8,11 +8,16 @@ Three modes, all driven by scripts/cpu-compare.sh:
       line per (op, size) written by rank 0.
   python3 cpu_compare.py table --mpi mpi.jsonl --symmem f32.json bf16.json ...
       one table: symmem busbw per dtype next to MPI float32 busbw, and ratios.
-  python3 cpu_compare.py local bench.txt
+  python3 cpu_compare.py local [--base base-bench.txt] bench.txt
       the executor variants of BenchmarkLocal (internal/backend/shm, 2 ranks
       in one process) side by side: time per call of every plan and variant,
       and before (one-core executor, one-shot up to 64 KiB) / after (the
-      crew, one-shot up to 1 MiB out of place) for the sizes of the goals.
+      crew, one-shot up to 1 MiB out of place) for the sizes of the goals;
+      with --base, the crew variant of another build's run next to this
+      one's.
+  python3 cpu_compare.py crew crew-bench.txt
+      BenchmarkCrew (internal/backend/shm): one stage on the caller alone
+      against the crew, us per stage, and the allocations per stage.
 
 MPI has no bfloat16/float16 type: the 16-bit symmem rows are compared with
 MPI float32 at the same number of bytes (the same memory traffic), which
@@ -237,10 +242,53 @@ def local(args):
         factor = 0.5 if op == "all_gather" else 1.0  # busbw = algbw * (n-1)/n or 2(n-1)/n
         bw = lambda ns: size / ns * factor  # bytes/ns = GB/s
         print(f"{op:<20}{size >> 10:>5}K{bw(b):>9.2f}{bw(a):>9.2f}{b / a:>8.2f}x")
+    if args.base:
+        tb = parse_go_bench(args.base)
+        print(f"# crew variant, base build ({args.base}) vs this build; us per call (fastest run)")
+        print(f"{'op':<20}{'plan':<10}{'size':>6}{'base':>10}{'this':>10}{'speedup':>9}")
+        for op, plan, size in sorted({k[:3] for k in t}):
+            b, a = tb.get((op, plan, size, "crew")), t.get((op, plan, size, "crew"))
+            if b and a:
+                print(f"{op:<20}{plan:<10}{size >> 10:>5}K{b / 1e3:>10.1f}{a / 1e3:>10.1f}{b / a:>8.2f}x")
+        bb = parse_barrier(args.base)
+        if bb:
+            print("# base build's BenchmarkLocalBarrier, us per call")
+            print("  " + "  ".join(f"{v} {ns / 1e3:.2f}" for v, ns in sorted(bb.items(), key=lambda kv: int(kv[0][5:-2]))))
     bar = parse_barrier(args.bench)
     if bar:
         print("# BenchmarkLocalBarrier: two signal rounds (one tiny all-gather), us per call, by how long waits poll")
         print("  " + "  ".join(f"{v} {ns / 1e3:.2f}" for v, ns in sorted(bar.items(), key=lambda kv: int(kv[0][5:-2]))))
+
+
+def crew(args):
+    """BenchmarkCrew lines: BenchmarkCrew/<kind>/<size>/<variant>-P N ns ns/op ... B/op allocs/op."""
+    t, allocs = {}, {}
+    with open(args.bench) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 4 or not fields[0].startswith("BenchmarkCrew/") or fields[3] != "ns/op":
+                continue
+            kind, size, variant = fields[0].split("/")[1:]
+            variant = variant.rsplit("-", 1)[0]
+            key = (kind, size, variant)
+            t.setdefault(key, []).append(float(fields[2]))
+            if "allocs/op" in fields:
+                allocs[key] = fields[fields.index("allocs/op") - 1]
+    if not t:
+        sys.exit(f"{args.bench}: no BenchmarkCrew lines")
+    crews = sorted({k[2] for k in t if k[2] != "inline"})
+    print("# BenchmarkCrew: one stage, us per stage (fastest / median of the runs); inline = the caller alone")
+    print(f"{'stage':<16}{'inline':>16}" + "".join(f"{c:>16}{'speedup':>9}{'allocs':>7}" for c in crews))
+    for kind, size in sorted({k[:2] for k in t}, key=lambda k: (k[0], parse_size(k[1]))):
+        i = t.get((kind, size, "inline"))
+        if not i:
+            continue
+        cell = lambda v: f"{min(v) / 1e3:.2f} / {sorted(v)[len(v) // 2] / 1e3:.2f}"
+        row = f"{kind + '/' + size:<16}{cell(i):>16}"
+        for c in crews:
+            v = t.get((kind, size, c))
+            row += f"{cell(v):>16}{min(i) / min(v):>8.2f}x{allocs.get((kind, size, c), '-'):>7}" if v else f"{'-':>32}"
+        print(row)
 
 
 def main():
@@ -259,12 +307,17 @@ def main():
     t.add_argument("--mpi", required=True)
     t.add_argument("--symmem", nargs="+", required=True, help="symmem bench -json files")
     lb = sub.add_parser("local", help="tabulate BenchmarkLocal (go test -bench Local output)")
+    lb.add_argument("--base", help="BenchmarkLocal output of another build, for its crew column")
     lb.add_argument("bench")
+    cb = sub.add_parser("crew", help="tabulate BenchmarkCrew (go test -bench Crew output)")
+    cb.add_argument("bench")
     args = p.parse_args()
     if args.mode == "mpi":
         run_mpi(args)
     elif args.mode == "local":
         local(args)
+    elif args.mode == "crew":
+        crew(args)
     else:
         table(args)
 

@@ -33,10 +33,14 @@
 //     times the peers is at most 1 MiB out of place (64 KiB in place), the
 //     two-shot plan above.
 //     When the host has more CPUs than local ranks, every stage from
-//     256 KiB is cut into about one piece per worker (64 KiB to 2 MiB) and
-//     shared with the group's crew of helper goroutines (the CPUs divided
-//     among the local ranks, at most 16 per rank), which poll for the next
-//     stage for 200 us before they sleep, as waits on peers do.
+//     256 KiB is cut into about two pieces per worker (32 KiB to 2 MiB)
+//     that the caller and the group's crew of helper goroutines (the CPUs
+//     divided among the local ranks, at most 16 per rank) claim in turn;
+//     helpers poll for the next stage for 200 us before they sleep, as
+//     waits on peers do. Polling loops yield the processor only every
+//     16k rounds (each yield takes the scheduler's global lock and may
+//     wake a thread), and a call allocates nothing (no GC cycles from
+//     back-to-back collectives).
 //
 // Every rank of a group must live on this host: the backend refuses groups
 // that span hosts.

@@ -64,10 +64,18 @@ type Group struct {
 
 	segs members.Segments[*peerSeg] // registered segments
 
-	runMu   sync.Mutex // one collective at a time; guards everything below
-	pads    *pads
-	epoch   uint32 // epoch base E of the plan protocol, equal on all ranks
-	plans   map[plan.Spec]plan.Plan
+	runMu sync.Mutex // one collective at a time; guards everything below
+	pads  *pads
+	epoch uint32 // epoch base E of the plan protocol, equal on all ranks
+	plans map[plan.Spec]plan.Plan
+	last  struct { // the last plan used: back-to-back calls repeat it
+		spec plan.Spec
+		p    plan.Plan
+		ok   bool
+	}
+	x       exec     // the call in progress
+	tasks   []task   // the stage in progress (execute)
+	srcs    [][]byte // its tasks' sources
 	scratch []byte
 	broken  error
 	failed  atomic.Pointer[error] // broken by a failure (not by Close), read without runMu

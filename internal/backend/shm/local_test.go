@@ -3,6 +3,7 @@ package shm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -119,7 +120,8 @@ func (lg *localGroup) loop(plans []plan.Plan, calls int) error {
 			defer wg.Done()
 			p := plans[r]
 			for range calls {
-				x := &exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
+				x := &g.x
+				*x = exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
 				if p.ScratchBytes > 0 {
 					if int64(len(g.scratch)) < p.ScratchBytes {
 						g.scratch = make([]byte, p.ScratchBytes)
@@ -312,5 +314,63 @@ func BenchmarkLocalBarrier(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestExecuteNoAllocs: a call's execution allocates nothing in steady
+// state, with the crew sharing its stages (2 ranks, 2 workers each, every
+// stage cut into pieces): thousands of calls a second must not feed the
+// GC, whose cycles take CPUs from the copies.
+func TestExecuteNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const n, runs = 2, 20
+	lg := newLocalGroup(t, n, 1<<20, split{workers: 2, minPiece: 64, spin: 200 * time.Microsecond})
+	for _, spec := range []plan.Spec{
+		{Kind: coll.AllGather, Count: 10001, DType: coll.Float32},
+		{Kind: coll.AllReduce, Count: 20001, DType: coll.BFloat16, Op: coll.Sum},
+		{Kind: coll.AllReduce, Count: 20001, DType: coll.Float32, Op: coll.Avg, Options: plan.Options{OneShot: true}},
+		{Kind: coll.AllReduce, Count: 20001, DType: coll.Float16, Op: coll.Max, Options: plan.Options{InPlace: true}},
+	} {
+		plans, err := lg.plans(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lg.loop(plans, 3); err != nil {
+			t.Fatal(err)
+		}
+		call := func(r int) error {
+			g := lg.gs[r]
+			x := &g.x
+			*x = exec{p: plans[r], ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
+			if err := g.execute(x); err != nil {
+				return err
+			}
+			g.epoch += uint32(plans[r].Phases)
+			return nil
+		}
+		peer := make(chan error, 1)
+		go func() { // rank 1: as many calls as AllocsPerRun makes (runs + a warm-up)
+			for range runs + 1 {
+				if err := call(1); err != nil {
+					peer <- err
+					return
+				}
+			}
+			peer <- nil
+		}()
+		var err0 error
+		allocs := testing.AllocsPerRun(runs, func() {
+			if err := call(0); err != nil && err0 == nil {
+				err0 = err
+			}
+		})
+		if err := errors.Join(err0, <-peer); err != nil {
+			t.Fatalf("%v %v: %v", spec.Kind, spec.DType, err)
+		}
+		if allocs != 0 {
+			t.Errorf("%v %v %v in-place=%v one-shot=%v: %v allocations per call, want 0", spec.Kind, spec.DType, spec.Op, spec.InPlace, spec.OneShot, allocs)
+		}
 	}
 }

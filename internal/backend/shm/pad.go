@@ -101,15 +101,17 @@ func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time,
 		return nil
 	}
 	spinEnd := time.Now().Add(p.spin)
-	for k := 0; ; k++ {
+	for k := 1; ; k++ {
 		if reached(atomic.LoadUint32(w), v) {
 			return nil
 		}
-		if k&63 == 63 {
+		if k%clockEvery == 0 {
 			if time.Now().After(spinEnd) {
 				break
 			}
-			runtime.Gosched()
+			if k%yieldEvery == 0 {
+				runtime.Gosched()
+			}
 		}
 	}
 	sleepers := hostmem.Uint32At(a + 4)

@@ -58,6 +58,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.name, req.Kind, err)
 	}
 	x.ctx = ctx
+	defer func() { x.ctx = nil }() // the group's exec outlives the call
 	x.deadline = time.Now().Add(g.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(x.deadline) {
 		x.deadline = d
@@ -79,16 +80,22 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
 	}
 	g.epoch += uint32(p.Phases)
-	how := "two-shot"
-	if p.OneShot {
-		how = "one-shot"
-	}
-	reason := "symmetric buffers: peers read each other's shared-memory copies"
+	reason := reasonDirect
 	if req.Kind == coll.AllReduce {
-		reason += " (" + how + ")"
+		reason = reasonTwoShot
+		if p.OneShot {
+			reason = reasonOneShot
+		}
 	}
 	return coll.Path{Algo: coll.AlgoDirect, Reason: reason}, nil
 }
+
+// Path reasons, constants so that a call builds no string.
+const (
+	reasonDirect  = "symmetric buffers: peers read each other's shared-memory copies"
+	reasonOneShot = reasonDirect + " (one-shot)"
+	reasonTwoShot = reasonDirect + " (two-shot)"
+)
 
 // check arranges the in-band comparison of req.Check (agree.go): on the
 // plan's phase 0 when every peer waits for every other there before reading
@@ -123,17 +130,21 @@ func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 		spec.Op, spec.InPlace = req.Op, req.InPlace
 		spec.OneShot = oneShot(len(g.ranks), req.Count*es, req.InPlace)
 	}
-	if p, ok := g.plans[spec]; ok {
-		return p, nil
+	if g.last.ok && g.last.spec == spec {
+		return g.last.p, nil
 	}
-	p, err := plan.Build(spec)
-	if err != nil {
-		return plan.Plan{}, err
+	p, ok := g.plans[spec]
+	if !ok {
+		var err error
+		if p, err = plan.Build(spec); err != nil {
+			return plan.Plan{}, err
+		}
+		if len(g.plans) >= 256 {
+			clear(g.plans)
+		}
+		g.plans[spec] = p
 	}
-	if len(g.plans) >= 256 {
-		clear(g.plans)
-	}
-	g.plans[spec] = p
+	g.last.spec, g.last.p, g.last.ok = spec, p, true
 	return p, nil
 }
 
@@ -155,9 +166,11 @@ type exec struct {
 
 // prepare maps the plan's In and Out onto the request's symmetric spans.
 // In-place plans use Out only, and Out is the whole tensor: for an in-place
-// reduce-scatter that is the request's In.
+// reduce-scatter that is the request's In. The exec is the group's own,
+// reused by every call (runMu).
 func (g *Group) prepare(req backend.Request, p plan.Plan) (*exec, error) {
-	x := &exec{p: p}
+	x := &g.x
+	*x = exec{p: p}
 	in, out := req.InSym, req.OutSym
 	inLen, outLen := req.In.Len, req.Out.Len
 	if p.InPlace && req.Kind == coll.ReduceScatter {
@@ -215,7 +228,8 @@ func (x *exec) mem(r plan.Ref, n int64) []byte {
 
 // execute runs the plan's steps: sync steps one by one, and each stage of
 // data steps (independent by the plan's contract) through the group's
-// crew, which shares them among worker goroutines.
+// crew, which shares them among worker goroutines. The task and source
+// lists are the group's, reused by every stage: a call allocates nothing.
 func (g *Group) execute(x *exec) error {
 	steps := x.p.Steps
 	for i := 0; i < len(steps); {
@@ -243,15 +257,17 @@ func (g *Group) execute(x *exec) error {
 			i++
 			continue
 		}
-		var ts []task
+		ts, srcs := g.tasks[:0], g.srcs[:0]
 		for ; i < len(steps) && !steps[i].IsSync(); i++ {
 			d := steps[i]
-			t := task{dst: x.mem(d.Dst, d.Bytes), reduce: d.Op == plan.Reduce}
+			at := len(srcs)
 			for _, r := range d.Srcs {
-				t.srcs = append(t.srcs, x.mem(r, d.Bytes))
+				srcs = append(srcs, x.mem(r, d.Bytes))
 			}
-			ts = append(ts, t)
+			// If srcs grew, earlier tasks keep the old array: still valid.
+			ts = append(ts, task{dst: x.mem(d.Dst, d.Bytes), srcs: srcs[at:len(srcs):len(srcs)], reduce: d.Op == plan.Reduce})
 		}
+		g.tasks, g.srcs = ts, srcs
 		if err := g.crew.run(ts, x.p.DType, x.p.Op); err != nil {
 			return err
 		}

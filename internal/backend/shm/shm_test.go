@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -218,7 +219,7 @@ func TestCrew(t *testing.T) {
 		for _, s := range []split{
 			{workers: 2, inline: 1 << 30},                 // too small to share: the caller alone
 			{workers: 2, inline: 256 << 10, minPiece: 64}, // maxPiece pieces
-			{workers: 8, inline: 256 << 10, minPiece: 64}, // about one piece per worker
+			{workers: 8, inline: 256 << 10, minPiece: 64}, // about two pieces per worker
 			{workers: 3, minPiece: 3 << 20},               // one piece per task, 3 workers
 			{workers: 8, minPiece: 64, spin: time.Hour},   // helpers that never sleep
 		} {
@@ -265,20 +266,25 @@ func TestCrewStops(t *testing.T) {
 		running := runtime.NumGoroutine()
 		c.stop()
 		// Other tests' goroutines may end meanwhile, never start: at least
-		// the 3 helpers are gone.
-		if after := runtime.NumGoroutine(); running-after < 3 {
+		// the 3 helpers are gone. A helper has called Done just before it
+		// exits: give the runtime a moment to count it gone.
+		after := runtime.NumGoroutine()
+		for end := time.Now().Add(time.Second); running-after < 3 && time.Now().Before(end); after = runtime.NumGoroutine() {
+			time.Sleep(time.Millisecond)
+		}
+		if running-after < 3 {
 			t.Fatalf("spin %v: %d goroutines before the crew, %d with it, %d after stop; want 3 fewer after stop", spin, before, running, after)
 		}
 	}
 }
 
 func TestPieceSize(t *testing.T) {
-	s := split{workers: 8, inline: 256 << 10, minPiece: 64 << 10}
+	s := split{workers: 8, inline: 256 << 10, minPiece: 32 << 10}
 	for _, c := range []struct{ total, want int }{
-		{256 << 10, 64 << 10},     // the floor
-		{1 << 20, 128 << 10},      // one per worker
-		{1<<20 + 1, 128<<10 + 64}, // rounded up to 64 bytes
-		{64 << 20, maxPiece},      // the cap
+		{256 << 10, 32 << 10},    // the floor
+		{1 << 20, 64 << 10},      // two per worker
+		{1<<20 + 1, 64<<10 + 64}, // rounded up to 64 bytes
+		{64 << 20, maxPiece},     // the cap
 	} {
 		if got := s.pieceSize(c.total); got != c.want {
 			t.Errorf("pieceSize(%d) = %d, want %d", c.total, got, c.want)
@@ -308,5 +314,44 @@ func TestOneShotChoice(t *testing.T) {
 		if got := oneShot(c.n, c.bytes, c.inPlace); got != c.want {
 			t.Errorf("oneShot(n=%d, %d bytes, in-place %v) = %v, want %v", c.n, c.bytes, c.inPlace, got, c.want)
 		}
+	}
+}
+
+// TestCrewManyStages runs thousands of stages back to back on one crew, of
+// random sizes (one piece to dozens, several tasks), with helpers that
+// poll and helpers that sleep after every stage, and checks every stage's
+// bytes: the reused stage state, the piece tickets and the caller's wake
+// (a stale token from one stage must not end the next early) hold up when
+// helpers arrive late or not at all.
+func TestCrewManyStages(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 16))
+	const max = 48 << 10
+	srcs := [3][]byte{make([]byte, max), make([]byte, max), make([]byte, max)}
+	dsts := [3][]byte{make([]byte, max), make([]byte, max), make([]byte, max)}
+	for _, spin := range []time.Duration{0, 200 * time.Microsecond} {
+		c := newCrew(split{workers: 4, minPiece: 64, spin: spin})
+		for stage := range 3000 {
+			nt := 1 + r.IntN(3)
+			ts := make([]task, nt)
+			for i := range ts {
+				n := r.IntN(max/64+1) * 64
+				s := srcs[i][:n]
+				for j := range s {
+					s[j] = byte(stage + i + j)
+				}
+				clear(dsts[i][:n])
+				ts[i] = task{dst: dsts[i][:n], srcs: [][]byte{s}}
+			}
+			if err := c.run(ts, coll.Uint8, coll.Sum); err != nil {
+				t.Fatal(err)
+			}
+			for i, tk := range ts {
+				if !bytes.Equal(tk.dst, tk.srcs[0]) {
+					c.stop()
+					t.Fatalf("spin %v, stage %d, task %d (%d bytes): wrong bytes", spin, stage, i, len(tk.dst))
+				}
+			}
+		}
+		c.stop()
 	}
 }

@@ -17,12 +17,26 @@ const (
 	maxWorkers = 16      // one socket's memory bandwidth takes about 8-16 cores streaming at once
 )
 
+// Polling loops (waits on peers, idle helpers, the caller waiting for the
+// helpers' pieces) read the clock every clockEvery rounds and yield
+// (runtime.Gosched) only every yieldEvery rounds, tens of microseconds. A
+// Gosched goes through the scheduler's global run queue, under one lock,
+// and wakes a thread for an idle P: with 8-16 goroutines of a process
+// polling at once (a crew on a many-core host), yielding every few rounds
+// queued them all on that lock. The Go runtime preempts a goroutine that
+// polls for long anyway; the rare yield only lets other goroutines of a
+// process with fewer Ps than goroutines (ranks as goroutines in tests) in.
+const (
+	clockEvery = 64
+	yieldEvery = 1 << 14
+)
+
 // split says how a stage's data work is shared among goroutines.
 type split struct {
 	workers  int           // goroutines, the caller included
 	inline   int           // a stage writing fewer bytes runs on the caller alone
 	minPiece int           // smallest piece handed to a worker (a multiple of 64)
-	spin     time.Duration // how long an idle helper polls for the next stage before it sleeps
+	spin     time.Duration // how long an idle helper, or the caller waiting for helpers, polls before it sleeps
 }
 
 // splitFor is the split for a process that shares this host with
@@ -30,9 +44,10 @@ type split struct {
 // at once during a collective), at least 1, at most maxWorkers; one core
 // streams only a fraction of a socket's bandwidth (about 10-20 GB/s on a
 // server core), so reaching it takes many. A stage from 256 KiB up is cut
-// into about one piece per worker, at least 64 KiB each (a few
-// microseconds of copying), at most maxPiece, so that 1-16 MiB collectives
-// use every worker too, not just one core. Idle helpers poll for 200 us
+// into about two pieces per worker, at least 32 KiB each (a couple of
+// microseconds of copying), at most maxPiece: a worker that starts late
+// or is slowed by another thread on its CPU takes fewer pieces instead of
+// holding up the stage by a whole share. Idle helpers poll for 200 us
 // before they sleep: the stages of back-to-back collectives follow each
 // other within microseconds, and waking a sleeping thread can cost tens of
 // microseconds on a virtual machine, as long as a 1 MiB stage takes.
@@ -40,7 +55,7 @@ func splitFor(localRanks int) split {
 	return split{
 		workers:  max(1, min(maxWorkers, runtime.GOMAXPROCS(0)/max(localRanks, 1))),
 		inline:   256 << 10,
-		minPiece: 64 << 10,
+		minPiece: 32 << 10,
 		spin:     200 * time.Microsecond,
 	}
 }
@@ -60,69 +75,86 @@ type piece struct {
 }
 
 // pieceSize is the length of the pieces a stage writing total bytes is cut
-// into: about total/workers, rounded up to 64 bytes (whole elements of
+// into: about total/(2*workers), rounded up to 64 bytes (whole elements of
 // every dtype, whole cache lines), within [minPiece, maxPiece].
 func (s split) pieceSize(total int) int {
-	w := max(s.workers, 1)
-	per := ((total+w-1)/w + 63) &^ 63
+	n := 2 * max(s.workers, 1)
+	per := ((total+n-1)/n + 63) &^ 63
 	return min(max(per, s.minPiece, 64), maxPiece)
-}
-
-// job is one stage handed to the crew. Pieces are taken with next and
-// counted with finished; whoever finishes the last one closes done. A job
-// is never reused, so a helper that arrives late finds nothing left to take.
-type job struct {
-	tasks    []task
-	pieces   []piece
-	dt       coll.DType
-	op       coll.ReduceOp
-	next     atomic.Int64
-	finished atomic.Int64
-	done     chan struct{}
-	errMu    sync.Mutex
-	err      error
-}
-
-// work takes pieces until none is left.
-func (j *job) work() {
-	for {
-		k := int(j.next.Add(1) - 1)
-		if k >= len(j.pieces) {
-			return
-		}
-		p := j.pieces[k]
-		if err := j.tasks[p.t].run(p.lo, p.hi, j.dt, j.op); err != nil {
-			j.errMu.Lock()
-			if j.err == nil {
-				j.err = err
-			}
-			j.errMu.Unlock()
-		}
-		if j.finished.Add(1) == int64(len(j.pieces)) {
-			close(j.done)
-		}
-	}
 }
 
 // crew is a group's helper goroutines (split.workers-1 of them), started
 // with the first stage that needs them and ended by stop. Between stages
 // they poll for split.spin, then sleep on cond until the next stage.
+//
+// One stage at a time (the group's runMu): the caller writes the stage
+// (tasks, pieces, dt, op) while no piece is outstanding, then publishes it
+// through ticket, which holds the stage's piece count (high 32 bits) and
+// the next piece to take (low 32 bits). A worker claims piece k by moving
+// ticket from n<<32|k to n<<32|k+1 (compare-and-swap), then reads the
+// stage: a successful swap means ticket was the current stage's, so piece
+// k is that stage's, and the caller cannot rewrite the stage before the
+// piece is counted off in left. Nothing is allocated per stage.
 type crew struct {
-	s        split
-	once     sync.Once
-	gen      atomic.Uint64 // stages published; a helper works on the latest
-	cur      atomic.Pointer[job]
+	s    split
+	once sync.Once
+	// gen is polled by every idle helper; ticket and left are written
+	// once per piece: on one cache line, each write would pull the line
+	// from every poller.
+	_        [64]byte
+	gen      atomic.Uint64 // stages published: wakes pollers and sleepers
+	_        [56]byte
+	ticket   atomic.Uint64
+	left     atomic.Int64 // pieces of the current stage not finished
+	_        [48]byte
+	waiting  atomic.Bool // the caller sleeps on done
+	done     chan struct{}
 	sleepers atomic.Int32
 	stopped  atomic.Bool
 	helpers  sync.WaitGroup
 	mu       sync.Mutex
 	cond     *sync.Cond
+
+	// The current stage.
+	tasks  []task
+	pieces []piece
+	dt     coll.DType
+	op     coll.ReduceOp
+	errMu  sync.Mutex
+	err    error
 }
 
 func newCrew(s split) *crew {
-	c := &crew{s: s}
+	c := &crew{s: s, done: make(chan struct{}, 1)}
 	c.cond = sync.NewCond(&c.mu)
 	return c
+}
+
+// work takes pieces of the current stage until none is left.
+func (c *crew) work() {
+	for {
+		t := c.ticket.Load()
+		if uint32(t) >= uint32(t>>32) {
+			return
+		}
+		if !c.ticket.CompareAndSwap(t, t+1) {
+			continue
+		}
+		p := c.pieces[uint32(t)]
+		if err := c.tasks[p.t].run(p.lo, p.hi, c.dt, c.op); err != nil {
+			c.errMu.Lock()
+			if c.err == nil {
+				c.err = err
+			}
+			c.errMu.Unlock()
+		}
+		if c.left.Add(-1) == 0 && c.waiting.Load() {
+			select {
+			case c.done <- struct{}{}:
+			default: // a token is already there
+			}
+		}
+	}
 }
 
 // helper runs stages as they are published until the crew stops.
@@ -137,23 +169,29 @@ func (c *crew) helper() {
 			return
 		}
 		seen = g
-		c.cur.Load().work()
+		c.work()
 	}
 }
 
 // await returns the stage count once it differs from seen: it polls for
 // split.spin, then sleeps. It returns seen when the crew stopped.
 func (c *crew) await(seen uint64) uint64 {
-	end := time.Now().Add(c.s.spin)
-	for k := 0; ; k++ {
+	var end time.Time
+	for k := 1; ; k++ {
 		if g := c.gen.Load(); g != seen || c.stopped.Load() {
 			return g
 		}
-		if k&63 == 63 {
-			if time.Now().After(end) {
+		if k%clockEvery == 0 {
+			now := time.Now()
+			if end.IsZero() {
+				end = now.Add(c.s.spin)
+			}
+			if now.After(end) {
 				break
 			}
-			runtime.Gosched()
+			if k%yieldEvery == 0 {
+				runtime.Gosched()
+			}
 		}
 	}
 	// Sleep. The publisher bumps gen, then reads sleepers; a helper adds
@@ -196,14 +234,21 @@ func (c *crew) run(tasks []task, dt coll.DType, op coll.ReduceOp) error {
 		}
 		return nil
 	}
-	j := &job{tasks: tasks, dt: dt, op: op, done: make(chan struct{})}
 	size := c.s.pieceSize(total)
+	c.pieces = c.pieces[:0]
 	for i, t := range tasks {
 		for lo := 0; lo < len(t.dst); lo += size {
-			j.pieces = append(j.pieces, piece{i, lo, min(lo+size, len(t.dst))})
+			c.pieces = append(c.pieces, piece{i, lo, min(lo+size, len(t.dst))})
 		}
 	}
-	if len(j.pieces) > 1 {
+	n := len(c.pieces)
+	if n == 0 {
+		return nil
+	}
+	c.tasks, c.dt, c.op, c.err = tasks, dt, op, nil
+	c.left.Store(int64(n))
+	c.ticket.Store(uint64(n) << 32)
+	if n > 1 {
 		c.once.Do(func() {
 			c.helpers.Add(c.s.workers - 1)
 			for range c.s.workers - 1 {
@@ -213,7 +258,6 @@ func (c *crew) run(tasks []task, dt coll.DType, op coll.ReduceOp) error {
 				}()
 			}
 		})
-		c.cur.Store(j)
 		c.gen.Add(1)
 		if c.sleepers.Load() > 0 {
 			c.mu.Lock()
@@ -221,28 +265,61 @@ func (c *crew) run(tasks []task, dt coll.DType, op coll.ReduceOp) error {
 			c.mu.Unlock()
 		}
 	}
-	j.work()
-	// The pieces still running on helpers end within a piece's time: poll
-	// for that long, then sleep.
-	for k := 0; k < 1<<12 && j.finished.Load() < int64(len(j.pieces)); k++ {
-		if k&63 == 63 {
-			runtime.Gosched()
+	c.work()
+	c.finish()
+	c.tasks = nil // keep no reference to the caller's buffers
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// finish returns once every piece of the stage is done. The pieces still
+// running on helpers end within a piece's time: poll for up to
+// split.spin, then sleep until the last one is counted off.
+func (c *crew) finish() {
+	if c.left.Load() == 0 {
+		return
+	}
+	var end time.Time
+	for k := 1; c.s.spin > 0; k++ {
+		if c.left.Load() == 0 {
+			return
+		}
+		if k%clockEvery == 0 {
+			now := time.Now()
+			if end.IsZero() {
+				end = now.Add(c.s.spin)
+			}
+			if now.After(end) {
+				break
+			}
+			if k%yieldEvery == 0 {
+				runtime.Gosched()
+			}
 		}
 	}
-	<-j.done
-	j.errMu.Lock()
-	defer j.errMu.Unlock()
-	return j.err
+	c.waiting.Store(true)
+	for c.left.Load() != 0 {
+		<-c.done
+	}
+	c.waiting.Store(false)
 }
+
+// maxInlineSrcs sources fit in a piece's source list on the stack.
+const maxInlineSrcs = 8
 
 func (t task) run(lo, hi int, dt coll.DType, op coll.ReduceOp) error {
 	if !t.reduce && len(t.srcs) == 1 {
 		copy(t.dst[lo:hi], t.srcs[0][lo:hi])
 		return nil
 	}
-	srcs := make([][]byte, len(t.srcs))
-	for i, s := range t.srcs {
-		srcs[i] = s[lo:hi]
+	var buf [maxInlineSrcs][]byte
+	srcs := buf[:0]
+	if len(t.srcs) > maxInlineSrcs {
+		srcs = make([][]byte, 0, len(t.srcs))
+	}
+	for _, s := range t.srcs {
+		srcs = append(srcs, s[lo:hi])
 	}
 	// Avg: Finish divides each reduced piece by the number of sources.
 	// dst may alias one of the sources (in place): ReduceN allows that.

@@ -141,7 +141,38 @@ func (g *gen) widen(h half, mem, reg string) {
 	g.p("VCVTPH2PS %s, %s", mem, reg)
 }
 
-// consts loads the bfloat16 rounding constants into Y10, Y11, Y13.
+// widenPair loads the 16 halves at mem into float32s in lo and hi. For
+// bfloat16 it interleaves them with zero words within each 128-bit lane
+// (VPUNPCKLWD/VPUNPCKHWD with Y12 = 0; Y7 is the raw load): lo then holds
+// elements 0-3 and 8-11, hi 4-7 and 12-15, two instructions per 8 where
+// VPMOVZXWD+VPSLLD take four, and narrowPair's in-lane VPACKUSDW puts the
+// elements back in order without the VPERMQ of narrow. float16 converts
+// in order (VCVTPH2PS).
+func (g *gen) widenPair(h half, mem, lo, hi string) {
+	if !h.bf16 {
+		g.p("VCVTPH2PS %s, %s", mem, lo)
+		g.p("VCVTPH2PS 16%s, %s", mem, hi)
+		return
+	}
+	g.p("VMOVDQU %s, Y7", mem)
+	g.p("VPUNPCKLWD Y7, Y12, %s", lo)
+	g.p("VPUNPCKHWD Y7, Y12, %s", hi)
+}
+
+// narrowPair rounds Y0, Y1 as widenPair left them to 16 halves at DI.
+func (g *gen) narrowPair(h half) {
+	if !h.bf16 {
+		g.narrow(h)
+		return
+	}
+	g.round("Y0")
+	g.round("Y1")
+	g.p("VPACKUSDW Y1, Y0, Y0") // per lane: Y0's 4 then Y1's 4, the original order
+	g.p("VMOVDQU Y0, (DI)")
+}
+
+// consts loads the bfloat16 rounding constants into Y10, Y11, Y13, and
+// zero into Y12 (widenPair).
 func (g *gen) consts(h half) {
 	if !h.bf16 {
 		return
@@ -154,6 +185,7 @@ func (g *gen) consts(h half) {
 		g.p("VMOVD AX, X%d", c.reg)
 		g.p("VPBROADCASTD X%d, Y%d", c.reg, c.reg)
 	}
+	g.p("VPXOR Y12, Y12, Y12")
 }
 
 // round turns the float32s in r into bfloat16 bits (one per dword) exactly
@@ -201,13 +233,11 @@ func (g *gen) halfKernels(h half) {
 	g.p("MOVQ chunks+24(FP), CX")
 	g.consts(h)
 	g.loop(func() {
-		g.widen(h, "(SI)", "Y0")
-		g.widen(h, "16(SI)", "Y1")
-		g.widen(h, "(DX)", "Y2")
-		g.widen(h, "16(DX)", "Y3")
+		g.widenPair(h, "(SI)", "Y0", "Y1")
+		g.widenPair(h, "(DX)", "Y2", "Y3")
 		g.p("VADDPS Y2, Y0, Y0")
 		g.p("VADDPS Y3, Y1, Y1")
-		g.narrow(h)
+		g.narrowPair(h)
 		g.p("ADDQ $32, SI")
 		g.p("ADDQ $32, DX")
 		g.p("ADDQ $32, DI")
@@ -295,6 +325,72 @@ func (g *gen) halfKernels(h half) {
 	})
 }
 
+// round512 is round on the 16 float32s in Z register r, into out, with
+// AVX-512: the NaN case is a masked OR instead of a blend. Uses Z4, Z5,
+// K1; constants in Z10, Z11, Z13 as consts leaves them.
+func (g *gen) round512(r, out string) {
+	g.p("VPSRLD $16, %s, Z4", r)       // b >> 16
+	g.p("VPANDD Z13, Z4, Z5")          // its lowest bit
+	g.p("VPADDD Z10, %s, %s", r, out)  // b + 0x7fff
+	g.p("VPADDD Z5, %s, %s", out, out) // + lsb
+	g.p("VPSRLD $16, %s, %s", out, out)
+	g.p("VCMPPS $3, %s, %s, K1", r, r) // NaN: unordered with itself
+	g.p("VPORD Z11, Z4, K1, %s", out)  // quiet NaN, payload kept (merge-masked)
+}
+
+// sum2BF16Wide is sum2 for bfloat16 with AVX-512BW: 32 elements (two
+// chunks) per round in Z registers, the in-lane interleave of widenPair
+// and the in-lane pack; an odd last chunk takes one AVX2 round.
+func (g *gen) sum2BF16Wide() {
+	h := half{"BF16", true}
+	g.text("sum2BF16Wide", "d, x, y *byte, chunks int", 32)
+	g.p("MOVQ d+0(FP), DI")
+	g.p("MOVQ x+8(FP), SI")
+	g.p("MOVQ y+16(FP), DX")
+	g.p("MOVQ chunks+24(FP), CX")
+	for _, c := range []struct {
+		v   uint32
+		reg int
+	}{{0x7fff, 10}, {0x40, 11}, {1, 13}} {
+		g.p("MOVL $0x%x, AX", c.v)
+		g.p("VMOVD AX, X%d", c.reg)
+		g.p("VPBROADCASTD X%d, Z%d", c.reg, c.reg)
+	}
+	g.p("VPXORD Z12, Z12, Z12")
+	g.p("MOVQ CX, BX")
+	g.p("SHRQ $1, BX")
+	g.p("JZ tail")
+	fmt.Fprintf(&g.b, "wide:\n")
+	for _, src := range []struct{ mem, lo, hi string }{{"(SI)", "Z0", "Z1"}, {"(DX)", "Z2", "Z3"}} {
+		g.p("VMOVDQU32 %s, Z7", src.mem)
+		g.p("VPUNPCKLWD Z7, Z12, %s", src.lo)
+		g.p("VPUNPCKHWD Z7, Z12, %s", src.hi)
+	}
+	g.p("VADDPS Z2, Z0, Z0")
+	g.p("VADDPS Z3, Z1, Z1")
+	g.round512("Z0", "Z8")
+	g.round512("Z1", "Z9")
+	g.p("VPACKUSDW Z9, Z8, Z0") // per lane: Z8's 4 then Z9's 4, the original order
+	g.p("VMOVDQU32 Z0, (DI)")
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $64, DX")
+	g.p("ADDQ $64, DI")
+	g.p("DECQ BX")
+	g.p("JNZ wide")
+	fmt.Fprintf(&g.b, "tail:\n")
+	g.p("TESTQ $1, CX")
+	g.p("JZ done")
+	// The Y registers are the low halves of the Z constants.
+	g.widenPair(h, "(SI)", "Y0", "Y1")
+	g.widenPair(h, "(DX)", "Y2", "Y3")
+	g.p("VADDPS Y2, Y0, Y0")
+	g.p("VADDPS Y3, Y1, Y1")
+	g.narrowPair(h)
+	fmt.Fprintf(&g.b, "done:\n")
+	g.p("VZEROUPPER")
+	g.p("RET")
+}
+
 // fop sets float32 register a = op(a, b) by the scalar rule (b if b is
 // smaller/larger or NaN, else a). Uses Y8, Y9.
 func (g *gen) fop(op, a, b string) {
@@ -321,13 +417,11 @@ func (g *gen) halfMinMax(h half, op string) {
 	g.p("MOVQ chunks+24(FP), CX")
 	g.consts(h)
 	g.loop(func() {
-		g.widen(h, "(SI)", "Y0")
-		g.widen(h, "16(SI)", "Y1")
-		g.widen(h, "(DX)", "Y2")
-		g.widen(h, "16(DX)", "Y3")
+		g.widenPair(h, "(SI)", "Y0", "Y1")
+		g.widenPair(h, "(DX)", "Y2", "Y3")
 		g.fop(op, "Y0", "Y2")
 		g.fop(op, "Y1", "Y3")
-		g.narrow(h)
+		g.narrowPair(h)
 		g.p("ADDQ $32, SI")
 		g.p("ADDQ $32, DX")
 		g.p("ADDQ $32, DI")
@@ -386,5 +480,6 @@ func AMD64() []byte {
 		g.halfMinMax(h, "min")
 		g.halfMinMax(h, "max")
 	}
+	g.sum2BF16Wide()
 	return g.b.Bytes()
 }

@@ -201,11 +201,15 @@ func (b *builder) allGather() {
 	if c == 0 {
 		return
 	}
+	// The own copy joins the peers' copies in one stage after the wait:
+	// one hand-off to the executor's workers instead of two, and the
+	// stage is cut over all of them (ranks enter back-to-back calls
+	// together, so the wait rarely has anything to hide).
 	b.signalAll(0)
+	b.waitAll(0)
 	if !p.InPlace {
 		b.data(Copy, []Ref{{In, r, 0}}, Ref{Out, r, int64(r) * c}, c)
 	}
-	b.waitAll(0)
 	for _, q := range b.peers() {
 		src := Ref{In, q, 0}
 		if p.InPlace {

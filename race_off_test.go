@@ -1,0 +1,5 @@
+//go:build !race
+
+package symmem
+
+const raceEnabled = false
