@@ -14,24 +14,8 @@ set -u
 OUTDIR=${1:-${OUT:-./gpu-scale-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then
-  for f in /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2; do
-    [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
-  done
-fi
-N=${NRANKS:-$(nvidia-smi -L | wc -l)}
-declare -A RC
-ORDER=()
-step() { # name timeout_s cmd...
-  local name=$1 t=$2; shift 2
-  local t0=$(date +%s)
-  ORDER+=("$name")
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
-  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
-  RC[$name]=$?
-  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
-}
+. scripts/gpu-lib.sh # the venv first in PATH, its NCCL, multicast off, step
+N=${NRANKS:-$GPUS}
 {
   date -u; uname -a
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
