@@ -56,7 +56,11 @@ func BenchmarkLoop2Ranks(b *testing.B) {
 }
 
 func roleVerifyLoop(ctx context.Context) error {
-	w, err := Init(ctx, testOptions())
+	o := testOptions()
+	if b := os.Getenv("SYMMEM_VB_BACKEND"); b != "" { // cuda: the same loop on the GPU backend
+		o.Backend = b
+	}
+	w, err := Init(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,10 @@ type Group struct {
 
 	segs members.Segments[*peerSeg] // registered segments
 
+	// agreement compares records in-band when every rank is on this host
+	// (pool.Agreer through agreeingGroup); nil otherwise (the store).
+	agreement *members.HostAgreement
+
 	pad      *segment // this rank's signal pad
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
 
@@ -129,6 +133,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	all, err := g.AllGather(ctx, []byte(mine))
 	if err != nil {
 		return err
+	}
+	sameHost := g.fdx != nil && len(g.ranks) > 1
+	for _, v := range all {
+		sameHost = sameHost && strings.HasPrefix(string(v), host+"|")
+	}
+	if sameHost {
+		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
+			return err
+		}
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.fdx == nil && len(g.ranks) > 1 {
@@ -455,6 +468,9 @@ func (g *Group) Close() error {
 		if g.fault != nil {
 			g.fault.Free()
 		}
+		if g.agreement != nil {
+			g.agreement.Close()
+		}
 		for _, f := range g.fences {
 			f.ev.Destroy()
 		}
@@ -466,4 +482,16 @@ func (g *Group) Close() error {
 		g.b.forget(g)
 	})
 	return err
+}
+
+// agreeingGroup is a Group whose ranks share this host: it compares
+// records (scope ends, empty calls) in-band through shared memory, about a
+// microsecond, instead of a store round trip (pool.Agreer).
+type agreeingGroup struct{ *Group }
+
+var _ pool.Agreer = agreeingGroup{}
+
+// Agree compares rec across the group's ranks (pool.Agreer).
+func (a agreeingGroup) Agree(ctx context.Context, rec pool.Record) error {
+	return a.agreement.Agree(ctx, rec)
 }
