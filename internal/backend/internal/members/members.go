@@ -1,8 +1,10 @@
 // Package members is the group plumbing every backend shares: the store
 // namespace of a group (with a generation that never repeats within a
 // process), the store all-gather through which members agree, the fd swap
-// between local members, and the host identity. Backends keep what differs
-// (what a segment maps to, signal pads, paths).
+// between local members, the host identity, the table of registered
+// segments, and an in-band agreement over shared memory for members on one
+// host (agree.go). Backends keep what differs (what a segment maps to,
+// signal pads, paths).
 package members
 
 import (
