@@ -5,7 +5,11 @@
 //   - Group: registration of segments with a group (the segment's fd goes to
 //     every peer over rendezvous.FDExchange, peers import and map it and keep
 //     the peer addresses per segment), signal pads (a small VMM segment per
-//     group, peer-mapped) and Run;
+//     group, peer-mapped), Run, and for ranks on one host the in-band
+//     comparison of scope ends (members.HostAgreement, agreeingGroup);
+//   - the kernels' in-band argument check: fingerprints travel with the
+//     ready signals, a mismatch is reported through mapped host words
+//     (fault.go);
 //   - the copy-engine all-gather: stream memory operations signal readiness
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
