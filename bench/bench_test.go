@@ -580,3 +580,25 @@ func TestRunFakeRefusedRows(t *testing.T) {
 		t.Fatal("the plot lacks the timed kernel rows beside the refused ones")
 	}
 }
+
+// TestAdaptiveIterationsSlowFirstCalls: each rank's first calls are slow
+// (20 ms: first touches, lazy setup), the one the count is sized from
+// included; the count is sized again from a batch where the budget bounds
+// it, so the fast calls after them fill the budget instead of the slow
+// call's estimate (100 ms / 20 ms: 5 calls; the old code timed 4).
+func TestAdaptiveIterationsSlowFirstCalls(t *testing.T) {
+	j := newFakeJob(2)
+	j.slowFirst, j.slowFor = 6, 20*time.Millisecond // through the call the count is sized from (the 5th; 6 fails the old code, 8 slows the calibration batch too)
+	cfg := baseConfig()
+	cfg.Ops, cfg.Algos = []coll.Kind{coll.AllGather}, []coll.Algo{coll.AlgoAuto}
+	cfg.Sizes = []int64{4 << 10}
+	cfg.Iters, cfg.Budget, cfg.Samples, cfg.Rounds = 400, 100*time.Millisecond, 0, 1
+	rep, err := runFakeJob(j, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rep.Results[0].OutOfPlace
+	if m == nil || m.Iters < 100 {
+		t.Fatalf("timed %+v calls after slow first calls; want the count sized from fast calls (>= 100 of at most 400)", m)
+	}
+}

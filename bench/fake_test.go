@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
@@ -28,6 +29,10 @@ type fakeJob struct {
 	// many bytes per rank with ErrNotSupported, as a GPU without NCCL does
 	// for large reductions.
 	noPathOver int64
+	// slowFirst: each rank's first slowFirst calls take slowFor longer,
+	// like first touches and lazy setup.
+	slowFirst int
+	slowFor   time.Duration
 }
 
 type fakeRank struct {
@@ -35,6 +40,7 @@ type fakeRank struct {
 	rank   int
 	allocs map[uint64][]byte
 	next   uint64
+	calls  int
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -137,6 +143,9 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 	}
 	if j.noPathOver > 0 && count*es > j.noPathOver {
 		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, backend.ErrNotSupported)
+	}
+	if f.calls++; f.calls <= j.slowFirst {
+		time.Sleep(j.slowFor)
 	}
 	f.job.barrier()
 	ins := make([][]byte, j.n)
