@@ -713,12 +713,13 @@ func roleGPUPeerDies(ctx context.Context) error {
 }
 
 // roleGPUKernelMismatch: ranks call a kernel-path collective with different
-// arguments of the same byte size (rank 0 float32, the others bfloat16 with
-// twice the count: the same grid, so every CTA meets its peers). The kernels
-// compare the calls' fingerprints in-band: nothing is written (the outputs
-// keep their fill), Synchronize reports ErrMismatch on every rank, and the
-// group then runs a matching call correctly. For the all-gather, one-shot
-// and two-shot kernels.
+// arguments: another type of the same bytes (rank 0 float32, the others
+// bfloat16: the same grid), or a quarter of the count (a smaller grid: rank
+// 0's extra CTAs have no peer CTA to meet, and must not wait for one). The
+// kernels compare the calls' fingerprints in-band: nothing is written (the
+// outputs keep their fill), Synchronize reports ErrMismatch on every rank,
+// and the group then runs a matching call correctly. For the all-gather,
+// one-shot and two-shot kernels.
 func roleGPUKernelMismatch(ctx context.Context) error {
 	w, err := gpuWorld(ctx, Options{})
 	if err != nil {
@@ -734,74 +735,80 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 	}
 	out, in := bufs[0], bufs[1]
 	fill := bytes.Repeat([]byte{0xAB}, int(out.Len))
-	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot} {
-		for _, kind := range []coll.Kind{coll.AllGather, coll.AllReduce} {
-			if algo == coll.AlgoTwoShot && kind == coll.AllGather {
-				continue
-			}
-			dt := coll.Float32
-			if me != 0 {
-				dt = coll.BFloat16 // the same bytes: twice the count
-			}
-			run := func(dt coll.DType, bytes int64) error {
-				o := coll.Span{Ptr: out.Ptr, Len: bytes}
-				if kind == coll.AllGather {
-					o.Len = bytes * n
-					_, err := g.AllGather(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, WithAlgo(algo))
+	for _, variant := range []string{"type", "count"} {
+		for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot} {
+			for _, kind := range []coll.Kind{coll.AllGather, coll.AllReduce} {
+				if algo == coll.AlgoTwoShot && kind == coll.AllGather {
+					continue
+				}
+				dt, bytes0 := coll.Float32, int64(4*elems)
+				switch {
+				case me == 0:
+				case variant == "type":
+					dt = coll.BFloat16 // the same bytes: twice the count, the same grid
+				default:
+					bytes0 /= 4 // a quarter of the count: a smaller grid (CTAs of rank 0 meet no peer CTA)
+				}
+				run := func(dt coll.DType, bytes int64) error {
+					o := coll.Span{Ptr: out.Ptr, Len: bytes}
+					if kind == coll.AllGather {
+						o.Len = bytes * n
+						_, err := g.AllGather(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, WithAlgo(algo))
+						return err
+					}
+					_, err := g.AllReduce(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, coll.Sum, WithAlgo(algo))
 					return err
 				}
-				_, err := g.AllReduce(ctx, o, coll.Span{Ptr: in.Ptr, Len: bytes}, dt, coll.Sum, WithAlgo(algo))
-				return err
-			}
-			if err := w.Write(ctx, out.Span, fill); err != nil {
-				return err
-			}
-			if err := w.Write(ctx, in.Span, arValues(coll.Float32, elems*n, uint64(me+1))); err != nil {
-				return err
-			}
-			if err := g.Barrier(ctx); err != nil {
-				return err
-			}
-			if err := run(dt, 4*elems); err != nil && !errors.Is(err, ErrMismatch) {
-				return fmt.Errorf("%v %s mismatched call: %w", kind, algo, err)
-			}
-			serr := w.Synchronize(ctx)
-			if !errors.Is(serr, ErrMismatch) {
-				return fmt.Errorf("%v %s: rank 0 passed float32, the others bfloat16: Synchronize returned %v, want ErrMismatch", kind, algo, serr)
-			}
-			got := make([]byte, out.Len)
-			if err := w.Read(ctx, got, out.Span); err != nil {
-				return err
-			}
-			if !bytes.Equal(got, fill) {
-				return fmt.Errorf("%v %s: the mismatched call wrote into the output", kind, algo)
-			}
-			fmt.Printf("GPU mismatch %v %-8s: reported on Synchronize, output untouched: %v\n", kind, algo, serr)
-			// The group goes on: a matching call runs and is right.
-			if err := g.Barrier(ctx); err != nil {
-				return err
-			}
-			if err := run(coll.Float32, 4*elems/2); err != nil {
-				return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
-			}
-			if err := w.Synchronize(ctx); err != nil {
-				return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
-			}
-			if kind == coll.AllReduce {
-				sd := make([][]byte, n)
-				for r := range sd {
-					sd[r] = arValues(coll.Float32, elems*n, uint64(r+1))[:4*elems/2]
-				}
-				want := make([]byte, 4*elems/2)
-				if err := reduce.ReduceN(want, sd, coll.Float32, coll.Sum); err != nil {
+				if err := w.Write(ctx, out.Span, fill); err != nil {
 					return err
 				}
-				got := make([]byte, len(want))
-				if err := w.Read(ctx, got, coll.Span{Ptr: out.Ptr, Len: int64(len(want))}); err != nil {
+				if err := w.Write(ctx, in.Span, arValues(coll.Float32, elems*n, uint64(me+1))); err != nil {
 					return err
 				}
-				if !bytes.Equal(got, want) {
-					return fmt.Errorf("%v %s after the mismatch: wrong result", kind, algo)
+				if err := g.Barrier(ctx); err != nil {
+					return err
+				}
+				if err := run(dt, bytes0); err != nil && !errors.Is(err, ErrMismatch) {
+					return fmt.Errorf("%v %s mismatched %s: %w", kind, algo, variant, err)
+				}
+				serr := w.Synchronize(ctx)
+				if !errors.Is(serr, ErrMismatch) {
+					return fmt.Errorf("%v %s: ranks passed another %s than rank 0: Synchronize returned %v, want ErrMismatch", kind, algo, variant, serr)
+				}
+				got := make([]byte, out.Len)
+				if err := w.Read(ctx, got, out.Span); err != nil {
+					return err
+				}
+				if !bytes.Equal(got, fill) {
+					return fmt.Errorf("%v %s: the mismatched call wrote into the output", kind, algo)
+				}
+				fmt.Printf("GPU mismatch (%s) %v %-8s: reported on Synchronize, output untouched: %v\n", variant, kind, algo, serr)
+				// The group goes on: a matching call runs and is right.
+				if err := g.Barrier(ctx); err != nil {
+					return err
+				}
+				if err := run(coll.Float32, 4*elems/2); err != nil {
+					return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
+				}
+				if err := w.Synchronize(ctx); err != nil {
+					return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
+				}
+				if kind == coll.AllReduce {
+					sd := make([][]byte, n)
+					for r := range sd {
+						sd[r] = arValues(coll.Float32, elems*n, uint64(r+1))[:4*elems/2]
+					}
+					want := make([]byte, 4*elems/2)
+					if err := reduce.ReduceN(want, sd, coll.Float32, coll.Sum); err != nil {
+						return err
+					}
+					got := make([]byte, len(want))
+					if err := w.Read(ctx, got, coll.Span{Ptr: out.Ptr, Len: int64(len(want))}); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, want) {
+						return fmt.Errorf("%v %s after the mismatch: wrong result", kind, algo)
+					}
 				}
 			}
 		}

@@ -29,8 +29,10 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = 32, 40
 
-	// Signal region: cnt[kernMaxCTAs], ready, done and hash[kernMaxCTAs][kernMaxRanks], u32.
-	regionReady, regionDone, regionHash, regionBytes = 256, 2304, 4352, 6400
+	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
+	// then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader = 0, 4, 8
+	regionReady, regionDone, regionBytes       = 256, 2304, 4352
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = 0, 1, 2, 3, 4, 5

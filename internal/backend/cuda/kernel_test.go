@@ -55,13 +55,15 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("PTX reads parameter offsets %v, Go writes %v", got, want)
 			}
-			// ready after cnt[kernMaxCTAs], done and hash after kernMaxCTAs*kernMaxRanks words each.
+			// launch and finished words, headers (8 bytes per rank), then ready
+			// and done after kernMaxCTAs words, kernMaxCTAs*kernMaxRanks words each.
 			table := 4 * kernMaxCTAs * kernMaxRanks
-			ready, done, hash := 4*kernMaxCTAs, 4*kernMaxCTAs+table, 4*kernMaxCTAs+2*table
-			if ready != regionReady || done != regionDone || hash != regionHash || hash+table != regionBytes {
-				t.Fatalf("region layout: ready %d done %d hash %d size %d, want %d %d %d %d", regionReady, regionDone, regionHash, regionBytes, ready, done, hash, hash+table)
+			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+table
+			if regionLaunch != 0 || regionFinished != 4 || regionHeader != 8 || regionHeader+8*kernMaxRanks > ready ||
+				ready != regionReady || done != regionDone || done+table != regionBytes {
+				t.Fatalf("region layout: launch %d finished %d header %d ready %d done %d size %d", regionLaunch, regionFinished, regionHeader, regionReady, regionDone, regionBytes)
 			}
-			for _, off := range []int{ready, done, hash} {
+			for _, off := range []int{regionHeader, ready, done} {
 				if k.signals && !strings.Contains(k.src, ", "+strconv.Itoa(off)+";") {
 					t.Errorf("PTX never adds region offset %d", off)
 				}

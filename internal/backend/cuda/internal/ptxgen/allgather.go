@@ -21,12 +21,18 @@ mappings, and this rank's own output slot when out-of-place).
 Signals are per CTA and per pair of ranks, so no grid-wide barrier is
 needed: CTA b of rank r waits only for CTA b of each peer; thread k of the
 CTA signals and waits for peer k, so all peers are served in parallel.
-Signal values are epochs kept on the device (one counter per CTA in this
-rank's region), so a captured CUDA graph replays correctly: the kernel
-never depends on a value chosen by the host.
+Signal values are launch epochs kept on the device (the launch word of
+this rank's region, advanced by the last CTA of each launch), so a captured
+CUDA graph replays correctly: the kernel never depends on a value chosen by
+the host. CTA 0 announces each launch to every peer with the call's
+fingerprint (P.hash); a CTA compares it with its own before it moves data,
+and on a difference (other arguments: also a different grid) every CTA
+ends and reports through P.fault (fault.go) instead of running or waiting
+for CTAs the peer never launched.
 
 Region layout (bytes from the region base; kernel_layout.go):
-  0     cnt[%[1]d]     u32  epoch counter of CTA b (this rank only)
+  0     launch u32, 4 finished u32  this rank's last finished launch; CTAs done with the running one
+  8     header[%[2]d] {epoch, hash} u32  what rank `+"`from`"+`'s CTA 0 announced
   %[3]d   ready[%[1]d][%[2]d] u32 ready[b][from]: CTA b of rank `+"`from`"+` may write here
   %[4]d  done[%[1]d][%[2]d]  u32 done[b][from]:  CTA b of rank `+"`from`"+` finished writing
 
@@ -40,8 +46,8 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
   %[9]d me u32 | %[10]d n u32 | %[11]d mask u32 (bit k: write target k) | %[12]d unused
   %[13]d dst[%[2]d] u64 (target k's address for this rank's slice)
   %[14]d peer regions[%[2]d] u64 (rank k's region as mapped here)
-  %[15]d timeout u64 (nanoseconds of %%globaltimer)`,
-		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout))
+  %[15]d timeout u64 (nanoseconds of %%globaltimer) | %[16]d hash u32 | %[17]d fault u64 (mapped host words)`,
+		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout, pHash, pFault))
 	p.w(`
 // Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
@@ -116,8 +122,7 @@ L_copy_done:
 	// Every thread's stores precede the signalling threads' release (the
 	// barrier, then a system-scope fence: release is cumulative).`)
 	p.signalDone(true, "L_end")
-	p.w(`L_end:
-	ret;`)
+	p.finish()
 	p.faultExit()
 	p.w("}")
 	return p.b.String()

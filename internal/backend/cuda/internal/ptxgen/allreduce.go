@@ -28,7 +28,7 @@ peers' CTA b read exactly the elements this CTA b overwrites. Epochs live
 in device memory (graph replay is correct); a watchdog traps after
 P.timeout.
 
-Region layout: as allgather.ptx (cnt at 0, ready at %[5]d, done at %[6]d),
+Region layout and argument check: as allgather.ptx (ready at %[5]d, done at %[6]d),
 in a separate region of the pad (kernel.go: arRegion).
 
 Parameter block P (%[7]d bytes; kernel_layout.go):
@@ -106,9 +106,8 @@ L_out:
 	st.global.v4.u32 [%rd36], {%r21, %r22, %r23, %r24};`)
 	p.f("\tadd.u64         %%rd34, %%rd34, %d;", threads*vecBytes)
 	p.w(`	add.u64         %rd24, %rd24, %rd26;
-	bra             L_out;
-L_end:
-	ret;`)
+	bra             L_out;`)
+	p.finish()
 	p.faultExit()
 	p.w("}")
 	return p.b.String()

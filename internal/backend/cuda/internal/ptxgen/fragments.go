@@ -81,9 +81,12 @@ type table struct {
 	param  int    // offset in P
 }
 
-// setup: thread 0 copies the tables to shared memory and bumps this CTA's
-// epoch counter (cnt[b], read again only by the next launch); then every
-// thread has the epoch in sepoch.
+// setup: thread 0 copies the tables to shared memory and reads the launch
+// epoch: the region's launch word holds the epoch of this rank's last
+// finished launch of the kernel (finish stores it when the launch's last CTA
+// ends; launches on one stream do not overlap), so every CTA of this launch
+// gets the same e = launch + 1 — a grid that differs from a peer's cannot
+// put CTAs on different epochs. Then every thread has e in sepoch.
 func (p *ptx) setup(comment string, tables ...table) {
 	p.w(`
 	setp.ne.u32     %p1, %r1, 0;
@@ -95,21 +98,23 @@ func (p *ptx) setup(comment string, tables ...table) {
 			p.f("\tst.shared.u64   [%s+%d], %%rd10;", t.shared, 8*k)
 		}
 	}
-	p.w(`	st.shared.u32   [sfault], 0;
-	mul.wide.u32    %rd11, %r2, 4;
-	add.u64         %rd12, %rd3, %rd11;           // &cnt[b]
-	ld.volatile.global.u32 %r8, [%rd12];
-	add.u32         %r8, %r8, 1;                  // e
-	st.volatile.global.u32 [%rd12], %r8;          // read again only by the next launch
-	st.shared.u32   [sepoch], %r8;
+	p.f(`	st.shared.u32   [sfault], 0;
+	ld.volatile.global.u32 %%r8, [%%rd3+%d];     // the last finished launch
+	add.u32         %%r8, %%r8, 1;                  // e
+	st.shared.u32   [sepoch], %%r8;
 L_setup_done:
-	bar.sync        0;`)
+	bar.sync        0;`, rLaunch)
 }
 
-// signalReady: thread k < n, k != me, stores e into peer k's ready[b][me]
-// (release), computes the done addresses for later, and waits for its own
-// ready[b][k] to reach e; then the CTA meets at a barrier. regions is the
-// shared table of peer regions.
+// signalReady: thread k < n, k != me: in CTA 0, announces the launch to
+// peer k (its header[me]: the call's fingerprint, then e, release); in
+// every CTA, stores e into peer k's ready[b][me] (release) and computes the
+// done addresses for later. Then it waits until peer k's header carries e
+// and, when the fingerprints match, until its ready[b][k] reaches e; a
+// different fingerprint is a mismatch (recorded in sfault) — also for a CTA
+// whose peer launched fewer CTAs (equal fingerprints mean equal grids). The
+// CTA meets at a barrier and leaves through L_fault on a mismatch. regions
+// is the shared table of peer regions.
 func (p *ptx) signalReady(comment, regions string) {
 	p.w("\n\t// " + comment)
 	p.w(`	ld.shared.u32   %r8, [sepoch];
@@ -120,25 +125,44 @@ func (p *ptx) signalReady(comment, regions string) {
 	p.f("\tmov.u64         %%rd16, %s;", regions)
 	p.w(`	add.u64         %rd18, %rd16, %rd17;
 	ld.shared.u64   %rd19, [%rd18];               // peer k's region
-	add.u32         %r10, %r9, %r5;               // b*8+me
-	mul.wide.u32    %rd13, %r10, 4;
-	add.u64         %rd14, %rd19, %rd13;`)
+	setp.ne.u32     %p7, %r2, 0;
+	@%p7 bra        L_header_sent;
+	mul.wide.u32    %rd44, %r5, 8;
+	add.u64         %rd44, %rd19, %rd44;`)
+	p.f(`	add.u64         %%rd44, %%rd44, %d;            // peer k's header[me]
+	st.relaxed.sys.global.u32 [%%rd44+4], %%r15;   // the fingerprint, published by
+	st.release.sys.global.u32 [%%rd44], %%r8;      // the epoch
+L_header_sent:
+	add.u32         %%r10, %%r9, %%r5;               // b*8+me
+	mul.wide.u32    %%rd13, %%r10, 4;
+	add.u64         %%rd14, %%rd19, %%rd13;`, rHeader)
 	p.f("\tadd.u64         %%rd20, %%rd14, %d;            // peer k's ready[b][me]", rReady)
 	p.f("\tadd.u64         %%rd15, %%rd14, %d;           // peer k's done[b][me]", rDone)
-	p.f("\tadd.u64         %%rd44, %%rd14, %d;           // peer k's hash[b][me]", rHash)
-	p.w(`	st.relaxed.sys.global.u32 [%rd44], %r15;      // published by the release below
-	st.release.sys.global.u32 [%rd20], %r8;
+	p.w(`	st.release.sys.global.u32 [%rd20], %r8;
 	add.u32         %r12, %r9, %r1;               // b*8+k
 	mul.wide.u32    %rd21, %r12, 4;
 	add.u64         %rd22, %rd3, %rd21;`)
 	p.f("\tadd.u64         %%rd23, %%rd22, %d;           // own done[b][k]", rDone)
 	p.f("\tadd.u64         %%rd22, %%rd22, %d;            // own ready[b][k]", rReady)
-	p.wait("L_spin_ready", "%rd22", "L_ready_got")
-	p.w("L_ready_got:\n\t// Peer k's fingerprint came with its ready: a different call is reported, not run.")
-	p.f("\tadd.u64         %%rd44, %%rd22, %d;            // own hash[b][k]", rHash-rReady)
-	p.w(`	ld.relaxed.sys.global.u32 %r11, [%rd44];
-	setp.eq.u32     %p7, %r11, %r15;
-	@%p7 bra        L_ready_done;
+	p.w("\tmul.wide.u32    %rd45, %r1, 8;\n\tadd.u64         %rd45, %rd3, %rd45;")
+	p.f("\tadd.u64         %%rd45, %%rd45, %d;             // own header[k]", rHeader)
+	p.w(`	mov.u64         %rd46, %globaltimer;
+L_spin_ready:
+	ld.acquire.sys.global.u32 %r13, [%rd45];
+	sub.u32         %r14, %r13, %r8;
+	setp.ge.s32     %p4, %r14, 0;                 // peer k announced this launch
+	@!%p4 bra       L_spin_ready_wait;
+	ld.relaxed.sys.global.u32 %r11, [%rd45+4];
+	setp.ne.u32     %p7, %r11, %r15;
+	@%p7 bra        L_ready_bad;                  // another call: report, do not run
+	ld.acquire.sys.global.u32 %r13, [%rd22];
+	sub.u32         %r14, %r13, %r8;
+	setp.ge.s32     %p4, %r14, 0;                 // cyclic: value - e >= 0
+	@%p4 bra        L_ready_done;
+L_spin_ready_wait:`)
+	p.trapAfterTimeout()
+	p.w(`	bra             L_spin_ready;
+L_ready_bad:
 	st.shared.u32   [sfault+4], %r1;
 	st.shared.u32   [sfault+8], %r11;
 	st.shared.u32   [sfault], 1;
@@ -194,20 +218,36 @@ func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
 
 // faultExit is where a CTA goes when a peer's fingerprint differs: thread 0
 // writes the report into the mapped host words (every CTA of every rank
-// that sees a difference writes the same), and the CTA ends without moving
-// data or sending done. Every rank sees a difference when any does (it
-// compares with every peer), so all of them skip alike and the epochs stay
-// in step: the group stays usable.
+// that sees a difference writes the same), and the CTA ends through L_end
+// without moving data or sending done. Every rank sees a difference when
+// any does (it compares with every peer), so all of them skip alike and the
+// epochs stay in step: the group stays usable.
 func (p *ptx) faultExit() {
 	p.w(`L_fault:
 	setp.ne.u32     %p7, %r1, 0;
-	@%p7 bra        L_fault_ret;`)
+	@%p7 bra        L_end;`)
 	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
 	p.f("\tld.shared.u32   %%r11, [sfault+4];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fPeer)
 	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
 	p.f("\tst.release.sys.global.u32 [%%rd39+%d], 1;", 4*fSet)
-	p.w(`L_fault_ret:
-	ret;`)
+	p.w("\tbra             L_end;")
+}
+
+// finish is L_end, every thread's way out: thread 0 counts its CTA as
+// finished; the CTA that completes the count resets it and stores e into
+// the launch word, where the next launch reads it (setup).
+func (p *ptx) finish() {
+	p.f(`L_end:
+	setp.ne.u32     %%p7, %%r1, 0;
+	@%%p7 bra        L_end_ret;
+	atom.acq_rel.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
+	sub.u32         %%r12, %%r4, 1;
+	setp.ne.u32     %%p7, %%r11, %%r12;
+	@%%p7 bra        L_end_ret;
+	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;
+	st.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished
+L_end_ret:
+	ret;`, rFinished, rFinished, rLaunch)
 }

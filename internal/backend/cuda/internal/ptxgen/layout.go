@@ -51,14 +51,18 @@ const (
 	wBytes    = wFinished + 8
 )
 
-// Signal region of one kernel: cnt[maxCTAs] u32 (epoch of CTA b, this rank
-// only), ready[maxCTAs][maxRanks] u32, done[maxCTAs][maxRanks] u32,
-// hash[maxCTAs][maxRanks] u32 (the fingerprint peer k sent with ready).
+// Signal region of one kernel: the launch word (the epoch of this rank's
+// last finished launch; every CTA of a launch uses it + 1), the finished
+// count (CTAs of the running launch that ended), header[maxRanks] {epoch,
+// fingerprint} u32 pairs (what rank k's CTA 0 announced for its launch),
+// then ready[maxCTAs][maxRanks] u32 and done[maxCTAs][maxRanks] u32.
 const (
-	rReady = 4 * maxCTAs
-	rDone  = rReady + 4*maxCTAs*maxRanks
-	rHash  = rDone + 4*maxCTAs*maxRanks
-	rSize  = rHash + 4*maxCTAs*maxRanks
+	rLaunch   = 0
+	rFinished = 4
+	rHeader   = 8
+	rReady    = 4 * maxCTAs
+	rDone     = rReady + 4*maxCTAs*maxRanks
+	rSize     = rDone + 4*maxCTAs*maxRanks
 )
 
 // The mapped host words of a mismatch report (pFault), u32: set, the peer
@@ -102,8 +106,10 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = %d, %d
 
-	// Signal region: cnt[kernMaxCTAs], ready, done and hash[kernMaxCTAs][kernMaxRanks], u32.
-	regionReady, regionDone, regionHash, regionBytes = %d, %d, %d, %d
+	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
+	// then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader = %d, %d, %d
+	regionReady, regionDone, regionBytes       = %d, %d, %d
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = %d, %d, %d, %d, %d, %d
@@ -113,7 +119,7 @@ const (
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		rReady, rDone, rHash, rSize,
+		rLaunch, rFinished, rHeader, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fWords)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
