@@ -19,7 +19,7 @@
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
-//     signals with device-side epochs (graph replay is correct) and a watchdog
+//     signals with a device-side launch epoch (graph replay is correct) and a watchdog
 //     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
 //     into the peers' outputs; the one-shot all-reduce pulls every rank's
 //     input and sums (or averages) in float32 in rank order, and pointed at
