@@ -342,16 +342,8 @@ func benchRank(f *benchFlags, args []string) error {
 		return err
 	}
 	if f.json != "" {
-		fh, err := os.Create(f.json)
-		if err != nil {
-			return fmt.Errorf("-J/--json: %w", err)
-		}
-		err = bench.WriteJSON(fh, rep)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("-J/--json %s: %w", f.json, err)
+		if err := writeJSONFile(f.json, func(w io.Writer) error { return bench.WriteJSON(w, rep) }); err != nil {
+			return err
 		}
 	}
 	if f.plot != "" {
@@ -361,6 +353,22 @@ func benchRank(f *benchFlags, args []string) error {
 	}
 	if n := rep.WrongTotal(); n != 0 {
 		return fmt.Errorf("%d wrong elements (see #wrong)", n)
+	}
+	return nil
+}
+
+// writeJSONFile writes the -J file through write (both bench modes).
+func writeJSONFile(path string, write func(io.Writer) error) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("-J/--json: %w", err)
+	}
+	err = write(fh)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("-J/--json %s: %w", path, err)
 	}
 	return nil
 }

@@ -241,16 +241,8 @@ func overlapRank(f *overlapFlags, args []string) error {
 		return err
 	}
 	if f.json != "" {
-		fh, err := os.Create(f.json)
-		if err != nil {
-			return fmt.Errorf("-J/--json: %w", err)
-		}
-		err = bench.WriteOverlapJSON(fh, rep)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("-J/--json %s: %w", f.json, err)
+		if err := writeJSONFile(f.json, func(w io.Writer) error { return bench.WriteOverlapJSON(w, rep) }); err != nil {
+			return err
 		}
 	}
 	if n := rep.WrongTotal(); n != 0 {
