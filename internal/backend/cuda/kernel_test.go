@@ -295,7 +295,7 @@ func TestTwoShotArgs(t *testing.T) {
 		if err := g.twoShotWhyNot(req); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.fillTwoShot(req); err != nil {
+		if _, err := g.fillTwoShot(req); err != nil {
 			t.Fatal(err)
 		}
 		a, b := g.kargs.Bytes(), g.kargs2.Bytes()

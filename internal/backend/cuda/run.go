@@ -83,10 +83,8 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// A mismatch an earlier kernel found (fault.go) is reported now, after
 	// this call was issued like on every other rank: refusing it here
 	// could leave a peer whose host has not seen the report yet waiting.
-	if g.fault != nil {
-		if err := g.Fault(); err != nil {
-			return path, err
-		}
+	if err := g.Fault(); err != nil {
+		return path, err
 	}
 	return path, nil
 }

@@ -44,10 +44,10 @@ func (g *Group) twoShotWhyNot(req backend.Request) error {
 // runTwoShot issues req on stream s. The caller holds runMu and has checked
 // twoShotWhyNot.
 func (g *Group) runTwoShot(req backend.Request, s uint64) error {
-	if err := g.fillTwoShot(req); err != nil {
+	chunk, err := g.fillTwoShot(req)
+	if err != nil {
 		return err
 	}
-	chunk, _ := g.chunkOf(req)
 	p := g.prog
 	p.Reset()
 	p.SetContext(g.b.ctx)
@@ -56,18 +56,19 @@ func (g *Group) runTwoShot(req backend.Request, s uint64) error {
 	return g.issue(p, s, req, "two-shot")
 }
 
-// fillTwoShot writes both launches' parameter blocks (pure: no driver call).
-func (g *Group) fillTwoShot(req backend.Request) error {
+// fillTwoShot writes both launches' parameter blocks (pure: no driver call)
+// and returns this rank's chunk in bytes.
+func (g *Group) fillTwoShot(req backend.Request) (int64, error) {
 	chunk, err := g.chunkOf(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	off := int64(g.me) * chunk
 	mine := req.Out.Ptr + uint64(off)
 	if err := g.fillAllReduceArgs(g.kargs, req, mine, off, chunk, true); err != nil {
-		return err
+		return 0, err
 	}
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
 		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check}
-	return g.fillAllGatherArgs(g.kargs2, ag)
+	return chunk, g.fillAllGatherArgs(g.kargs2, ag)
 }
