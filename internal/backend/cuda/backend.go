@@ -214,18 +214,16 @@ func (b *Backend) Close() error {
 // Synchronize waits (bounded by timeout) until the backend's own stream,
 // which runs calls made without WithStream, is idle.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
-	if err := b.stream.Wait(ctx, timeout); err != nil {
-		return err
-	}
+	werr := b.stream.Wait(ctx, timeout)
 	b.mu.Lock()
 	groups := append([]*Group(nil), b.groups...)
 	b.mu.Unlock()
-	for _, g := range groups {
+	for _, g := range groups { // a mismatch first: it also explains a launch failure (handshake.go)
 		if err := g.Fault(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return werr
 }
 
 // Usable reports why this process cannot run the GPU backend (nil when it

@@ -59,8 +59,9 @@ const maxCERanks = 64
 //
 // Stream program (main stream s):
 //
+//	ready: the handshake kernel (handshake.go), or without the kernels:
+//	  write 1 to every peer, wait for every peer's 1, reset to 0
 //	[out-of-place] fork: side0 copies in -> out[me]
-//	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
 //	copies from/to peers, split over s and side streams (fork/join by events)
 //	signal done (the same round on the done words)
 //	join side0
@@ -98,6 +99,8 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	}
 	me := g.me
 	slice := req.Count * int64(req.DType.Size())
+	// The handshake first: on a mismatch nothing of this call may run.
+	g.ready(p, s, req)
 	localJoin := uint64(0)
 	if !req.InPlace {
 		// The local copy runs on a side stream, beside the peers' transfers.
@@ -109,7 +112,6 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 		localJoin = g.h.joins[0]
 		p.Record(side, localJoin)
 	}
-	g.signal(p, s, slotReady)
 	g.transfers(p, s, xs[:nx])
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand"
 	"testing"
@@ -501,4 +502,51 @@ func BenchmarkChoose(b *testing.B) {
 func seg1(g *Group) *peerSeg {
 	ps, _ := g.segs.Get(1)
 	return ps
+}
+
+// TestCopyEngineHandshake: with the kernels, a copy-engine collective starts
+// with one handshake launch carrying the call's fingerprint and the
+// handshake's own regions, before any copy (the out-of-place local copy
+// included) and instead of the ready round; the done round stays.
+func TestCopyEngineHandshake(t *testing.T) {
+	for _, inPlace := range []bool{true, false} {
+		g := fakeGroup(3, 1)
+		g.hsArgs = cudadrv.NewArgs(kernArgBytes)
+		defer g.hsArgs.Free()
+		g.fillHandshake(g.hsArgs)
+		g.b.kern.hs = 77
+		req := gatherReq(g, 4097, inPlace)
+		req.Check[1] = 12345
+		const s = 7
+		if err := g.buildAllGather(g.prog, req, s); err != nil {
+			t.Fatal(err)
+		}
+		ops := g.prog.Ops()
+		if o := ops[0]; o.Kind != cudadrv.OpLaunch || o.Stream != s || o.A != 77 || o.C != 1|hsThreads<<32 {
+			t.Fatalf("in-place %v: first op %+v, want the handshake launch on stream %d", inPlace, o, s)
+		}
+		var launches, waits int
+		for _, o := range ops {
+			switch o.Kind {
+			case cudadrv.OpLaunch:
+				launches++
+			case cudadrv.OpWait32:
+				waits++
+			}
+		}
+		if launches != 1 || waits != 2 { // the done round: one wait per peer
+			t.Errorf("in-place %v: %d launches and %d waits, want 1 and 2 (no ready round)", inPlace, launches, waits)
+		}
+		b := g.hsArgs.Bytes()
+		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
+		if got := binary.LittleEndian.Uint32(b[argHash:]); got != fingerprint(req) {
+			t.Errorf("fingerprint %08x, want %08x", got, fingerprint(req))
+		}
+		if u64(argRegion) != g.padPeers[1]+hsRegion || u64(argPeerRegion+16) != g.padPeers[2]+hsRegion {
+			t.Errorf("regions %#x / %#x, want the pads' handshake regions", u64(argRegion), u64(argPeerRegion+16))
+		}
+		if binary.LittleEndian.Uint32(b[argMe:]) != 1 || binary.LittleEndian.Uint32(b[argN:]) != 3 {
+			t.Errorf("me/n %d/%d, want 1/3", binary.LittleEndian.Uint32(b[argMe:]), binary.LittleEndian.Uint32(b[argN:]))
+		}
+	}
 }

@@ -60,7 +60,7 @@ func (g *Group) Fault() error {
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
-	return g.faultErr()
+	return g.takeFault()
 }
 
 // putCheck writes the header fields every kernel reads the same way: the

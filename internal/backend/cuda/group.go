@@ -72,6 +72,7 @@ type Group struct {
 	kargs   *cudadrv.Args       // the kernel's parameter block (nil: no kernel path, kernWhy says why)
 	kargs2  *cudadrv.Args       // the second launch's block (two-shot's all-gather)
 	lcArgs  *cudadrv.Args       // the lc reduction kernel's block
+	hsArgs  *cudadrv.Args       // the handshake's block (handshake.go; nil: no kernels)
 	staging *segment            // lc staging, allocated at the first lc call
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
 	kernWhy string
@@ -196,6 +197,8 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.kargs = cudadrv.NewArgs(kernArgBytes)
 			g.kargs2 = cudadrv.NewArgs(kernArgBytes)
 			g.lcArgs = cudadrv.NewArgs(kernArgBytes)
+			g.hsArgs = cudadrv.NewArgs(kernArgBytes)
+			g.fillHandshake(g.hsArgs)
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
@@ -457,7 +460,7 @@ func (g *Group) Close() error {
 		for _, s := range g.side {
 			s.Destroy()
 		}
-		for _, a := range []*cudadrv.Args{g.kargs, g.kargs2, g.lcArgs} {
+		for _, a := range []*cudadrv.Args{g.kargs, g.kargs2, g.lcArgs, g.hsArgs} {
 			if a != nil {
 				a.Free()
 			}

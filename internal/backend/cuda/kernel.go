@@ -23,6 +23,8 @@ var (
 	allReducePTX []byte
 	//go:embed ptx/reducescatter.ptx
 	reduceScatterPTX []byte
+	//go:embed ptx/handshake.ptx
+	handshakePTX []byte
 )
 
 // Kernel signal regions in each rank's pad (one per kernel, so their epoch
@@ -32,6 +34,7 @@ const (
 	kernRegion = 64 << 10 // byte offset of the all-gather region in the pad
 	arRegion   = 80 << 10 // ... and of the all-reduce region
 	lcWords    = 96 << 10 // ... and of the low-contention reduce-scatter's local words (lowcontention.go)
+	// hsRegion (112 KiB) is the handshake's (handshake.go).
 )
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it
@@ -44,6 +47,7 @@ type kernels struct {
 	once       sync.Once
 	mods       []*cudadrv.Module
 	ag, ar, lc cudadrv.Function
+	hs         cudadrv.Function // the copy-engine paths' handshake
 	err        error
 }
 
@@ -55,7 +59,7 @@ func (b *Backend) loadKernels() error {
 			entry string
 			fn    *cudadrv.Function
 		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar},
-			{reduceScatterPTX, "symmem_reducescatter_lc", &k.lc}} {
+			{reduceScatterPTX, "symmem_reducescatter_lc", &k.lc}, {handshakePTX, "symmem_handshake", &k.hs}} {
 			var m *cudadrv.Module
 			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
 				break
@@ -143,6 +147,9 @@ func (g *Group) issue(p *cudadrv.Program, s uint64, req backend.Request, what st
 		return err
 	}
 	if err := p.Exec(); err != nil {
+		if ferr := g.takeFault(); ferr != nil { // the handshake trapped: that is why
+			return ferr
+		}
 		g.broken = fmt.Errorf("%v %s failed: %w", req.Kind, what, err)
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}

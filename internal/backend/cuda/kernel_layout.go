@@ -34,6 +34,7 @@ const (
 	regionLaunch, regionFinished, regionHeader = 0, 4, 8
 	regionReady, regionDone, regionBytes       = 256, 2304, 4352
 
-	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
-	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = 0, 1, 2, 3, 4, 5
+	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
+	// stopped (the handshake trapped).
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = 0, 1, 2, 3, 4, 5, 6
 )

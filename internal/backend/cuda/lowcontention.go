@@ -171,7 +171,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU64(lcChunk, uint64(sub))
 	g.putCheck(a, req)
 
-	g.signal(p, s, slotReady)
+	g.ready(p, s, req)
 	if n > 1 {
 		p.Record(s, g.h.forkX)
 	}

@@ -223,6 +223,24 @@ func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
 // any does (it compares with every peer), so all of them skip alike and the
 // epochs stay in step: the group stays usable.
 func (p *ptx) faultExit() {
+	p.faultReport(false)
+	p.w("\tbra             L_end;")
+}
+
+// faultTrap is faultExit for a kernel whose stream goes on with work that
+// cannot be skipped (copy engines after the handshake): thread 0 writes the
+// report, makes it visible to the host and traps, which stops the context
+// before that work runs.
+func (p *ptx) faultTrap() {
+	p.faultReport(true)
+	p.w(`	membar.sys;
+	trap;                                         // the copies behind this kernel must not run`)
+}
+
+// faultReport is L_fault: thread 0 writes the CTA's mismatch into the
+// mapped host words (stopped: the kernel traps next), the other threads go
+// to L_end.
+func (p *ptx) faultReport(stopped bool) {
 	p.w(`L_fault:
 	setp.ne.u32     %p7, %r1, 0;
 	@%p7 bra        L_end;`)
@@ -231,8 +249,10 @@ func (p *ptx) faultExit() {
 	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
+	if stopped {
+		p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 1;", 4*fStopped)
+	}
 	p.f("\tst.release.sys.global.u32 [%%rd39+%d], 1;", 4*fSet)
-	p.w("\tbra             L_end;")
 }
 
 // finish is L_end, every thread's way out: thread 0 counts its CTA as

@@ -66,10 +66,11 @@ const (
 )
 
 // The mapped host words of a mismatch report (pFault), u32: set, the peer
-// that differs (group rank), this rank's fingerprint, the peer's, the epoch.
+// that differs (group rank), this rank's fingerprint, the peer's, the epoch,
+// and stopped (1: the reporter trapped, the context is lost).
 const (
-	fSet, fPeer, fMine, fTheirs, fEpoch = 0, 1, 2, 3, 4
-	fWords                              = 5
+	fSet, fPeer, fMine, fTheirs, fEpoch, fStopped = 0, 1, 2, 3, 4, 5
+	fWords                                        = 6
 )
 
 // goLayout is kernel_layout.go.
@@ -111,8 +112,9 @@ const (
 	regionLaunch, regionFinished, regionHeader = %d, %d, %d
 	regionReady, regionDone, regionBytes       = %d, %d, %d
 
-	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch.
-	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultWords = %d, %d, %d, %d, %d, %d
+	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
+	// stopped (the handshake trapped).
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = %d, %d, %d, %d, %d, %d, %d
 )
 `, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
 		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
@@ -120,7 +122,7 @@ const (
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
 		rLaunch, rFinished, rHeader, rReady, rDone, rSize,
-		fSet, fPeer, fMine, fTheirs, fEpoch, fWords)
+		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("kernel_layout.go does not format: %w", err)

@@ -5,6 +5,7 @@
 //	ptx/allgather.ptx   the all-gather push kernel
 //	ptx/allreduce.ptx   the one-shot all-reduce pull kernel
 //	ptx/reducescatter.ptx the low-contention reduce-scatter's reduction
+//	ptx/handshake.ptx   the argument check in front of the copy-engine paths
 //	kernel_layout.go    parameter and region offsets the launch code writes
 //
 // The kernels are built from the same fragments (layout.go: the parameter
@@ -43,6 +44,7 @@ func outputs() (map[string][]byte, error) {
 		"ptx/allgather.ptx":     []byte(allGather()),
 		"ptx/allreduce.ptx":     []byte(allReduce()),
 		"ptx/reducescatter.ptx": []byte(reduceScatterLC()),
+		"ptx/handshake.ptx":     []byte(handshake()),
 		"kernel_layout.go":      goSrc,
 	}, nil
 }

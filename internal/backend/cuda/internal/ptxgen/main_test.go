@@ -29,9 +29,10 @@ func TestGenerated(t *testing.T) {
 
 // TestFragmentsShared: the signalling protocol and the reduction exist
 // once. The signalling kernels wait exactly twice (ready with the peer's
-// launch header, done), the lc reduction once (arrived), each wait traps on
-// the watchdog, every kernel
-// starts with the same parameter load and both reductions sum alike.
+// launch header, done), the handshake and the lc reduction once (ready,
+// arrived), each wait traps on the watchdog, every kernel starts with the
+// same parameter load and both reductions sum alike; only the handshake
+// stops the context on a mismatch (the others skip their work).
 func TestFragmentsShared(t *testing.T) {
 	var load ptx
 	load.loadParams()
@@ -39,7 +40,8 @@ func TestFragmentsShared(t *testing.T) {
 		src       string
 		waits     int
 		reduction bool
-	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true}} {
+	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true},
+		"handshake": {handshake(), 1, false}} {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
@@ -60,6 +62,10 @@ func TestFragmentsShared(t *testing.T) {
 		}
 		if !bytes.Contains([]byte(src), []byte(load.b.String())) {
 			t.Errorf("%s does not start with the shared parameter load", name)
+		}
+		mismatchTrap := bytes.Contains([]byte(src), []byte("membar.sys;\n\ttrap;"))
+		if mismatchTrap != (name == "handshake") {
+			t.Errorf("%s: stops the context on a mismatch: %v", name, mismatchTrap)
 		}
 		if !bytes.HasPrefix([]byte(src), []byte("// "+generatedLine+"\n")) {
 			t.Errorf("%s lacks the generated-code line", name)

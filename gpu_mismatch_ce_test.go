@@ -1,0 +1,83 @@
+package symmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+)
+
+// The copy-engine paths' in-band check (internal/backend/cuda/handshake.go):
+// a rank that passes other arguments than its peers stops the device on
+// every rank before any copy runs, and every rank reports ErrMismatch saying
+// the context is lost. Each algorithm runs in fresh processes (the check
+// ends their contexts).
+
+func init() { roles["gpucemismatch"] = roleGPUCopyEngineMismatch }
+
+func TestGPUWorldCopyEngineMismatch(t *testing.T) {
+	for _, algo := range []coll.Algo{coll.AlgoCE, coll.AlgoLowContention} {
+		t.Run(string(algo), func(t *testing.T) {
+			n, env := gpuRanks(t)
+			res := spawn(t, n, "gpucemismatch", append(env, "SYMMEM_TEST_CE_ALGO="+string(algo))...)
+			for r, rr := range res {
+				t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
+			}
+			expectOK(t, res)
+		})
+	}
+}
+
+func roleGPUCopyEngineMismatch(ctx context.Context) error {
+	algo := coll.Algo(os.Getenv("SYMMEM_TEST_CE_ALGO"))
+	w, err := gpuWorld(ctx, Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	n, me := int64(g.Size()), int64(g.Rank())
+	const slice = 1 << 20 // bytes per rank
+	bufs, err := gpuAlloc(ctx, g, slice*n, slice*n)
+	if err != nil {
+		return err
+	}
+	out, in := bufs[0], bufs[1]
+	count := int64(slice / 4)
+	if me > 0 {
+		count /= 4 // a quarter of the count: the copies would move other bytes
+	}
+	call := func(count int64) (coll.Path, error) {
+		if algo == coll.AlgoCE {
+			return g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count * n}, coll.Span{Ptr: in.Ptr, Len: 4 * count}, coll.Float32, WithAlgo(algo))
+		}
+		return g.ReduceScatter(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count}, coll.Span{Ptr: in.Ptr, Len: 4 * count * n}, coll.Float32, coll.Sum, WithAlgo(algo))
+	}
+	// A matching call first: the path runs (and lc's staging exists).
+	if p, err := call(slice / 4); err != nil || p.Algo != algo {
+		return fmt.Errorf("matching %s call: path %v, %w", algo, p, err)
+	}
+	if err := w.Synchronize(ctx); err != nil {
+		return fmt.Errorf("matching %s call: %w", algo, err)
+	}
+	if err := g.Barrier(ctx); err != nil {
+		return err
+	}
+	if _, err := call(count); err != nil && !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("mismatched %s call: %w", algo, err)
+	}
+	serr := w.Synchronize(ctx)
+	if !errors.Is(serr, ErrMismatch) || !strings.Contains(serr.Error(), "context is lost") {
+		return fmt.Errorf("%s: rank 0 passed 4x the count of the others: Synchronize returned %v, want ErrMismatch saying the context is lost", algo, serr)
+	}
+	fmt.Printf("GPU mismatch (count) %-3s: stopped the device on Synchronize: %v\n", algo, serr)
+	// The group stays broken, saying why.
+	if _, err := call(slice / 4); !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("%s: a call after the stop returned %v, want the mismatch again", algo, err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// The copy-engine paths (ce, lc) begin with the handshake kernel
+// (ptx/handshake.ptx) where the group has symmem's kernels: one CTA that
+// exchanges the call's fingerprint with every peer and compares, in a signal
+// region of its own. It replaces those paths' ready round of stream memory
+// operations (write, wait, reset per peer) with one launch, so the check
+// adds no host work. Stream memory operations cannot branch, so on a
+// difference the handshake reports (fault.go) and traps: the copies queued
+// behind it never run, on any rank, and the context is lost — the error
+// says so. Groups without the kernels (more than kernMaxRanks ranks, no
+// JIT) keep the memory-operation round, unchecked in-band (Options.Checked
+// covers them).
+
+// hsRegion is the byte offset of the handshake's signal region in the pad.
+const hsRegion = 112 << 10
+
+// hsThreads is the handshake's CTA (ptx/handshake.ptx's .maxntid).
+const hsThreads = 32
+
+// fillHandshake writes the parts of the handshake's parameter block that
+// never change for the group (pure: no driver call).
+func (g *Group) fillHandshake(a *cudadrv.Args) {
+	for r := range g.ranks {
+		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+hsRegion)
+	}
+	a.PutU64(argRegion, g.padPeers[g.me]+hsRegion)
+	a.PutU32(argMe, uint32(g.me))
+	a.PutU32(argN, uint32(len(g.ranks)))
+}
+
+// ready adds the ready round of a copy-engine collective on stream s: the
+// handshake for req where the group has the kernels, else the memory
+// operations' round.
+func (g *Group) ready(p *cudadrv.Program, s uint64, req backend.Request) {
+	if g.hsArgs == nil {
+		g.signal(p, s, slotReady)
+		return
+	}
+	g.putCheck(g.hsArgs, req)
+	p.Launch(s, g.b.kern.hs, g.hsArgs, 1, hsThreads)
+}
+
+// takeFault returns (and clears) the mismatch the group's kernels reported,
+// nil if none. A report of the handshake also breaks the group: it trapped,
+// so this process's context is lost. The caller holds runMu.
+func (g *Group) takeFault() error {
+	if g.fault == nil || g.fault.Load(faultSet) == 0 {
+		return nil
+	}
+	stopped := g.fault.Load(faultStopped) != 0
+	err := g.faultErr()
+	if stopped && err != nil {
+		err = fmt.Errorf("%w; the handshake in front of the copy engines stopped the device so that no copy ran: this process's CUDA context is lost, restart it", err)
+		g.broken = err
+	}
+	return err
+}

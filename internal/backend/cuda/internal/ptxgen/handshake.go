@@ -1,0 +1,49 @@
+package main
+
+import "fmt"
+
+// handshakeThreads is the handshake's CTA: one thread per peer (warp-sized,
+// at least maxRanks).
+const handshakeThreads = 32
+
+// handshake is ptx/handshake.ptx: the in-band argument check in front of
+// the copy-engine paths, whose stream memory operations cannot compare
+// values or branch.
+func handshake() string {
+	var p ptx
+	p.header(fmt.Sprintf(`handshake.ptx: the argument check of symmem's copy-engine paths (ce, lc), launched
+on the collective's stream before any copy (PTX from internal/backend/cuda/internal/ptxgen).
+
+One CTA of %[6]d threads; thread k talks to peer k with the all-gather
+kernel's ready protocol in a region of its own (allgather.ptx, the same
+fragments): it announces the launch with the call's fingerprint (P.hash)
+in peer k's header, waits for peer k's announcement and compares the two.
+Equal on every rank: the kernel ends and the copies behind it run. A
+difference: thread 0 writes the report into P.fault (fault.go) and
+executes `+"`trap`"+`. Copies already queued behind a kernel cannot be skipped
+(stream memory operations do not branch), so the check stops the context
+instead: every rank sees the difference (each compares with every peer),
+none moves data, and the host reports the mismatch with the launch error.
+The watchdog (P.timeout) bounds the wait like in the other kernels.
+
+Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
+  %[2]d region u64 (local) | %[3]d me u32 | %[4]d n u32
+  %[5]d peer regions[%[7]d] u64 | %[8]d timeout u64 | %[9]d hash u32 | %[10]d fault u64`,
+		pSize, pRegion, pMe, pN, pPeerRegs, handshakeThreads, maxRanks, pTimeout, pHash, pFault))
+	p.w("")
+	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
+	p.w(".shared .align 4 .b32 sepoch;")
+	p.faultShared()
+	p.w("")
+	p.entryTuned("symmem_handshake", fmt.Sprintf(".maxntid %d, 1, 1", handshakeThreads), `	.reg .pred  %p<8>;
+	.reg .b32   %r<20>;
+	.reg .b64   %rd<48>;
+`)
+	p.loadParams()
+	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", table{"sreg", pPeerRegs})
+	p.signalReady("Thread k < n (k != me) talks to peer k: announce, wait for its, compare.", "sreg")
+	p.finish()
+	p.faultTrap()
+	p.w("}")
+	return p.b.String()
+}
