@@ -19,7 +19,7 @@ import (
 
 func init() { roles["gpucemismatch"] = roleGPUCopyEngineMismatch }
 
-func TestGPUWorldCopyEngineMismatch(t *testing.T) {
+func TestGPUCopyEngineMismatch(t *testing.T) {
 	for _, algo := range []coll.Algo{coll.AlgoCE, coll.AlgoLowContention} {
 		t.Run(string(algo), func(t *testing.T) {
 			n, env := gpuRanks(t)

@@ -10,14 +10,17 @@
 # ($OUT, else ./gpu-check-out); a short table is printed last.
 # STEPS chooses steps (default: all below, in order):
 #   env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify
-#   python ecosystem cpu
+#   python ecosystem cpu cestop
 # world2/world3 run every GPU test of the user API (root package) with 2 and
 # 3 ranks; nccl runs internal/backend/nccl's tests (2+ GPUs only: NCCL refuses two
 # ranks on one GPU); verify, python, ecosystem and cpu run the topical
 # scripts (gpu-verify.sh: one rank, verification, bounded NCCL init;
 # gpu-python.sh: the Python package with torch; gpu-ecosystem.sh: torchrun
 # both ways, -G graphs, a GPU sweep with its plot; cpu-compare.sh: the CPU
-# backend against Open MPI) with logs in subfolders. PACK=1 packs every log
+# backend against Open MPI) with logs in subfolders. cestop runs the
+# copy-engine mismatch test with 2 ranks (TestGPUCopyEngineMismatch): its
+# handshake traps, which ends the contexts of every process on the GPU under
+# MPS, so it runs last and alone. PACK=1 packs every log
 # but the summary into logs.tgz (the device tool returns few files).
 # MPS=1 runs the rank steps under NVIDIA MPS (started and stopped here; needs
 # root), so ranks sharing a GPU run their kernels concurrently instead of
@@ -27,7 +30,7 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu"}
+STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu cestop"}
 export -n STEPS # the topical scripts have steps of their own
 # The torch venv first in PATH, its NCCL, GPUS, mps_on/mps_off, step.
 . scripts/gpu-lib.sh
@@ -80,6 +83,7 @@ has verify && step verify 300 scripts/gpu-verify.sh "$OUTDIR/verify"
 has python && step python 500 scripts/gpu-python.sh "$OUTDIR/python"
 has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUTDIR/eco"
 has cpu && step cpu 400 scripts/cpu-compare.sh "$OUTDIR/cpu"
+has cestop && SYMMEM_GPU_TEST_RANKS=2 step cestop 200 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUCopyEngineMismatch$' -test.timeout 190s
 [ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
