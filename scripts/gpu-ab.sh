@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# gpu-ab.sh: the same benchmark rows from two builds of the CLI, alternated
+# in one run (A/B ratios from one machine state, not against old numbers).
+# Build both on the build machine:
+#
+#   scripts/build-gpu.sh                                   # .build/symmem (B: now)
+#   git archive <commit> | tar -x -C /tmp/a &&
+#     (cd /tmp/a && go build -o "$OLDPWD/.build/symmem-before" ./cmd/symmem)   # A
+#
+# then `scripts/gpu-ab.sh [outdir] [rounds]` on the GPU host. RANKS ranks
+# (default 2) share GPU 0 under MPS when there are fewer GPUs. BENCHES holds
+# `symmem bench` argument sets separated by ';'. Logs: outdir/ab.log; the
+# table (size, busbw A, busbw B, B/A, per round) is printed last.
+set -u
+OUTDIR=${1:-${OUT:-./gpu-ab-out}}
+ROUNDS=${2:-2}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+. scripts/gpu-lib.sh
+RANKS=${RANKS:-2}
+BENCHES=${BENCHES:-"--ops all_gather -d bfloat16 --algo ce -b 64K -e 256M -f 4;--ops reduce_scatter -d bfloat16 --algo lc -b 1M -e 256M -f 4"}
+SHARE=()
+if [ "$GPUS" -lt "$RANKS" ]; then SHARE=(--share-device); mps_on >>"$OUTDIR/ab.log" 2>&1; fi
+gpu_env >>"$OUTDIR/ab.log" 2>&1
+IFS=';' read -ra SETS <<<"$BENCHES"
+for r in $(seq "$ROUNDS"); do
+  for set in "${SETS[@]}"; do
+    for v in A B; do
+      bin=.build/symmem; [ $v = A ] && bin=.build/symmem-before
+      echo "### round $r $v: bench $set" >>"$OUTDIR/ab.log"
+      # shellcheck disable=SC2086
+      timeout -k 10 200 .build/symmem launch "${SHARE[@]}" --nproc-per-node "$RANKS" --timeout 120s -- \
+        $bin bench --backend cuda --budget 50ms --rounds 1 $set >>"$OUTDIR/ab.log" 2>&1 || echo "### rc=$?" >>"$OUTDIR/ab.log"
+    done
+  done
+done
+[ ${#SHARE[@]} -gt 0 ] && mps_off >>"$OUTDIR/ab.log" 2>&1
+python3 - "$OUTDIR/ab.log" <<'PY'
+import re, sys
+rows, cur = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"### round (\d+) ([AB]): bench (.*)", line)
+    if m:
+        cur = (m.group(1), m.group(3).strip(), m.group(2)); continue
+    if not line.startswith("[rank 0]"):
+        continue
+    f = line[len("[rank 0]"):].split()
+    if cur and len(f) >= 13 and f[0].isdigit():  # nccl-tests row: size count type redop root time algbw busbw ...
+        rows.setdefault((cur[0], cur[1], int(f[0])), {})[cur[2]] = float(f[7])
+print("round | bench | bytes | busbw A | busbw B | B/A")
+for (r, b, size), v in sorted(rows.items()):
+    a, bb = v.get("A"), v.get("B")
+    ratio = f"{bb / a:.3f}" if a and bb else "-"
+    print(f"{r} | {b} | {size} | {a} | {bb} | {ratio}")
+PY
