@@ -506,8 +506,9 @@ func seg1(g *Group) *peerSeg {
 
 // TestCopyEngineHandshake: with the kernels, a copy-engine collective starts
 // with one handshake launch carrying the call's fingerprint and the
-// handshake's own regions, before any copy (the out-of-place local copy
-// included) and instead of the ready round; the done round stays.
+// handshake's own regions, before any copy from or to a peer (the
+// out-of-place local copy may run beside it) and instead of the ready
+// round; the done round stays.
 func TestCopyEngineHandshake(t *testing.T) {
 	for _, inPlace := range []bool{true, false} {
 		g := fakeGroup(3, 1)
@@ -522,14 +523,18 @@ func TestCopyEngineHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		ops := g.prog.Ops()
-		if o := ops[0]; o.Kind != cudadrv.OpLaunch || o.Stream != s || o.A != 77 || o.C != 1|hsThreads<<32 {
-			t.Fatalf("in-place %v: first op %+v, want the handshake launch on stream %d", inPlace, o, s)
-		}
 		var launches, waits int
 		for _, o := range ops {
 			switch o.Kind {
 			case cudadrv.OpLaunch:
+				if o.Stream != s || o.A != 77 || o.C != 1|hsThreads<<32 {
+					t.Fatalf("in-place %v: launch %+v, want the handshake's on stream %d", inPlace, o, s)
+				}
 				launches++
+			case cudadrv.OpCopy:
+				if launches == 0 && o.A != req.Out.Ptr+uint64(req.Count*2) { // out[me] of rank 1
+					t.Fatalf("in-place %v: a peer copy %+v before the handshake", inPlace, o)
+				}
 			case cudadrv.OpWait32:
 				waits++
 			}

@@ -229,21 +229,37 @@ func (p *ptx) faultExit() {
 
 // faultTrap is faultExit for a kernel whose stream goes on with work that
 // cannot be skipped (copy engines after the handshake): thread 0 writes the
-// report, makes it visible to the host and traps, which stops the context
-// before that work runs.
+// report, then every signalling thread tells its peer (peer k's done[b][me])
+// and waits, at most a second, until the peer told it too; then the CTA
+// traps, which stops the context before that work runs. The wait matters
+// where ranks share a GPU under MPS: one client's trap ends every client's
+// context, so no rank may trap before each has written its own report
+// (every rank does: each compares with every peer).
 func (p *ptx) faultTrap() {
 	p.faultReport(true)
-	p.w(`	membar.sys;
+	p.w(`L_fault_reported:
+	bar.sync        0;
+	@%p2 bra        L_fault_told;
+	fence.acq_rel.sys;                            // the report before telling the peer
+	st.release.sys.global.u32 [%rd15], %r8;
+	min.u64         %rd38, %rd38, 1000000000;     // at most 1 s: a peer that never tells`)
+	p.wait("L_spin_told", "%rd23", "L_fault_told")
+	p.w(`L_fault_told:
+	bar.sync        0;
+	membar.sys;
 	trap;                                         // the copies behind this kernel must not run`)
 }
 
 // faultReport is L_fault: thread 0 writes the CTA's mismatch into the
-// mapped host words (stopped: the kernel traps next), the other threads go
-// to L_end.
+// mapped host words; without stopped the other threads go to L_end, with
+// it (the kernel traps next) to L_fault_reported, where thread 0 follows.
 func (p *ptx) faultReport(stopped bool) {
-	p.w(`L_fault:
-	setp.ne.u32     %p7, %r1, 0;
-	@%p7 bra        L_end;`)
+	others := "L_end"
+	if stopped {
+		others = "L_fault_reported"
+	}
+	p.w("L_fault:\n\tsetp.ne.u32     %p7, %r1, 0;")
+	p.f("\t@%%p7 bra        %s;", others)
 	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
 	p.f("\tld.shared.u32   %%r11, [sfault+4];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fPeer)
 	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)

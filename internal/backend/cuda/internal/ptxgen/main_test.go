@@ -29,8 +29,9 @@ func TestGenerated(t *testing.T) {
 
 // TestFragmentsShared: the signalling protocol and the reduction exist
 // once. The signalling kernels wait exactly twice (ready with the peer's
-// launch header, done), the handshake and the lc reduction once (ready,
-// arrived), each wait traps on the watchdog, every kernel starts with the
+// launch header, done; the handshake: ready, and on a mismatch the peer's
+// word that it reported too), the lc reduction once (arrived), each wait
+// traps on the watchdog, every kernel starts with the
 // same parameter load and both reductions sum alike; only the handshake
 // stops the context on a mismatch (the others skip their work).
 func TestFragmentsShared(t *testing.T) {
@@ -41,7 +42,7 @@ func TestFragmentsShared(t *testing.T) {
 		waits     int
 		reduction bool
 	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true},
-		"handshake": {handshake(), 1, false}} {
+		"handshake": {handshake(), 2, false}} {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
