@@ -67,6 +67,8 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	if err := g.Barrier(ctx); err != nil {
 		return err
 	}
+	// The call itself may already report (its handshake can end before
+	// the host looks); Synchronize reports in any case.
 	if _, err := call(count); err != nil && !errors.Is(err, ErrMismatch) {
 		return fmt.Errorf("mismatched %s call: %w", algo, err)
 	}

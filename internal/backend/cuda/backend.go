@@ -222,6 +222,11 @@ func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error 
 		if err := g.Fault(); err != nil {
 			return err
 		}
+		if werr != nil {
+			if err := g.stoppedErr(); err != nil {
+				return err
+			}
+		}
 	}
 	return werr
 }

@@ -73,6 +73,7 @@ type Group struct {
 	kargs2  *cudadrv.Args       // the second launch's block (two-shot's all-gather)
 	lcArgs  *cudadrv.Args       // the lc reduction kernel's block
 	hsArgs  *cudadrv.Args       // the handshake's block (handshake.go; nil: no kernels)
+	stopped error               // the mismatch that made the handshake stop the device (handshake.go)
 	staging *segment            // lc staging, allocated at the first lc call
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
 	kernWhy string

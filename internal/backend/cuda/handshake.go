@@ -59,7 +59,16 @@ func (g *Group) takeFault() error {
 	err := g.faultErr()
 	if stopped && err != nil {
 		err = fmt.Errorf("%w; the handshake in front of the copy engines stopped the device so that no copy ran: this process's CUDA context is lost, restart it", err)
-		g.broken = err
+		g.broken, g.stopped = err, err
 	}
 	return err
+}
+
+// stoppedErr is the mismatch that made the handshake stop the device (nil
+// if none): it explains every later launch failure, also after the call
+// that reported it.
+func (g *Group) stoppedErr() error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.stopped
 }
