@@ -18,7 +18,7 @@
 # gpu-python.sh: the Python package with torch; gpu-ecosystem.sh: torchrun
 # both ways, -G graphs, a GPU sweep with its plot; cpu-compare.sh: the CPU
 # backend against Open MPI) with logs in subfolders. cestop runs the
-# copy-engine mismatch test with 2 ranks (TestGPUCopyEngineMismatch): its
+# copy-engine mismatch test with 2 and 3 ranks (TestGPUCopyEngineMismatch): its
 # handshake traps, which ends the contexts of every process on the GPU under
 # MPS, so it runs last and alone. PACK=1 packs every log
 # but the summary into logs.tgz (the device tool returns few files).
@@ -83,7 +83,8 @@ has verify && step verify 300 scripts/gpu-verify.sh "$OUTDIR/verify"
 has python && step python 500 scripts/gpu-python.sh "$OUTDIR/python"
 has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUTDIR/eco"
 has cpu && step cpu 400 scripts/cpu-compare.sh "$OUTDIR/cpu"
-has cestop && SYMMEM_GPU_TEST_RANKS=2 step cestop 200 .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUCopyEngineMismatch$' -test.timeout 190s
+has cestop && step cestop 200 bash -c 'for n in 2 3; do SYMMEM_GPU_TEST_RANKS=$n .build/symmem.test -test.v -test.count=1 \
+  -test.run "^TestGPUCopyEngineMismatch$" -test.timeout 90s || exit 1; done'
 [ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----
