@@ -102,11 +102,11 @@ func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint
 			}
 		}
 		a.PutU64(arSrc+8*r, src)
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+arRegion)
+		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
 	a.PutU64(arOut, out)
 	a.PutU64(arBytes, uint64(bytes))
-	a.PutU64(argRegion, g.padPeers[me]+arRegion)
+	a.PutU64(argRegion, g.padPeers[me]+kernRegion)
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])

@@ -547,8 +547,8 @@ func TestCopyEngineHandshake(t *testing.T) {
 		if got := binary.LittleEndian.Uint32(b[argHash:]); got != fingerprint(req) {
 			t.Errorf("fingerprint %08x, want %08x", got, fingerprint(req))
 		}
-		if u64(argRegion) != g.padPeers[1]+hsRegion || u64(argPeerRegion+16) != g.padPeers[2]+hsRegion {
-			t.Errorf("regions %#x / %#x, want the pads' handshake regions", u64(argRegion), u64(argPeerRegion+16))
+		if u64(argRegion) != g.padPeers[1]+kernRegion || u64(argPeerRegion+16) != g.padPeers[2]+kernRegion {
+			t.Errorf("regions %#x / %#x, want the pads' kernel regions", u64(argRegion), u64(argPeerRegion+16))
 		}
 		if binary.LittleEndian.Uint32(b[argMe:]) != 1 || binary.LittleEndian.Uint32(b[argN:]) != 3 {
 			t.Errorf("me/n %d/%d, want 1/3", binary.LittleEndian.Uint32(b[argMe:]), binary.LittleEndian.Uint32(b[argN:]))

@@ -9,8 +9,8 @@ import (
 
 // The copy-engine paths (ce, lc) begin with the handshake kernel
 // (ptx/handshake.ptx) where the group has symmem's kernels: one CTA that
-// exchanges the call's fingerprint with every peer and compares, in a signal
-// region of its own. It replaces those paths' ready round of stream memory
+// exchanges the call's fingerprint with every peer and compares, in the
+// signal region the kernels share (kernel.go). It replaces those paths' ready round of stream memory
 // operations (write, wait, reset per peer) with one launch, so the check
 // adds no host work. Stream memory operations cannot branch, so on a
 // difference the handshake reports (fault.go) and traps: the copies queued
@@ -19,9 +19,6 @@ import (
 // JIT) keep the memory-operation round, unchecked in-band (Options.Checked
 // covers them).
 
-// hsRegion is the byte offset of the handshake's signal region in the pad.
-const hsRegion = 112 << 10
-
 // hsThreads is the handshake's CTA (ptx/handshake.ptx's .maxntid).
 const hsThreads = 32
 
@@ -29,9 +26,9 @@ const hsThreads = 32
 // never change for the group (pure: no driver call).
 func (g *Group) fillHandshake(a *cudadrv.Args) {
 	for r := range g.ranks {
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+hsRegion)
+		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
-	a.PutU64(argRegion, g.padPeers[g.me]+hsRegion)
+	a.PutU64(argRegion, g.padPeers[g.me]+kernRegion)
 	a.PutU32(argMe, uint32(g.me))
 	a.PutU32(argN, uint32(len(g.ranks)))
 }

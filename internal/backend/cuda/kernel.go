@@ -27,14 +27,17 @@ var (
 	handshakePTX []byte
 )
 
-// Kernel signal regions in each rank's pad (one per kernel, so their epoch
-// counters never mix); the parameter blocks and the regions' insides are
-// fixed by the PTX (kernel_layout.go).
+// The signal region in each rank's pad that every signalling kernel (all-
+// gather, all-reduce, the copy-engine handshake) shares: one launch epoch
+// numbers all their launches of the group (a group's collectives run one
+// after the other on the GPU, as Run requires), so a rank whose arguments
+// send it down another kernel than its peers meets them in the same launch
+// header, sees another fingerprint and reports at once instead of waiting in
+// its own region until the watchdog. The parameter blocks and the region's
+// inside are fixed by the PTX (kernel_layout.go).
 const (
-	kernRegion = 64 << 10 // byte offset of the all-gather region in the pad
-	arRegion   = 80 << 10 // ... and of the all-reduce region
+	kernRegion = 64 << 10 // byte offset of the kernels' signal region in the pad
 	lcWords    = 96 << 10 // ... and of the low-contention reduce-scatter's local words (lowcontention.go)
-	// hsRegion (112 KiB) is the handshake's (handshake.go).
 )
 
 // errKernelAlign is wrapped when the kernel path is forced on buffers it

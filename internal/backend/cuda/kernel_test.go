@@ -74,8 +74,8 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		t.Fatalf("block layout: peer regions end at %d, timeout at %d, hash at %d, fault at %d, size %d",
 			argPeerRegion+8*kernMaxRanks, argTimeout, argHash, argFault, kernArgBytes)
 	}
-	if end := regionBytes; kernRegion+end > arRegion || arRegion+end > lcWords || lcWords+4*kernMaxRanks > 128<<10 {
-		t.Fatalf("kernel regions overlap or leave the first 128 KiB of the pad (%d bytes each)", end)
+	if end := regionBytes; kernRegion+end > lcWords || lcWords+lcWordBytes > 128<<10 {
+		t.Fatalf("the kernel region (%d bytes) and lc's words overlap or leave the first 128 KiB of the pad", end)
 	}
 	if arMaxBytes != 2<<20 {
 		t.Fatalf("arMaxBytes = %d, the PTX's shared memory holds 2 MiB per call", arMaxBytes)
@@ -180,7 +180,7 @@ func TestAllReduceArgs(t *testing.T) {
 			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
 				t.Fatalf("header: out %#x bytes %d me %d n %d dtype %d", u64(arOut), u64(arBytes), u32(argMe), u32(argN), u32(arDType))
 			}
-			if u64(argRegion) != g.padPeers[tc.me]+arRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
+			if u64(argRegion) != g.padPeers[tc.me]+kernRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
 				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
 			}
 			for r := 0; r < tc.n; r++ {
@@ -188,7 +188,7 @@ func TestAllReduceArgs(t *testing.T) {
 				if got := u64(arSrc + 8*r); got != want {
 					t.Fatalf("src[%d] = %#x, want %#x", r, got, want)
 				}
-				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+arRegion {
+				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+kernRegion {
 					t.Fatalf("region[%d] = %#x", r, got)
 				}
 			}

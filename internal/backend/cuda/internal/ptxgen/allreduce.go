@@ -29,7 +29,7 @@ in device memory (graph replay is correct); a watchdog traps after
 P.timeout.
 
 Region layout and argument check: as allgather.ptx (ready at %[5]d, done at %[6]d),
-in a separate region of the pad (kernel.go: arRegion).
+in the region all signalling kernels share (kernel.go: kernRegion).
 
 Parameter block P (%[7]d bytes; kernel_layout.go):
   %[8]d out u64 | %[9]d bytes u64 (multiple of 16) | %[10]d region u64 (local)
