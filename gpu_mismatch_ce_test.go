@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symmem/symmem/coll"
 )
@@ -15,12 +16,14 @@ import (
 // a rank that passes other arguments than its peers stops the device on
 // every rank before any copy runs, and every rank reports ErrMismatch saying
 // the context is lost. Each algorithm runs in fresh processes (the check
-// ends their contexts).
+// ends their contexts). "mixed": the same arguments, but rank 0 forces the
+// all-gather kernel and the others copy engines — rank 0's kernel skips
+// (its context lives), the others stop, all within about a second.
 
 func init() { roles["gpucemismatch"] = roleGPUCopyEngineMismatch }
 
 func TestGPUCopyEngineMismatch(t *testing.T) {
-	for _, algo := range []coll.Algo{coll.AlgoCE, coll.AlgoLowContention} {
+	for _, algo := range []coll.Algo{coll.AlgoCE, coll.AlgoLowContention, "mixed"} {
 		t.Run(string(algo), func(t *testing.T) {
 			n, env := gpuRanks(t)
 			res := spawn(t, n, "gpucemismatch", append(env, "SYMMEM_TEST_CE_ALGO="+string(algo))...)
@@ -48,11 +51,15 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	}
 	out, in := bufs[0], bufs[1]
 	count := int64(slice / 4)
-	if me > 0 {
+	mixed := algo == "mixed"
+	switch {
+	case mixed:
+		algo = coll.AlgoCE
+	case me > 0:
 		count /= 4 // a quarter of the count: the copies would move other bytes
 	}
 	call := func(count int64) (coll.Path, error) {
-		if algo == coll.AlgoCE {
+		if algo == coll.AlgoCE || algo == coll.AlgoKernel {
 			return g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count * n}, coll.Span{Ptr: in.Ptr, Len: 4 * count}, coll.Float32, WithAlgo(algo))
 		}
 		return g.ReduceScatter(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count}, coll.Span{Ptr: in.Ptr, Len: 4 * count * n}, coll.Float32, coll.Sum, WithAlgo(algo))
@@ -67,16 +74,28 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	if err := g.Barrier(ctx); err != nil {
 		return err
 	}
+	if mixed && me == 0 {
+		algo = coll.AlgoKernel
+	}
+	start := time.Now()
 	// The call itself may already report (its handshake can end before
 	// the host looks); Synchronize reports in any case.
 	if _, err := call(count); err != nil && !errors.Is(err, ErrMismatch) {
 		return fmt.Errorf("mismatched %s call: %w", algo, err)
 	}
 	serr := w.Synchronize(ctx)
-	if !errors.Is(serr, ErrMismatch) || !strings.Contains(serr.Error(), "context is lost") {
-		return fmt.Errorf("%s: rank 0 passed 4x the count of the others: Synchronize returned %v, want ErrMismatch saying the context is lost", algo, serr)
+	took := time.Since(start)
+	if mixed && algo == coll.AlgoKernel { // the kernel skipped: reported once, the context lives
+		if !errors.Is(serr, ErrMismatch) || strings.Contains(serr.Error(), "context is lost") || took > 5*time.Second {
+			return fmt.Errorf("mixed, kernel rank: Synchronize returned %v after %v, want ErrMismatch (context alive) within seconds", serr, took)
+		}
+		fmt.Printf("GPU mismatch (path) kernel vs ce, kernel rank: reported after %v: %v\n", took.Round(time.Millisecond), serr)
+		return nil
 	}
-	fmt.Printf("GPU mismatch (count) %-3s: stopped the device on Synchronize: %v\n", algo, serr)
+	if !errors.Is(serr, ErrMismatch) || !strings.Contains(serr.Error(), "context is lost") || took > 5*time.Second {
+		return fmt.Errorf("%s (mixed %v): Synchronize returned %v after %v, want ErrMismatch saying the context is lost, within seconds", algo, mixed, serr, took)
+	}
+	fmt.Printf("GPU mismatch (mixed %v) %-3s: stopped the device after %v: %v\n", mixed, algo, took.Round(time.Millisecond), serr)
 	// The group stays broken, saying why.
 	if _, err := call(slice / 4); !errors.Is(err, ErrMismatch) {
 		return fmt.Errorf("%s: a call after the stop returned %v, want the mismatch again", algo, err)

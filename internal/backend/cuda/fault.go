@@ -19,7 +19,10 @@ import (
 // the host one atomic load per call. Copy engines (ce, lc) and NCCL carry no
 // fingerprint: Options.Checked covers them.
 
-// fingerprint folds the call's record into 32 bits (FNV-1a).
+// fingerprint folds the call's record and the path that runs it (Run sets
+// req.Algo) into 32 bits (FNV-1a): ranks that force other algorithms, or
+// whose arguments make auto choose differently, launch different kernels
+// that must not pair up (they share one signal region, kernel.go).
 func fingerprint(req backend.Request) uint32 {
 	h := uint32(2166136261)
 	for _, w := range req.Check {
@@ -27,6 +30,10 @@ func fingerprint(req backend.Request) uint32 {
 			h ^= uint32(byte(w >> (8 * i)))
 			h *= 16777619
 		}
+	}
+	for i := 0; i < len(req.Algo); i++ {
+		h ^= uint32(req.Algo[i])
+		h *= 16777619
 	}
 	return h
 }

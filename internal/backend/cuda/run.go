@@ -52,6 +52,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	path := coll.Path{Algo: algo, Reason: why}
 	switch algo {
 	case coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention:
+		req.Algo = algo // in the fingerprint (fault.go)
 		g.runMu.Lock()
 		if g.broken != nil {
 			g.runMu.Unlock()

@@ -69,6 +69,6 @@ func (g *Group) fillTwoShot(req backend.Request) (int64, error) {
 		return 0, err
 	}
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
-		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check}
+		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
 	return chunk, g.fillAllGatherArgs(g.kargs2, ag)
 }
