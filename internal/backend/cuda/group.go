@@ -74,6 +74,7 @@ type Group struct {
 	lcArgs  *cudadrv.Args       // the lc reduction kernel's block
 	staging *segment            // lc staging, allocated at the first lc call
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
+	recent  callRing            // the recent fingerprinted calls, to name a mismatch (fault.go)
 	kernWhy string
 
 	nccl ncclGroup
