@@ -204,7 +204,11 @@ const agreeSpin = 200 * time.Microsecond
 
 // wait polls peer q's slot until it holds agreement k: spinning first (the
 // ranks usually arrive together), then sleeping in growing steps, checking
-// between sleeps that q's process lives. deadline is set at the first
+// between sleeps that q's process lives. While it spins it yields to this
+// process's other goroutines every 256 polls and reads the clock every
+// 1024: both cost ~50-70 ns, and done every 64 polls they delayed seeing
+// the peer's post by about that much (~40% of an agreement of 2 processes
+// here; results/verify-cost-2026-11-24.md). deadline is set at the first
 // sleep (the timeout, or ctx's deadline if sooner), shared by the waits of
 // one agreement.
 func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *time.Time) error {
@@ -215,7 +219,11 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *tim
 		if atomic.LoadUint64(w) == k {
 			return nil
 		}
-		if i%64 != 63 {
+		if i%256 != 255 {
+			continue
+		}
+		runtime.Gosched()
+		if i%1024 != 1023 {
 			continue
 		}
 		now := time.Now()
@@ -223,7 +231,6 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *tim
 			spinUntil = now.Add(agreeSpin)
 		}
 		if now.Before(spinUntil) {
-			runtime.Gosched()
 			continue
 		}
 		if deadline.IsZero() {

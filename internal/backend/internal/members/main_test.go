@@ -69,24 +69,19 @@ func runRole(role string) error {
 		return err
 	}
 	defer done()
-	rec := pool.Record{1, 2, 3}
 	switch role {
 	case "agree-exit": // agree once, then exit while the others wait for the second
-		return a.Agree(ctx, rec)
-	case "agree-loop": // warm-up, then SYMMEM_MT_LOOPS timed agreements; prints ns per agreement
-		for range 1000 {
-			if err := a.Agree(ctx, rec); err != nil {
-				return err
-			}
+		return a.Agree(ctx, pool.Record{1, 2, 3})
+	case "agree-loop", "scope-loop": // SYMMEM_MT_LOOPS timed agreements or scope ends; prints ns per call
+		one, err := loop(role, a)
+		if err != nil {
+			return err
 		}
-		n := envInt("SYMMEM_MT_LOOPS")
-		start := time.Now()
-		for range n {
-			if err := a.Agree(ctx, rec); err != nil {
-				return err
-			}
+		ns, err := timeLoop(one, envInt("SYMMEM_MT_LOOPS"))
+		if err != nil {
+			return err
 		}
-		fmt.Println(float64(time.Since(start).Nanoseconds()) / float64(n))
+		fmt.Println(ns)
 		return nil
 	}
 	return fmt.Errorf("unknown role %q", role)
@@ -111,40 +106,103 @@ func startChild(t testing.TB, role, tok, job string, rank, n int, extra ...strin
 	return c
 }
 
-// BenchmarkHostAgreementProcs: agreements of 2 ranks in 2 processes (as on
-// a GPU host), back to back; ns/agree is the slower rank's.
-func BenchmarkHostAgreementProcs(b *testing.B) {
-	tok, job := rendezvous.NewToken(), rendezvous.NewJobID()
-	kid := startChild(b, "agree-loop", tok, job, 1, 2, "SYMMEM_MT_LOOPS="+strconv.Itoa(b.N))
-	ctx := context.Background()
-	a, done, err := join(ctx, tok, job, 0, 2, 30*time.Second)
-	if err != nil {
-		b.Fatal(err)
+// agreeGroup is a pool.Group of this host's ranks that compares in-band
+// through a HostAgreement (as the GPU backend's groups on one host do);
+// it registers nothing (a fake provider's segments).
+type agreeGroup struct{ *HostAgreement }
+
+func (g agreeGroup) Rank() int    { return g.me }
+func (g agreeGroup) Size() int    { return len(g.ranks) }
+func (g agreeGroup) Name() string { return "world" }
+func (g agreeGroup) AllGather(context.Context, []byte) ([][]byte, error) {
+	return nil, errors.New("agreeGroup: no store")
+}
+func (g agreeGroup) Register(context.Context, pool.Segment) error   { return nil }
+func (g agreeGroup) Deregister(context.Context, pool.Segment) error { return nil }
+
+type fakeProvider struct{}
+
+func (fakeProvider) Granularity() int64 { return 64 << 10 }
+func (fakeProvider) CreateSegment(id pool.SegmentID, size int64) (uint64, error) {
+	return uint64(id) << 40, nil
+}
+func (fakeProvider) ReleaseSegment(pool.SegmentID) error { return nil }
+
+// loop returns one call of what a benchmark times: an agreement, or
+// OpenScope + Scope.End of a pool group over a that creates no segment.
+func loop(what string, a *HostAgreement) (func() error, error) {
+	ctx, rec := context.Background(), pool.Record{1, 2, 3}
+	if what == "agree-loop" {
+		return func() error { return a.Agree(ctx, rec) }, nil
 	}
-	defer done()
-	rec := pool.Record{1, 2, 3}
+	p, err := pool.New(fakeProvider{}, pool.Options{})
+	if err != nil {
+		return nil, err
+	}
+	id, err := p.AddGroup(agreeGroup{a})
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		s, err := p.OpenScope(id)
+		if err != nil {
+			return err
+		}
+		return s.End(ctx)
+	}, nil
+}
+
+// timeLoop runs one 1000 times, then n times timed: ns per call.
+func timeLoop(one func() error, n int) (float64, error) {
 	for range 1000 {
-		if err := a.Agree(ctx, rec); err != nil {
-			b.Fatal(err)
+		if err := one(); err != nil {
+			return 0, err
 		}
 	}
-	b.ResetTimer()
 	start := time.Now()
-	for range b.N {
-		if err := a.Agree(ctx, rec); err != nil {
-			b.Fatal(err)
+	for range n {
+		if err := one(); err != nil {
+			return 0, err
 		}
 	}
-	mine := float64(time.Since(start).Nanoseconds()) / float64(b.N)
-	b.StopTimer()
-	if err := kid.cmd.Wait(); err != nil {
-		b.Fatalf("rank 1: %v: %s", err, kid.out.String())
+	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+}
+
+// BenchmarkHostAgreementProcs: 2 ranks in 2 processes (as on a GPU host),
+// back to back: agreements, and pool scope ends that create no segment
+// compared through the agreement (pool.Agreer, what Scope.End costs on the
+// GPU backend less the user API's wrapper). ns/call is the slower rank's.
+func BenchmarkHostAgreementProcs(b *testing.B) {
+	for _, what := range []string{"agree-loop", "scope-loop"} {
+		b.Run(strings.TrimSuffix(what, "-loop"), func(b *testing.B) {
+			tok, job := rendezvous.NewToken(), rendezvous.NewJobID()
+			kid := startChild(b, what, tok, job, 1, 2, "SYMMEM_MT_LOOPS="+strconv.Itoa(b.N))
+			a, done, err := join(context.Background(), tok, job, 0, 2, 30*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer done()
+			one, err := loop(what, a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			mine, err := timeLoop(one, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := kid.cmd.Wait(); err != nil {
+				b.Fatalf("rank 1: %v: %s", err, kid.out.String())
+			}
+			theirs, err := strconv.ParseFloat(strings.TrimSpace(kid.out.String()), 64)
+			if err != nil {
+				b.Fatalf("rank 1 printed %q", kid.out.String())
+			}
+			b.ReportMetric(max(mine, theirs), "ns/call")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
-	theirs, err := strconv.ParseFloat(strings.TrimSpace(kid.out.String()), 64)
-	if err != nil {
-		b.Fatalf("rank 1 printed %q", kid.out.String())
-	}
-	b.ReportMetric(max(mine, theirs), "ns/agree")
 }
 
 // TestHostAgreementPeerExits: a peer process that exits while the others
