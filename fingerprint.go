@@ -10,18 +10,14 @@ import (
 )
 
 // The argument record of a collective (pool.Record, kind pool.RecCall): what
-// every rank must pass alike for the result to be right. The CPU backend
-// compares it across the ranks in-band, on the signals the collective
-// exchanges anyway, before any peer data is read (internal/backend/shm/agree.go).
-//
-//	word 0: RecCall<<56 | kind<<48 | dtype<<40 | op<<32 | flags
-//	word 1: root
-//	word 2: count
-//	word 3: in's pool location (segment<<48 | offset), 0 for ordinary memory
-//	word 4: out's pool location
+// every rank must pass alike for the result to be right; its layout and the
+// naming of a difference are internal/backend's (callrecord.go), which the
+// GPU backend shares. The CPU backend compares it across the ranks in-band,
+// on the signals the collective exchanges anyway, before any peer data is
+// read (internal/backend/shm/agree.go).
 const (
-	flagInPlace = 1 << iota
-	flagStaged
+	flagInPlace = backend.CallInPlace
+	flagStaged  = backend.CallStaged
 )
 
 func loc(s backend.Sym) uint64 {
@@ -68,41 +64,15 @@ func (g *Group) mismatch(c call, d *pool.Disagreement) error {
 	if a.What() != pool.RecCall || b.What() != pool.RecCall {
 		name := func(x pool.Record) string {
 			if x.What() == pool.RecCall {
-				return "called " + coll.Kind(x[0]>>48&0xff).String()
+				return "called " + backend.CallKind(x).String()
 			}
 			return "is ending a scope"
 		}
 		return fmt.Errorf("symmem: %s: rank %d %s, rank %d %s: %w", what, r, name(a), r0, name(b), ErrMismatch)
 	}
-	field := func(w uint64, shift uint) uint64 { return w >> shift & 0xff }
-	var arg string
-	var va, vb any
-	switch {
-	case field(a[0], 48) != field(b[0], 48):
-		arg, va, vb = "collective", coll.Kind(field(a[0], 48)), coll.Kind(field(b[0], 48))
-	case field(a[0], 40) != field(b[0], 40):
-		arg, va, vb = "dtype", coll.DType(field(a[0], 40)), coll.DType(field(b[0], 40))
-	case field(a[0], 32) != field(b[0], 32):
-		arg, va, vb = "op", coll.ReduceOp(field(a[0], 32)), coll.ReduceOp(field(b[0], 32))
-	case a[1] != b[1]:
-		arg, va, vb = "root", a[1], b[1]
-	case a[2] != b[2]:
-		arg, va, vb = "count", a[2], b[2]
-	case a[0]&flagInPlace != b[0]&flagInPlace:
-		arg, va, vb = "in-place", a[0]&flagInPlace != 0, b[0]&flagInPlace != 0
-	case a[0]&flagStaged != b[0]&flagStaged:
-		arg, va, vb = "staged (ordinary memory)", a[0]&flagStaged != 0, b[0]&flagStaged != 0
-	case a[3] != b[3]:
-		arg, va, vb = "in offset", locStr(a[3]), locStr(b[3])
-	default:
-		arg, va, vb = "out offset", locStr(a[4]), locStr(b[4])
-	}
+	arg, va, vb, _ := backend.CallDiff(a, b)
 	return fmt.Errorf("symmem: %s: rank %d passed %s=%v, rank %d %s=%v (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order): %w",
 		what, r, arg, va, r0, arg, vb, ErrMismatch)
-}
-
-func locStr(l uint64) string {
-	return fmt.Sprintf("segment %d + %#x", l>>48, l&(1<<48-1))
 }
 
 // agree compares an empty call's record (no data moves, so no signals carry

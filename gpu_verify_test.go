@@ -3,10 +3,12 @@ package symmem
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // Issue 11's checks on the GPU backend (scripts/gpu-verify.sh): scope ends
@@ -17,6 +19,7 @@ import (
 func init() {
 	roles["gpu-verify"] = roleGPUVerify
 	roles["gpu-one"] = roleGPUOne
+	roles["gpu-scope-exit"] = roleGPUScopePeerExits
 }
 
 // TestGPUVerify runs the ranks gpuRanks chooses (sharing one GPU if need be).
@@ -35,6 +38,51 @@ func TestGPUOneRank(t *testing.T) {
 	res := spawn(t, 1, "gpu-one", env...)
 	t.Logf("rank 0 (exit %d):\n%s", res[0].code, res[0].out)
 	expectOK(t, res)
+}
+
+// TestGPUScopeEndPeerExits: rank 1 exits; the others' next Scope.End
+// (compared in-band by members.HostAgreement) fails naming it within about
+// a second, not at the 30 s timeout.
+func TestGPUScopeEndPeerExits(t *testing.T) {
+	n, env := gpuRanks(t)
+	res := spawn(t, n, "gpu-scope-exit", env...)
+	for r, rr := range res {
+		t.Logf("rank %d (exit %d):\n%s", r, rr.code, rr.out)
+	}
+	expectOK(t, res)
+}
+
+func roleGPUScopePeerExits(ctx context.Context) error {
+	w, err := Init(ctx, Options{Backend: "cuda", Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	g := w.World()
+	if _, err := allocBufs(ctx, g, 1<<20); err != nil {
+		return err
+	}
+	if err := g.Barrier(ctx); err != nil {
+		return err
+	}
+	if g.Rank() == 1 {
+		os.Exit(0) // exits between calls, as a crashed rank would
+	}
+	time.Sleep(300 * time.Millisecond)
+	sc, err := g.OpenScope()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	err = sc.End(ctx)
+	el := time.Since(t0)
+	if err := expectErr("Scope.End with rank 1 gone", err, errs.PeerExited, "rank 1 exited"); err != nil {
+		return err
+	}
+	if el > 2*time.Second {
+		return fmt.Errorf("Scope.End reported the exit after %v (timeout 30s), want about a second", el)
+	}
+	fmt.Printf("VERIFY ok peer exit reported by Scope.End in %v: %v\n", el.Round(time.Millisecond), err)
+	return nil // no Close: the world lost a rank (as roleGPUPeerDies)
 }
 
 func roleGPUVerify(ctx context.Context) error {

@@ -717,8 +717,9 @@ func roleGPUPeerDies(ctx context.Context) error {
 // bfloat16: the same grid), or a quarter of the count (a smaller grid: rank
 // 0's extra CTAs have no peer CTA to meet, and must not wait for one). The
 // kernels compare the calls' fingerprints in-band: nothing is written (the
-// outputs keep their fill), Synchronize reports ErrMismatch on every rank,
-// and the group then runs a matching call correctly. For the all-gather,
+// outputs keep their fill), Synchronize reports ErrMismatch on every rank
+// naming the argument (dtype or count) with both values, and the group then
+// runs a matching call correctly. For the all-gather,
 // one-shot and two-shot kernels.
 func roleGPUKernelMismatch(ctx context.Context) error {
 	w, err := gpuWorld(ctx, Options{})
@@ -781,6 +782,17 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				}
 				if !errors.Is(serr, ErrMismatch) {
 					return fmt.Errorf("%v %s: ranks passed another %s than rank 0: Synchronize returned %v, want ErrMismatch", kind, algo, variant, serr)
+				}
+				// Every rank's error names the argument with both values
+				// (fault.go swaps the records of the differing pair).
+				named := []string{"with dtype=float32", "with dtype=bfloat16"}
+				if variant == "count" {
+					named = []string{fmt.Sprintf("with count=%d", elems), fmt.Sprintf("with count=%d", elems/4)}
+				}
+				for _, s := range named {
+					if !strings.Contains(serr.Error(), s) {
+						return fmt.Errorf("%v %s: the mismatch error does not name the argument (want %q in it): %v", kind, algo, s, serr)
+					}
 				}
 				got := make([]byte, out.Len)
 				if err := w.Read(ctx, got, out.Span); err != nil {

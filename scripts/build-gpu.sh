@@ -11,6 +11,7 @@ go test -c -o .build/native-cublas.test ./internal/native/cublas
 go test -c -o .build/nccl-backend.test ./internal/backend/nccl
 go test -c -o .build/symmem.test .
 go test -c -o .build/shm.test ./internal/backend/shm
+go test -c -o .build/members.test ./internal/backend/internal/members
 go build -ldflags="-s -w" -o .build/symmem ./cmd/symmem
 go build -ldflags="-s -w" -o .build/allreduce ./examples/allreduce
 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem

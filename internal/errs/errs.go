@@ -23,6 +23,9 @@ var (
 	// or timed out), so the ranks' signal state no longer agrees and the
 	// group cannot be used again.
 	Broken = errors.New("group is broken by an earlier failure")
+	// PeerExited: a peer rank's process exited while this rank waited for
+	// it; the wrapping error names the rank.
+	PeerExited = errors.New("peer rank exited")
 	// Refused: a forced algorithm cannot run this particular call (size,
 	// alignment, type or buffers); nothing was enqueued and every rank
 	// refuses alike.

@@ -8,8 +8,8 @@
 //     group, peer-mapped), Run, and for ranks on one host the in-band
 //     comparison of scope ends (members.HostAgreement, agreeingGroup);
 //   - the kernels' in-band argument check: fingerprints travel with the
-//     ready signals, a mismatch is reported through mapped host words
-//     (fault.go);
+//     ready signals, a mismatch is reported through mapped host words and
+//     named by swapping the two calls' records through the store (fault.go);
 //   - the copy-engine all-gather: stream memory operations signal readiness
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync

@@ -1,11 +1,18 @@
 package cuda
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/pool"
 )
 
 // In-band argument check of symmem's kernels. Every kernel launch carries a
@@ -13,49 +20,211 @@ import (
 // type, count, op, root, in-place, pool offsets); each CTA sends it with its
 // ready signal and compares the one each peer sent before it moves any
 // data. On a difference every CTA of every rank ends without touching the
-// outputs and writes a report into the group's mapped host words, which the
-// host reads on the group's next call and on Synchronize: ErrMismatch on
-// every rank, the outputs as they were, the group still usable. It costs
-// the host one atomic load per call. Copy engines (ce, lc) and NCCL carry no
-// fingerprint: Options.Checked covers them.
+// outputs and writes a report (the peer, both fingerprints, the launch)
+// into the group's mapped host words, which the host reads on the group's
+// next call and on Synchronize: ErrMismatch on every rank, the outputs as
+// they were, the group still usable. It costs the host one atomic load per
+// call, plus one entry in a ring of the group's recent calls (recent).
+//
+// To name the argument that differs, the host finds its own record by
+// fingerprint in that ring and swaps records with the reporting peer
+// through the store (every rank of a differing pair gets a report, so both
+// publish), waiting at most faultSwapWait; a record aged out of the ring
+// (more than recentCalls calls were queued behind it, or a CUDA graph
+// replayed it long after capture), or a peer that does not answer in time,
+// leaves the fingerprints in the message instead. The copy-engine paths
+// check through the handshake kernel (handshake.go); NCCL carries no
+// fingerprint: Options.Checked covers it.
 
-// fingerprint folds the call's record and the path that runs it (Run sets
-// req.Algo) into 32 bits (FNV-1a): ranks that force other algorithms, or
-// whose arguments make auto choose differently, launch different kernels
-// that must not pair up (they share one signal region, kernel.go).
-func fingerprint(req backend.Request) uint32 {
-	h := uint32(2166136261)
-	for _, w := range req.Check {
-		for i := 0; i < 8; i++ {
-			h ^= uint32(byte(w >> (8 * i)))
-			h *= 16777619
+// recentCalls is how many of the group's fingerprinted calls the host keeps
+// (about 14 KiB per group): a report arrives once the GPU has run the
+// mismatched launch, so this bounds how far the host may have queued ahead.
+const recentCalls = 256
+
+// faultSwapWait bounds the store swap that names the argument (the group
+// timeout if smaller): the error is due now, the names are a courtesy.
+const faultSwapWait = 3 * time.Second
+
+// callRing holds the group's most recent fingerprinted calls (the caller
+// holds runMu). No allocation per call.
+type callRing struct {
+	n uint64 // calls added so far
+	e [recentCalls]ringEntry
+}
+
+type ringEntry struct {
+	fp   uint32
+	rec  pool.Record
+	algo coll.Algo
+}
+
+// add records a call. A two-shot's second launch adds its call again: one
+// entry more, cheaper than comparing.
+func (r *callRing) add(fp uint32, rec *pool.Record, algo coll.Algo) {
+	e := &r.e[r.n%recentCalls]
+	e.fp, e.rec, e.algo = fp, *rec, algo
+	r.n++
+}
+
+// find returns the newest call with fingerprint fp.
+func (r *callRing) find(fp uint32) (call, bool) {
+	for k := uint64(1); k <= min(r.n, recentCalls); k++ {
+		if e := &r.e[(r.n-k)%recentCalls]; e.fp == fp {
+			return call{e.rec, e.algo}, true
 		}
 	}
-	for i := 0; i < len(req.Algo); i++ {
-		h ^= uint32(req.Algo[i])
-		h *= 16777619
+	return call{}, false
+}
+
+// call is what a fingerprint covers: the record and the path that ran it.
+type call struct {
+	rec  pool.Record
+	algo coll.Algo
+}
+
+// recordHash folds a call's record (backend.Request.Check) and the path
+// that runs it (Run sets req.Algo) into the 32-bit fingerprint its launches
+// carry: ranks that force other algorithms, or whose arguments make auto
+// choose differently, launch different kernels that must not pair up (they
+// share one signal region, kernel.go). It mixes each word in whole (a
+// bijection of the state per word, so records that differ in one word
+// differ before the final fold): ~4x faster than byte-wise FNV-1a, and only
+// the hosts compute it.
+func recordHash(c call) uint32 {
+	h := uint64(0x243f6a8885a308d3)
+	for _, w := range c.rec {
+		h = (h ^ w) * 0x9e3779b97f4a7c15
+		h ^= h >> 29
 	}
-	return h
+	for i := 0; i < len(c.algo); i++ {
+		h = (h ^ uint64(c.algo[i])) * 0x9e3779b97f4a7c15
+	}
+	return uint32(h ^ h>>32)
+}
+
+// checkHash is the fingerprint a launch of req carries; it keeps req's
+// record among the recent calls to name a mismatch with. The caller holds
+// runMu.
+func (g *Group) checkHash(req *backend.Request) uint32 {
+	fp := recordHash(call{req.Check, req.Algo})
+	g.recent.add(fp, &req.Check, req.Algo)
+	return fp
+}
+
+// faultReport is what a kernel wrote: group rank peer launched launch
+// epoch of the kernel with fingerprint theirs where this rank had mine.
+type faultReport struct {
+	peer                int
+	mine, theirs, epoch uint32
 }
 
 // faultErr returns (and clears) the mismatch a kernel of the group reported
-// since the last look, nil if none. The caller holds runMu.
+// since the last look, nil if none. The caller holds runMu. Naming the
+// argument may wait up to faultSwapWait for the peer's record.
 func (g *Group) faultErr() error {
 	f := g.fault
 	if f == nil || f.Load(faultSet) == 0 {
 		return nil
 	}
-	peer, mine, theirs, epoch := int(f.Load(faultPeer)), f.Load(faultMine), f.Load(faultTheirs), f.Load(faultEpoch)
+	rep := faultReport{peer: int(int32(f.Load(faultPeer))), mine: f.Load(faultMine), theirs: f.Load(faultTheirs), epoch: f.Load(faultEpoch)}
 	for i := faultSet; i < faultWords; i++ {
 		f.Store(i, 0)
 	}
-	rank := peer
-	if peer >= 0 && peer < len(g.ranks) {
-		rank = g.ranks[peer]
+	return g.explain(rep)
+}
+
+// explain turns a kernel's report into the user's error: the argument that
+// differs with both values where the records can be had, the fingerprints
+// otherwise.
+func (g *Group) explain(rep faultReport) error {
+	rank := rep.peer
+	if rep.peer >= 0 && rep.peer < len(g.ranks) {
+		rank = g.ranks[rep.peer]
 	}
-	return fmt.Errorf("cuda: group %q: an earlier collective on symmem's kernels (launch %d of that kernel on this group) did nothing: rank %d called it with other arguments than rank %d "+
-		"(argument fingerprints %08x vs %08x: kind, type, count, op, root, in-place and pool offsets must match; Options.Checked names the argument); its outputs were not written: %w",
-		g.name, epoch, rank, g.ranks[g.me], theirs, mine, errs.Mismatch)
+	me := g.ranks[g.me]
+	mineCall, ok := g.recent.find(rep.mine)
+	mine := mineCall.rec
+	theirsCall, err := g.swapRecords(rep, mineCall, ok)
+	theirs := theirsCall.rec
+	if err == nil && theirs == mine && theirsCall.algo != mineCall.algo {
+		return fmt.Errorf("cuda: group %q: an earlier %v on symmem's kernels (launch %d on this group) did nothing: rank %d ran it on %s, rank %d on %s "+
+			"(every rank must force the same algorithm, and pass arguments for which auto chooses alike); its outputs were not written: %w",
+			g.name, backend.CallKind(mine), rep.epoch, rank, theirsCall.algo, me, mineCall.algo, errs.Mismatch)
+	}
+	if err == nil {
+		if arg, va, vb, ok := backend.CallDiff(theirs, mine); ok {
+			var what string
+			if arg == "collective" {
+				what = fmt.Sprintf("rank %d called %v, rank %d %v", rank, va, me, vb)
+			} else {
+				what = fmt.Sprintf("rank %d called %v with %s=%v, rank %d with %s=%v", rank, backend.CallKind(mine), arg, va, me, arg, vb)
+			}
+			return fmt.Errorf("cuda: group %q: an earlier %v on symmem's kernels (launch %d of symmem's kernels on this group) did nothing: %s "+
+				"(every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order); its outputs were not written: %w",
+				g.name, backend.CallKind(mine), rep.epoch, what, errs.Mismatch)
+		}
+		err = errors.New("the records are equal (a fingerprint collision)")
+	}
+	return fmt.Errorf("cuda: group %q: an earlier collective on symmem's kernels (launch %d of symmem's kernels on this group) did nothing: rank %d called it with other arguments than rank %d "+
+		"(argument fingerprints %08x vs %08x: kind, type, count, op, root, in-place and pool offsets must match; which one differs is unknown: %v; Options.Checked names it); its outputs were not written: %w",
+		g.name, rep.epoch, rank, me, rep.theirs, rep.mine, err, errs.Mismatch)
+}
+
+// swapRecords publishes this rank's record of the reported call (empty if
+// it is no longer among the recent calls) and returns the peer's, waiting
+// at most faultSwapWait. Keys are the group's, by fingerprint and rank: a
+// record is the same whenever its fingerprint is, so a key left by an
+// earlier report is still right (they stay in the store, 48 bytes each,
+// one per differing call and rank).
+func (g *Group) swapRecords(rep faultReport, mine call, have bool) (call, error) {
+	var theirs call
+	switch {
+	case g.store == nil:
+		return theirs, errors.New("no store to swap records through")
+	case rep.peer < 0 || rep.peer >= len(g.ranks) || rep.peer == g.me:
+		return theirs, fmt.Errorf("the report names no peer (%d)", rep.peer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(faultSwapWait, g.timeout))
+	defer cancel()
+	var val []byte
+	if have {
+		val = make([]byte, 0, 8*len(mine.rec)+len(mine.algo))
+		for _, w := range mine.rec {
+			val = binary.LittleEndian.AppendUint64(val, w)
+		}
+		val = append(val, mine.algo...)
+	}
+	if err := g.store.Set(ctx, g.faultKey(rep.mine, g.me), val); err != nil {
+		return theirs, fmt.Errorf("publishing this rank's record: %w", err)
+	}
+	vals, err := g.store.Wait(ctx, g.faultKey(rep.theirs, rep.peer))
+	if err != nil {
+		return theirs, fmt.Errorf("rank %d's record: %w", g.ranks[rep.peer], err)
+	}
+	v := vals[0]
+	switch {
+	case len(v) == 0:
+		return theirs, fmt.Errorf("rank %d no longer holds that call's arguments", g.ranks[rep.peer])
+	case len(v) < 8*len(theirs.rec):
+		return theirs, fmt.Errorf("rank %d sent a record of %d bytes", g.ranks[rep.peer], len(v))
+	}
+	for i := range theirs.rec {
+		theirs.rec[i] = binary.LittleEndian.Uint64(v[8*i:])
+	}
+	theirs.algo = coll.Algo(v[8*len(theirs.rec):])
+	if recordHash(theirs) != rep.theirs {
+		return theirs, fmt.Errorf("rank %d's record does not have the reported fingerprint", g.ranks[rep.peer])
+	}
+	if !have {
+		return theirs, errors.New("this rank no longer holds that call's arguments")
+	}
+	return theirs, nil
+}
+
+// faultKey is where group rank r publishes its record of the call with
+// fingerprint fp.
+func (g *Group) faultKey(fp uint32, r int) string {
+	return g.prefix + "/mismatch/" + strconv.FormatUint(uint64(fp), 16) + "/" + strconv.Itoa(r)
 }
 
 // Fault reports a mismatch the group's kernels found since the last call
@@ -74,7 +243,7 @@ func (g *Group) Fault() error {
 // watchdog, the call's fingerprint and where a mismatch is reported.
 func (g *Group) putCheck(a *cudadrv.Args, req backend.Request) {
 	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
-	a.PutU32(argHash, fingerprint(req))
+	a.PutU32(argHash, g.checkHash(&req))
 	var dev uint64
 	if g.fault != nil {
 		dev = g.fault.Device()

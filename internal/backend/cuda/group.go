@@ -76,6 +76,7 @@ type Group struct {
 	stopped error               // the mismatch that made the handshake stop the device (handshake.go)
 	staging *segment            // lc staging, allocated at the first lc call
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
+	recent  callRing            // the recent fingerprinted calls, to name a mismatch (fault.go)
 	kernWhy string
 
 	nccl ncclGroup

@@ -2,7 +2,6 @@ package shm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/errs"
 	"os"
@@ -24,7 +23,7 @@ import (
 
 // ErrPeerExited is wrapped when a peer process of the group exited while this
 // rank waited for it. The error text names the rank.
-var ErrPeerExited = errors.New("shm: peer rank exited")
+var ErrPeerExited = errs.PeerExited
 
 // PeerExitedError says which peer exited; it matches ErrPeerExited.
 type PeerExitedError struct {

@@ -3,6 +3,7 @@ package members
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -18,11 +20,14 @@ import (
 // HostAgreement compares a pool.Record across the ranks of a group on one
 // host through shared memory (pool.Agreer for backends without signal pads
 // of their own on the host, like the GPU backend): every rank owns one page
-// (a memfd all members map) with two record slots; Agree writes this rank's
-// record and sequence number into slot seq%2 and reads every peer's. No
-// store round trip: about a microsecond when the ranks arrive together.
-// Two slots suffice: a rank cannot start agreement seq+1 before every peer
-// posted seq, so it never overwrites a slot a peer is still reading.
+// (a memfd all members map) with two record slots, a cache line each; Agree
+// writes this rank's record and sequence number into slot seq%2 and reads
+// every peer's. No store round trip: about a microsecond when the ranks
+// arrive together. Two slots suffice: a rank cannot start agreement seq+1
+// before every peer posted seq, so it never overwrites a slot a peer is
+// still reading. A peer whose process exits is reported within about a
+// millisecond of the wait's first sleep, through a pidfd it sent with its
+// page.
 type HostAgreement struct {
 	what    string
 	me      int
@@ -30,20 +35,29 @@ type HostAgreement struct {
 	timeout time.Duration
 	pages   [][]byte   // by group rank; pages[me] is this rank's
 	words   [][]uint64 // the pages as words
+	pidfds  []int      // peers' pidfds by group rank (-1: me, or none sent)
 	mu      sync.Mutex // Agree: one at a time (the ranks must agree in the same order anyway)
 	seq     uint64
 }
 
-// A slot: the sequence number (written last, atomically), then the record.
+// A slot is one cache line: the sequence number (written last,
+// atomically), then the record; a slot that straddled two lines cost a
+// second line transfer per peer.
 const (
-	slotWords = 1 + len(pool.Record{})
+	slotWords = 8
+	recWords  = len(pool.Record{})
 	pageBytes = 4096
 )
 
+var _ [slotWords - 1 - recWords]struct{} // the record fits the line
+
 // NewHostAgreement creates this rank's page and maps every peer's, exchanged
-// through fdx (collective over ranks).
+// through fdx with a pidfd of each rank's process (collective over ranks).
 func NewHostAgreement(ctx context.Context, what string, fdx *rendezvous.FDExchange, prefix string, ranks []int, me int, timeout time.Duration) (*HostAgreement, error) {
-	a := &HostAgreement{what: what, me: me, ranks: ranks, timeout: timeout, pages: make([][]byte, len(ranks))}
+	a := &HostAgreement{what: what, me: me, ranks: ranks, timeout: timeout, pages: make([][]byte, len(ranks)), pidfds: make([]int, len(ranks))}
+	for r := range a.pidfds {
+		a.pidfds[r] = -1
+	}
 	fd, err := unix.MemfdCreate("symmem-agree", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("%s: agreement page: memfd_create: %w", what, err)
@@ -58,8 +72,18 @@ func NewHostAgreement(ctx context.Context, what string, fdx *rendezvous.FDExchan
 	if a.pages[me], err = mapFD(fd); err != nil {
 		return nil, fmt.Errorf("%s: agreement page: mmap: %w", what, err)
 	}
-	err = Swap(ctx, fdx, prefix, "agree", ranks, me, timeout, fd, func(r, fd int) error {
-		p, err := mapFD(fd)
+	send := []int{fd}
+	// Without pidfds (kernels before 5.3) a peer that exits is found at
+	// the timeout.
+	if pfd, err := unix.PidfdOpen(os.Getpid(), 0); err == nil {
+		defer unix.Close(pfd)
+		send = append(send, pfd)
+	}
+	err = swapFDs(ctx, fdx, prefix+"/agree", ranks, me, timeout, send, func(r int, fds []int) error {
+		if len(fds) > 1 {
+			a.pidfds[r] = fds[1]
+		}
+		p, err := mapFD(fds[0])
 		a.pages[r] = p
 		return err
 	})
@@ -79,49 +103,97 @@ func NewHostAgreement(ctx context.Context, what string, fdx *rendezvous.FDExchan
 	return a, nil
 }
 
-// slot is owner's slot for agreement seq.
-func (a *HostAgreement) slot(owner int, seq uint64) []uint64 {
-	return a.words[owner][slotWords*int(seq%2):][:slotWords]
-}
-
-// Agree compares mine with every rank's record for this agreement; a
-// difference is a *pool.Disagreement (the lowest rank that differs from
-// group rank 0), the same on every rank. A peer that does not arrive within
-// the timeout (or before ctx ends) is an error naming it.
-func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
-	if len(a.ranks) == 1 {
-		return nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.seq++
-	k := a.seq
-	w := a.slot(a.me, k)
-	copy(w[1:], mine[:])
-	atomic.StoreUint64(&w[0], k) // publishes the record
-	deadline := time.Now().Add(a.timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	for i := 1; i < len(a.ranks); i++ {
-		q := (a.me + i) % len(a.ranks)
-		if err := a.wait(ctx, q, k, deadline); err != nil {
-			return err
+// swapFDs sends fds to every other member under key and calls take with
+// each member's descriptors (by group rank), bounded by timeout. The first
+// (the page) is closed after take returns; take owns the others.
+func swapFDs(ctx context.Context, fdx *rendezvous.FDExchange, key string, ranks []int, me int, timeout time.Duration, fds []int, take func(r int, fds []int) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for r, gr := range ranks {
+		if r != me {
+			if err := fdx.Send(ctx, gr, key, fds); err != nil {
+				return fmt.Errorf("sending to rank %d: %w", gr, err)
+			}
 		}
 	}
-	r0 := a.record(0, k)
-	for q := 1; q < len(a.ranks); q++ {
-		if r := a.record(q, k); r != r0 {
-			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k}
+	for r, gr := range ranks {
+		if r == me {
+			continue
+		}
+		got, err := fdx.Recv(ctx, gr, key)
+		if err != nil {
+			return fmt.Errorf("receiving from rank %d: %w", gr, err)
+		}
+		if len(got) < 1 || len(got) > 2 {
+			for _, f := range got {
+				unix.Close(f)
+			}
+			return fmt.Errorf("rank %d sent %d descriptors, want its page and a pidfd", gr, len(got))
+		}
+		err = take(r, got)
+		unix.Close(got[0])
+		if err != nil {
+			return fmt.Errorf("rank %d's page: %w", gr, err)
 		}
 	}
 	return nil
 }
 
-func (a *HostAgreement) record(owner int, k uint64) pool.Record {
-	var r pool.Record
-	copy(r[:], a.slot(owner, k)[1:])
-	return r
+// slot is owner's slot for agreement seq.
+func (a *HostAgreement) slot(owner int, seq uint64) []uint64 {
+	return a.words[owner][slotWords*int(seq&1):][:1+recWords]
+}
+
+// Agree compares mine with every rank's record for this agreement; a
+// difference is a *pool.Disagreement (the lowest rank that differs from
+// group rank 0), the same on every rank. A peer that does not arrive within
+// the timeout (or before ctx ends) is an error naming it, and so, at once,
+// is one whose process exited (errs.PeerExited). When the peers are there
+// it reads no clock and allocates nothing.
+func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
+	n := len(a.ranks)
+	if n == 1 {
+		return nil
+	}
+	a.mu.Lock()
+	a.seq++
+	k := a.seq
+	w := a.slot(a.me, k)
+	copy(w[1:], mine[:])
+	atomic.StoreUint64(&w[0], k) // publishes the record
+	var deadline time.Time       // set by the first wait that sleeps
+	same := true
+	for i := 1; i < n; i++ {
+		q := a.me + i
+		if q >= n {
+			q -= n
+		}
+		s := a.slot(q, k)
+		if atomic.LoadUint64(&s[0]) != k {
+			if err := a.wait(ctx, q, k, &deadline); err != nil {
+				a.mu.Unlock()
+				return err
+			}
+		}
+		same = same && pool.Record(s[1:]) == mine
+	}
+	var err error
+	if !same {
+		err = a.disagreement(k)
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// disagreement is agreement k's difference, as every rank sees it.
+func (a *HostAgreement) disagreement(k uint64) error {
+	r0 := pool.Record(a.slot(0, k)[1:])
+	for q := 1; q < len(a.ranks); q++ {
+		if r := pool.Record(a.slot(q, k)[1:]); r != r0 {
+			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k}
+		}
+	}
+	return nil
 }
 
 // agreeSpin is how long a wait polls before it sleeps: a sleep lasts tens
@@ -131,8 +203,15 @@ func (a *HostAgreement) record(owner int, k uint64) pool.Record {
 const agreeSpin = 200 * time.Microsecond
 
 // wait polls peer q's slot until it holds agreement k: spinning first (the
-// ranks usually arrive together), then sleeping in growing steps.
-func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline time.Time) error {
+// ranks usually arrive together), then sleeping in growing steps, checking
+// between sleeps that q's process lives. While it spins it yields to this
+// process's other goroutines every 256 polls and reads the clock every
+// 1024: both cost ~50-70 ns, and done every 64 polls they delayed seeing
+// the peer's post by about that much (~40% of an agreement of 2 processes
+// here; results/verify-cost-2026-11-24.md). deadline is set at the first
+// sleep (the timeout, or ctx's deadline if sooner), shared by the waits of
+// one agreement.
+func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *time.Time) error {
 	w := &a.slot(q, k)[0]
 	nap := time.Microsecond
 	var spinUntil time.Time
@@ -140,7 +219,11 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline time
 		if atomic.LoadUint64(w) == k {
 			return nil
 		}
-		if i%64 != 63 {
+		if i%256 != 255 {
+			continue
+		}
+		runtime.Gosched()
+		if i%1024 != 1023 {
 			continue
 		}
 		now := time.Now()
@@ -148,13 +231,24 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline time
 			spinUntil = now.Add(agreeSpin)
 		}
 		if now.Before(spinUntil) {
-			runtime.Gosched()
 			continue
+		}
+		if deadline.IsZero() {
+			*deadline = now.Add(a.timeout)
+			if d, ok := ctx.Deadline(); ok && d.Before(*deadline) {
+				*deadline = d
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: waiting for rank %d to compare: %w", a.what, a.ranks[q], err)
 		}
-		if now.After(deadline) {
+		if a.exited(q) {
+			if atomic.LoadUint64(w) == k {
+				return nil // it posted, then exited: not a failure
+			}
+			return fmt.Errorf("%s: rank %d exited before it arrived at the comparison: %w", a.what, a.ranks[q], errs.PeerExited)
+		}
+		if now.After(*deadline) {
 			return fmt.Errorf("%s: rank %d did not arrive at the comparison within %v (it is not making the same call, or it stopped): %w",
 				a.what, a.ranks[q], a.timeout, rendezvous.ErrTimeout)
 		}
@@ -163,12 +257,30 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline time
 	}
 }
 
-// Close unmaps the pages.
+// exited reports whether group rank q's process has exited (its pidfd is
+// readable).
+func (a *HostAgreement) exited(q int) bool {
+	fd := a.pidfds[q]
+	if fd < 0 {
+		return false
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0
+}
+
+// Close unmaps the pages and closes the pidfds.
 func (a *HostAgreement) Close() {
 	for i, p := range a.pages {
 		if p != nil {
 			unix.Munmap(p)
 			a.pages[i] = nil
+		}
+	}
+	for i, fd := range a.pidfds {
+		if fd >= 0 {
+			unix.Close(fd)
+			a.pidfds[i] = -1
 		}
 	}
 }
