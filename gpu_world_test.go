@@ -736,21 +736,31 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 	}
 	out, in := bufs[0], bufs[1]
 	fill := bytes.Repeat([]byte{0xAB}, int(out.Len))
-	for _, variant := range []string{"type", "count"} {
+	// "path": the same arguments, rank 0 forcing two-shot (two launches)
+	// and the others the one-shot kernel (one): the second launch of rank 0
+	// ends uncounted, so the matching call after it pairs up right.
+	for _, variant := range []string{"type", "count", "path"} {
 		for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot} {
 			for _, kind := range []coll.Kind{coll.AllGather, coll.AllReduce} {
-				if algo == coll.AlgoTwoShot && kind == coll.AllGather {
+				if algo == coll.AlgoTwoShot && kind == coll.AllGather || variant == "path" && (algo != coll.AlgoKernel || kind != coll.AllGather) {
 					continue
 				}
-				dt, bytes0 := coll.Float32, int64(4*elems)
+				if variant == "path" {
+					kind = coll.AllReduce
+				}
+				dt, bytes0, ralgo := coll.Float32, int64(4*elems), algo
 				switch {
+				case variant == "path":
+					if me == 0 {
+						ralgo = coll.AlgoTwoShot
+					}
 				case me == 0:
 				case variant == "type":
 					dt = coll.BFloat16 // the same bytes: twice the count, the same grid
 				default:
 					bytes0 /= 4 // a quarter of the count: a smaller grid (CTAs of rank 0 meet no peer CTA)
 				}
-				run := func(dt coll.DType, bytes int64) error {
+				run := func(dt coll.DType, bytes int64, algo coll.Algo) error {
 					o := coll.Span{Ptr: out.Ptr, Len: bytes}
 					if kind == coll.AllGather {
 						o.Len = bytes * n
@@ -771,7 +781,7 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				}
 				// The call itself reports when its kernel ended before the
 				// host looked (run 26, 3 ranks); else Synchronize does.
-				serr := run(dt, bytes0)
+				serr := run(dt, bytes0, ralgo)
 				if serr != nil && !errors.Is(serr, ErrMismatch) {
 					return fmt.Errorf("%v %s mismatched %s: %w", kind, algo, variant, serr)
 				}
@@ -786,8 +796,11 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				// Every rank's error names the argument with both values
 				// (fault.go swaps the records of the differing pair).
 				named := []string{"with dtype=float32", "with dtype=bfloat16"}
-				if variant == "count" {
+				switch variant {
+				case "count":
 					named = []string{fmt.Sprintf("with count=%d", elems), fmt.Sprintf("with count=%d", elems/4)}
+				case "path":
+					named = []string{"on two-shot", "on kernel"}
 				}
 				for _, s := range named {
 					if !strings.Contains(serr.Error(), s) {
@@ -806,7 +819,7 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				if err := g.Barrier(ctx); err != nil {
 					return err
 				}
-				if err := run(coll.Float32, 4*elems/2); err != nil {
+				if err := run(coll.Float32, 4*elems/2, algo); err != nil {
 					return fmt.Errorf("%v %s after the mismatch: %w", kind, algo, err)
 				}
 				if err := w.Synchronize(ctx); err != nil {

@@ -189,6 +189,7 @@ func (g *Group) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)
+	a.PutU32(arFlags, 0) // the block may have held an all-reduce's flags
 	g.putCheck(a, req)
 	return nil
 }

@@ -22,6 +22,9 @@ const (
 	arOut, arBytes, arDType, arFlags, arSrc = 0, 8, 32, 36, 40
 	arSlots                                 = 4 // 16-byte results per thread held in shared memory
 	arFlagDirect, arFlagAvg                 = 1, 2
+	// Both kernels (flags at arFlags): the first and second launch of a
+	// two-launch call (two-shot).
+	kernFlagFirst, kernFlagSecond = 4, 8
 
 	// Low-contention reduce-scatter: output, bytes, word block (in argRegion),
 	// dtype and flags as the all-reduce, own chunk, staging, sub-chunk bytes.
@@ -30,9 +33,9 @@ const (
 	lcFinished, lcWordBytes = 32, 40
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
-	// then ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionLaunch, regionFinished, regionHeader = 0, 4, 8
-	regionReady, regionDone, regionBytes       = 256, 2304, 4352
+	// skip, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader, regionSkip = 0, 4, 8, 72
+	regionReady, regionDone, regionBytes                   = 256, 2304, 4352
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
 	// stopped (the handshake trapped).

@@ -22,7 +22,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	for r := 0; r < kernMaxRanks; r++ {
 		common = append(common, argPeerRegion+8*r)
 	}
-	ag := append([]int{argIn, argSlice, argMask}, common...)
+	ag := append([]int{argIn, argSlice, argMask, arFlags}, common...)
 	ar := append([]int{arOut, arBytes, arDType, arFlags}, common...)
 	for r := 0; r < kernMaxRanks; r++ {
 		ag = append(ag, argDst+8*r)
@@ -59,7 +59,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			// and done after kernMaxCTAs words, kernMaxCTAs*kernMaxRanks words each.
 			table := 4 * kernMaxCTAs * kernMaxRanks
 			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+table
-			if regionLaunch != 0 || regionFinished != 4 || regionHeader != 8 || regionHeader+8*kernMaxRanks > ready ||
+			if regionLaunch != 0 || regionFinished != 4 || regionHeader != 8 || regionSkip != regionHeader+8*kernMaxRanks || regionSkip+4 > ready ||
 				ready != regionReady || done != regionDone || done+table != regionBytes {
 				t.Fatalf("region layout: launch %d finished %d header %d ready %d done %d size %d", regionLaunch, regionFinished, regionHeader, regionReady, regionDone, regionBytes)
 			}
@@ -301,11 +301,11 @@ func TestTwoShotArgs(t *testing.T) {
 		a, b := g.kargs.Bytes(), g.kargs2.Bytes()
 		u64 := func(x []byte, off int) uint64 { return binary.LittleEndian.Uint64(x[off:]) }
 		mine := req.Out.Ptr + me*chunk
-		if u64(a, arOut) != mine || u64(a, arBytes) != chunk || binary.LittleEndian.Uint32(a[arFlags:]) != arFlagDirect {
+		if u64(a, arOut) != mine || u64(a, arBytes) != chunk || binary.LittleEndian.Uint32(a[arFlags:]) != arFlagDirect|kernFlagFirst {
 			t.Fatalf("in-place %v: reduction out %#x bytes %d flags %d", inPlace, u64(a, arOut), u64(a, arBytes), binary.LittleEndian.Uint32(a[arFlags:]))
 		}
-		if u64(b, argIn) != mine || u64(b, argSlice) != chunk || binary.LittleEndian.Uint32(b[argMask:]) != 0b1101 {
-			t.Fatalf("in-place %v: all-gather in %#x slice %d mask %b", inPlace, u64(b, argIn), u64(b, argSlice), binary.LittleEndian.Uint32(b[argMask:]))
+		if u64(b, argIn) != mine || u64(b, argSlice) != chunk || binary.LittleEndian.Uint32(b[argMask:]) != 0b1101 || binary.LittleEndian.Uint32(b[arFlags:]) != kernFlagSecond {
+			t.Fatalf("in-place %v: all-gather in %#x slice %d mask %b flags %d", inPlace, u64(b, argIn), u64(b, argSlice), binary.LittleEndian.Uint32(b[argMask:]), binary.LittleEndian.Uint32(b[arFlags:]))
 		}
 		for r := 0; r < n; r++ {
 			if got, want := u64(a, arSrc+8*r), seg1(g).bases[r]+uint64(req.InSym.Off)+me*chunk; got != want {

@@ -70,5 +70,13 @@ func (g *Group) fillTwoShot(req backend.Request) (int64, error) {
 	}
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
 		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
-	return chunk, g.fillAllGatherArgs(g.kargs2, ag)
+	if err := g.fillAllGatherArgs(g.kargs2, ag); err != nil {
+		return 0, err
+	}
+	// Two launches: a mismatch found by the first makes the second end
+	// uncounted (ptxgen/layout.go, flagFirst), so the epochs stay in step
+	// with a peer that ran a one-launch path.
+	g.kargs.PutU32(arFlags, reduceFlags(req, true)|kernFlagFirst)
+	g.kargs2.PutU32(arFlags, kernFlagSecond)
+	return chunk, nil
 }

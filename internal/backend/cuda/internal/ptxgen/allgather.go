@@ -43,7 +43,7 @@ a rank that died: loud and bounded, like every other wait of symmem.
 
 Parameter block P (%[5]d bytes; kernel_layout.go):
   %[6]d in u64 | %[7]d slice bytes u64 (multiple of 16) | %[8]d region u64 (local)
-  %[9]d me u32 | %[10]d n u32 | %[11]d mask u32 (bit k: write target k) | %[12]d unused
+  %[9]d me u32 | %[10]d n u32 | %[11]d mask u32 (bit k: write target k) | %[12]d flags u32 (8: second launch)
   %[13]d dst[%[2]d] u64 (target k's address for this rank's slice)
   %[14]d peer regions[%[2]d] u64 (rank k's region as mapped here)
   %[15]d timeout u64 (nanoseconds of %%globaltimer) | %[16]d hash u32 | %[17]d fault u64 (mapped host words)`,
@@ -52,6 +52,7 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
 // Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
 	p.w(".shared .align 4 .b32 sepoch;")
+	p.w(".shared .align 4 .b32 sskip;")
 	p.faultShared()
 	p.w("")
 	p.entry("symmem_allgather_push", `	.reg .pred  %p<8>;
@@ -60,7 +61,8 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
 	.reg .b64   %rd<48>;
 `)
 	p.loadParams()
-	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", table{"sreg", pPeerRegs})
+	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", true, table{"sreg", pPeerRegs})
+	p.skipIfFirstFailed()
 	p.signalReady("Thread k < n (k != me) talks to peer k: signal ready, wait for its.", "sreg")
 
 	p.w("\n\t// Targets and their predicates.")
@@ -124,6 +126,7 @@ L_copy_done:
 	p.signalDone(true, "L_end")
 	p.finish()
 	p.faultExit()
+	p.skipExit()
 	p.w("}")
 	return p.b.String()
 }

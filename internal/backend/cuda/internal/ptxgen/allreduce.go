@@ -52,7 +52,7 @@ Parameter block P (%[7]d bytes; kernel_layout.go):
 	.reg .b64   %rd<48>;
 `)
 	p.loadParams()
-	p.setup("Thread 0: sources and peer regions to shared memory, the epoch.", table{"ssrc", pPtrs}, table{"sreg", pPeerRegs})
+	p.setup("Thread 0: sources and peer regions to shared memory, the epoch.", false, table{"ssrc", pPtrs}, table{"sreg", pPeerRegs})
 	p.signalReady(`Thread k < n (k != me) talks to peer k: "my input is ready".`, "sreg")
 	p.w("")
 	p.f("\tld.param.u32    %%r16, [P+%d];                // flags", pFlags)

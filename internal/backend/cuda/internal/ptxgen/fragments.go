@@ -86,8 +86,10 @@ type table struct {
 // finished launch of the kernel (finish stores it when the launch's last CTA
 // ends; launches on one stream do not overlap), so every CTA of this launch
 // gets the same e = launch + 1 — a grid that differs from a peer's cannot
-// put CTAs on different epochs. Then every thread has e in sepoch.
-func (p *ptx) setup(comment string, tables ...table) {
+// put CTAs on different epochs. Then every thread has e in sepoch. A kernel
+// that may be the second launch of a call (second) also reads, when
+// P.flags has flagSecond, the skip word into sskip (see skipIfFirstFailed).
+func (p *ptx) setup(comment string, second bool, tables ...table) {
 	p.w(`
 	setp.ne.u32     %p1, %r1, 0;
 	@%p1 bra        L_setup_done;`)
@@ -97,6 +99,16 @@ func (p *ptx) setup(comment string, tables ...table) {
 			p.f("\tld.param.u64    %%rd10, [P+%d];", t.param+8*k)
 			p.f("\tst.shared.u64   [%s+%d], %%rd10;", t.shared, 8*k)
 		}
+	}
+	if second {
+		p.f(`	st.shared.u32   [sskip], 0;
+	ld.param.u32    %%r11, [P+%d];
+	and.b32         %%r11, %%r11, %d;
+	setp.eq.u32     %%p7, %%r11, 0;
+	@%%p7 bra        L_skip_read;                  // not a second launch
+	ld.volatile.global.u32 %%r11, [%%rd3+%d];
+	st.shared.u32   [sskip], %%r11;               // the first launch found a mismatch
+L_skip_read:`, pFlags, flagSecond, rSkip)
 	}
 	p.f(`	st.shared.u32   [sfault], 0;
 	ld.volatile.global.u32 %%r8, [%%rd3+%d];     // the last finished launch
@@ -213,6 +225,31 @@ func (p *ptx) trapAfterTimeout() {
 	@%p6 trap;                                    // the peer never came: fail loudly`)
 }
 
+// skipIfFirstFailed: after setup, a second launch whose first found a
+// mismatch (sskip) ends at once through L_skip: it moves no data, and its
+// last CTA clears the skip word and the finished count but leaves the
+// launch word, so the launch is not counted and the epochs of every rank
+// stay in step (a peer may have run a one-launch path).
+func (p *ptx) skipIfFirstFailed() {
+	p.w(`	ld.shared.u32   %r11, [sskip];
+	setp.ne.u32     %p7, %r11, 0;
+	@%p7 bra        L_skip;`)
+}
+
+// skipExit is L_skip (see skipIfFirstFailed).
+func (p *ptx) skipExit() {
+	p.f(`L_skip:
+	setp.ne.u32     %%p7, %%r1, 0;
+	@%%p7 bra        L_end_ret;
+	atom.acq_rel.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
+	sub.u32         %%r12, %%r4, 1;
+	setp.ne.u32     %%p7, %%r11, %%r12;
+	@%%p7 bra        L_end_ret;
+	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;
+	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;       // skip consumed; the launch word stays
+	bra             L_end_ret;`, rFinished, rFinished, rSkip)
+}
+
 // faultShared declares the CTA's mismatch flag (set, peer, its fingerprint).
 func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
 
@@ -224,7 +261,11 @@ func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
 // epochs stay in step: the group stays usable.
 func (p *ptx) faultExit() {
 	p.faultReport(false)
-	p.w("\tbra             L_end;")
+	p.f(`	ld.param.u32    %%r11, [P+%d];
+	and.b32         %%r11, %%r11, %d;
+	setp.ne.u32     %%p7, %%r11, 0;
+	@%%p7 st.relaxed.gpu.global.u32 [%%rd3+%d], 1;   // a first launch: the second skips
+	bra             L_end;`, pFlags, flagFirst, rSkip)
 }
 
 // faultTrap is faultExit for a kernel whose stream goes on with work that

@@ -42,7 +42,7 @@ Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
 	.reg .b64   %rd<48>;
 `)
 	p.loadParams()
-	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", table{"sreg", pPeerRegs})
+	p.setup("Thread 0: peer regions to shared memory (indexable), the epoch.", false, table{"sreg", pPeerRegs})
 	p.signalReady("Thread k < n (k != me) talks to peer k: announce, wait for its, compare.", "sreg")
 	p.finish()
 	p.faultTrap()

@@ -24,7 +24,7 @@ const (
 	pMe       = 24                     // u32
 	pN        = 28                     // u32
 	pMode     = 32                     // u32: all-gather target mask / reduction dtype code
-	pFlags    = 36                     // u32: reduction flags (flagDirect, flagAvg)
+	pFlags    = 36                     // u32: flags (reduction: flagDirect, flagAvg; both: flagFirst, flagSecond)
 	pPtrs     = 40                     // [maxRanks]u64: all-gather targets / all-reduce sources
 	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
 	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
@@ -37,6 +37,13 @@ const (
 const (
 	flagDirect = 1 // all-reduce kernel: store results at once (the output aliases no input a peer reads)
 	flagAvg    = 2 // divide the sum by n (16-bit types: after rounding the sum, as reduce.Finish does)
+	// A call of two launches (two-shot: the all-reduce kernel, then the
+	// all-gather kernel) advances the shared epoch once per launch; when the
+	// first finds a mismatch (a peer may have run a one-launch path) it sets
+	// the region's skip word, and the second ends at once without counting
+	// itself, so every rank's epoch stays in step and the group usable.
+	flagFirst  = 4 // the first launch of a two-launch call
+	flagSecond = 8 // the second launch of a two-launch call
 )
 
 // The low-contention reduce-scatter's own uses of P (the header is shared;
@@ -55,11 +62,13 @@ const (
 // last finished launch; every CTA of a launch uses it + 1), the finished
 // count (CTAs of the running launch that ended), header[maxRanks] {epoch,
 // fingerprint} u32 pairs (what rank k's CTA 0 announced for its launch),
-// then ready[maxCTAs][maxRanks] u32 and done[maxCTAs][maxRanks] u32.
+// the skip word (flagFirst), then ready[maxCTAs][maxRanks] u32 and
+// done[maxCTAs][maxRanks] u32.
 const (
 	rLaunch   = 0
 	rFinished = 4
 	rHeader   = 8
+	rSkip     = rHeader + 8*maxRanks // u32: the first launch of a call found a mismatch (flagFirst)
 	rReady    = 4 * maxCTAs
 	rDone     = rReady + 4*maxCTAs*maxRanks
 	rSize     = rDone + 4*maxCTAs*maxRanks
@@ -100,6 +109,9 @@ const (
 	arOut, arBytes, arDType, arFlags, arSrc = %d, %d, %d, %d, %d
 	arSlots                                 = %d // 16-byte results per thread held in shared memory
 	arFlagDirect, arFlagAvg                 = %d, %d
+	// Both kernels (flags at arFlags): the first and second launch of a
+	// two-launch call (two-shot).
+	kernFlagFirst, kernFlagSecond = %d, %d
 
 	// Low-contention reduce-scatter: output, bytes, word block (in argRegion),
 	// dtype and flags as the all-reduce, own chunk, staging, sub-chunk bytes.
@@ -108,8 +120,8 @@ const (
 	lcFinished, lcWordBytes = %d, %d
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
-	// then ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionLaunch, regionFinished, regionHeader = %d, %d, %d
+	// skip, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader, regionSkip = %d, %d, %d, %d
 	regionReady, regionDone, regionBytes       = %d, %d, %d
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
@@ -119,9 +131,9 @@ const (
 `, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
 		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
 		pA, pBytes, pMode, pPtrs,
-		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg,
+		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		rLaunch, rFinished, rHeader, rReady, rDone, rSize,
+		rLaunch, rFinished, rHeader, rSkip, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
