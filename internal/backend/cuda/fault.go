@@ -116,21 +116,33 @@ func (g *Group) checkHash(req *backend.Request) uint32 {
 type faultReport struct {
 	peer                int
 	mine, theirs, epoch uint32
+	stopped             bool // the handshake wrote it and trapped (handshake.go)
 }
 
-// faultErr returns (and clears) the mismatch a kernel of the group reported
-// since the last look, nil if none. The caller holds runMu. Naming the
-// argument may wait up to faultSwapWait for the peer's record.
-func (g *Group) faultErr() error {
+// takeReport reads (and clears) the report a kernel of the group wrote
+// since the last look; ok is false if there is none. One CTA per launch
+// writes a report, clearing set first and setting it last (layout in
+// kernel_layout.go), so a report read whole has the same set before and
+// after its fields; a newer one being written meanwhile is left for the
+// next look (the clear is a compare-and-swap). The caller holds runMu.
+func (g *Group) takeReport() (rep faultReport, ok bool) {
 	f := g.fault
-	if f == nil || f.Load(faultSet) == 0 {
-		return nil
+	if f == nil {
+		return rep, false
 	}
-	rep := faultReport{peer: int(int32(f.Load(faultPeer))), mine: f.Load(faultMine), theirs: f.Load(faultTheirs), epoch: f.Load(faultEpoch)}
-	for i := faultSet; i < faultWords; i++ {
-		f.Store(i, 0)
+	for range 1000 {
+		s := f.Load(faultSet)
+		if s == 0 {
+			return rep, false
+		}
+		rep = faultReport{peer: int(int32(f.Load(faultPeer))), mine: f.Load(faultMine), theirs: f.Load(faultTheirs),
+			epoch: f.Load(faultEpoch), stopped: f.Load(faultStopped) != 0}
+		if f.Load(faultSet) == s {
+			f.CompareAndSwap(faultSet, s, 0)
+			return rep, true
+		}
 	}
-	return g.explain(rep)
+	return rep, false // reports keep arriving: the next look takes one
 }
 
 // explain turns a kernel's report into the user's error: the argument that

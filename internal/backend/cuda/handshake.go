@@ -49,12 +49,12 @@ func (g *Group) ready(p *cudadrv.Program, s uint64, req backend.Request) {
 // nil if none. A report of the handshake also breaks the group: it trapped,
 // so this process's context is lost. The caller holds runMu.
 func (g *Group) takeFault() error {
-	if g.fault == nil || g.fault.Load(faultSet) == 0 {
+	rep, ok := g.takeReport()
+	if !ok {
 		return nil
 	}
-	stopped := g.fault.Load(faultStopped) != 0
-	err := g.faultErr()
-	if stopped && err != nil {
+	err := g.explain(rep)
+	if rep.stopped {
 		err = fmt.Errorf("%w; the handshake in front of the copy engines stopped the device so that no copy ran: this process's CUDA context is lost, restart it", err)
 		g.broken, g.stopped = err, err
 	}

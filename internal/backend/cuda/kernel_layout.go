@@ -33,9 +33,9 @@ const (
 	lcFinished, lcWordBytes = 32, 40
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
-	// skip, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionLaunch, regionFinished, regionHeader, regionSkip = 0, 4, 8, 72
-	regionReady, regionDone, regionBytes                   = 256, 2304, 4352
+	// skip, reported, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = 0, 4, 8, 72, 76
+	regionReady, regionDone, regionBytes                                   = 256, 2304, 4352
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
 	// stopped (the handshake trapped).

@@ -59,7 +59,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			// and done after kernMaxCTAs words, kernMaxCTAs*kernMaxRanks words each.
 			table := 4 * kernMaxCTAs * kernMaxRanks
 			ready, done := 4*kernMaxCTAs, 4*kernMaxCTAs+table
-			if regionLaunch != 0 || regionFinished != 4 || regionHeader != 8 || regionSkip != regionHeader+8*kernMaxRanks || regionSkip+4 > ready ||
+			if regionLaunch != 0 || regionFinished != 4 || regionHeader != 8 || regionSkip != regionHeader+8*kernMaxRanks || regionReported != regionSkip+4 || regionReported+4 > ready ||
 				ready != regionReady || done != regionDone || done+table != regionBytes {
 				t.Fatalf("region layout: launch %d finished %d header %d ready %d done %d size %d", regionLaunch, regionFinished, regionHeader, regionReady, regionDone, regionBytes)
 			}

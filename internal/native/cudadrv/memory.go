@@ -75,6 +75,12 @@ func (m *HostMapped) Load(i int) uint32 { return atomic.LoadUint32(&m.words[i]) 
 // Store writes word i.
 func (m *HostMapped) Store(i int, v uint32) { atomic.StoreUint32(&m.words[i], v) }
 
+// CompareAndSwap sets word i to new if it holds old (host atomics: a kernel
+// may write it at the same time, with plain stores).
+func (m *HostMapped) CompareAndSwap(i int, old, new uint32) bool {
+	return atomic.CompareAndSwapUint32(&m.words[i], old, new)
+}
+
 // Free releases the memory; no kernel may use it any more.
 func (m *HostMapped) Free() error {
 	if m.host == nil {

@@ -291,9 +291,11 @@ func (p *ptx) faultTrap() {
 	trap;                                         // the copies behind this kernel must not run`)
 }
 
-// faultReport is L_fault: thread 0 writes the CTA's mismatch into the
-// mapped host words; without stopped the other threads go to L_end, with
-// it (the kernel traps next) to L_fault_reported, where thread 0 follows.
+// faultReport is L_fault: thread 0 of the first CTA of the launch to get
+// here writes the mismatch into the mapped host words (set cleared first,
+// set to e|top bit last; see layout.go) and continues after it; without
+// stopped the other threads go to L_end, with it (the kernel traps next) to
+// L_fault_reported, which follows.
 func (p *ptx) faultReport(stopped bool) {
 	others := "L_end"
 	if stopped {
@@ -301,15 +303,17 @@ func (p *ptx) faultReport(stopped bool) {
 	}
 	p.w("L_fault:\n\tsetp.ne.u32     %p7, %r1, 0;")
 	p.f("\t@%%p7 bra        %s;", others)
+	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r11, [%%rd3+%d], %%r8;
+	setp.eq.u32     %%p7, %%r11, %%r8;
+	@%%p7 bra        L_fault_written;              // another CTA reported this launch`, rReported)
 	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
+	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 0;\n\tfence.sc.sys;                                 // fields follow: set reads 0 meanwhile", 4*fSet)
 	p.f("\tld.shared.u32   %%r11, [sfault+4];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fPeer)
 	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
 	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
-	if stopped {
-		p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 1;", 4*fStopped)
-	}
-	p.f("\tst.release.sys.global.u32 [%%rd39+%d], 1;", 4*fSet)
+	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %d;", 4*fStopped, map[bool]int{false: 0, true: 1}[stopped])
+	p.f("\tor.b32          %%r11, %%r8, %d;\n\tst.release.sys.global.u32 [%%rd39+%d], %%r11;\nL_fault_written:", 1<<31, 4*fSet)
 }
 
 // finish is L_end, every thread's way out: thread 0 counts its CTA as

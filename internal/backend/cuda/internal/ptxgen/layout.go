@@ -62,13 +62,14 @@ const (
 // last finished launch; every CTA of a launch uses it + 1), the finished
 // count (CTAs of the running launch that ended), header[maxRanks] {epoch,
 // fingerprint} u32 pairs (what rank k's CTA 0 announced for its launch),
-// the skip word (flagFirst), then ready[maxCTAs][maxRanks] u32 and
-// done[maxCTAs][maxRanks] u32.
+// the skip word (flagFirst), the reported word, then ready[maxCTAs][maxRanks]
+// u32 and done[maxCTAs][maxRanks] u32.
 const (
 	rLaunch   = 0
 	rFinished = 4
 	rHeader   = 8
 	rSkip     = rHeader + 8*maxRanks // u32: the first launch of a call found a mismatch (flagFirst)
+	rReported = rSkip + 4            // u32: the last launch whose mismatch was reported (one CTA writes each report)
 	rReady    = 4 * maxCTAs
 	rDone     = rReady + 4*maxCTAs*maxRanks
 	rSize     = rDone + 4*maxCTAs*maxRanks
@@ -76,7 +77,10 @@ const (
 
 // The mapped host words of a mismatch report (pFault), u32: set, the peer
 // that differs (group rank), this rank's fingerprint, the peer's, the epoch,
-// and stopped (1: the reporter trapped, the context is lost).
+// and stopped (1: the reporter trapped, the context is lost). One CTA per
+// launch writes a report: set to 0, the fields, then set to the epoch with
+// the top bit on (never 0), so the host can tell a report it read whole
+// from one being overwritten (fault.go).
 const (
 	fSet, fPeer, fMine, fTheirs, fEpoch, fStopped = 0, 1, 2, 3, 4, 5
 	fWords                                        = 6
@@ -120,8 +124,8 @@ const (
 	lcFinished, lcWordBytes = %d, %d
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
-	// skip, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
-	regionLaunch, regionFinished, regionHeader, regionSkip = %d, %d, %d, %d
+	// skip, reported, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
+	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = %d, %d, %d, %d, %d
 	regionReady, regionDone, regionBytes       = %d, %d, %d
 
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
@@ -133,7 +137,7 @@ const (
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		rLaunch, rFinished, rHeader, rSkip, rReady, rDone, rSize,
+		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
