@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define SYMMEM_ABI_VERSION 2
+#define SYMMEM_ABI_VERSION 3
 
 typedef uint64_t symmem_world_t;
 typedef uint64_t symmem_group_t;
@@ -181,6 +181,12 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
   ((uint64_t)(uint8_t)(kind) | (uint64_t)(uint8_t)(dtype) << 8 | (uint64_t)(uint8_t)(op) << 16 | \
    (uint64_t)(uint8_t)(algo) << 24 | (uint64_t)(uint32_t)(root) << 32)
 int symmem_collective(symmem_group_t group, uint64_t call, const void* in, void* out, size_t count, void* stream);
+/* symmem_collective with its arguments in an array: args[0..5] = group,
+ * call, in, out, count, stream (addresses as integers). For FFIs where one
+ * pointer argument is the cheapest call (Python's ctypes passes a bytes
+ * object's data as a pointer without per-argument conversion). (ABI
+ * version 3 added this call.) */
+int symmem_collective_packed(const uint64_t* args);
 
 /* Reports as JSON into buf (always NUL-terminated when cap > 0); each returns
  * the full length, so a return >= cap means: call again with a larger buffer. */

@@ -210,16 +210,33 @@ func unpack(call uint64) (args, error) {
 }
 
 // symmem_collective is the four collectives in one call with six
-// pointer-sized arguments: an FFI such as Python's ctypes pays per
-// argument, and least for pointer-sized ones.
+// pointer-sized arguments, for C callers.
 //
 //export symmem_collective
 func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, count C.size_t, stream unsafe.Pointer) C.int {
-	a, err := unpack(uint64(call))
+	return collectiveWord(uint64(gh), uint64(call), addr(in), addr(out), uint64(count), addr(stream))
+}
+
+// symmem_collective_packed is symmem_collective with its six arguments in
+// an array: what an FFI such as Python's ctypes passes cheapest (one
+// pointer, which ctypes takes from a bytes object without converting it,
+// against an object made per argument through argtypes).
+//
+//export symmem_collective_packed
+func symmem_collective_packed(args *C.uint64_t) C.int {
+	if args == nil {
+		return fail(fmt.Errorf("symmem_collective_packed: args is NULL (want 6 values: group, call, in, out, count, stream): %w", symmem.ErrInvalid))
+	}
+	a := *(*[6]uint64)(unsafe.Pointer(args))
+	return collectiveWord(a[0], a[1], a[2], a[3], a[4], a[5])
+}
+
+func collectiveWord(gh, call, in, out, count, stream uint64) C.int {
+	a, err := unpack(call)
 	if err != nil {
 		return fail(err)
 	}
-	a.in, a.out, a.count, a.stream = addr(in), addr(out), uint64(count), addr(stream)
+	a.in, a.out, a.count, a.stream = in, out, count, stream
 	if a.kind == coll.Broadcast {
 		if a.in != 0 && a.in != a.out {
 			return fail(fmt.Errorf("symmem_collective: broadcast is in place: pass its buffer as out and NULL (or the same buffer) as in, not in=%#x out=%#x: %w",
@@ -227,5 +244,5 @@ func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, c
 		}
 		a.in = a.out
 	}
-	return collective(uint64(gh), a)
+	return collective(gh, a)
 }

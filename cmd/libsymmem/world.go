@@ -13,7 +13,7 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-const abiVersion = 2 // SYMMEM_ABI_VERSION
+const abiVersion = 3 // SYMMEM_ABI_VERSION
 
 const initChecked = 1 // SYMMEM_INIT_CHECKED
 

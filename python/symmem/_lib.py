@@ -3,6 +3,7 @@ exceptions that carry its errors."""
 
 import ctypes
 import os
+import struct
 
 LIBRARY_ENV = "SYMMEM_LIBRARY"
 
@@ -113,20 +114,22 @@ for _name, (_res, _args) in _SIGS.items():
     _f.restype, _f.argtypes = _res, _args
 
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 if lib.symmem_abi_version() != ABI_VERSION:
     raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
                       f"{ABI_VERSION}: rebuild it with `{_BUILD}`")
 
-# The collectives' hot path, symmem_collective(group, call, in, out, count,
-# stream): every argument declared c_void_p, the type ctypes converts fastest
-# (~55 ns an argument against ~120 ns for c_uint64, c_size_t or c_int). The
-# group handle, the call word and count are uint64_t/size_t in C, which an
-# LP64 platform passes exactly as it passes a pointer.
-if ctypes.sizeof(vp) != 8:
-    raise ImportError("symmem: needs a 64-bit platform (LP64)")
-collective = lib.symmem_collective
-collective.restype, collective.argtypes = i32, [vp] * 6
+# The collectives' hot path: symmem_collective_packed(args), args the six
+# values of symmem_collective (group, call word, in, out, count, stream) as
+# native uint64s in a bytes object made by pack(). Without argtypes, ctypes
+# passes a bytes object as a pointer to its data with no conversion object;
+# six c_void_p argtypes cost a from_param object each (results/
+# python-cost-2026-11-24.md: 0.43 against 0.24 us a call into a no-op C
+# function). A fresh bytes object per call keeps concurrent calls from
+# Python threads apart (ctypes releases the GIL during the call).
+collective = lib.symmem_collective_packed
+collective.restype = i32
+pack = struct.Struct("=6Q").pack
 
 
 def error(status):

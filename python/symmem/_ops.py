@@ -5,9 +5,9 @@ cuda backend, no dtype=) reads each tensor's attributes once, inline, and
 checks them; anything it does not accept — a failed check included — goes
 to the general path, which handles every argument type through one cached
 handler per type and raises the error that names what was wrong. Both end
-in one ctypes call with six pointer-sized arguments (symmem_collective; the
-call word packs kind, dtype, op, algorithm and root) and return a shared
-Path object."""
+in one ctypes call, symmem_collective_packed(_pack(group, call, in, out,
+count, stream)) (the call word packs kind, dtype, op, algorithm and root;
+_lib says why packed) and return a shared Path object."""
 
 import ctypes
 import operator
@@ -30,7 +30,7 @@ AG, RS, AR, BC = 0, 1, 2, 3
 _ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc"))}}
 _RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
 _AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
-_collective = _lib.collective
+_collective, _pack = _lib.collective, _lib.pack
 
 # Buffer-protocol formats (without byte-order prefix) by (code, itemsize).
 _FMT = {("f", 4): 7, ("d", 8): 8, ("e", 2): 6, ("b", 1): 0, ("B", 1): 1, ("c", 1): 1, ("?", 1): 1}
@@ -198,6 +198,9 @@ def _stream_arg(stream, dev):
     """The raw stream of stream= (an int, or a torch.cuda.Stream whose
     handle is cached); the callers read the current stream themselves."""
     if isinstance(stream, int):
+        if not 0 <= stream < 1 << 64:
+            raise InvalidArgumentError(f"symmem: stream={stream} is not a stream handle (want a torch.cuda.Stream, "
+                                       f"its cuda_stream, or 0 for the default stream)")
         return stream or CU_STREAM_LEGACY
     try:
         s = _streams.get(stream)
@@ -252,7 +255,7 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
             if algo is not None:
                 call |= _algo(algo)
             stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)  # AG is 0
+            r = _collective(_pack(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream))  # AG is 0
             return _PATHS[r] if r >= 0 else _fail(r)
     return _all_gather(output, input, group, dtype, algo, stream)
 
@@ -270,10 +273,10 @@ def _all_gather(output, input, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
-    r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
+    r = _collective(_pack(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream))
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -292,7 +295,7 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
             if algo is not None:
                 call |= _algo(algo)
             stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)
+            r = _collective(_pack(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream))
             return _PATHS[r] if r >= 0 else _fail(r)
     return _reduce_scatter(output, input, op, group, dtype, algo, stream)
 
@@ -310,14 +313,14 @@ def _reduce_scatter(output, input, op, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     try:
         call = _RS_OP[op]
     except (KeyError, TypeError):
         call = RS | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
+    r = _collective(_pack(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream))
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -342,7 +345,7 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
                 if algo is not None:
                     call |= _algo(algo)
                 stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-                r = _collective(g.handle, call, ia, oa, n, stream)
+                r = _collective(_pack(g.handle, call, ia, oa, n, stream))
                 return _PATHS[r] if r >= 0 else _fail(r)
     return _all_reduce(tensor, op, group, output, dtype, algo, stream)
 
@@ -362,14 +365,14 @@ def _all_reduce(tensor, op, group, output, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     try:
         call = _AR_OP[op]
     except (KeyError, TypeError):
         call = AR | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
+    r = _collective(_pack(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream))
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -384,7 +387,7 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
             if algo is not None:
                 call |= _algo(algo)
             stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, None, tensor.data_ptr(), tensor.numel(), stream)
+            r = _collective(_pack(g.handle, call, 0, tensor.data_ptr(), tensor.numel(), stream))
             return _PATHS[r] if r >= 0 else _fail(r)
     return _broadcast(tensor, root, group, dtype, algo, stream)
 
@@ -397,13 +400,13 @@ def _broadcast(tensor, root, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream, dev)
     if root.__class__ is not int or not 0 <= root < 1 << 31:
         root = _root(root, g)
-    r = _collective(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, None, a,
-                    b // _SIZE[dt], stream)
+    r = _collective(_pack(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, 0, a,
+                          b // _SIZE[dt], stream))
     return _PATHS[r] if r >= 0 else _fail(r)
 
 

@@ -261,7 +261,9 @@ def run_cost(w):
     raw = torch._C._cuda_getCurrentRawStream
     side = torch.cuda.Stream()
     on_side = functools.partial(torch.cuda.stream, side)
-    lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
+    lib, gh, coll, pack = symmem._lib.lib, w.group.handle, symmem._lib.collective, symmem._lib.pack
+    six = lib.symmem_collective  # the package's binding before ABI version 3: six c_void_p argtypes
+    six.restype, six.argtypes = ctypes.c_int, [ctypes.c_void_p] * 6
     ia, oa = inp.data_ptr(), out.data_ptr()
     call = symmem._ops.AR | 7 << 8  # all-reduce, float32, sum, auto
     ops = symmem._ops
@@ -272,14 +274,17 @@ def run_cost(w):
         raise SystemExit("the no-op copy of all_reduce called the library")
     # functools.partial: a ctypes row times the ctypes call itself; its
     # status is checked before the timing and after it.
-    coll_null = functools.partial(coll, gh, call, ia, oa, count, None)
-    coll_legacy = functools.partial(coll, gh, call, ia, oa, count, 1)
+    coll_null = functools.partial(six, gh, call, ia, oa, count, None)
+    coll_legacy = lambda: coll(pack(gh, call, ia, oa, count, 1))  # noqa: E731 - the package's call
     checked = [("ctypes symmem_all_reduce(8 args), stream NULL",
                 functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
                ("ctypes symmem_collective(6 args), stream NULL", coll_null),
-               ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", coll_legacy),
+               ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(six, gh, call, ia, oa, count, 1)),
+               ("ctypes symmem_collective_packed, packed, LEGACY",
+                functools.partial(coll, pack(gh, call, ia, oa, count, 1))),
+               ("ctypes symmem_collective_packed(pack(6 args)), LEGACY", coll_legacy),
                ("ctypes symmem_collective(6 args), side stream",
-                functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream))]
+                functools.partial(six, gh, call, ia, oa, count, side.cuda_stream))]
     for _, f in checked:
         if (r := f()) < 0:
             raise symmem._lib.error(r)
@@ -316,9 +321,9 @@ def run_cost(w):
             ("symmem.all_reduce, general path (before: _ops._all_reduce)",
              lambda: general(inp, 0, None, out, None, None, None)),
             ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(inp, output=out)),
-            ("diag: Python work, then ctypes collective LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
+            ("diag: Python work, then ctypes packed LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
             ("diag: 3 us spin alone", spin),
-            ("diag: 3 us spin, then ctypes collective LEGACY", lambda: (spin(), coll_legacy())),
+            ("diag: 3 us spin, then ctypes packed LEGACY", lambda: (spin(), coll_legacy())),
             ("torch reads of one tensor (_ops._tensor)", functools.partial(ops._tensor, inp, True)),
             ("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
              functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None)),

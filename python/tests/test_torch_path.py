@@ -8,6 +8,7 @@ any library call. Run as a plain process (the Go test cmd/libsymmem runs
 it)."""
 
 import os
+import struct
 import sys
 import types
 import unittest
@@ -58,8 +59,8 @@ class Recorder:
     def __init__(self, status=4):  # 4: SYMMEM_PATH_KERNEL
         self.calls, self.status = [], status
 
-    def __call__(self, *args):
-        self.calls.append(args)
+    def __call__(self, packed):  # symmem_collective_packed's argument: six native uint64s
+        self.calls.append(struct.unpack("=6Q", packed))
         return self.status
 
 
@@ -112,9 +113,9 @@ class TorchPath(unittest.TestCase):
         self.ok("all_gather", T(B, n * SIZE), T(A, n), group=g, want=(HANDLE, 0 | 7 << 8, A, B, n, LEGACY))
         self.ok("reduce_scatter", T(B, n, I64), T(A, n * SIZE, I64), op="sum", group=g,
                 want=(HANDLE, 1 | 4 << 8, A, B, n, LEGACY))
-        self.ok("broadcast", T(A, n), root=1, group=g, want=(HANDLE, 3 | 7 << 8 | 1 << 32, None, A, n, LEGACY))
+        self.ok("broadcast", T(A, n), root=1, group=g, want=(HANDLE, 3 | 7 << 8 | 1 << 32, 0, A, n, LEGACY))
         self.ok("broadcast", T(A, n), root=1, group=g, algo="kernel",
-                want=(HANDLE, 3 | 7 << 8 | 1 << 32 | KERNEL, None, A, n, LEGACY))
+                want=(HANDLE, 3 | 7 << 8 | 1 << 32 | KERNEL, 0, A, n, LEGACY))
 
     def test_current_and_given_streams(self):
         g = group()
@@ -139,11 +140,11 @@ class TorchPath(unittest.TestCase):
         # subclass, dtype=.
         cpu = group(cuda=False)
         self.ok("all_reduce", T(A, 8, dev=-1), group=cpu, output=T(B, 8, dev=-1), fast=False,
-                want=(HANDLE, 2 | 7 << 8, A, B, 8, None))
+                want=(HANDLE, 2 | 7 << 8, A, B, 8, 0))
         p = torch.Parameter(A, 8, F32)
         self.ok("all_reduce", p, group=group(), fast=False, want=(HANDLE, 2 | 7 << 8, A, A, 8, LEGACY))
         self.ok("broadcast", T(A, 8, BF16), group=group(), dtype="float16", fast=False,
-                want=(HANDLE, 3 | 6 << 8, None, A, 8, LEGACY))
+                want=(HANDLE, 3 | 6 << 8, 0, A, 8, LEGACY))
 
     def test_refusals(self):
         g, n = group(), 64
