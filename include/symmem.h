@@ -12,11 +12,13 @@
  *    thread).
  *  - Worlds, groups and scopes are opaque 64-bit handles (0 is never valid).
  *  - Buffers are addresses: host memory on the CPU backend, device memory on
- *    the CUDA backend. Streams are CUstream / cudaStream_t passed as void*
- *    (NULL: the backend's own stream, which is not ordered after work on
- *    CUDA's legacy default stream: pass CU_STREAM_LEGACY, (void*)0x1, for
- *    that stream; the allocator hooks read NULL as the legacy stream, as
- *    PyTorch means it; the CPU backend ignores streams).
+ *    the CUDA backend (of this rank's GPU, symmem_world_device: other
+ *    memory fails with SYMMEM_ERR_INVALID). Streams are CUstream /
+ *    cudaStream_t passed as void* (NULL: the backend's own stream, which is
+ *    not ordered after work on CUDA's legacy default stream: pass
+ *    CU_STREAM_LEGACY, (void*)0x1, for that stream; the allocator hooks read
+ *    NULL as the legacy stream, as PyTorch means it; the CPU backend ignores
+ *    streams).
  *  - dtype and reduction values are NCCL's (ncclDataType_t, ncclRedOp_t).
  *  - Collective calls return a path code (>= 0, see SYMMEM_PATH_*) saying how
  *    the call ran; symmem_group_last_path gives the reason as JSON.
@@ -119,6 +121,9 @@ int symmem_world_rank(symmem_world_t world);
 int symmem_world_size(symmem_world_t world);
 /* Writes the backend name ("cpu" or "cuda"); returns its length (like snprintf). */
 int symmem_world_backend(symmem_world_t world, char* buf, size_t cap);
+/* Writes this rank's GPU (its CUDA ordinal), or -1 on the CPU backend.
+ * (ABI version 3 added this call.) */
+int symmem_world_device(symmem_world_t world, int* device);
 /* Waits for calls made without a stream (GPU backend). */
 int symmem_synchronize(symmem_world_t world);
 

@@ -364,6 +364,8 @@ int main(void) {
   if (symmem_collective(77, SYMMEM_CALL(9, SYMMEM_FLOAT32, SYMMEM_SUM, SYMMEM_ALGO_AUTO, 0), NULL, NULL, 0, NULL) !=
       SYMMEM_ERR_INVALID) return 17;
   if (strstr(symmem_last_error(), "kind 9") == NULL) return 18;
+  int dev = 5;
+  if (symmem_world_device((symmem_world_t)77, &dev) != SYMMEM_ERR_BAD_HANDLE || dev != 5) return 25;
   if (symmem_collective_packed(NULL) != SYMMEM_ERR_INVALID) return 19;
   if (strstr(symmem_last_error(), "args is NULL") == NULL) return 20;
   uint64_t packed[6] = {77, SYMMEM_CALL(SYMMEM_ALL_REDUCE, SYMMEM_FLOAT32, SYMMEM_SUM, SYMMEM_ALGO_AUTO, 0), 0, 0, 0, 0};

@@ -134,28 +134,20 @@ func collective(gh uint64, a args) C.int {
 	}
 	c := int64(a.count) * es
 	ctx := context.Background()
-	// The common call (auto, the backend's stream) builds no options; the
-	// backing array stays on the stack.
-	var buf [2]symmem.CallOption
-	opts := buf[:0]
-	if a.algo != coll.AlgoAuto {
-		opts = append(opts, symmem.WithAlgo(a.algo))
-	}
-	if a.stream != 0 {
-		opts = append(opts, g.withStream(a.stream))
-	}
+	// Options are values (no allocation); the array stays on the stack.
+	opts := [2]symmem.CallOption{symmem.WithAlgo(a.algo), symmem.WithStream(a.stream)}
 	in := func(b int64) coll.Span { return coll.Span{Ptr: a.in, Len: b} }
 	out := func(b int64) coll.Span { return coll.Span{Ptr: a.out, Len: b} }
 	var p coll.Path
 	switch k {
 	case coll.AllGather:
-		p, err = g.g.AllGather(ctx, out(c*n), in(c), dt, opts...)
+		p, err = g.g.AllGather(ctx, out(c*n), in(c), dt, opts[:]...)
 	case coll.ReduceScatter:
-		p, err = g.g.ReduceScatter(ctx, out(c), in(c*n), dt, red, opts...)
+		p, err = g.g.ReduceScatter(ctx, out(c), in(c*n), dt, red, opts[:]...)
 	case coll.AllReduce:
-		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts...)
+		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts[:]...)
 	case coll.Broadcast:
-		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts...)
+		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts[:]...)
 	}
 	if err != nil {
 		g.setLast(coll.Path{})

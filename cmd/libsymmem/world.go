@@ -145,6 +145,19 @@ func symmem_world_size(wh C.uint64_t) C.int {
 	return C.int(w.w.Size())
 }
 
+//export symmem_world_device
+func symmem_world_device(wh C.uint64_t, out *C.int) C.int {
+	w, err := lookup[*world](uint64(wh), "world")
+	if err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		return fail(fmt.Errorf("symmem_world_device: device is NULL: %w", symmem.ErrInvalid))
+	}
+	*out = C.int(w.w.Device())
+	return statusOK
+}
+
 //export symmem_world_backend
 func symmem_world_backend(wh C.uint64_t, buf *C.char, capacity C.size_t) C.int {
 	w, err := lookup[*world](uint64(wh), "world")

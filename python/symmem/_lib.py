@@ -90,6 +90,7 @@ _SIGS = {
     "symmem_world_rank": (i32, [u64]),
     "symmem_world_size": (i32, [u64]),
     "symmem_world_backend": (i32, [u64, cp, sz]),
+    "symmem_world_device": (i32, [u64, ctypes.POINTER(i32)]),
     "symmem_synchronize": (i32, [u64]),
     "symmem_world_group": (i32, [u64, pu64]),
     "symmem_group_new": (i32, [u64, cp, ctypes.POINTER(i32), i32, pu64]),
