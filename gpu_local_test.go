@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 func init() { roles["gpulocal"] = roleGPULocalBuffers }
@@ -41,8 +43,12 @@ func roleGPULocalBuffers(ctx context.Context) error {
 		return err
 	}
 	defer w.Free(out)
-	if _, err := g.AllReduce(ctx, out.Span, in.Span, coll.Float32, coll.Sum); err != nil {
-		return fmt.Errorf("all-reduce of ordinary device memory: %w", err)
+	// Ordinary device memory passes the check and runs on NCCL (which
+	// ranks sharing a GPU do not have).
+	if os.Getenv(rendezvous.VarShareDevice) != "1" {
+		if _, err := g.AllReduce(ctx, out.Span, in.Span, coll.Float32, coll.Sum); err != nil {
+			return fmt.Errorf("all-reduce of ordinary device memory: %w", err)
+		}
 	}
 	host := make([]float32, bytes/4)
 	hs := coll.Span{Ptr: uint64(uintptr(unsafe.Pointer(&host[0]))), Len: bytes}
@@ -59,8 +65,12 @@ func roleGPULocalBuffers(ctx context.Context) error {
 			return fmt.Errorf("%s: %v, want an invalid-argument error naming %q and host memory", c.name, err, c.want)
 		}
 	}
-	if _, err := g.AllReduce(ctx, out.Span, in.Span, coll.Float32, coll.Sum); err != nil {
-		return fmt.Errorf("all-reduce after the refusals: %w", err)
+	bufs, err := gpuAlloc(ctx, g, bytes, bytes)
+	if err != nil {
+		return err
+	}
+	if _, err := g.AllReduce(ctx, bufs[1].Span, bufs[0].Span, coll.Float32, coll.Sum); err != nil {
+		return fmt.Errorf("all-reduce of pool memory after the refusals: %w", err)
 	}
 	return w.Synchronize(ctx)
 }

@@ -138,6 +138,31 @@ def run_checks(w):
             check(f"all_reduce sum {str(dtype)[6:]} x{count} ordinary memory",
                   lambda: symmem.all_reduce(plain), lambda: close(plain, reduce_ref(every[:, :count], "sum"), dtype))
     graph_checks(w)
+    device_checks(w)
+
+
+def device_checks(w):
+    """Memory that is not this rank's GPU's, on the torch path: the library
+    refuses it (the torch path reads no device) and the package raises the
+    error naming the tensor, as its checks did before; on every rank alike
+    (a local refusal: no peer waits), and the group still works after."""
+    t = symmem.empty(1024, torch.float32)
+    cases = [("host tensor", lambda: symmem.all_reduce(torch.ones(1024)), "host memory"),
+             ("pinned host tensor", lambda: symmem.all_reduce(torch.ones(1024).pin_memory()), "host memory"),
+             ("host output", lambda: symmem.all_reduce(t, output=torch.ones(1024)), "different devices"),
+             ("host all_gather input", lambda: symmem.all_gather_into_tensor(symmem.empty(1024 * w.size),
+                                                                           torch.ones(1024)), "different devices")]
+    for name, f, text in cases:
+        try:
+            f()
+            torch.cuda.synchronize()
+            report(f"refuse {name}", "FAIL", "the call ran")
+        except symmem.InvalidArgumentError as e:
+            report(f"refuse {name}", "ok" if text in str(e) else "FAIL", f"{str(e)[:200]} (want {text!r})")
+    t.fill_(1)
+    symmem.all_reduce(t)
+    torch.cuda.synchronize()
+    report("after-refusals", "ok" if bool((t == w.size).all()) else "FAIL", f"t[0]={float(t[0])}")
 
 
 # NCCL refuses two ranks on one GPU: with a shared device its paths may be
@@ -244,11 +269,15 @@ def nccl_lib():
 def run_cost(w):
     """Host cost per call, layer by layer (the Go and C layers come from
     BenchmarkGoAllReduce and abi_cost in scripts/gpu-python.sh): ctypes
-    into symmem with arguments ready on each stream, the package on torch's
-    default stream (CU_STREAM_LEGACY) and on a side stream, its general path,
-    its Python work alone, and NCCL through ctypes as vLLM calls it. Rows are
-    interleaved batch by batch (python/bench/interleave.py), the GPU drained
-    untimed after each batch.
+    into symmem with arguments ready on each stream (symmem_collective with
+    six c_void_p argtypes, the package's call before ABI version 3; and
+    symmem_collective_packed, its call now, bytes ready and packed per
+    call), the package on torch's default stream (CU_STREAM_LEGACY) and on
+    a side stream, the package's torch path as it was before (ABI 2: ten
+    tensor reads, six argtypes), its general path, its Python work alone,
+    and NCCL through ctypes as vLLM calls it. Rows are interleaved batch by
+    batch (python/bench/hostcost.py), the GPU drained untimed after each
+    batch.
 
     Diagnostic rows, for a package row above ctypes + its Python work:
     "Python work, then ctypes" runs the two back to back (no package call:
@@ -309,8 +338,23 @@ def run_cost(w):
         if r != 0:
             raise RuntimeError(f"NCCL error {r}")
 
+    def before_all_reduce(tensor, output):
+        """The package's torch path before ABI version 3 (commit 13c1806),
+        out of place on the current stream, for a before/after in one run:
+        ten tensor reads (the devices too) and six c_void_p argtypes."""
+        g = symmem._core._default_group
+        d, dv, n = tensor.dtype, tensor.get_device(), tensor.numel()
+        call = ops._AR_OP[0] | ops._TDT[d]
+        if (dv >= 0 and g.cuda and tensor.is_contiguous() and output.__class__ is torch.Tensor and output.dtype is d
+                and output.get_device() == dv and output.numel() == n and output.is_contiguous()):
+            r = six(g.handle, call, tensor.data_ptr(), output.data_ptr(), n, raw(dv) or 1)
+            return ops._PATHS[r] if r >= 0 else ops._fail(r)
+        raise SystemExit("before_all_reduce: not the torch path")
+
     pa, po = plain_in.data_ptr(), plain_out.data_ptr()
     ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
+    if before_all_reduce(inp, out) != ar():
+        raise SystemExit("the package before and now took different paths")
     general = ops._all_reduce
     rows = [("torch.cuda.current_stream().cuda_stream", lambda: torch.cuda.current_stream().cuda_stream),
             ("torch._C._cuda_getCurrentRawStream(dev)", functools.partial(raw, dev)),
@@ -318,7 +362,8 @@ def run_cost(w):
             *checked,
             ("symmem.all_reduce(pool tensors, output=), default stream", ar),
             ("symmem.all_reduce(pool tensors, output=), side stream", ar, on_side),
-            ("symmem.all_reduce, general path (before: _ops._all_reduce)",
+            ("before: the package's torch path of ABI 2, default stream", lambda: before_all_reduce(inp, out)),
+            ("symmem.all_reduce, general path (_ops._all_reduce)",
              lambda: general(inp, 0, None, out, None, None, None)),
             ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(inp, output=out)),
             ("diag: Python work, then ctypes packed LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
