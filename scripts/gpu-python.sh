@@ -75,6 +75,12 @@ step local 200 bash -c 'for n in 1 2; do SYMMEM_GPU_TEST_RANKS=$n .build/symmem.
 # steps' rows do.
 step go-cost 200 bash -c 'for i in 1 2 3 4 5 6 7; do .build/libsymmem.test -test.run XXX \
   -test.bench "GoAllReduce|ABIAllReduce" -test.benchmem -test.benchtime 20000x -test.count 1 -test.v || exit; done'
+# Where the cuda variants' allocation per call comes from (run 21: 4 B/op on
+# cuda, not in the user API or the ABI: their cpu variants allocate
+# nothing): a memory profile at rate 1, read on the build machine with
+#   go tool pprof -sample_index=alloc_space -top .build/libsymmem.test <outdir>/cuda-allocs.prof
+step go-allocs 120 .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce/cuda-legacy' -test.benchmem \
+  -test.benchtime 20000x -test.memprofilerate 1 -test.memprofile "$OUTDIR/cuda-allocs.prof"
 step abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cuda 20000
 # The same layers on the CPU backend in a process without torch: is the
 # ctypes floor of cost-n1 the host's, or the torch process's?
@@ -87,7 +93,7 @@ SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 ex
 
 echo
 echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
-for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 local go-cost abi-cost cpu-cost cpu-abi-cost py-work example-tp example-fsdp; do
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 local go-cost go-allocs abi-cost cpu-cost cpu-abi-cost py-work example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"
