@@ -223,6 +223,7 @@ func symmem_collective_packed(args *C.uint64_t) C.int {
 	return collectiveWord(a[0], a[1], a[2], a[3], a[4], a[5])
 }
 
+// collectiveWord decodes the call word and runs the call (both exports).
 func collectiveWord(gh, call, in, out, count, stream uint64) C.int {
 	a, err := unpack(call)
 	if err != nil {

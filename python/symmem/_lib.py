@@ -124,10 +124,11 @@ if lib.symmem_abi_version() != ABI_VERSION:
 # values of symmem_collective (group, call word, in, out, count, stream) as
 # native uint64s in a bytes object made by pack(). Without argtypes, ctypes
 # passes a bytes object as a pointer to its data with no conversion object;
-# six c_void_p argtypes cost a from_param object each (results/
-# python-cost-2026-11-24.md: 0.43 against 0.24 us a call into a no-op C
-# function). A fresh bytes object per call keeps concurrent calls from
-# Python threads apart (ctypes releases the GIL during the call).
+# six c_void_p argtypes cost a from_param object each (into a no-op C
+# function: 0.37 us against 0.25 with the packing, results/
+# python-cost-2026-11-24.md). A fresh bytes object per call keeps calls
+# from several Python threads apart (ctypes releases the GIL during the
+# call, so a shared buffer could change under Go's read).
 collective = lib.symmem_collective_packed
 collective.restype = i32
 pack = struct.Struct("=6Q").pack
