@@ -186,12 +186,17 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
   ((uint64_t)(uint8_t)(kind) | (uint64_t)(uint8_t)(dtype) << 8 | (uint64_t)(uint8_t)(op) << 16 | \
    (uint64_t)(uint8_t)(algo) << 24 | (uint64_t)(uint32_t)(root) << 32)
 int symmem_collective(symmem_group_t group, uint64_t call, const void* in, void* out, size_t count, void* stream);
-/* symmem_collective with its arguments in an array: args[0..5] = group,
- * call, in, out, count, stream (addresses as integers). For FFIs where one
- * pointer argument is the cheapest call (Python's ctypes passes a bytes
- * object's data as a pointer without per-argument conversion). (ABI
- * version 3 added this call.) */
-int symmem_collective_packed(const uint64_t* args);
+/* The Python package's binding of symmem_collective, not for C callers
+ * (python/symmem/_lib.py): symmem_py_bind takes the addresses of seven
+ * functions and objects of Python's stable C API (PyLong_AsUnsignedLongLong,
+ * PyErr_Occurred, PyLong_FromLong, PyEval_SaveThread, PyEval_RestoreThread,
+ * PyErr_SetString, PyExc_TypeError); symmem_py_collective is then a
+ * METH_FASTCALL function (self, args, nargs) that the package makes a
+ * builtin of: symmem_collective's six arguments as Python ints, the status
+ * as a Python int, the GIL released during the call. (ABI version 3 added
+ * these calls.) */
+int symmem_py_bind(void* const* api, int n);
+void* symmem_py_collective(void* self, void* const* args, ptrdiff_t nargs);
 
 /* Reports as JSON into buf (always NUL-terminated when cap > 0); each returns
  * the full length, so a return >= cap means: call again with a larger buffer. */

@@ -18,8 +18,8 @@
 # all-reduce (1024 float32, world of 1) per layer, best and median us/call,
 # bottom up: the Go call (own stream, CU_STREAM_LEGACY), the ABI's Go side,
 # C calling the library, ctypes with arguments ready (symmem_collective with
-# six c_void_p argtypes: the package's call before ABI 3; and
-# symmem_collective_packed, its call now), the package (its torch path now,
+# six c_void_p argtypes: the package's call before ABI 3), the builtin the
+# package calls now (symmem_py_collective), the package (its torch path now,
 # its torch path before ABI 3 copied into the bench as "before", and its
 # general path), its Python work alone, and NCCL through ctypes as vLLM
 # calls it; rows of one step are timed interleaved (round by round), so they

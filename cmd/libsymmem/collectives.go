@@ -202,28 +202,16 @@ func unpack(call uint64) (args, error) {
 }
 
 // symmem_collective is the four collectives in one call with six
-// pointer-sized arguments, for C callers.
+// pointer-sized arguments: an FFI pays per argument, and least for
+// pointer-sized ones. The Python package calls it through
+// symmem_py_collective (pycall.c).
 //
 //export symmem_collective
 func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, count C.size_t, stream unsafe.Pointer) C.int {
 	return collectiveWord(uint64(gh), uint64(call), addr(in), addr(out), uint64(count), addr(stream))
 }
 
-// symmem_collective_packed is symmem_collective with its six arguments in
-// an array: what an FFI such as Python's ctypes passes cheapest (one
-// pointer, which ctypes takes from a bytes object without converting it,
-// against an object made per argument through argtypes).
-//
-//export symmem_collective_packed
-func symmem_collective_packed(args *C.uint64_t) C.int {
-	if args == nil {
-		return fail(fmt.Errorf("symmem_collective_packed: args is NULL (want 6 values: group, call, in, out, count, stream): %w", symmem.ErrInvalid))
-	}
-	a := *(*[6]uint64)(unsafe.Pointer(args))
-	return collectiveWord(a[0], a[1], a[2], a[3], a[4], a[5])
-}
-
-// collectiveWord decodes the call word and runs the call (both exports).
+// collectiveWord decodes the call word and runs the call.
 func collectiveWord(gh, call, in, out, count, stream uint64) C.int {
 	a, err := unpack(call)
 	if err != nil {

@@ -48,14 +48,14 @@ def main():
             f.restype, f.argtypes = i32, argtypes
             t = min(timeit.repeat(lambda: f(*args), number=n, repeat=7)) / n * 1e6
             print(f"{name:75s} {t:6.3f}")
-        # symmem_collective_packed's way: no argtypes, so ctypes passes a
-        # bytes object as a pointer to its data.
+        # Evaluated for the package (results/python-cost-2026-11-24.md): no
+        # argtypes, so ctypes passes a bytes object as a pointer to its data.
         p, pack = lib.packed, struct.Struct("=6Q").pack
         p.restype = i32
         six = (1, 2 | 7 << 8, a, b, 1024, 1)
         ready = pack(*six)
-        for name, f in (("packed(bytes), bytes ready: symmem_collective_packed's", lambda: p(ready)),
-                        ("packed(struct pack(6 ints)): the package's call", lambda: p(pack(*six)))):
+        for name, f in (("packed(bytes), no argtypes, bytes ready", lambda: p(ready)),
+                        ("packed(struct pack(6 ints)), no argtypes", lambda: p(pack(*six)))):
             t = min(timeit.repeat(f, number=n, repeat=7)) / n * 1e6
             print(f"{name:75s} {t:6.3f}")
 

@@ -69,7 +69,7 @@ def noop_copy(module, name):
     copy shares the module's caches and state as they are now (load torch
     into the package first, with one real call)."""
     g = dict(vars(module))
-    g["_collective"] = lambda packed: NOOP_STATUS
+    g["_collective"] = lambda *args: NOOP_STATUS
     for k, v in list(g.items()):
         if isinstance(v, types.FunctionType) and v.__globals__ is vars(module):
             c = types.FunctionType(v.__code__, g, v.__name__, v.__defaults__, v.__closure__)

@@ -3,7 +3,6 @@ exceptions that carry its errors."""
 
 import ctypes
 import os
-import struct
 
 LIBRARY_ENV = "SYMMEM_LIBRARY"
 
@@ -109,6 +108,7 @@ _SIGS = {
     "symmem_group_last_path": (i32, [u64, cp, sz]),
     "symmem_explain": (i32, [u64, i32, sz, i32, cp, sz]),
     "symmem_doctor": (i32, [u64, cp, sz]),
+    "symmem_py_bind": (i32, [ctypes.POINTER(vp), i32]),
 }
 for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)
@@ -120,18 +120,41 @@ if lib.symmem_abi_version() != ABI_VERSION:
     raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
                       f"{ABI_VERSION}: rebuild it with `{_BUILD}`")
 
-# The collectives' hot path: symmem_collective_packed(args), args the six
-# values of symmem_collective (group, call word, in, out, count, stream) as
-# native uint64s in a bytes object made by pack(). Without argtypes, ctypes
-# passes a bytes object as a pointer to its data with no conversion object;
-# six c_void_p argtypes cost a from_param object each (into a no-op C
-# function: 0.37 us against 0.25 with the packing, results/
-# python-cost-2026-11-24.md). A fresh bytes object per call keeps calls
-# from several Python threads apart (ctypes releases the GIL during the
-# call, so a shared buffer could change under Go's read).
-collective = lib.symmem_collective_packed
-collective.restype = i32
-pack = struct.Struct("=6Q").pack
+# The collectives' hot path, symmem_collective(group, call, in, out, count,
+# stream), as a builtin function rather than a ctypes function: a ctypes
+# call converts each argument through argtypes (an object each) and
+# prepares the call every time; a builtin made from the library's
+# METH_FASTCALL function symmem_py_collective (cmd/libsymmem/pycall.c) takes
+# the six ints as they are. Into the real library, CPU backend: 1.2 us a
+# call with six c_void_p argtypes, 0.72 this way, 0.60 from C
+# (results/python-cost-2026-11-24.md). The library reaches Python's C API
+# through the addresses bound here (stable ABI functions, from
+# ctypes.pythonapi), so it needs no Python headers or symbols.
+
+
+class _MethodDef(ctypes.Structure):  # PyMethodDef
+    _fields_ = [("ml_name", cp), ("ml_meth", vp), ("ml_flags", i32), ("ml_doc", cp)]
+
+
+_METH_FASTCALL = 0x80
+
+
+def _builtin():
+    api = ctypes.pythonapi
+    fns = [ctypes.cast(getattr(api, n), vp).value for n in (
+        "PyLong_AsUnsignedLongLong", "PyErr_Occurred", "PyLong_FromLong", "PyEval_SaveThread",
+        "PyEval_RestoreThread", "PyErr_SetString")] + [vp.in_dll(api, "PyExc_TypeError").value]
+    if lib.symmem_py_bind((vp * len(fns))(*fns), len(fns)) != 0:
+        raise ImportError(f"symmem: {path} refused Python's C API functions (symmem_py_bind)")
+    d = _MethodDef(b"symmem_collective", ctypes.cast(lib.symmem_py_collective, vp), _METH_FASTCALL,
+                   b"symmem_collective(group, call, in, out, count, stream) -> status")
+    new = api.PyCFunction_NewEx
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.POINTER(_MethodDef), vp, vp]
+    return new(ctypes.byref(d), None, None), d  # no self, no module
+
+
+# _method_def: the PyMethodDef the builtin points to, alive as long as it.
+collective, _method_def = _builtin()
 
 
 def error(status):

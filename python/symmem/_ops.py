@@ -5,9 +5,9 @@ cuda backend, no dtype=) reads each tensor's attributes once, inline, and
 checks them (devices are the library's to check); anything it does not accept — a failed check included — goes
 to the general path, which handles every argument type through one cached
 handler per type and raises the error that names what was wrong. Both end
-in one ctypes call, symmem_collective_packed(_pack(group, call, in, out,
-count, stream)) (the call word packs kind, dtype, op, algorithm and root;
-_lib says why packed) and return a shared Path object."""
+in one call of symmem_collective(group, call, in, out, count, stream) (the
+call word packs kind, dtype, op, algorithm and root) through the library's
+builtin entry (_lib.collective) and return a shared Path object."""
 
 import ctypes
 import operator
@@ -30,7 +30,7 @@ AG, RS, AR, BC = 0, 1, 2, 3
 _ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc"))}}
 _RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
 _AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
-_collective, _pack = _lib.collective, _lib.pack
+_collective = _lib.collective
 
 # Buffer-protocol formats (without byte-order prefix) by (code, itemsize).
 _FMT = {("f", 4): 7, ("d", 8): 8, ("e", 2): 6, ("b", 1): 0, ("B", 1): 1, ("c", 1): 1, ("?", 1): 1}
@@ -239,7 +239,7 @@ def _refused(status, general, args):
     call: the library is not called again."""
     e = _lib.error(status)
     if status == _INVALID:
-        def lib(_packed):
+        def lib(*_):
             raise e
         general(*args, lib=lib)
     raise e
@@ -276,7 +276,7 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
             if algo is not None:
                 call |= _algo(algo)
             s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
-            r = _collective(_pack(g.handle, call, input.data_ptr(), output.data_ptr(), n, s))  # AG is 0
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, s)  # AG is 0
             return _PATHS[r] if r >= 0 else _refused(r, _all_gather, (output, input, group, dtype, algo, stream))
     return _all_gather(output, input, group, dtype, algo, stream)
 
@@ -297,7 +297,7 @@ def _all_gather(output, input, group, dtype, algo, stream, lib=None):
         stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
         stream = _stream_arg(stream)
-    r = (lib or _collective)(_pack(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream))
+    r = (lib or _collective)(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -316,7 +316,7 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
             if algo is not None:
                 call |= _algo(algo)
             s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
-            r = _collective(_pack(g.handle, call, input.data_ptr(), output.data_ptr(), n, s))
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, s)
             return _PATHS[r] if r >= 0 else _refused(r, _reduce_scatter, (output, input, op, group, dtype, algo,
                                                                          stream))
     return _reduce_scatter(output, input, op, group, dtype, algo, stream)
@@ -342,7 +342,7 @@ def _reduce_scatter(output, input, op, group, dtype, algo, stream, lib=None):
         call = _RS_OP[op]
     except (KeyError, TypeError):
         call = RS | _opcode(op) << 16
-    r = (lib or _collective)(_pack(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream))
+    r = (lib or _collective)(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -366,7 +366,7 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
                 if algo is not None:
                     call |= _algo(algo)
                 s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
-                r = _collective(_pack(g.handle, call, ia, oa, n, s))
+                r = _collective(g.handle, call, ia, oa, n, s)
                 return _PATHS[r] if r >= 0 else _refused(r, _all_reduce, (tensor, op, group, output, dtype, algo,
                                                                          stream))
     return _all_reduce(tensor, op, group, output, dtype, algo, stream)
@@ -394,7 +394,7 @@ def _all_reduce(tensor, op, group, output, dtype, algo, stream, lib=None):
         call = _AR_OP[op]
     except (KeyError, TypeError):
         call = AR | _opcode(op) << 16
-    r = (lib or _collective)(_pack(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream))
+    r = (lib or _collective)(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -408,7 +408,7 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
             if algo is not None:
                 call |= _algo(algo)
             s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
-            r = _collective(_pack(g.handle, call, 0, tensor.data_ptr(), tensor.numel(), s))
+            r = _collective(g.handle, call, 0, tensor.data_ptr(), tensor.numel(), s)
             return _PATHS[r] if r >= 0 else _refused(r, _broadcast, (tensor, root, group, dtype, algo, stream))
     return _broadcast(tensor, root, group, dtype, algo, stream)
 
@@ -426,8 +426,8 @@ def _broadcast(tensor, root, group, dtype, algo, stream, lib=None):
         stream = _stream_arg(stream)
     if root.__class__ is not int or not 0 <= root < 1 << 31:
         root = _root(root, g)
-    r = (lib or _collective)(_pack(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, 0, a,
-                          b // _SIZE[dt], stream))
+    r = (lib or _collective)(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, 0, a,
+                             b // _SIZE[dt], stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 

@@ -270,9 +270,9 @@ def run_cost(w):
     """Host cost per call, layer by layer (the Go and C layers come from
     BenchmarkGoAllReduce and abi_cost in scripts/gpu-python.sh): ctypes
     into symmem with arguments ready on each stream (symmem_collective with
-    six c_void_p argtypes, the package's call before ABI version 3; and
-    symmem_collective_packed, its call now, bytes ready and packed per
-    call), the package on torch's default stream (CU_STREAM_LEGACY) and on
+    six c_void_p argtypes, the package's call before ABI version 3; and the
+    builtin function the package makes of symmem_py_collective, its call
+    now), the package on torch's default stream (CU_STREAM_LEGACY) and on
     a side stream, the package's torch path as it was before (ABI 2: ten
     tensor reads, six argtypes), its general path, its Python work alone,
     and NCCL through ctypes as vLLM calls it. Rows are interleaved batch by
@@ -290,7 +290,7 @@ def run_cost(w):
     raw = torch._C._cuda_getCurrentRawStream
     side = torch.cuda.Stream()
     on_side = functools.partial(torch.cuda.stream, side)
-    lib, gh, coll, pack = symmem._lib.lib, w.group.handle, symmem._lib.collective, symmem._lib.pack
+    lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
     six = lib.symmem_collective  # the package's binding before ABI version 3: six c_void_p argtypes
     six.restype, six.argtypes = ctypes.c_int, [ctypes.c_void_p] * 6
     ia, oa = inp.data_ptr(), out.data_ptr()
@@ -304,14 +304,14 @@ def run_cost(w):
     # functools.partial: a ctypes row times the ctypes call itself; its
     # status is checked before the timing and after it.
     coll_null = functools.partial(six, gh, call, ia, oa, count, None)
-    coll_legacy = lambda: coll(pack(gh, call, ia, oa, count, 1))  # noqa: E731 - the package's call
+    coll_legacy = functools.partial(coll, gh, call, ia, oa, count, 1)  # the package's call
     checked = [("ctypes symmem_all_reduce(8 args), stream NULL",
                 functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
                ("ctypes symmem_collective(6 args), stream NULL", coll_null),
                ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(six, gh, call, ia, oa, count, 1)),
-               ("ctypes symmem_collective_packed, packed, LEGACY",
-                functools.partial(coll, pack(gh, call, ia, oa, count, 1))),
-               ("ctypes symmem_collective_packed(pack(6 args)), LEGACY", coll_legacy),
+               ("builtin symmem_collective (the package's), LEGACY", coll_legacy),
+               ("builtin symmem_collective (the package's), stream NULL",
+                functools.partial(coll, gh, call, ia, oa, count, 0)),
                ("ctypes symmem_collective(6 args), side stream",
                 functools.partial(six, gh, call, ia, oa, count, side.cuda_stream))]
     for _, f in checked:
@@ -366,9 +366,9 @@ def run_cost(w):
             ("symmem.all_reduce, general path (_ops._all_reduce)",
              lambda: general(inp, 0, None, out, None, None, None)),
             ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(inp, output=out)),
-            ("diag: Python work, then ctypes packed LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
+            ("diag: Python work, then builtin LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
             ("diag: 3 us spin alone", spin),
-            ("diag: 3 us spin, then ctypes packed LEGACY", lambda: (spin(), coll_legacy())),
+            ("diag: 3 us spin, then builtin LEGACY", lambda: (spin(), coll_legacy())),
             ("torch reads of one tensor (_ops._tensor)", functools.partial(ops._tensor, inp, True)),
             ("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
              functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None)),

@@ -8,7 +8,6 @@ any library call. Run as a plain process (the Go test cmd/libsymmem runs
 it)."""
 
 import os
-import struct
 import sys
 import types
 import unittest
@@ -69,7 +68,7 @@ OPS = {
 
 
 class Recorder:
-    """symmem_collective_packed: records each call; like the library, it
+    """The library's collective entry: records each call; like the library, it
     refuses (SYMMEM_ERR_INVALID) a cuda call whose buffers are not memory of
     the group's device (device), else returns status. accepted: the calls
     it did not refuse."""
@@ -78,8 +77,7 @@ class Recorder:
         self.calls, self.accepted, self.status, self.device = [], [], status, device
         self.cuda = True  # the group the calls come from runs the cuda backend
 
-    def __call__(self, packed):  # six native uint64s
-        c = struct.unpack("=6Q", packed)
+    def __call__(self, *c):  # group, call, in, out, count, stream
         self.calls.append(c)
         if self.cuda and any(a and device_of(a) != self.device for a in c[2:4]):
             return -1

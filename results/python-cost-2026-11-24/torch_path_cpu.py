@@ -46,9 +46,9 @@ def main():
             ("package Python work (library call a no-op)", lambda: noop(t, output=to)),
             ("ctypes symmem_collective(6 args), args ready", functools.partial(six, g.handle, call, a, o, 1024, 1)),
             ("ctypes floor: symmem_abi_version()", _lib.lib.symmem_abi_version)]
-    if hasattr(_lib, "pack"):
-        rows.append(("ctypes symmem_collective_packed, args packed",
-                     functools.partial(_lib.collective, _lib.pack(g.handle, call, a, o, 1024, 1))))
+    if _lib.ABI_VERSION >= 3:
+        rows.append(("builtin symmem_collective (the package's), args ready",
+                     functools.partial(_lib.collective, g.handle, call, a, o, 1024, 1)))
     res = interleaved(rows, N)
     print(f"tree {tree}, ABI {_lib.ABI_VERSION}, Python {sys.version.split()[0]}; {N} calls per round")
     for name, best, med in res:
