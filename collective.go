@@ -89,6 +89,11 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
+	if staged && g.w.dev != nil {
+		if err := g.checkLocal(req); err != nil {
+			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+		}
+	}
 	if g.w.opts.Checked || g.w.host && staged {
 		// Only these wait on something without a deadline of its own
 		// (the checked-mode exchange, CPU staging). The GPU path just
@@ -139,6 +144,22 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		return p, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
 	}
 	return p, nil
+}
+
+// checkLocal asks the device whether req's ordinary (non-pool) buffers are
+// its memory; pool buffers are, and cost nothing here.
+func (g *Group) checkLocal(req backend.Request) error {
+	if !req.InSym.OK && req.In.Len > 0 {
+		if err := g.w.dev.CheckLocal(req.In.Ptr); err != nil {
+			return fmt.Errorf("in: %w", err)
+		}
+	}
+	if !req.OutSym.OK && req.Out.Len > 0 && req.Out.Ptr != req.In.Ptr {
+		if err := g.w.dev.CheckLocal(req.Out.Ptr); err != nil {
+			return fmt.Errorf("out: %w", err)
+		}
+	}
+	return nil
 }
 
 // sym locates s in the pool for this group's direct path.

@@ -166,6 +166,15 @@ func (g *Group) AllGatherHost(ctx context.Context, mine []byte) ([][]byte, error
 // backend: Buffer.Bytes works, Copy is a plain copy).
 func (w *World) HostMemory() bool { return w.dev == nil }
 
+// Device is the index of this rank's GPU (its CUDA ordinal), or -1 when
+// buffers are host memory.
+func (w *World) Device() int {
+	if w.dev == nil {
+		return -1
+	}
+	return w.dev.Ordinal()
+}
+
 // Supports reports whether WithAlgo(a) is accepted for k on this world's
 // backend (auto always is); others fail with ErrNotSupported.
 func (w *World) Supports(k coll.Kind, a coll.Algo) bool { return w.caps.Supports(k, a) }

@@ -70,8 +70,20 @@ const (
 	Align = 256
 )
 
-// CallOption modifies one collective call.
-type CallOption func(*callOpts)
+// CallOption modifies one collective call (WithAlgo, WithStream; the zero
+// value changes nothing). Options are plain values: making and applying
+// them allocates nothing, so a call with a stream costs what one without
+// does (a function option escapes the options it fills: 24 B a call).
+type CallOption struct {
+	set    uint8 // the fields this option sets (optAlgo, optStream)
+	algo   coll.Algo
+	stream uint64
+}
+
+const (
+	optAlgo = 1 << iota
+	optStream
+)
 
 type callOpts struct {
 	algo   coll.Algo
@@ -80,20 +92,21 @@ type callOpts struct {
 
 // WithAlgo forces an algorithm (coll.AlgoAuto picks). An algorithm the
 // backend does not have is an error wrapping ErrNotSupported.
-func WithAlgo(a coll.Algo) CallOption { return func(o *callOpts) { o.algo = a } }
+func WithAlgo(a coll.Algo) CallOption { return CallOption{set: optAlgo, algo: a} }
 
 // WithStream runs the call on a CUDA stream (ignored by the CPU backend,
 // which completes every call before returning).
-func WithStream(s uint64) CallOption { return func(o *callOpts) { o.stream = s } }
+func WithStream(s uint64) CallOption { return CallOption{set: optStream, stream: s} }
 
+// collect applies opts in order (a later option wins).
 func collect(opts []CallOption) callOpts {
-	if len(opts) == 0 { // o would escape through f(&o): no allocation for the common call
-		return callOpts{algo: coll.AlgoAuto}
-	}
 	o := callOpts{algo: coll.AlgoAuto}
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
+	for _, x := range opts {
+		if x.set&optAlgo != 0 {
+			o.algo = x.algo
+		}
+		if x.set&optStream != 0 {
+			o.stream = x.stream
 		}
 	}
 	return o

@@ -12,11 +12,13 @@
  *    thread).
  *  - Worlds, groups and scopes are opaque 64-bit handles (0 is never valid).
  *  - Buffers are addresses: host memory on the CPU backend, device memory on
- *    the CUDA backend. Streams are CUstream / cudaStream_t passed as void*
- *    (NULL: the backend's own stream, which is not ordered after work on
- *    CUDA's legacy default stream: pass CU_STREAM_LEGACY, (void*)0x1, for
- *    that stream; the allocator hooks read NULL as the legacy stream, as
- *    PyTorch means it; the CPU backend ignores streams).
+ *    the CUDA backend (of this rank's GPU, symmem_world_device: other
+ *    memory fails with SYMMEM_ERR_INVALID). Streams are CUstream /
+ *    cudaStream_t passed as void* (NULL: the backend's own stream, which is
+ *    not ordered after work on CUDA's legacy default stream: pass
+ *    CU_STREAM_LEGACY, (void*)0x1, for that stream; the allocator hooks read
+ *    NULL as the legacy stream, as PyTorch means it; the CPU backend ignores
+ *    streams).
  *  - dtype and reduction values are NCCL's (ncclDataType_t, ncclRedOp_t).
  *  - Collective calls return a path code (>= 0, see SYMMEM_PATH_*) saying how
  *    the call ran; symmem_group_last_path gives the reason as JSON.
@@ -35,7 +37,7 @@
 extern "C" {
 #endif
 
-#define SYMMEM_ABI_VERSION 2
+#define SYMMEM_ABI_VERSION 3
 
 typedef uint64_t symmem_world_t;
 typedef uint64_t symmem_group_t;
@@ -119,6 +121,9 @@ int symmem_world_rank(symmem_world_t world);
 int symmem_world_size(symmem_world_t world);
 /* Writes the backend name ("cpu" or "cuda"); returns its length (like snprintf). */
 int symmem_world_backend(symmem_world_t world, char* buf, size_t cap);
+/* Writes this rank's GPU (its CUDA ordinal), or -1 on the CPU backend.
+ * (ABI version 3 added this call.) */
+int symmem_world_device(symmem_world_t world, int* device);
 /* Waits for calls made without a stream (GPU backend). */
 int symmem_synchronize(symmem_world_t world);
 
@@ -181,6 +186,17 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
   ((uint64_t)(uint8_t)(kind) | (uint64_t)(uint8_t)(dtype) << 8 | (uint64_t)(uint8_t)(op) << 16 | \
    (uint64_t)(uint8_t)(algo) << 24 | (uint64_t)(uint32_t)(root) << 32)
 int symmem_collective(symmem_group_t group, uint64_t call, const void* in, void* out, size_t count, void* stream);
+/* The Python package's binding of symmem_collective, not for C callers
+ * (python/symmem/_lib.py): symmem_py_bind takes the addresses of seven
+ * functions and objects of Python's stable C API (PyLong_AsUnsignedLongLong,
+ * PyErr_Occurred, PyLong_FromLong, PyEval_SaveThread, PyEval_RestoreThread,
+ * PyErr_SetString, PyExc_TypeError); symmem_py_collective is then a
+ * METH_FASTCALL function (self, args, nargs) that the package makes a
+ * builtin of: symmem_collective's six arguments as Python ints, the status
+ * as a Python int, the GIL released during the call. (ABI version 3 added
+ * these calls.) */
+int symmem_py_bind(void* const* api, int n);
+void* symmem_py_collective(void* self, void* const* args, ptrdiff_t nargs);
 
 /* Reports as JSON into buf (always NUL-terminated when cap > 0); each returns
  * the full length, so a return >= cap means: call again with a larger buffer. */

@@ -6,6 +6,7 @@
 #   CGO_ENABLED=1 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
 #   CGO_ENABLED=1 go build -o .build/symmem ./cmd/symmem
 #   CGO_ENABLED=1 go test -c -o .build/libsymmem.test ./cmd/libsymmem
+#   CGO_ENABLED=1 go test -c -o .build/symmem.test .
 #   cc -O2 -std=c11 -I include cmd/libsymmem/testdata/abi_cost.c -L .build -lsymmem -Wl,-rpath,'$ORIGIN' -ldl -o .build/abi_cost
 #
 # (scripts/build-gpu.sh builds these with the rest.)
@@ -16,11 +17,16 @@
 # declined, with its reason), and the host-cost table printed last: one
 # all-reduce (1024 float32, world of 1) per layer, best and median us/call,
 # bottom up: the Go call (own stream, CU_STREAM_LEGACY), the ABI's Go side,
-# C calling the library, ctypes with arguments ready, the package (its torch
-# path, and its general path: the code before the torch path), its Python
-# work alone, and NCCL through ctypes as vLLM calls it; rows of one step are
-# timed interleaved (round by round), so they compare side by side. The goal:
-# package row <= Go row of the same stream + 3 us. "diag" rows: Python work
+# C calling the library, ctypes with arguments ready (symmem_collective with
+# six c_void_p argtypes: the package's call before ABI 3), the builtin the
+# package calls now (symmem_py_collective), the package (its torch path now,
+# its torch path before ABI 3 copied into the bench as "before", and its
+# general path), its Python work alone, and NCCL through ctypes as vLLM
+# calls it; rows of one step are timed interleaved (round by round), so they
+# compare side by side. The goal: package row <= Go row of the same stream
+# + 3 us (package default stream vs Go cuda-legacy). Step local: ordinary
+# (non-pool) buffers must be memory of the rank's GPU, refused otherwise
+# (TestGPUWorldLocalBuffers, 1 and 2 ranks). "diag" rows: Python work
 # and the ctypes call back to back, and 3 us of spin before the call (does
 # host time between calls make the library call dearer?). Step py-work: the
 # package's Python work on fake tensors beside a pynccl-style wrapper's
@@ -62,11 +68,19 @@ step checks-n1 ${T_CHECKS:-400} .build/symmem launch -n 1 python3 python/$T chec
 SYMMEM_SHARE_DEVICE=1 step checks-n2 ${T_CHECKS:-500} .build/symmem launch -n 2 python3 python/$T checks
 SYMMEM_SHARE_DEVICE=1 step mismatch-n2 120 .build/symmem launch -n 2 python3 python/$T mismatch
 step cost-n1 200 .build/symmem launch -n 1 python3 python/$T cost
+step local 200 bash -c 'for n in 1 2; do SYMMEM_GPU_TEST_RANKS=$n .build/symmem.test -test.v -test.count=1 \
+  -test.run "^TestGPUWorldLocalBuffers$" -test.timeout 90s || exit; done'
 # Seven runs of one count each rather than -count 7 (which runs a variant's
 # seven counts back to back): the variants' rounds alternate, as the other
 # steps' rows do.
 step go-cost 200 bash -c 'for i in 1 2 3 4 5 6 7; do .build/libsymmem.test -test.run XXX \
   -test.bench "GoAllReduce|ABIAllReduce" -test.benchmem -test.benchtime 20000x -test.count 1 -test.v || exit; done'
+# Where the cuda variants' allocation per call comes from (run 21: 4 B/op on
+# cuda, not in the user API or the ABI: their cpu variants allocate
+# nothing): a memory profile at rate 1, read on the build machine with
+#   go tool pprof -sample_index=alloc_space -top .build/libsymmem.test <outdir>/cuda-allocs.prof
+step go-allocs 120 .build/libsymmem.test -test.run XXX -test.bench 'GoAllReduce/cuda-legacy' -test.benchmem \
+  -test.benchtime 20000x -test.memprofilerate 1 -test.memprofile "$OUTDIR/cuda-allocs.prof"
 step abi-cost 120 .build/symmem launch -n 1 .build/abi_cost cuda 20000
 # The same layers on the CPU backend in a process without torch: is the
 # ctypes floor of cost-n1 the host's, or the torch process's?
@@ -79,7 +93,7 @@ SYMMEM_SHARE_DEVICE=1 step example-fsdp 200 .build/symmem launch -n 2 python3 ex
 
 echo
 echo "step           rc   checks ok / FAIL / refused   (cpu-suite: unittest, see its log)"
-for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 go-cost abi-cost cpu-cost cpu-abi-cost py-work example-tp example-fsdp; do
+for s in cpu-suite checks-n1 checks-n2 mismatch-n2 cost-n1 local go-cost go-allocs abi-cost cpu-cost cpu-abi-cost py-work example-tp example-fsdp; do
   f="$OUTDIR/$s.log"
   printf "%-14s %-4s %s / %s / %s\n" "$s" "${RC[$s]:-?}" "$(grep -c 'CHECK .* ok' "$f" 2>/dev/null)" \
     "$(grep -c 'CHECK .* FAIL' "$f" 2>/dev/null)" "$(grep -c 'CHECK .* refused' "$f" 2>/dev/null)"

@@ -364,6 +364,12 @@ int main(void) {
   if (symmem_collective(77, SYMMEM_CALL(9, SYMMEM_FLOAT32, SYMMEM_SUM, SYMMEM_ALGO_AUTO, 0), NULL, NULL, 0, NULL) !=
       SYMMEM_ERR_INVALID) return 17;
   if (strstr(symmem_last_error(), "kind 9") == NULL) return 18;
+  int dev = 5;
+  if (symmem_world_device((symmem_world_t)77, &dev) != SYMMEM_ERR_BAD_HANDLE || dev != 5) return 25;
+  void* api[7] = {0};
+  if (symmem_py_bind(NULL, 7) != SYMMEM_ERR_INVALID || symmem_py_bind(api, 3) != SYMMEM_ERR_INVALID ||
+      symmem_py_bind(api, 7) != SYMMEM_ERR_INVALID) return 19;
+  if (symmem_py_collective(NULL, NULL, 6) != NULL) return 20;  // unbound: no call
   printf("call %llu %llu\n", (unsigned long long)SYMMEM_CALL(SYMMEM_BROADCAST, SYMMEM_BFLOAT16, SYMMEM_MAX, SYMMEM_ALGO_KERNEL, -1),
          (unsigned long long)SYMMEM_CALL(SYMMEM_REDUCE_SCATTER, SYMMEM_INT8, SYMMEM_AVG, SYMMEM_ALGO_NCCL_WINDOW, 70000));
   printf("ok: %s\n", symmem_last_error());

@@ -134,28 +134,20 @@ func collective(gh uint64, a args) C.int {
 	}
 	c := int64(a.count) * es
 	ctx := context.Background()
-	// The common call (auto, the backend's stream) builds no options; the
-	// backing array stays on the stack.
-	var buf [2]symmem.CallOption
-	opts := buf[:0]
-	if a.algo != coll.AlgoAuto {
-		opts = append(opts, symmem.WithAlgo(a.algo))
-	}
-	if a.stream != 0 {
-		opts = append(opts, g.withStream(a.stream))
-	}
+	// Options are values (no allocation); the array stays on the stack.
+	opts := [2]symmem.CallOption{symmem.WithAlgo(a.algo), symmem.WithStream(a.stream)}
 	in := func(b int64) coll.Span { return coll.Span{Ptr: a.in, Len: b} }
 	out := func(b int64) coll.Span { return coll.Span{Ptr: a.out, Len: b} }
 	var p coll.Path
 	switch k {
 	case coll.AllGather:
-		p, err = g.g.AllGather(ctx, out(c*n), in(c), dt, opts...)
+		p, err = g.g.AllGather(ctx, out(c*n), in(c), dt, opts[:]...)
 	case coll.ReduceScatter:
-		p, err = g.g.ReduceScatter(ctx, out(c), in(c*n), dt, red, opts...)
+		p, err = g.g.ReduceScatter(ctx, out(c), in(c*n), dt, red, opts[:]...)
 	case coll.AllReduce:
-		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts...)
+		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts[:]...)
 	case coll.Broadcast:
-		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts...)
+		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts[:]...)
 	}
 	if err != nil {
 		g.setLast(coll.Path{})
@@ -210,16 +202,22 @@ func unpack(call uint64) (args, error) {
 }
 
 // symmem_collective is the four collectives in one call with six
-// pointer-sized arguments: an FFI such as Python's ctypes pays per
-// argument, and least for pointer-sized ones.
+// pointer-sized arguments: an FFI pays per argument, and least for
+// pointer-sized ones. The Python package calls it through
+// symmem_py_collective (pycall.c).
 //
 //export symmem_collective
 func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, count C.size_t, stream unsafe.Pointer) C.int {
-	a, err := unpack(uint64(call))
+	return collectiveWord(uint64(gh), uint64(call), addr(in), addr(out), uint64(count), addr(stream))
+}
+
+// collectiveWord decodes the call word and runs the call.
+func collectiveWord(gh, call, in, out, count, stream uint64) C.int {
+	a, err := unpack(call)
 	if err != nil {
 		return fail(err)
 	}
-	a.in, a.out, a.count, a.stream = addr(in), addr(out), uint64(count), addr(stream)
+	a.in, a.out, a.count, a.stream = in, out, count, stream
 	if a.kind == coll.Broadcast {
 		if a.in != 0 && a.in != a.out {
 			return fail(fmt.Errorf("symmem_collective: broadcast is in place: pass its buffer as out and NULL (or the same buffer) as in, not in=%#x out=%#x: %w",
@@ -227,5 +225,5 @@ func symmem_collective(gh C.uint64_t, call C.uint64_t, in, out unsafe.Pointer, c
 		}
 		a.in = a.out
 	}
-	return collective(uint64(gh), a)
+	return collective(gh, a)
 }

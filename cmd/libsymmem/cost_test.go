@@ -81,6 +81,31 @@ func BenchmarkABIAllReduce(b *testing.B) {
 	}
 }
 
+// TestABICollectiveNoAllocs: the ABI's Go side of a CPU all-reduce (handle
+// lookup, decoding, options, the user API call, the last path) allocates
+// nothing per call, with or without a stream and an algorithm.
+func TestABICollectiveNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	c := newCostWorld(t, "cpu")
+	w := &world{w: c.w}
+	w.id = handles.add(w)
+	gh := handles.add(&group{w: w, g: c.w.World()})
+	w.own(gh)
+	defer w.drop()
+	base := args{kind: coll.AllReduce, in: c.in.Ptr, out: c.out.Ptr, count: uint64(c.in.Len / 4), dtype: 7, algo: coll.AlgoAuto}
+	withStream, withAlgo := base, base
+	withStream.stream = cuStreamLegacyHandle
+	withAlgo.stream, withAlgo.algo = cuStreamLegacyHandle, coll.AlgoDirect
+	for name, a := range map[string]args{"auto": base, "stream": withStream, "stream and algo": withAlgo} {
+		var rc int
+		if n := testing.AllocsPerRun(50, func() { rc = int(collective(gh, a)) }); n != 0 || rc < 0 {
+			t.Errorf("%s: %v allocations per call (status %d), want 0", name, n, rc)
+		}
+	}
+}
+
 // costWorld is a world of one with two registered pool buffers.
 type costWorld struct {
 	w       *symmem.World
@@ -88,7 +113,7 @@ type costWorld struct {
 	drain   func() error
 }
 
-func newCostWorld(b *testing.B, backend string) *costWorld {
+func newCostWorld(b testing.TB, backend string) *costWorld {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -162,20 +187,5 @@ func (c *costWorld) loop(b *testing.B, f func()) {
 	}
 	if err := c.drain(); err != nil {
 		b.Fatal(err)
-	}
-}
-
-// TestStreamOptionCached: the option for a caller's stream is made once per
-// change of stream, not once per call, and always for the stream asked.
-func TestStreamOptionCached(t *testing.T) {
-	g := &group{}
-	for _, s := range []uint64{5, 5, 6, 5} {
-		g.withStream(s)
-		if c := g.stream.Load(); c == nil || c.handle != s {
-			t.Fatalf("after withStream(%d) the cached option is for %v", s, c)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { g.withStream(5) }); n != 0 {
-		t.Errorf("withStream of the cached stream allocates %v times per call", n)
 	}
 }

@@ -26,26 +26,6 @@ type group struct {
 
 	mu   sync.Mutex
 	last coll.Path
-
-	// stream is WithStream of the last stream a collective passed: callers
-	// pass the same stream call after call, and the option is a closure (an
-	// allocation each time it is made).
-	stream atomic.Pointer[streamOption]
-}
-
-type streamOption struct {
-	handle uint64
-	opt    symmem.CallOption
-}
-
-// withStream returns symmem.WithStream(s), made once per change of stream.
-func (g *group) withStream(s uint64) symmem.CallOption {
-	if c := g.stream.Load(); c != nil && c.handle == s {
-		return c.opt
-	}
-	c := &streamOption{handle: s, opt: symmem.WithStream(s)}
-	g.stream.Store(c)
-	return c.opt
 }
 
 type scope struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-const abiVersion = 2 // SYMMEM_ABI_VERSION
+const abiVersion = 3 // SYMMEM_ABI_VERSION
 
 const initChecked = 1 // SYMMEM_INIT_CHECKED
 
@@ -143,6 +143,19 @@ func symmem_world_size(wh C.uint64_t) C.int {
 		return fail(err)
 	}
 	return C.int(w.w.Size())
+}
+
+//export symmem_world_device
+func symmem_world_device(wh C.uint64_t, out *C.int) C.int {
+	w, err := lookup[*world](uint64(wh), "world")
+	if err != nil {
+		return fail(err)
+	}
+	if out == nil {
+		return fail(fmt.Errorf("symmem_world_device: device is NULL: %w", symmem.ErrInvalid))
+	}
+	*out = C.int(w.w.Device())
+	return statusOK
 }
 
 //export symmem_world_backend

@@ -97,6 +97,13 @@ type Device interface {
 	// symmetric); FreeLocal releases it after the backend's stream is idle.
 	AllocLocal(bytes int64) (uint64, error)
 	FreeLocal(ptr uint64) error
+	// Ordinal is the device's index in this process (the CUDA ordinal).
+	Ordinal() int
+	// CheckLocal returns an error wrapping errs.Invalid that says what ptr
+	// is when it is not memory of this device (nil when it cannot tell).
+	// The user API asks it for a call's ordinary buffers, which kernels
+	// and NCCL read on this device, before the call reaches any peer.
+	CheckLocal(ptr uint64) error
 }
 
 // GroupConfig describes a group of ranks to a backend.

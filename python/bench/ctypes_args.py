@@ -6,6 +6,7 @@ Prints one row per signature, microseconds per call (best of 7 x 200000).
 
 import ctypes
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ int none(void) { return 0; }
 int nccl_shaped(uint64_t g, const void* in, void* out, size_t n, int dtype, int op, void* s, const char* algo) { return 0; }
 int six_pointers(void* g, void* call, const void* in, void* out, void* n, void* s) { return 0; }
 int one_pointer(void* p) { return 0; }
+int packed(const uint64_t* args) { return (int)(args[4] & 1); }
 """
 
 
@@ -40,13 +42,22 @@ def main():
              [vp, vp, vp, vp, i32, i32, vp, cp], (1, a, b, 1024, 7, 0, None, None)),
         ]
         print(f"ctypes call cost, Python {sys.version.split()[0]} (us per call, best of 7 x 200000)")
+        n = 200000
         for name, fn, argtypes, args in rows:
             f = getattr(lib, fn)
             f.restype, f.argtypes = i32, argtypes
-            n = 200000
             t = min(timeit.repeat(lambda: f(*args), number=n, repeat=7)) / n * 1e6
             print(f"{name:75s} {t:6.3f}")
-
+        # Evaluated for the package (results/python-cost-2026-11-24.md): no
+        # argtypes, so ctypes passes a bytes object as a pointer to its data.
+        p, pack = lib.packed, struct.Struct("=6Q").pack
+        p.restype = i32
+        six = (1, 2 | 7 << 8, a, b, 1024, 1)
+        ready = pack(*six)
+        for name, f in (("packed(bytes), no argtypes, bytes ready", lambda: p(ready)),
+                        ("packed(struct pack(6 ints)), no argtypes", lambda: p(pack(*six)))):
+            t = min(timeit.repeat(f, number=n, repeat=7)) / n * 1e6
+            print(f"{name:75s} {t:6.3f}")
 
 if __name__ == "__main__":
     main()

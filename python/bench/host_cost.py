@@ -12,7 +12,10 @@ interleaved: each round times a batch of every row in turn, hostcost.py):
 
   ctypes floor        lib.symmem_abi_version(): a ctypes call into an exported Go function
   ctypes all_reduce   lib.symmem_all_reduce(...), the NCCL-shaped export, arguments ready
-  ctypes collective   symmem_collective(...), the package's binding, arguments ready
+  ctypes collective   symmem_collective(...) with six c_void_p argtypes, arguments
+                      ready (the package's binding before ABI version 3)
+  builtin             symmem_collective through the package's binding (a
+                      builtin function made from symmem_py_collective), args ready
   package             symmem.all_reduce(buf, output=out) on memoryviews of pool memory
   Python work         the same with the library call replaced by a no-op,
                       and one of its buffer descriptions
@@ -21,6 +24,7 @@ interleaved: each round times a batch of every row in turn, hostcost.py):
                       between calls make the call dearer?)
 """
 
+import ctypes
 import functools
 import os
 import sys
@@ -50,6 +54,8 @@ def main():
     lib, g = _lib.lib, w.group.handle
     ops = symmem._ops
     a, o = ops.describe(buf, True)[0], ops.describe(out, True)[0]
+    six = lib.symmem_collective
+    six.restype, six.argtypes = ctypes.c_int, [ctypes.c_void_p] * 6
     coll = _lib.collective
     call = 2 | 7 << 8  # all-reduce, float32, sum, auto
     noop_ar = noop_copy(ops, "all_reduce")
@@ -61,7 +67,9 @@ def main():
         ("ctypes floor: symmem_abi_version()", lib.symmem_abi_version, lambda r: r == _lib.ABI_VERSION),
         ("ctypes symmem_all_reduce(8 args), args ready",
          functools.partial(lib.symmem_all_reduce, g, a, o, 1024, 7, 0, None, None), lambda r: r >= 0),
-        ("ctypes symmem_collective(6 args), args ready", functools.partial(coll, g, call, a, o, 1024, None),
+        ("ctypes symmem_collective(6 args), args ready", functools.partial(six, g, call, a, o, 1024, None),
+         lambda r: r >= 0),
+        ("builtin symmem_collective (the package's), args ready", functools.partial(coll, g, call, a, o, 1024, 0),
          lambda r: r >= 0),
         ("symmem.all_reduce(memoryview, output=)", lambda: symmem.all_reduce(buf, output=out), lambda r: r.algo),
         ("symmem.all_reduce(..., algo='direct')", lambda: symmem.all_reduce(buf, output=out, algo="direct"),
@@ -70,13 +78,13 @@ def main():
     for name, f, ok in checked:
         if not ok(f()):
             raise SystemExit(f"{name}: failed: {_lib.lib.symmem_last_error().decode()}")
-    coll_ready = checked[2][1]
+    coll_ready = checked[3][1]  # the package's call
     rows = [(name, f) for name, f, _ in checked] + [
         ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(buf, output=out)),
         ("of it: describe one memoryview (_ops.describe)", functools.partial(ops.describe, buf, True)),
-        ("diag: Python work, then ctypes symmem_collective", lambda: (noop_ar(buf, output=out), coll_ready())),
+        ("diag: Python work, then the builtin call", lambda: (noop_ar(buf, output=out), coll_ready())),
         ("diag: 3 us spin alone", spin),
-        ("diag: 3 us spin, then ctypes symmem_collective", lambda: (spin(), coll_ready())),
+        ("diag: 3 us spin, then the builtin call", lambda: (spin(), coll_ready())),
     ]
     res = interleaved(rows, N, BATCH, ROUNDS)
     for name, f, ok in checked:

@@ -43,6 +43,7 @@ def main():
     g = _core.Group.__new__(_core.Group)
     g.world = types.SimpleNamespace(backend="cuda")
     g.handle, g.name, g.ranks, g.rank, g.size, g.cuda, g.is_member = 1, "fake", [0, 1], 0, SIZE, True, True
+    g.device = 0
     _core._default_group = g  # as init() sets it
     _core._world = types.SimpleNamespace(handle=1, group=g)  # where a package before the torch path looked
     _ops._collective = lambda *args: 4  # a no-op library call (4: the kernel path's code)

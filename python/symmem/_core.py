@@ -138,6 +138,9 @@ class World:
         self.rank = check(lib.symmem_world_rank(handle))
         self.size = check(lib.symmem_world_size(handle))
         self.backend = _lib.text(lib.symmem_world_backend, handle)
+        d = _lib.i32()
+        check(lib.symmem_world_device(handle, ctypes.byref(d)))
+        self.device = d.value  # this rank's GPU (CUDA ordinal), -1 on the cpu backend
         g = _lib.u64()
         check(lib.symmem_world_group(handle, ctypes.byref(g)))
         self.group = Group(self, g.value, "world", list(range(self.size)))
@@ -202,6 +205,7 @@ class Group:
         self.size = len(ranks)
         self.is_member = self.rank >= 0
         self.cuda = w.backend == "cuda"
+        self.device = w.device  # the torch path reads the current stream of this device
 
     def close(self):
         """Removes the group (collective over the whole world)."""

@@ -89,6 +89,7 @@ _SIGS = {
     "symmem_world_rank": (i32, [u64]),
     "symmem_world_size": (i32, [u64]),
     "symmem_world_backend": (i32, [u64, cp, sz]),
+    "symmem_world_device": (i32, [u64, ctypes.POINTER(i32)]),
     "symmem_synchronize": (i32, [u64]),
     "symmem_world_group": (i32, [u64, pu64]),
     "symmem_group_new": (i32, [u64, cp, ctypes.POINTER(i32), i32, pu64]),
@@ -107,26 +108,53 @@ _SIGS = {
     "symmem_group_last_path": (i32, [u64, cp, sz]),
     "symmem_explain": (i32, [u64, i32, sz, i32, cp, sz]),
     "symmem_doctor": (i32, [u64, cp, sz]),
+    "symmem_py_bind": (i32, [ctypes.POINTER(vp), i32]),
 }
 for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
 
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 if lib.symmem_abi_version() != ABI_VERSION:
     raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
                       f"{ABI_VERSION}: rebuild it with `{_BUILD}`")
 
 # The collectives' hot path, symmem_collective(group, call, in, out, count,
-# stream): every argument declared c_void_p, the type ctypes converts fastest
-# (~55 ns an argument against ~120 ns for c_uint64, c_size_t or c_int). The
-# group handle, the call word and count are uint64_t/size_t in C, which an
-# LP64 platform passes exactly as it passes a pointer.
-if ctypes.sizeof(vp) != 8:
-    raise ImportError("symmem: needs a 64-bit platform (LP64)")
-collective = lib.symmem_collective
-collective.restype, collective.argtypes = i32, [vp] * 6
+# stream), as a builtin function rather than a ctypes function: a ctypes
+# call converts each argument through argtypes (an object each) and
+# prepares the call every time; a builtin made from the library's
+# METH_FASTCALL function symmem_py_collective (cmd/libsymmem/pycall.c) takes
+# the six ints as they are. Into the real library, CPU backend: 1.2 us a
+# call with six c_void_p argtypes, 0.72 this way, 0.60 from C
+# (results/python-cost-2026-11-24.md). The library reaches Python's C API
+# through the addresses bound here (stable ABI functions, from
+# ctypes.pythonapi), so it needs no Python headers or symbols.
+
+
+class _MethodDef(ctypes.Structure):  # PyMethodDef
+    _fields_ = [("ml_name", cp), ("ml_meth", vp), ("ml_flags", i32), ("ml_doc", cp)]
+
+
+_METH_FASTCALL = 0x80
+
+
+def _builtin():
+    api = ctypes.pythonapi
+    fns = [ctypes.cast(getattr(api, n), vp).value for n in (
+        "PyLong_AsUnsignedLongLong", "PyErr_Occurred", "PyLong_FromLong", "PyEval_SaveThread",
+        "PyEval_RestoreThread", "PyErr_SetString")] + [vp.in_dll(api, "PyExc_TypeError").value]
+    if lib.symmem_py_bind((vp * len(fns))(*fns), len(fns)) != 0:
+        raise ImportError(f"symmem: {path} refused Python's C API functions (symmem_py_bind)")
+    d = _MethodDef(b"symmem_collective", ctypes.cast(lib.symmem_py_collective, vp), _METH_FASTCALL,
+                   b"symmem_collective(group, call, in, out, count, stream) -> status")
+    new = api.PyCFunction_NewEx
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.POINTER(_MethodDef), vp, vp]
+    return new(ctypes.byref(d), None, None), d  # no self, no module
+
+
+# _method_def: the PyMethodDef the builtin points to, alive as long as it.
+collective, _method_def = _builtin()
 
 
 def error(status):

@@ -2,12 +2,12 @@
 
 Each collective has two paths. The torch path (plain torch.Tensor on the
 cuda backend, no dtype=) reads each tensor's attributes once, inline, and
-checks them; anything it does not accept — a failed check included — goes
+checks them (devices are the library's to check); anything it does not accept — a failed check included — goes
 to the general path, which handles every argument type through one cached
 handler per type and raises the error that names what was wrong. Both end
-in one ctypes call with six pointer-sized arguments (symmem_collective; the
-call word packs kind, dtype, op, algorithm and root) and return a shared
-Path object."""
+in one call of symmem_collective(group, call, in, out, count, stream) (the
+call word packs kind, dtype, op, algorithm and root) through the library's
+builtin entry (_lib.collective) and return a shared Path object."""
 
 import ctypes
 import operator
@@ -194,10 +194,13 @@ _streams = weakref.WeakKeyDictionary()
 CU_STREAM_LEGACY = 0x1
 
 
-def _stream_arg(stream, dev):
+def _stream_arg(stream):
     """The raw stream of stream= (an int, or a torch.cuda.Stream whose
     handle is cached); the callers read the current stream themselves."""
     if isinstance(stream, int):
+        if not 0 <= stream < 1 << 64:
+            raise InvalidArgumentError(f"symmem: stream={stream} is not a stream handle (want a torch.cuda.Stream, "
+                                       f"its cuda_stream, or 0 for the default stream)")
         return stream or CU_STREAM_LEGACY
     try:
         s = _streams.get(stream)
@@ -224,6 +227,24 @@ def _fail(status):
     raise _lib.error(status)
 
 
+_INVALID = _lib.InvalidArgumentError.code
+
+
+def _refused(status, general, args):
+    """Raises for a failed torch-path call. The torch path leaves tensors'
+    devices to the library (pool memory is this rank's GPU's; the library
+    checks other memory and refuses it as an invalid argument). So a refusal
+    runs the general path's checks, which raise the error naming a wrong
+    tensor as they always did, with the library's error standing in for its
+    call: the library is not called again."""
+    e = _lib.error(status)
+    if status == _INVALID:
+        def lib(*_):
+            raise e
+        general(*args, lib=lib)
+    raise e
+
+
 def _world_group():
     g = _core._default_group
     if g is None:
@@ -232,12 +253,15 @@ def _world_group():
 
 
 # The torch path of each collective (see the module doc): a plain
-# torch.Tensor (_T) on a cuda world, no dtype=. It reads what the general
-# path reads and checks the same things (contiguous, a supported dtype, the
-# same dtype and device on both sides, sizes, CUDA memory on the cuda
-# backend, a known op, a root in range), but inline and without the size in
-# bytes (counts are numel). A check that fails sends the call to the general
-# path, whose error names it; nothing reaches the library unchecked.
+# torch.Tensor (_T) on a cuda world, no dtype=. It checks inline what the
+# general path checks (contiguous, a supported dtype, the same dtype on both
+# sides, sizes by element count, a known op, a root in range) but the
+# tensors' devices: it reads the current stream of the group's device, and
+# the library refuses memory that is not that GPU's (pool memory is; other
+# memory it asks the driver about), before any peer is involved. A check
+# that fails sends the call to the general path, whose error names it; a
+# refusal runs the general path's checks (_refused), so a host tensor or
+# tensors on two devices raise the error they always raised.
 
 def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, stream=None):
     """Gathers every rank's input into output (size × input, in group-rank
@@ -245,19 +269,19 @@ def all_gather_into_tensor(output, input, group=None, *, dtype=None, algo=None, 
     Path the call took."""
     if input.__class__ is _T and output.__class__ is _T and dtype is None:
         g = group or _core._default_group or _world_group()
-        d, dev, n = input.dtype, input.get_device(), input.numel()
+        d, n = input.dtype, input.numel()
         call = _TDT.get(d)
-        if (call is not None and dev >= 0 and g.cuda and output.dtype is d and output.get_device() == dev
-                and output.numel() == n * g.size and input.is_contiguous() and output.is_contiguous()):
+        if (call is not None and g.cuda and output.dtype is d and output.numel() == n * g.size
+                and input.is_contiguous() and output.is_contiguous()):
             if algo is not None:
                 call |= _algo(algo)
-            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)  # AG is 0
-            return _PATHS[r] if r >= 0 else _fail(r)
+            s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, s)  # AG is 0
+            return _PATHS[r] if r >= 0 else _refused(r, _all_gather, (output, input, group, dtype, algo, stream))
     return _all_gather(output, input, group, dtype, algo, stream)
 
 
-def _all_gather(output, input, group, dtype, algo, stream):
+def _all_gather(output, input, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
@@ -270,10 +294,10 @@ def _all_gather(output, input, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
-        stream = _stream_arg(stream, dev)
-    r = _collective(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
+        stream = _stream_arg(stream)
+    r = (lib or _collective)(g.handle, AG | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -282,22 +306,23 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
     gets chunk Group.rank in output."""
     if input.__class__ is _T and output.__class__ is _T and dtype is None:
         g = group or _core._default_group or _world_group()
-        d, dev, n = output.dtype, output.get_device(), output.numel()
+        d, n = output.dtype, output.numel()
         try:
             call = _RS_OP[op] | _TDT[d]
         except (KeyError, TypeError):
             call = None
-        if (call is not None and dev >= 0 and g.cuda and input.dtype is d and input.get_device() == dev
-                and input.numel() == n * g.size and input.is_contiguous() and output.is_contiguous()):
+        if (call is not None and g.cuda and input.dtype is d and input.numel() == n * g.size
+                and input.is_contiguous() and output.is_contiguous()):
             if algo is not None:
                 call |= _algo(algo)
-            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, stream)
-            return _PATHS[r] if r >= 0 else _fail(r)
+            s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
+            r = _collective(g.handle, call, input.data_ptr(), output.data_ptr(), n, s)
+            return _PATHS[r] if r >= 0 else _refused(r, _reduce_scatter, (output, input, op, group, dtype, algo,
+                                                                         stream))
     return _reduce_scatter(output, input, op, group, dtype, algo, stream)
 
 
-def _reduce_scatter(output, input, op, group, dtype, algo, stream):
+def _reduce_scatter(output, input, op, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
@@ -310,14 +335,14 @@ def _reduce_scatter(output, input, op, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "input")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
-        stream = _stream_arg(stream, dev)
+        stream = _stream_arg(stream)
     try:
         call = _RS_OP[op]
     except (KeyError, TypeError):
         call = RS | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
+    r = (lib or _collective)(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ob // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -325,29 +350,29 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
     """Reduces tensor across ranks with op, in place (or into output)."""
     if tensor.__class__ is _T and dtype is None:
         g = group or _core._default_group or _world_group()
-        d, dev, n = tensor.dtype, tensor.get_device(), tensor.numel()
+        d, n = tensor.dtype, tensor.numel()
         try:
             call = _AR_OP[op] | _TDT[d]
         except (KeyError, TypeError):
             call = None
-        if call is not None and dev >= 0 and g.cuda and tensor.is_contiguous():
+        if call is not None and g.cuda and tensor.is_contiguous():
             if output is None:
                 oa = ia = tensor.data_ptr()
-            elif (output.__class__ is _T and output.dtype is d and output.get_device() == dev
-                  and output.numel() == n and output.is_contiguous()):
+            elif output.__class__ is _T and output.dtype is d and output.numel() == n and output.is_contiguous():
                 ia, oa = tensor.data_ptr(), output.data_ptr()
             else:
                 call = None
             if call is not None:
                 if algo is not None:
                     call |= _algo(algo)
-                stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-                r = _collective(g.handle, call, ia, oa, n, stream)
-                return _PATHS[r] if r >= 0 else _fail(r)
+                s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
+                r = _collective(g.handle, call, ia, oa, n, s)
+                return _PATHS[r] if r >= 0 else _refused(r, _all_reduce, (tensor, op, group, output, dtype, algo,
+                                                                         stream))
     return _all_reduce(tensor, op, group, output, dtype, algo, stream)
 
 
-def _all_reduce(tensor, op, group, output, dtype, algo, stream):
+def _all_reduce(tensor, op, group, output, dtype, algo, stream, lib=None):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, output is None)
     if output is None:
@@ -362,14 +387,14 @@ def _all_reduce(tensor, op, group, output, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
-        stream = _stream_arg(stream, dev)
+        stream = _stream_arg(stream)
     try:
         call = _AR_OP[op]
     except (KeyError, TypeError):
         call = AR | _opcode(op) << 16
-    r = _collective(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
+    r = (lib or _collective)(g.handle, call | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es, stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 
@@ -377,19 +402,18 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
     """Copies group rank root's tensor into tensor on every rank (in place)."""
     if tensor.__class__ is _T and dtype is None and root.__class__ is int and 0 <= root < 1 << 31:
         g = group or _core._default_group or _world_group()
-        dev = tensor.get_device()
         call = _TDT.get(tensor.dtype)
-        if call is not None and dev >= 0 and g.cuda and tensor.is_contiguous():
+        if call is not None and g.cuda and tensor.is_contiguous():
             call |= BC | root << 32
             if algo is not None:
                 call |= _algo(algo)
-            stream = _raw_stream(dev) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream, dev)
-            r = _collective(g.handle, call, None, tensor.data_ptr(), tensor.numel(), stream)
-            return _PATHS[r] if r >= 0 else _fail(r)
+            s = _raw_stream(g.device) or CU_STREAM_LEGACY if stream is None else _stream_arg(stream)
+            r = _collective(g.handle, call, 0, tensor.data_ptr(), tensor.numel(), s)
+            return _PATHS[r] if r >= 0 else _refused(r, _broadcast, (tensor, root, group, dtype, algo, stream))
     return _broadcast(tensor, root, group, dtype, algo, stream)
 
 
-def _broadcast(tensor, root, group, dtype, algo, stream):
+def _broadcast(tensor, root, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     a, b, dt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, True)
     if dt < 0 or dt == 16 or dtype is not None:
@@ -397,13 +421,13 @@ def _broadcast(tensor, root, group, dtype, algo, stream):
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")
     if stream is None:  # the current stream
-        stream = None if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
     else:
-        stream = _stream_arg(stream, dev)
+        stream = _stream_arg(stream)
     if root.__class__ is not int or not 0 <= root < 1 << 31:
         root = _root(root, g)
-    r = _collective(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, None, a,
-                    b // _SIZE[dt], stream)
+    r = (lib or _collective)(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, 0, a,
+                             b // _SIZE[dt], stream)
     return _PATHS[r] if r >= 0 else _fail(r)
 
 

@@ -138,6 +138,31 @@ def run_checks(w):
             check(f"all_reduce sum {str(dtype)[6:]} x{count} ordinary memory",
                   lambda: symmem.all_reduce(plain), lambda: close(plain, reduce_ref(every[:, :count], "sum"), dtype))
     graph_checks(w)
+    device_checks(w)
+
+
+def device_checks(w):
+    """Memory that is not this rank's GPU's, on the torch path: the library
+    refuses it (the torch path reads no device) and the package raises the
+    error naming the tensor, as its checks did before; on every rank alike
+    (a local refusal: no peer waits), and the group still works after."""
+    t = symmem.empty(1024, torch.float32)
+    cases = [("host tensor", lambda: symmem.all_reduce(torch.ones(1024)), "host memory"),
+             ("pinned host tensor", lambda: symmem.all_reduce(torch.ones(1024).pin_memory()), "host memory"),
+             ("host output", lambda: symmem.all_reduce(t, output=torch.ones(1024)), "different devices"),
+             ("host all_gather input", lambda: symmem.all_gather_into_tensor(symmem.empty(1024 * w.size),
+                                                                           torch.ones(1024)), "different devices")]
+    for name, f, text in cases:
+        try:
+            f()
+            torch.cuda.synchronize()
+            report(f"refuse {name}", "FAIL", "the call ran")
+        except symmem.InvalidArgumentError as e:
+            report(f"refuse {name}", "ok" if text in str(e) else "FAIL", f"{str(e)[:200]} (want {text!r})")
+    t.fill_(1)
+    symmem.all_reduce(t)
+    torch.cuda.synchronize()
+    report("after-refusals", "ok" if bool((t == w.size).all()) else "FAIL", f"t[0]={float(t[0])}")
 
 
 # NCCL refuses two ranks on one GPU: with a shared device its paths may be
@@ -244,11 +269,15 @@ def nccl_lib():
 def run_cost(w):
     """Host cost per call, layer by layer (the Go and C layers come from
     BenchmarkGoAllReduce and abi_cost in scripts/gpu-python.sh): ctypes
-    into symmem with arguments ready on each stream, the package on torch's
-    default stream (CU_STREAM_LEGACY) and on a side stream, its general path,
-    its Python work alone, and NCCL through ctypes as vLLM calls it. Rows are
-    interleaved batch by batch (python/bench/interleave.py), the GPU drained
-    untimed after each batch.
+    into symmem with arguments ready on each stream (symmem_collective with
+    six c_void_p argtypes, the package's call before ABI version 3; and the
+    builtin function the package makes of symmem_py_collective, its call
+    now), the package on torch's default stream (CU_STREAM_LEGACY) and on
+    a side stream, the package's torch path as it was before (ABI 2: ten
+    tensor reads, six argtypes), its general path, its Python work alone,
+    and NCCL through ctypes as vLLM calls it. Rows are interleaved batch by
+    batch (python/bench/hostcost.py), the GPU drained untimed after each
+    batch.
 
     Diagnostic rows, for a package row above ctypes + its Python work:
     "Python work, then ctypes" runs the two back to back (no package call:
@@ -262,6 +291,8 @@ def run_cost(w):
     side = torch.cuda.Stream()
     on_side = functools.partial(torch.cuda.stream, side)
     lib, gh, coll = symmem._lib.lib, w.group.handle, symmem._lib.collective
+    six = lib.symmem_collective  # the package's binding before ABI version 3: six c_void_p argtypes
+    six.restype, six.argtypes = ctypes.c_int, [ctypes.c_void_p] * 6
     ia, oa = inp.data_ptr(), out.data_ptr()
     call = symmem._ops.AR | 7 << 8  # all-reduce, float32, sum, auto
     ops = symmem._ops
@@ -272,14 +303,17 @@ def run_cost(w):
         raise SystemExit("the no-op copy of all_reduce called the library")
     # functools.partial: a ctypes row times the ctypes call itself; its
     # status is checked before the timing and after it.
-    coll_null = functools.partial(coll, gh, call, ia, oa, count, None)
-    coll_legacy = functools.partial(coll, gh, call, ia, oa, count, 1)
+    coll_null = functools.partial(six, gh, call, ia, oa, count, None)
+    coll_legacy = functools.partial(coll, gh, call, ia, oa, count, 1)  # the package's call
     checked = [("ctypes symmem_all_reduce(8 args), stream NULL",
                 functools.partial(lib.symmem_all_reduce, gh, ia, oa, count, 7, 0, None, None)),
                ("ctypes symmem_collective(6 args), stream NULL", coll_null),
-               ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", coll_legacy),
+               ("ctypes symmem_collective(6 args), CU_STREAM_LEGACY", functools.partial(six, gh, call, ia, oa, count, 1)),
+               ("builtin symmem_collective (the package's), LEGACY", coll_legacy),
+               ("builtin symmem_collective (the package's), stream NULL",
+                functools.partial(coll, gh, call, ia, oa, count, 0)),
                ("ctypes symmem_collective(6 args), side stream",
-                functools.partial(coll, gh, call, ia, oa, count, side.cuda_stream))]
+                functools.partial(six, gh, call, ia, oa, count, side.cuda_stream))]
     for _, f in checked:
         if (r := f()) < 0:
             raise symmem._lib.error(r)
@@ -304,8 +338,23 @@ def run_cost(w):
         if r != 0:
             raise RuntimeError(f"NCCL error {r}")
 
+    def before_all_reduce(tensor, output):
+        """The package's torch path before ABI version 3 (commit 13c1806),
+        out of place on the current stream, for a before/after in one run:
+        ten tensor reads (the devices too) and six c_void_p argtypes."""
+        g = symmem._core._default_group
+        d, dv, n = tensor.dtype, tensor.get_device(), tensor.numel()
+        call = ops._AR_OP[0] | ops._TDT[d]
+        if (dv >= 0 and g.cuda and tensor.is_contiguous() and output.__class__ is torch.Tensor and output.dtype is d
+                and output.get_device() == dv and output.numel() == n and output.is_contiguous()):
+            r = six(g.handle, call, tensor.data_ptr(), output.data_ptr(), n, raw(dv) or 1)
+            return ops._PATHS[r] if r >= 0 else ops._fail(r)
+        raise SystemExit("before_all_reduce: not the torch path")
+
     pa, po = plain_in.data_ptr(), plain_out.data_ptr()
     ar = lambda: symmem.all_reduce(inp, output=out)  # noqa: E731
+    if before_all_reduce(inp, out) != ar():
+        raise SystemExit("the package before and now took different paths")
     general = ops._all_reduce
     rows = [("torch.cuda.current_stream().cuda_stream", lambda: torch.cuda.current_stream().cuda_stream),
             ("torch._C._cuda_getCurrentRawStream(dev)", functools.partial(raw, dev)),
@@ -313,12 +362,13 @@ def run_cost(w):
             *checked,
             ("symmem.all_reduce(pool tensors, output=), default stream", ar),
             ("symmem.all_reduce(pool tensors, output=), side stream", ar, on_side),
-            ("symmem.all_reduce, general path (before: _ops._all_reduce)",
+            ("before: the package's torch path of ABI 2, default stream", lambda: before_all_reduce(inp, out)),
+            ("symmem.all_reduce, general path (_ops._all_reduce)",
              lambda: general(inp, 0, None, out, None, None, None)),
             ("symmem.all_reduce Python work (library call a no-op)", lambda: noop_ar(inp, output=out)),
-            ("diag: Python work, then ctypes collective LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
+            ("diag: Python work, then builtin LEGACY", lambda: (noop_ar(inp, output=out), coll_legacy())),
             ("diag: 3 us spin alone", spin),
-            ("diag: 3 us spin, then ctypes collective LEGACY", lambda: (spin(), coll_legacy())),
+            ("diag: 3 us spin, then builtin LEGACY", lambda: (spin(), coll_legacy())),
             ("torch reads of one tensor (_ops._tensor)", functools.partial(ops._tensor, inp, True)),
             ("NCCL ncclAllReduce via ctypes, args ready, stream NULL",
              functools.partial(nccl.ncclAllReduce, pa, po, count, 7, 0, comm, None)),

@@ -302,8 +302,8 @@ class TestGroups(Base):
 
 
 class TestNCCLShapedExports(Base):
-    """The package calls symmem_collective; C callers get the NCCL-shaped
-    exports too, checked here through ctypes on the same data."""
+    """The package calls symmem_collective through its builtin entry; C
+    callers get the NCCL-shaped exports and symmem_collective too, checked here through ctypes on the same data."""
 
     def test_four_exports(self):
         lib, g, n, me, c = _lib.lib, W.group.handle, W.size, W.rank, 100
@@ -331,8 +331,12 @@ class TestNCCLShapedExports(Base):
         a, b = symmem.empty_buffer(4, "float32"), symmem.empty_buffer(4, "float32")
         pa, pb = symmem._ops.describe(a, True)[0], symmem._ops.describe(b, True)[0]
         call = symmem._ops.BC | 7 << 8
-        self.assertEqual(_lib.collective(W.group.handle, call, pa, pb, 4, None), -1)  # local: no peer waits
+        self.assertEqual(_lib.collective(W.group.handle, call, pa, pb, 4, 0), -1)  # local: no peer waits
         self.assertIn(b"in place", _lib.lib.symmem_last_error())
+        six = _lib.lib.symmem_collective  # the export through ctypes decodes the same way
+        six.restype, six.argtypes = ctypes.c_int, [ctypes.c_void_p] * 6
+        self.assertEqual(six(W.group.handle, call, pa, pb, 4, None), -1)
+        self.assertIn(f"in={pa:#x} out={pb:#x}".encode(), _lib.lib.symmem_last_error())
 
 
 class TestErrors(Base):

@@ -82,7 +82,7 @@ class TestExplicitInit(unittest.TestCase):
         w = symmem.init(backend="cpu", timeout=10, **self.args())
         try:
             self.assertIs(symmem.init(), w)  # a second init returns the open world
-            self.assertEqual((w.rank, w.size, w.backend), (0, 1, "cpu"))
+            self.assertEqual((w.rank, w.size, w.backend, w.device, w.group.device), (0, 1, "cpu", -1, -1))
             a, out = symmem.empty_buffer(8, "int64"), symmem.empty_buffer(8, "int64")
             a[:] = array.array("q", range(8))
             self.assertEqual(symmem.all_reduce(a, output=out), symmem.Path("direct", False))

@@ -27,15 +27,28 @@ A, B = 0x10000, 0x20000  # addresses
 KERNEL = 5 << 24  # SYMMEM_ALGO_KERNEL in the call word
 
 
-def group(cuda=True, size=SIZE):
+def group(cuda=True, size=SIZE, device=0):
     g = _core.Group.__new__(_core.Group)
     g.world = types.SimpleNamespace(backend="cuda" if cuda else "cpu")
     g.handle, g.name, g.ranks, g.rank, g.size, g.cuda, g.is_member = HANDLE, "fake", list(range(size)), 0, size, cuda, True
+    g.device = device if cuda else -1
     return g
 
 
+def at(addr, dev):
+    """The fake address of a tensor at addr on device dev (-1: host): the
+    device in bits 40-47, so the recorder can refuse memory of another
+    device as the library does."""
+    return addr | (dev & 0xFF) << 40
+
+
+def device_of(addr):
+    d = addr >> 40 & 0xFF
+    return -1 if d == 0xFF else d
+
+
 def T(addr, n, dt=F32, dev=0, contiguous=True):
-    return torch.Tensor(addr, n, dt, dev, contiguous)
+    return torch.Tensor(at(addr, dev), n, dt, dev, contiguous)
 
 
 # (public function, general path, its arguments in the general path's order)
@@ -55,12 +68,25 @@ OPS = {
 
 
 class Recorder:
-    def __init__(self, status=4):  # 4: SYMMEM_PATH_KERNEL
-        self.calls, self.status = [], status
+    """The library's collective entry: records each call; like the library, it
+    refuses (SYMMEM_ERR_INVALID) a cuda call whose buffers are not memory of
+    the group's device (device), else returns status. accepted: the calls
+    it did not refuse."""
 
-    def __call__(self, *args):
-        self.calls.append(args)
+    def __init__(self, status=4, device=0):  # 4: SYMMEM_PATH_KERNEL
+        self.calls, self.accepted, self.status, self.device = [], [], status, device
+        self.cuda = True  # the group the calls come from runs the cuda backend
+
+    def __call__(self, *c):  # group, call, in, out, count, stream
+        self.calls.append(c)
+        if self.cuda and any(a and device_of(a) != self.device for a in c[2:4]):
+            return -1
+        self.accepted.append(c)
         return self.status
+
+    def clear(self):
+        self.calls.clear()
+        self.accepted.clear()
 
 
 class TorchPath(unittest.TestCase):
@@ -77,15 +103,18 @@ class TorchPath(unittest.TestCase):
         same error) and whether the torch path served the call."""
         public, general, order = OPS[name]
         outcomes = []
+        g = kw.get("group")
+        self.rec.cuda = g is None or g.cuda
         for f, a in ((public, args), (general, order(args, kw))):
-            self.rec.calls.clear()
+            self.rec.clear()
             spy = mock.patch.object(_ops, general.__name__, wraps=general)
             with spy as s:
                 try:
                     r = f(*a, **kw) if f is public else f(*a)
-                    outcomes.append(("ok", r, list(self.rec.calls)))
+                    outcomes.append(("ok", r, list(self.rec.accepted)))
                 except symmem.SymmemError as e:
-                    outcomes.append((type(e), str(e), list(self.rec.calls)))
+                    outcomes.append((type(e), str(e), list(self.rec.accepted)))
+                self.assertLessEqual(len(self.rec.calls), 1, "the library was called twice")
                 if f is public and fast is not None:
                     self.assertEqual(s.called, not fast, f"{name}: torch path taken: want {fast}")
         self.assertEqual(outcomes[0], outcomes[1], f"{name}{args}{kw}: torch path vs general path")
@@ -101,7 +130,7 @@ class TorchPath(unittest.TestCase):
         got = self.run_both(name, *args, fast=None, **kw)  # an algo= refusal comes from either path
         self.assertIs(got[0], err, got)
         self.assertIn(text, got[1])
-        self.assertEqual(got[2], [], "the library was called")
+        self.assertEqual(got[2], [], "the library ran the call")
 
     def test_valid_calls(self):
         g = group()
@@ -112,16 +141,19 @@ class TorchPath(unittest.TestCase):
         self.ok("all_gather", T(B, n * SIZE), T(A, n), group=g, want=(HANDLE, 0 | 7 << 8, A, B, n, LEGACY))
         self.ok("reduce_scatter", T(B, n, I64), T(A, n * SIZE, I64), op="sum", group=g,
                 want=(HANDLE, 1 | 4 << 8, A, B, n, LEGACY))
-        self.ok("broadcast", T(A, n), root=1, group=g, want=(HANDLE, 3 | 7 << 8 | 1 << 32, None, A, n, LEGACY))
+        self.ok("broadcast", T(A, n), root=1, group=g, want=(HANDLE, 3 | 7 << 8 | 1 << 32, 0, A, n, LEGACY))
         self.ok("broadcast", T(A, n), root=1, group=g, algo="kernel",
-                want=(HANDLE, 3 | 7 << 8 | 1 << 32 | KERNEL, None, A, n, LEGACY))
+                want=(HANDLE, 3 | 7 << 8 | 1 << 32 | KERNEL, 0, A, n, LEGACY))
 
     def test_current_and_given_streams(self):
         g = group()
         faketorch.current[0] = 0x55
         self.ok("all_reduce", T(A, 8), group=g, want=(HANDLE, 2 | 7 << 8, A, A, 8, 0x55))
         faketorch.current[3] = 0x66
-        self.ok("all_reduce", T(A, 8, dev=3), group=g, want=(HANDLE, 2 | 7 << 8, A, A, 8, 0x66))
+        self.rec.device = 3
+        self.ok("all_reduce", T(A, 8, dev=3), group=group(device=3),
+                want=(HANDLE, 2 | 7 << 8, at(A, 3), at(A, 3), 8, 0x66))
+        self.rec.device = 0
         self.ok("all_gather", T(B, 16), T(A, 8), group=g, stream=0x77, want=(HANDLE, 7 << 8, A, B, 8, 0x77))
         self.ok("all_gather", T(B, 16), T(A, 8), group=g, stream=0, want=(HANDLE, 7 << 8, A, B, 8, LEGACY))
 
@@ -139,11 +171,11 @@ class TorchPath(unittest.TestCase):
         # subclass, dtype=.
         cpu = group(cuda=False)
         self.ok("all_reduce", T(A, 8, dev=-1), group=cpu, output=T(B, 8, dev=-1), fast=False,
-                want=(HANDLE, 2 | 7 << 8, A, B, 8, None))
+                want=(HANDLE, 2 | 7 << 8, at(A, -1), at(B, -1), 8, 0))
         p = torch.Parameter(A, 8, F32)
         self.ok("all_reduce", p, group=group(), fast=False, want=(HANDLE, 2 | 7 << 8, A, A, 8, LEGACY))
         self.ok("broadcast", T(A, 8, BF16), group=group(), dtype="float16", fast=False,
-                want=(HANDLE, 3 | 6 << 8, None, A, 8, LEGACY))
+                want=(HANDLE, 3 | 6 << 8, 0, A, 8, LEGACY))
 
     def test_refusals(self):
         g, n = group(), 64
@@ -188,6 +220,33 @@ class TorchPath(unittest.TestCase):
                 self.refused(name, *args, group=g, err=err, text=text, **kw)
         # A CUDA tensor on a cpu world.
         self.refused("all_reduce", T(A, n), group=group(cuda=False), text="is a CUDA tensor")
+
+    def test_torch_path_reads_no_device(self):
+        # The current stream is the group's device's; the library checks
+        # where the memory is. A tensor whose get_device() fails still runs.
+        def boom():
+            raise AssertionError("get_device() read on the torch path")
+        g, n = group(), 8
+        t, o, big = T(A, n), T(B, n), T(B, n * SIZE)
+        for x in (t, o, big):
+            x.get_device = boom
+        faketorch.current[0] = 0x55
+        for f, want in ((lambda: symmem.all_reduce(t, output=o, group=g), (HANDLE, 2 | 7 << 8, A, B, n, 0x55)),
+                        (lambda: symmem.all_gather_into_tensor(big, t, group=g), (HANDLE, 7 << 8, A, B, n, 0x55)),
+                        (lambda: symmem.reduce_scatter_tensor(t, big, group=g), (HANDLE, 1 | 7 << 8, B, A, n, 0x55)),
+                        (lambda: symmem.broadcast(t, 1, group=g), (HANDLE, 3 | 7 << 8 | 1 << 32, 0, A, n, 0x55))):
+            self.rec.clear()
+            self.assertIs(f(), _ops._PATHS[4])
+            self.assertEqual(self.rec.calls, [want])
+
+    def test_refusal_with_no_wrong_tensor_raises_the_librarys_error(self):
+        # Both tensors on GPU 1, the group's GPU 0: the general path's checks
+        # pass (same device, CUDA memory), so the library's refusal is the
+        # error, and the library is not called a second time.
+        with self.assertRaises(symmem.InvalidArgumentError):
+            symmem.all_reduce(T(A, 8, dev=1), output=T(B, 8, dev=1), group=group())
+        self.assertEqual(len(self.rec.calls), 1)
+        self.assertEqual(self.rec.accepted, [])
 
     def test_failed_status_raises_with_the_librarys_text(self):
         self.rec.status = -4  # SYMMEM_MISMATCH

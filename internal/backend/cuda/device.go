@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -78,6 +79,31 @@ func (b *Backend) Copy(dst, src uint64, n int64, stream uint64) error {
 		return fmt.Errorf("cuda backend: copy of %d bytes: %w", n, err)
 	}
 	return nil
+}
+
+// Ordinal is the GPU's CUDA ordinal in this process.
+func (b *Backend) Ordinal() int { return b.ctx.Dev }
+
+// CheckLocal: an ordinary buffer must be device memory of this GPU. A host
+// address reaching a kernel or NCCL faults the context (every later call
+// fails), and another GPU's memory is not what the call's stream orders.
+func (b *Backend) CheckLocal(ptr uint64) error {
+	t, dev, err := cudadrv.PointerInfo(ptr)
+	if err != nil {
+		return nil // cannot tell: the call itself will say
+	}
+	var what string
+	switch {
+	case (t == cudadrv.MemoryDevice || t == cudadrv.MemoryUnified) && dev == b.ctx.Dev:
+		return nil
+	case t == cudadrv.MemoryUnknown:
+		what = "host memory"
+	case t == cudadrv.MemoryHost:
+		what = "page-locked host memory"
+	default:
+		what = fmt.Sprintf("memory of GPU %d", dev)
+	}
+	return fmt.Errorf("%#x is %s, not device memory of this rank's GPU %d (pass buffers on GPU %d): %w", ptr, what, b.ctx.Dev, b.ctx.Dev, errs.Invalid)
 }
 
 // AllocLocal returns a private VMM allocation of at least bytes, outside

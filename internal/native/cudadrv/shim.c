@@ -20,6 +20,7 @@ FN(CUresult, cuCtxSetCurrent, (CUcontext))
 FN(CUresult, cuCtxSynchronize, (void))
 FN(CUresult, cuGetErrorName, (CUresult, const char**))
 FN(CUresult, cuMemGetInfo, (size_t*, size_t*))
+FN(CUresult, cuPointerGetAttributes, (unsigned, int*, void**, CUdeviceptr))
 FN(CUresult, cuMemHostAlloc, (void**, size_t, unsigned))
 FN(CUresult, cuMemHostGetDevicePointer, (CUdeviceptr*, void*, unsigned))
 FN(CUresult, cuMemFreeHost, (void*))
@@ -117,6 +118,7 @@ static symc_sym syms[] = {
 	S(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
 	S(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
 	S(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+	S(cuPointerGetAttributes, "cuPointerGetAttributes"),
 	S(cuMemsetD8, "cuMemsetD8_v2"),
 	S(cuMemsetD32, "cuMemsetD32_v2"),
 	S(cuMemsetD32Async, "cuMemsetD32Async"),
@@ -209,6 +211,16 @@ CUresult symc_primary_ctx_release(int dev) {
 }
 
 CUresult symc_mem_info(CUcontext ctx, size_t* free_, size_t* total) { CTX(ctx); return p_cuMemGetInfo(free_, total); }
+
+// CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2) and _DEVICE_ORDINAL (9); an address
+// CUDA does not know reads as type 0 (the call does not fail for it).
+CUresult symc_ptr_info(CUdeviceptr p, unsigned* type, int* ordinal) {
+	int attrs[2] = {2, 9};
+	void* data[2] = {type, ordinal};
+	*type = 0;
+	*ordinal = -1;
+	return p_cuPointerGetAttributes(2, attrs, data, p);
+}
 
 static void prop_for(int dev, symc_CUmemAllocationProp* p) {
 	memset(p, 0, sizeof *p);

@@ -78,6 +78,7 @@ CUresult symc_p2p(int a, int b, int* can, int* atomics, int* rank);
 CUresult symc_primary_ctx(int dev, CUcontext* ctx);
 CUresult symc_primary_ctx_release(int dev);
 CUresult symc_mem_info(CUcontext ctx, size_t* free_, size_t* total);
+CUresult symc_ptr_info(CUdeviceptr p, unsigned* type, int* ordinal);
 
 CUresult symc_granularity(int dev, size_t* gran);
 CUresult symc_vmm_create(CUcontext ctx, int dev, size_t size, CUmemGenericAllocationHandle* h);
