@@ -57,8 +57,8 @@ func roleGPULocalBuffers(ctx context.Context) error {
 		out, in coll.Span
 		want    string
 	}{
-		{"host in", out.Span, hs, "in 0x"},
-		{"host out", hs, in.Span, "out 0x"},
+		{"host in", out.Span, hs, "in: 0x"},
+		{"host out", hs, in.Span, "out: 0x"},
 	} {
 		_, err := g.AllReduce(ctx, c.out, c.in, coll.Float32, coll.Sum)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "is host memory") {
