@@ -49,6 +49,7 @@ type Program struct {
 	// NoBatch issues memory operations one call each (for graph capture,
 	// where each becomes its own node anyway).
 	NoBatch bool
+	failed  C.int // the failing op's index, written by Exec's C side (a local would escape: one allocation per call)
 }
 
 // NewProgram returns an empty program with room for n ops.
@@ -153,12 +154,11 @@ func (p *Program) Exec() error {
 	if len(p.ops) == 0 {
 		return nil
 	}
-	var failed C.int
-	r := C.symc_exec((*C.symc_op)(unsafe.Pointer(&p.ops[0])), C.int(len(p.ops)), &failed)
+	r := C.symc_exec((*C.symc_op)(unsafe.Pointer(&p.ops[0])), C.int(len(p.ops)), &p.failed)
 	if r == 0 {
 		return nil
 	}
-	i := int(failed)
+	i := int(p.failed)
 	o := p.ops[i]
 	return fmt.Errorf("cuda: op %d of %d (%s stream=%#x a=%#x b=%#x c=%d): %w", i, len(p.ops), opNames[o.Kind], o.Stream, o.A, o.B, o.C,
 		&Error{Call: opNames[o.Kind], Code: int(r), Name: errName(int(r))})

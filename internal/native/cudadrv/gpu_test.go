@@ -155,6 +155,23 @@ func TestExecError(t *testing.T) {
 	} else {
 		t.Log(err)
 	}
+	// A program that succeeds allocates nothing per Exec (the collectives'
+	// zero-allocation path rests on it).
+	ev, err := NewEvent(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Destroy()
+	p.Reset()
+	p.SetContext(ctx)
+	p.Record(s.Handle(), ev.Handle())
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := p.Exec(); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("Exec allocates %.1f times per call", allocs)
+	}
 }
 
 // BenchmarkExecSignalRoundTrip measures the host cost of issuing one
