@@ -32,9 +32,9 @@ import (
 // publish), waiting at most faultSwapWait; a record aged out of the ring
 // (more than recentCalls calls were queued behind it, or a CUDA graph
 // replayed it long after capture), or a peer that does not answer in time,
-// leaves the fingerprints in the message instead. The copy-engine paths
-// check through the handshake kernel (handshake.go); NCCL carries no
-// fingerprint: Options.Checked covers it.
+// leaves the fingerprints in the message instead. The copy-engine paths and
+// NCCL calls check through the handshake kernel in front of them
+// (handshake.go).
 
 // recentCalls is how many of the group's fingerprinted calls the host keeps
 // (about 14 KiB per group): a report arrives once the GPU has run the

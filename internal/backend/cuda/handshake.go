@@ -7,12 +7,14 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// The copy-engine paths (ce, lc) begin with the handshake kernel
-// (ptx/handshake.ptx) where the group has symmem's kernels: one CTA that
-// exchanges the call's fingerprint with every peer and compares, in the
-// signal region the kernels share (kernel.go). It replaces those paths' ready round of stream memory
-// operations (write, wait, reset per peer) with one launch, so the check
-// adds no host work. Stream memory operations cannot branch, so on a
+// The copy-engine paths (ce, lc) and NCCL calls begin with the handshake
+// kernel (ptx/handshake.ptx) where the group has symmem's kernels: one CTA
+// that exchanges the call's fingerprint with every peer and compares, in
+// the signal region the kernels share (kernel.go). On the copy-engine paths
+// it replaces the ready round of stream memory operations (write, wait,
+// reset per peer); in front of NCCL, whose kernels cannot compare and would
+// wait forever on a peer that called something else, it is one more launch
+// on the caller's stream. Stream memory operations cannot branch, so on a
 // difference the handshake reports (fault.go) and traps: the copies queued
 // behind it never run, on any rank, and the context is lost — the error
 // says so. Groups without the kernels (more than kernMaxRanks ranks, no
@@ -43,6 +45,19 @@ func (g *Group) ready(p *cudadrv.Program, s uint64, req backend.Request) {
 	}
 	g.putCheck(g.hsArgs, req)
 	p.Launch(s, g.b.kern.hs, g.hsArgs, 1, hsThreads)
+}
+
+// handshakeOnly issues the handshake alone on stream s, in front of a path
+// with no check of its own (NCCL). The caller holds runMu.
+func (g *Group) handshakeOnly(req backend.Request, s uint64) error {
+	if g.broken != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	}
+	p := g.prog
+	p.Reset()
+	p.SetContext(g.b.ctx)
+	g.ready(p, s, req)
+	return g.issue(p, s, req, "handshake")
 }
 
 // takeFault returns (and clears) the mismatch the group's kernels reported,

@@ -72,10 +72,17 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	default:
 		r := req
 		r.Algo = algo
-		var p coll.Path
-		p, err = g.nccl.run(ctx, r, win)
-		if p.Algo != "" {
-			path.Algo = p.Algo
+		if g.hsArgs != nil && g.nccl.comm != nil {
+			g.runMu.Lock()
+			err = g.handshakeOnly(r, req.Stream)
+			g.runMu.Unlock()
+		}
+		if err == nil {
+			var p coll.Path
+			p, err = g.nccl.run(ctx, r, win)
+			if p.Algo != "" {
+				path.Algo = p.Algo
+			}
 		}
 	}
 	if err != nil {
