@@ -59,10 +59,11 @@ const maxCERanks = 64
 //
 // Stream program (main stream s):
 //
+//	fork: the handshake beside it (handshake.go)
 //	[out-of-place] fork: side0 copies in -> out[me]
-//	ready: the handshake kernel (handshake.go), or without the kernels:
-//	  write 1 to every peer, wait for every peer's 1, reset to 0
+//	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
 //	copies from/to peers, split over s and side streams (fork/join by events)
+//	join the handshake
 //	signal done (the same round on the done words)
 //	join side0
 //
@@ -99,6 +100,7 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	}
 	me := g.me
 	slice := req.Count * int64(req.DType.Size())
+	g.checkFork(p, s, req)
 	localJoin := uint64(0)
 	if !req.InPlace {
 		// The local copy runs on a side stream, beside the peers' transfers.
@@ -110,12 +112,9 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 		localJoin = g.h.joins[0]
 		p.Record(side, localJoin)
 	}
-	// The local copy may run before the handshake ends: this rank's own
-	// slice is right whatever the peers passed, and a mismatch loses the
-	// context (its memory with it). In-place and out-of-place the same
-	// ratio to the earlier ready round (results/gpu-single-2026-11-24/run25).
-	g.ready(p, s, req)
+	g.signal(p, s, slotReady)
 	g.transfers(p, s, xs[:nx])
+	g.checkJoin(p, s)
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)

@@ -504,11 +504,11 @@ func seg1(g *Group) *peerSeg {
 	return ps
 }
 
-// TestCopyEngineHandshake: with the kernels, a copy-engine collective starts
-// with one handshake launch carrying the call's fingerprint and the
-// handshake's own regions, before any copy from or to a peer (the
-// out-of-place local copy may run beside it) and instead of the ready
-// round; the done round stays.
+// TestCopyEngineHandshake: with the kernels, a copy-engine collective forks
+// one handshake launch carrying the call's fingerprint and the kernels'
+// shared regions onto the check stream before anything else, keeps its
+// ready round of memory operations, and joins the handshake before its
+// done round.
 func TestCopyEngineHandshake(t *testing.T) {
 	for _, inPlace := range []bool{true, false} {
 		g := fakeGroup(3, 1)
@@ -516,6 +516,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		defer g.hsArgs.Free()
 		g.fillHandshake(g.hsArgs)
 		g.b.kern.hs = 77
+		g.h.check, g.h.checkEv = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
 		req.Check[1] = 12345
 		const s = 7
@@ -523,24 +524,26 @@ func TestCopyEngineHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		ops := g.prog.Ops()
-		var launches, waits int
-		for _, o := range ops {
-			switch o.Kind {
-			case cudadrv.OpLaunch:
-				if o.Stream != s || o.A != 77 || o.C != 1|hsThreads<<32 {
-					t.Fatalf("in-place %v: launch %+v, want the handshake's on stream %d", inPlace, o, s)
-				}
-				launches++
-			case cudadrv.OpCopy:
-				if launches == 0 && o.A != req.Out.Ptr+uint64(req.Count*2) { // out[me] of rank 1
-					t.Fatalf("in-place %v: a peer copy %+v before the handshake", inPlace, o)
-				}
-			case cudadrv.OpWait32:
-				waits++
+		want := []cudadrv.Op{{Kind: cudadrv.OpRecord, Stream: s, A: 42}, {Kind: cudadrv.OpWaitEvent, Stream: 41, A: 42},
+			{Kind: cudadrv.OpLaunch, Stream: 41, A: 77, C: 1 | hsThreads<<32}, {Kind: cudadrv.OpRecord, Stream: 41, A: 43}}
+		for i, w := range want {
+			if o := ops[i]; o.Kind != w.Kind || o.Stream != w.Stream || o.A != w.A || (w.Kind == cudadrv.OpLaunch && o.C != w.C) {
+				t.Fatalf("in-place %v: op %d is %+v, want %+v (the handshake forked first)", inPlace, i, o, w)
 			}
 		}
-		if launches != 1 || waits != 2 { // the done round: one wait per peer
-			t.Errorf("in-place %v: %d launches and %d waits, want 1 and 2 (no ready round)", inPlace, launches, waits)
+		joined, waits := -1, 0
+		for i, o := range ops {
+			switch {
+			case o.Kind == cudadrv.OpWaitEvent && o.Stream == s && o.A == 43:
+				joined = i
+			case o.Kind == cudadrv.OpWait32:
+				waits++
+			case o.Kind == cudadrv.OpWrite32 && o.B == signalOn && waits > 2 && joined < 0:
+				t.Fatalf("in-place %v: op %d signals done before the handshake is joined", inPlace, i)
+			}
+		}
+		if joined < 0 || waits != 4 { // ready and done: one wait per peer each
+			t.Errorf("in-place %v: join at %d, %d waits; want a join and 4 waits", inPlace, joined, waits)
 		}
 		b := g.hsArgs.Bytes()
 		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }

@@ -33,7 +33,7 @@ import (
 // (more than recentCalls calls were queued behind it, or a CUDA graph
 // replayed it long after capture), or a peer that does not answer in time,
 // leaves the fingerprints in the message instead. The copy-engine paths and
-// NCCL calls check through the handshake kernel in front of them
+// NCCL calls check through the handshake kernel beside them
 // (handshake.go).
 
 // recentCalls is how many of the group's fingerprinted calls the host keeps

@@ -64,10 +64,12 @@ type Group struct {
 	fork    *cudadrv.Event // local-copy fork
 	forkX   *cudadrv.Event // transfer fork (after the ready wait)
 	joins   []*cudadrv.Event
-	last    *cudadrv.Event // fence recorded by quiesce
-	usedOwn bool           // collectives ran on the backend's stream since the last quiesce
-	fences  []streamFence  // fence events on callers' streams (track)
-	h       handles        // raw handles of side, joins, fork, forkX, last
+	last    *cudadrv.Event    // fence recorded by quiesce
+	check   *cudadrv.Stream   // where the handshake runs beside a copy-engine or NCCL call (handshake.go)
+	checkEv [2]*cudadrv.Event // its fork and join
+	usedOwn bool              // collectives ran on the backend's stream since the last quiesce
+	fences  []streamFence     // fence events on callers' streams (track)
+	h       handles           // raw handles of side, joins, fork, forkX, last
 	broken  error
 	kargs   *cudadrv.Args       // the kernel's parameter block (nil: no kernel path, kernWhy says why)
 	kargs2  *cudadrv.Args       // the second launch's block (two-shot's all-gather)
@@ -88,6 +90,8 @@ type Group struct {
 type handles struct {
 	side, joins       []uint64
 	fork, forkX, last uint64
+	check             uint64    // the handshake's stream
+	checkEv           [2]uint64 // its fork and join events
 }
 
 // peerSeg is every rank's mapping of one registered segment.
@@ -240,6 +244,16 @@ func (g *Group) setupCE(ctx context.Context) error {
 	if g.last, err = cudadrv.NewEvent(c, false); err != nil {
 		return err
 	}
+	if g.check, err = cudadrv.NewStream(c, 0); err != nil {
+		return err
+	}
+	for i := range g.checkEv {
+		if g.checkEv[i], err = cudadrv.NewEvent(c, false); err != nil {
+			return err
+		}
+		g.h.checkEv[i] = g.checkEv[i].Handle()
+	}
+	g.h.check = g.check.Handle()
 	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
@@ -459,8 +473,10 @@ func (g *Group) Close() error {
 		if g.pad != nil {
 			g.pad.release(g.b.ctx)
 		}
-		for _, s := range g.side {
-			s.Destroy()
+		for _, s := range append(g.side, g.check) {
+			if s != nil {
+				s.Destroy()
+			}
 		}
 		for _, a := range []*cudadrv.Args{g.kargs, g.kargs2, g.lcArgs, g.hsArgs} {
 			if a != nil {
@@ -479,7 +495,7 @@ func (g *Group) Close() error {
 		for _, f := range g.fences {
 			f.ev.Destroy()
 		}
-		for _, e := range append(g.joins, g.fork, g.forkX, g.last) {
+		for _, e := range append(g.joins, g.fork, g.forkX, g.last, g.checkEv[0], g.checkEv[1]) {
 			if e != nil {
 				e.Destroy()
 			}

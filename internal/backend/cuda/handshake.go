@@ -7,19 +7,24 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// The copy-engine paths (ce, lc) and NCCL calls begin with the handshake
-// kernel (ptx/handshake.ptx) where the group has symmem's kernels: one CTA
-// that exchanges the call's fingerprint with every peer and compares, in
-// the signal region the kernels share (kernel.go). On the copy-engine paths
-// it replaces the ready round of stream memory operations (write, wait,
-// reset per peer); in front of NCCL, whose kernels cannot compare and would
-// wait forever on a peer that called something else, it is one more launch
-// on the caller's stream. Stream memory operations cannot branch, so on a
-// difference the handshake reports (fault.go) and traps: the copies queued
-// behind it never run, on any rank, and the context is lost — the error
-// says so. Groups without the kernels (more than kernMaxRanks ranks, no
-// JIT) keep the memory-operation round, unchecked in-band (Options.Checked
-// covers them).
+// The copy-engine paths (ce, lc) and NCCL calls run the handshake kernel
+// (ptx/handshake.ptx) beside them where the group has symmem's kernels: one
+// CTA, on a stream of its own forked from the call's stream at its start,
+// exchanges the call's fingerprint with every peer and compares, in the
+// signal region the kernels share (kernel.go); the call's stream joins it
+// before its last step (the copy-engine paths' done round, or right after
+// the NCCL call), so no call completes before its check passed. Stream
+// memory operations and NCCL's kernels cannot compare or branch, so on a
+// difference the handshake reports (fault.go) and traps: the context is
+// lost on every rank (each compares with every peer), waits that would
+// never end (a peer on another path, NCCL on other counts) end with it,
+// and nothing ordered after the call runs. Copies may have started by
+// then, into memory of contexts that are all lost. Running beside instead
+// of in front costs the call no latency where its transfers take longer
+// than the handshake: in front, it added ~10 us to every copy-engine call
+// and ~6 us to NCCL calls on 2x H200 (results/gpu-handshake-2026-11-24.md,
+// run 29). Groups without the kernels (more than kernMaxRanks ranks, no
+// JIT) run unchecked in-band (Options.Checked covers them).
 
 // hsThreads is the handshake's CTA (ptx/handshake.ptx's .maxntid).
 const hsThreads = 32
@@ -35,28 +40,40 @@ func (g *Group) fillHandshake(a *cudadrv.Args) {
 	a.PutU32(argN, uint32(len(g.ranks)))
 }
 
-// ready adds the ready round of a copy-engine collective on stream s: the
-// handshake for req where the group has the kernels, else the memory
-// operations' round.
-func (g *Group) ready(p *cudadrv.Program, s uint64, req backend.Request) {
+// checkFork starts the handshake for req beside stream s (nothing without
+// the kernels); checkJoin makes s wait for it.
+func (g *Group) checkFork(p *cudadrv.Program, s uint64, req backend.Request) {
 	if g.hsArgs == nil {
-		g.signal(p, s, slotReady)
 		return
 	}
 	g.putCheck(g.hsArgs, req)
-	p.Launch(s, g.b.kern.hs, g.hsArgs, 1, hsThreads)
+	p.Record(s, g.h.checkEv[0])
+	p.WaitEvent(g.h.check, g.h.checkEv[0])
+	p.Launch(g.h.check, g.b.kern.hs, g.hsArgs, 1, hsThreads)
+	p.Record(g.h.check, g.h.checkEv[1])
 }
 
-// handshakeOnly issues the handshake alone on stream s, in front of a path
-// with no check of its own (NCCL). The caller holds runMu.
-func (g *Group) handshakeOnly(req backend.Request, s uint64) error {
+func (g *Group) checkJoin(p *cudadrv.Program, s uint64) {
+	if g.hsArgs != nil {
+		p.WaitEvent(s, g.h.checkEv[1])
+	}
+}
+
+// checkBeside runs the handshake for req beside a call of another path
+// (NCCL) on stream s: fork (before the call is enqueued) or join (after).
+// The caller holds runMu.
+func (g *Group) checkBeside(req backend.Request, s uint64, join bool) error {
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	p := g.prog
 	p.Reset()
 	p.SetContext(g.b.ctx)
-	g.ready(p, s, req)
+	if join {
+		g.checkJoin(p, s)
+	} else {
+		g.checkFork(p, s, req)
+	}
 	return g.issue(p, s, req, "handshake")
 }
 
@@ -70,7 +87,7 @@ func (g *Group) takeFault() error {
 	}
 	err := g.explain(rep)
 	if rep.stopped {
-		err = fmt.Errorf("%w; the handshake in front of the copy engines stopped the device so that no copy ran: this process's CUDA context is lost, restart it", err)
+		err = fmt.Errorf("%w; the handshake beside the copy engines or NCCL stopped the device so that nothing ordered after the call ran: this process's CUDA context is lost, restart it", err)
 		g.broken, g.stopped = err, err
 	}
 	return err

@@ -171,7 +171,8 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU64(lcChunk, uint64(sub))
 	g.putCheck(a, req)
 
-	g.ready(p, s, req)
+	g.checkFork(p, s, req)
+	g.signal(p, s, slotReady)
 	if n > 1 {
 		p.Record(s, g.h.forkX)
 	}
@@ -213,6 +214,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 		}
 		g.transfers(p, s, xs[:nx])
 	}
+	g.checkJoin(p, s)
 	g.signal(p, s, slotDone)
 	return nil
 }

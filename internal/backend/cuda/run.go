@@ -72,9 +72,10 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	default:
 		r := req
 		r.Algo = algo
-		if g.hsArgs != nil && g.nccl.comm != nil {
+		checked := g.hsArgs != nil && g.nccl.comm != nil
+		if checked {
 			g.runMu.Lock()
-			err = g.handshakeOnly(r, req.Stream)
+			err = g.checkBeside(r, req.Stream, false)
 			g.runMu.Unlock()
 		}
 		if err == nil {
@@ -82,6 +83,14 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 			p, err = g.nccl.run(ctx, r, win)
 			if p.Algo != "" {
 				path.Algo = p.Algo
+			}
+			if checked {
+				g.runMu.Lock()
+				jerr := g.checkBeside(r, req.Stream, true)
+				g.runMu.Unlock()
+				if err == nil {
+					err = jerr
+				}
 			}
 		}
 	}

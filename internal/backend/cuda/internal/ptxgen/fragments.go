@@ -268,8 +268,8 @@ func (p *ptx) faultExit() {
 	bra             L_end;`, pFlags, flagFirst, rSkip)
 }
 
-// faultTrap is faultExit for a kernel whose stream goes on with work that
-// cannot be skipped (copy engines after the handshake): thread 0 writes the
+// faultTrap is faultExit for a kernel beside work that cannot be skipped or
+// stop waiting (copy engines, NCCL): thread 0 writes the
 // report, then every signalling thread tells its peer (peer k's done[b][me])
 // and waits, at most a second, until the peer told it too; then the CTA
 // traps, which stops the context before that work runs. The wait matters
@@ -288,7 +288,7 @@ func (p *ptx) faultTrap() {
 	p.w(`L_fault_told:
 	bar.sync        0;
 	membar.sys;
-	trap;                                         // the copies behind this kernel must not run`)
+	trap;                                         // nothing ordered after the call may run`)
 }
 
 // faultReport is L_fault: thread 0 of the first CTA of the launch to get

@@ -6,27 +6,29 @@ import "fmt"
 // at least maxRanks).
 const handshakeThreads = 32
 
-// handshake is ptx/handshake.ptx: the in-band argument check in front of
-// the copy-engine paths, whose stream memory operations cannot compare
-// values or branch.
+// handshake is ptx/handshake.ptx: the in-band argument check beside the
+// copy-engine paths and NCCL calls, whose stream memory operations and
+// kernels cannot compare values or branch.
 func handshake() string {
 	var p ptx
-	p.header(fmt.Sprintf(`handshake.ptx: the argument check of symmem's copy-engine paths (ce, lc), launched
-on the collective's stream before any copy (PTX from internal/backend/cuda/internal/ptxgen).
+	p.header(fmt.Sprintf(`handshake.ptx: the argument check of symmem's copy-engine paths (ce, lc) and of NCCL
+calls, launched on a stream of its own beside the call, which joins it before its
+last step (PTX from internal/backend/cuda/internal/ptxgen).
 
 One CTA of %[6]d threads; thread k talks to peer k with the all-gather
 kernel's ready protocol in the region all signalling kernels share
 (allgather.ptx, the same fragments; a launch of another kernel on a peer
 carries another fingerprint, so a rank that took another path is found
-too): it announces the launch with the call's fingerprint (P.hash)
-in peer k's header, waits for peer k's announcement and compares the two.
-Equal on every rank: the kernel ends and the copies behind it run. A
-difference: thread 0 writes the report into P.fault (fault.go) and
-executes `+"`trap`"+`. Copies already queued behind a kernel cannot be skipped
-(stream memory operations do not branch), so the check stops the context
-instead: every rank sees the difference (each compares with every peer),
-none moves data, and the host reports the mismatch with the launch error.
-The watchdog (P.timeout) bounds the wait like in the other kernels.
+too): it announces the launch with the call's fingerprint (P.hash) in peer
+k's header, waits for peer k's announcement and compares the two. Equal on
+every rank: the kernel ends and the call's last step may run. A difference:
+thread 0 writes the report into P.fault (fault.go), every thread tells its
+peer and waits (at most a second) for the peer to tell it, then the CTA
+executes `+"`trap`"+`: stream memory operations and NCCL's kernels cannot skip
+work or stop waiting, so the check stops the context instead, on every
+rank, before anything ordered after the call runs; the host reports the
+mismatch with the launch error. The watchdog (P.timeout) bounds the wait
+like in the other kernels.
 
 Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
   %[2]d region u64 (local) | %[3]d me u32 | %[4]d n u32

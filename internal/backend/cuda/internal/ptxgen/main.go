@@ -5,7 +5,7 @@
 //	ptx/allgather.ptx   the all-gather push kernel
 //	ptx/allreduce.ptx   the one-shot all-reduce pull kernel
 //	ptx/reducescatter.ptx the low-contention reduce-scatter's reduction
-//	ptx/handshake.ptx   the argument check in front of the copy-engine paths
+//	ptx/handshake.ptx   the argument check beside the copy-engine paths and NCCL
 //	kernel_layout.go    parameter and region offsets the launch code writes
 //
 // The kernels are built from the same fragments (layout.go: the parameter
