@@ -110,6 +110,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		}
 	}
 	req.Check = c.record(req, staged)
+	req.Checked = g.w.opts.Checked
 	if g.w.opts.Checked {
 		all, err := g.bg.AllGather(ctx, []byte(fingerprint(req, staged)))
 		if err != nil {

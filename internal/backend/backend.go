@@ -152,6 +152,10 @@ type Request struct {
 	// across the ranks in-band before any data moves and fail with a
 	// *pool.Disagreement otherwise. The zero value checks nothing.
 	Check pool.Record
+	// Checked: the user asked for checked mode (Options.Checked), where
+	// backends add the checks that cost time on every call (the GPU
+	// backend's handshake beside copy-engine and NCCL calls).
+	Checked bool
 }
 
 // IOBytes is the bytes a collective of kind k on count elements of dt

@@ -59,11 +59,11 @@ const maxCERanks = 64
 //
 // Stream program (main stream s):
 //
-//	fork: the handshake beside it (handshake.go)
+//	[checked mode] fork: the handshake beside it (handshake.go)
 //	[out-of-place] fork: side0 copies in -> out[me]
 //	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
 //	copies from/to peers, split over s and side streams (fork/join by events)
-//	join the handshake
+//	[checked mode] join the handshake
 //	signal done (the same round on the done words)
 //	join side0
 //
@@ -114,7 +114,7 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	}
 	g.signal(p, s, slotReady)
 	g.transfers(p, s, xs[:nx])
-	g.checkJoin(p, s)
+	g.checkJoin(p, s, req)
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)

@@ -504,7 +504,8 @@ func seg1(g *Group) *peerSeg {
 	return ps
 }
 
-// TestCopyEngineHandshake: with the kernels, a copy-engine collective forks
+// TestCopyEngineHandshake: in checked mode, with the kernels, a copy-engine
+// collective forks
 // one handshake launch carrying the call's fingerprint and the kernels'
 // shared regions onto the check stream before anything else, keeps its
 // ready round of memory operations, and joins the handshake before its
@@ -520,6 +521,16 @@ func TestCopyEngineHandshake(t *testing.T) {
 		req := gatherReq(g, 4097, inPlace)
 		req.Check[1] = 12345
 		const s = 7
+		if err := g.buildAllGather(g.prog, req, s); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range g.prog.Ops() {
+			if o.Kind == cudadrv.OpLaunch || o.Stream == g.h.check {
+				t.Fatalf("in-place %v: outside checked mode the program has %+v", inPlace, o)
+			}
+		}
+		g.prog.Reset()
+		req.Checked = true
 		if err := g.buildAllGather(g.prog, req, s); err != nil {
 			t.Fatal(err)
 		}

@@ -33,8 +33,8 @@ import (
 // (more than recentCalls calls were queued behind it, or a CUDA graph
 // replayed it long after capture), or a peer that does not answer in time,
 // leaves the fingerprints in the message instead. The copy-engine paths and
-// NCCL calls check through the handshake kernel beside them
-// (handshake.go).
+// NCCL calls check through the handshake kernel beside them in checked mode
+// only (handshake.go says why).
 
 // recentCalls is how many of the group's fingerprinted calls the host keeps
 // (about 14 KiB per group): a report arrives once the GPU has run the

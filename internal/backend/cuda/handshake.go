@@ -7,24 +7,27 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// The copy-engine paths (ce, lc) and NCCL calls run the handshake kernel
-// (ptx/handshake.ptx) beside them where the group has symmem's kernels: one
-// CTA, on a stream of its own forked from the call's stream at its start,
-// exchanges the call's fingerprint with every peer and compares, in the
-// signal region the kernels share (kernel.go); the call's stream joins it
-// before its last step (the copy-engine paths' done round, or right after
-// the NCCL call), so no call completes before its check passed. Stream
-// memory operations and NCCL's kernels cannot compare or branch, so on a
-// difference the handshake reports (fault.go) and traps: the context is
-// lost on every rank (each compares with every peer), waits that would
-// never end (a peer on another path, NCCL on other counts) end with it,
-// and nothing ordered after the call runs. Copies may have started by
-// then, into memory of contexts that are all lost. Running beside instead
-// of in front costs the call no latency where its transfers take longer
-// than the handshake: in front, it added ~10 us to every copy-engine call
-// and ~6 us to NCCL calls on 2x H200 (results/gpu-handshake-2026-11-24.md,
-// run 29). Groups without the kernels (more than kernMaxRanks ranks, no
-// JIT) run unchecked in-band (Options.Checked covers them).
+// In checked mode (backend.Request.Checked) the copy-engine paths (ce, lc)
+// and NCCL calls run the handshake kernel (ptx/handshake.ptx) beside them
+// where the group has symmem's kernels: one CTA, on a stream of its own
+// forked from the call's stream at its start, exchanges the call's
+// fingerprint (record and path) with every peer and compares, in the signal
+// region the kernels share (kernel.go); the call's stream joins it before
+// its last step (the done round, or right after the NCCL call), so no call
+// completes before its check passed. Stream memory operations and NCCL's
+// kernels cannot compare or branch, so on a difference the handshake
+// reports (fault.go) and traps: the context is lost on every rank (each
+// compares with every peer), waits that would never end (a peer on another
+// path) end with it, and nothing ordered after the call runs. It catches
+// what checked mode's store exchange cannot: ranks that forced different
+// algorithms, and replays of different CUDA graphs.
+//
+// It is not always on because it is not free: a copy-engine call took ~10
+// us more with it in front and ~8 us more with it beside (in-place
+// all-gather, 64 KiB to 256 MiB, 2x H200 run 29 and one shared H100 run 30;
+// NCCL all-reduce ~6 us more), the cost of a kernel launch on the call's
+// critical path (results/gpu-handshake-2026-11-24.md). Groups without the
+// kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
 // hsThreads is the handshake's CTA (ptx/handshake.ptx's .maxntid).
 const hsThreads = 32
@@ -40,10 +43,10 @@ func (g *Group) fillHandshake(a *cudadrv.Args) {
 	a.PutU32(argN, uint32(len(g.ranks)))
 }
 
-// checkFork starts the handshake for req beside stream s (nothing without
-// the kernels); checkJoin makes s wait for it.
+// checkFork starts the handshake for req beside stream s (nothing outside
+// checked mode or without the kernels); checkJoin makes s wait for it.
 func (g *Group) checkFork(p *cudadrv.Program, s uint64, req backend.Request) {
-	if g.hsArgs == nil {
+	if !g.checks(req) {
 		return
 	}
 	g.putCheck(g.hsArgs, req)
@@ -53,11 +56,14 @@ func (g *Group) checkFork(p *cudadrv.Program, s uint64, req backend.Request) {
 	p.Record(g.h.check, g.h.checkEv[1])
 }
 
-func (g *Group) checkJoin(p *cudadrv.Program, s uint64) {
-	if g.hsArgs != nil {
+func (g *Group) checkJoin(p *cudadrv.Program, s uint64, req backend.Request) {
+	if g.checks(req) {
 		p.WaitEvent(s, g.h.checkEv[1])
 	}
 }
+
+// checks reports whether req runs with the handshake beside it.
+func (g *Group) checks(req backend.Request) bool { return req.Checked && g.hsArgs != nil }
 
 // checkBeside runs the handshake for req beside a call of another path
 // (NCCL) on stream s: fork (before the call is enqueued) or join (after).
@@ -70,7 +76,7 @@ func (g *Group) checkBeside(req backend.Request, s uint64, join bool) error {
 	p.Reset()
 	p.SetContext(g.b.ctx)
 	if join {
-		g.checkJoin(p, s)
+		g.checkJoin(p, s, req)
 	} else {
 		g.checkFork(p, s, req)
 	}

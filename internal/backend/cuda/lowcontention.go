@@ -214,7 +214,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 		}
 		g.transfers(p, s, xs[:nx])
 	}
-	g.checkJoin(p, s)
+	g.checkJoin(p, s, req)
 	g.signal(p, s, slotDone)
 	return nil
 }

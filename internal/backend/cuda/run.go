@@ -72,7 +72,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	default:
 		r := req
 		r.Algo = algo
-		checked := g.hsArgs != nil && g.nccl.comm != nil
+		checked := g.checks(r) && g.nccl.comm != nil
 		if checked {
 			g.runMu.Lock()
 			err = g.checkBeside(r, req.Stream, false)
