@@ -10,6 +10,8 @@
 //   - the kernels' in-band argument check: fingerprints travel with the
 //     ready signals, a mismatch is reported through mapped host words and
 //     named by swapping the two calls' records through the store (fault.go);
+//   - in checked mode, the handshake kernel beside copy-engine and NCCL calls,
+//     which traps on a difference (handshake.go, ptx/handshake.ptx);
 //   - the copy-engine all-gather: stream memory operations signal readiness
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
