@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -423,26 +422,13 @@ func roleGPUCost(ctx context.Context) error {
 		slice := size / int64(w.Size())
 		in := coll.Span{Ptr: out.Ptr + uint64(int64(g.Rank())*slice), Len: slice}
 		var path coll.Path
-		var per []float64
-		for round := 0; round < 200; round++ {
-			if err := w.Synchronize(ctx); err != nil {
-				return err
-			}
-			if err := g.Barrier(ctx); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			for i := 0; i < 4; i++ {
-				if path, err = g.AllGather(ctx, out.Span, in, coll.BFloat16); err != nil {
-					return err
-				}
-			}
-			per = append(per, time.Since(t0).Seconds()*1e6/4)
-		}
-		if err := w.Synchronize(ctx); err != nil {
+		per, err := hostBursts(ctx, w, g, func() (err error) {
+			path, err = g.AllGather(ctx, out.Span, in, coll.BFloat16)
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		slices.Sort(per)
 		fmt.Printf("USERCOST all_gather %d bytes in-place via %s: median %.2f us, p90 %.2f us per call (rank %d)\n", size, path.Algo, per[len(per)/2], per[len(per)*9/10], w.Rank())
 		if err := w.Free(out); err != nil {
 			return err

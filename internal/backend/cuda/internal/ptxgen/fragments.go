@@ -238,16 +238,22 @@ func (p *ptx) skipIfFirstFailed() {
 
 // skipExit is L_skip (see skipIfFirstFailed).
 func (p *ptx) skipExit() {
-	p.f(`L_skip:
+	p.lastCTA("L_skip", fmt.Sprintf("\tst.relaxed.gpu.global.u32 [%%rd3+%d], 0;       // skip consumed; the launch word stays\n\tbra             L_end_ret;", rSkip))
+}
+
+// lastCTA is label, where thread 0 counts its CTA in the region's finished
+// word; the CTA that completes the count resets it and runs last (the
+// others, and every other thread, go to L_end_ret).
+func (p *ptx) lastCTA(label, last string) {
+	p.f(`%s:
 	setp.ne.u32     %%p7, %%r1, 0;
 	@%%p7 bra        L_end_ret;
 	atom.acq_rel.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
 	sub.u32         %%r12, %%r4, 1;
 	setp.ne.u32     %%p7, %%r11, %%r12;
 	@%%p7 bra        L_end_ret;
-	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;
-	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;       // skip consumed; the launch word stays
-	bra             L_end_ret;`, rFinished, rFinished, rSkip)
+	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;`, label, rFinished, rFinished)
+	p.w(last)
 }
 
 // faultShared declares the CTA's mismatch flag (set, peer, its fingerprint).
@@ -320,15 +326,5 @@ func (p *ptx) faultReport(stopped bool) {
 // finished; the CTA that completes the count resets it and stores e into
 // the launch word, where the next launch reads it (setup).
 func (p *ptx) finish() {
-	p.f(`L_end:
-	setp.ne.u32     %%p7, %%r1, 0;
-	@%%p7 bra        L_end_ret;
-	atom.acq_rel.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
-	sub.u32         %%r12, %%r4, 1;
-	setp.ne.u32     %%p7, %%r11, %%r12;
-	@%%p7 bra        L_end_ret;
-	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;
-	st.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished
-L_end_ret:
-	ret;`, rFinished, rFinished, rLaunch)
+	p.lastCTA("L_end", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
 }
