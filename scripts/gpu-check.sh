@@ -61,7 +61,9 @@ S=${STRESS_SECONDS:-120}
 has stress2 && SYMMEM_GPU_TEST_RANKS=2 SYMMEM_STRESS_SECONDS=$S step stress2 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 has stress3 && SYMMEM_GPU_TEST_RANKS=3 SYMMEM_STRESS_SECONDS=$S step stress3 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 if has nccl; then
-  if [ "$GPUS" -ge 2 ]; then step nccl 300 .build/nccl-backend.test -test.v -test.count=1 -test.timeout 290s
+  # From the package's folder, as go test runs it: TestFakeOneRank builds its
+  # fake libnccl from testdata/ (run 29 ran it from the root: not found).
+  if [ "$GPUS" -ge 2 ]; then step nccl 300 bash -c 'cd internal/backend/nccl && ../../../.build/nccl-backend.test -test.v -test.count=1 -test.timeout 290s'
   else echo "nccl: skipped, $GPUS GPU visible (NCCL refuses two ranks on one GPU)" >"$OUTDIR/nccl.log"; RC[nccl]=skip; fi
 fi
 if has mps; then
