@@ -154,6 +154,12 @@ func (c *child) run() error {
 // init it publishes its hello and then never calls NCCL.
 func (c *child) deadInsideNCCL(ctx context.Context, segW uint64) {
 	const timeout = 5 * time.Second
+	// Start together: the phases before end at different times on the two
+	// ranks (rank 0 waits out a timeout there), and run 29 on 2x H200 saw
+	// rank 1 give up on this communicator's id exchange before rank 0 came.
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c.check("dead in registration: ranks meet first", c.st.Barrier(bctx, "gputest/regdead-start", c.size))
+	cancel()
 	comm, err := New(ctx, Options{Group: "gputest-regdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
 	c.check("dead in registration: new blocking comm", err)
 	if err != nil {
