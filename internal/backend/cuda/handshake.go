@@ -29,9 +29,6 @@ import (
 // critical path (results/gpu-handshake-2026-11-24.md). Groups without the
 // kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
-// hsThreads is the handshake's CTA (ptx/handshake.ptx's .maxntid).
-const hsThreads = 32
-
 // fillHandshake writes the parts of the handshake's parameter block that
 // never change for the group (pure: no driver call).
 func (g *Group) fillHandshake(a *cudadrv.Args) {

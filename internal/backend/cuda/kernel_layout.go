@@ -7,6 +7,7 @@ const (
 	kernMaxRanks = 8   // peers in a parameter block
 	kernMaxCTAs  = 64  // CTAs with counters and flags in a signal region
 	kernThreads  = 512 // threads per CTA (the all-reduce's shared memory assumes it)
+	hsThreads    = 32  // threads of the handshake's one CTA (its .maxntid)
 	kernAlign    = 16  // bytes per vector: buffers and sizes are multiples of it
 	kernArgBytes = 192 // parameter block size
 

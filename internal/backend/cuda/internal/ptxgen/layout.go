@@ -98,6 +98,7 @@ const (
 	kernMaxRanks = %d // peers in a parameter block
 	kernMaxCTAs  = %d // CTAs with counters and flags in a signal region
 	kernThreads  = %d // threads per CTA (the all-reduce's shared memory assumes it)
+	hsThreads    = %d // threads of the handshake's one CTA (its .maxntid)
 	kernAlign    = %d // bytes per vector: buffers and sizes are multiples of it
 	kernArgBytes = %d // parameter block size
 
@@ -132,7 +133,7 @@ const (
 	// stopped (the handshake trapped).
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = %d, %d, %d, %d, %d, %d, %d
 )
-`, generatedLine, maxRanks, maxCTAs, threads, vecBytes, pSize,
+`, generatedLine, maxRanks, maxCTAs, threads, handshakeThreads, vecBytes, pSize,
 		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
