@@ -27,7 +27,7 @@ func TestGPUHostCostPaths(t *testing.T) {
 func init() { roles["gpucostpaths"] = roleGPUCostPaths }
 
 func roleGPUCostPaths(ctx context.Context) error {
-	w, err := Init(ctx, Options{Backend: "cuda", Timeout: 40 * time.Second})
+	w, err := gpuWorld(ctx, Options{})
 	if err != nil {
 		return err
 	}
@@ -35,21 +35,11 @@ func roleGPUCostPaths(ctx context.Context) error {
 	g := w.World()
 	n := int64(w.Size())
 	for _, size := range []int64{64 << 10, 4 << 20} {
-		sc, err := g.OpenScope()
+		bufs, err := gpuAlloc(ctx, g, size, size)
 		if err != nil {
 			return err
 		}
-		out, err := sc.Alloc(size)
-		if err != nil {
-			return err
-		}
-		in, err := sc.Alloc(size)
-		if err != nil {
-			return err
-		}
-		if err := sc.End(ctx); err != nil {
-			return err
-		}
+		out, in := bufs[0], bufs[1]
 		slice := size / n
 		mine := coll.Span{Ptr: out.Ptr + uint64(int64(g.Rank())*slice), Len: slice}
 		for _, c := range []struct {

@@ -58,8 +58,9 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	}
 	out, in := bufs[0], bufs[1]
 	count := int64(slice / 4)
+	rs := algo == coll.AlgoLowContention // lc serves reduce-scatter; the others all-gather
 	call := func(algo coll.Algo) (coll.Path, error) {
-		if algo == coll.AlgoLowContention || algo == coll.AlgoKernel && os.Getenv("SYMMEM_TEST_CE_ALGO") == string(coll.AlgoLowContention) {
+		if rs {
 			return g.ReduceScatter(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count}, coll.Span{Ptr: in.Ptr, Len: 4 * count * n}, coll.Float32, coll.Sum, WithAlgo(algo))
 		}
 		return g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: 4 * count * n}, coll.Span{Ptr: in.Ptr, Len: 4 * count}, coll.Float32, WithAlgo(algo))

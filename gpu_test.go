@@ -401,24 +401,18 @@ func TestGPUUserHostCost(t *testing.T) {
 }
 
 func roleGPUCost(ctx context.Context) error {
-	w, err := Init(ctx, Options{Backend: "cuda", Timeout: 40 * time.Second})
+	w, err := gpuWorld(ctx, Options{})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
 	g := w.World()
 	for _, size := range []int64{64 << 10, 1 << 20} {
-		sc, err := g.OpenScope()
+		bufs, err := gpuAlloc(ctx, g, size)
 		if err != nil {
 			return err
 		}
-		out, err := sc.Alloc(size)
-		if err != nil {
-			return err
-		}
-		if err := sc.End(ctx); err != nil {
-			return err
-		}
+		out := bufs[0]
 		slice := size / int64(w.Size())
 		in := coll.Span{Ptr: out.Ptr + uint64(int64(g.Rank())*slice), Len: slice}
 		var path coll.Path

@@ -149,37 +149,45 @@ func (g *Group) takeReport() (rep faultReport, ok bool) {
 // differs with both values where the records can be had, the fingerprints
 // otherwise.
 func (g *Group) explain(rep faultReport) error {
+	outcome := "did nothing: its outputs were not written"
+	if rep.stopped {
+		outcome = "was stopped by the handshake beside it (copy engines or NCCL: some copies may have run, nothing ordered after the call did): this process's CUDA context is lost, restart it"
+	}
+	kind, what := g.difference(rep)
+	return fmt.Errorf("cuda: group %q: an earlier %s (launch %d of symmem's kernels on this group) %s; %s: %w",
+		g.name, kind, rep.epoch, outcome, what, errs.Mismatch)
+}
+
+// difference names the reported call's kind and what differs, with the fix:
+// the argument with both values, or the paths, where the two records can be
+// had; the fingerprints and why not otherwise.
+func (g *Group) difference(rep faultReport) (kind, what string) {
 	rank := rep.peer
 	if rep.peer >= 0 && rep.peer < len(g.ranks) {
 		rank = g.ranks[rep.peer]
 	}
 	me := g.ranks[g.me]
-	mineCall, ok := g.recent.find(rep.mine)
-	mine := mineCall.rec
-	theirsCall, err := g.swapRecords(rep, mineCall, ok)
-	theirs := theirsCall.rec
-	if err == nil && theirs == mine && theirsCall.algo != mineCall.algo {
-		return fmt.Errorf("cuda: group %q: an earlier %v on symmem's kernels (launch %d on this group) did nothing: rank %d ran it on %s, rank %d on %s "+
-			"(every rank must force the same algorithm, and pass arguments for which auto chooses alike); its outputs were not written: %w",
-			g.name, backend.CallKind(mine), rep.epoch, rank, theirsCall.algo, me, mineCall.algo, errs.Mismatch)
-	}
+	mine, ok := g.recent.find(rep.mine)
+	theirs, err := g.swapRecords(rep, mine, ok)
 	if err == nil {
-		if arg, va, vb, ok := backend.CallDiff(theirs, mine); ok {
-			var what string
+		kind = backend.CallKind(mine.rec).String()
+		if theirs.rec == mine.rec && theirs.algo != mine.algo {
+			return kind, fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
+				rank, theirs.algo, me, mine.algo)
+		}
+		if arg, va, vb, ok := backend.CallDiff(theirs.rec, mine.rec); ok {
 			if arg == "collective" {
 				what = fmt.Sprintf("rank %d called %v, rank %d %v", rank, va, me, vb)
 			} else {
-				what = fmt.Sprintf("rank %d called %v with %s=%v, rank %d with %s=%v", rank, backend.CallKind(mine), arg, va, me, arg, vb)
+				what = fmt.Sprintf("rank %d called %s with %s=%v, rank %d with %s=%v", rank, kind, arg, va, me, arg, vb)
 			}
-			return fmt.Errorf("cuda: group %q: an earlier %v on symmem's kernels (launch %d of symmem's kernels on this group) did nothing: %s "+
-				"(every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order); its outputs were not written: %w",
-				g.name, backend.CallKind(mine), rep.epoch, what, errs.Mismatch)
+			return kind, what + " (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order)"
 		}
 		err = errors.New("the records are equal (a fingerprint collision)")
 	}
-	return fmt.Errorf("cuda: group %q: an earlier collective on symmem's kernels (launch %d of symmem's kernels on this group) did nothing: rank %d called it with other arguments than rank %d "+
-		"(argument fingerprints %08x vs %08x: kind, type, count, op, root, in-place and pool offsets must match; which one differs is unknown: %v; Options.Checked names it); its outputs were not written: %w",
-		g.name, rep.epoch, rank, me, rep.theirs, rep.mine, err, errs.Mismatch)
+	return "collective", fmt.Sprintf("rank %d called it with other arguments than rank %d (argument fingerprints %08x vs %08x: "+
+		"kind, type, count, op, root, in-place, pool offsets and path must match; which one differs is unknown: %v; Options.Checked names it)",
+		rank, me, rep.theirs, rep.mine, err)
 }
 
 // swapRecords publishes this rank's record of the reported call (empty if

@@ -168,9 +168,14 @@ func TestFaultNamesArgument(t *testing.T) {
 		if fps[0] == fps[1] {
 			t.Fatal("one fingerprint for two paths")
 		}
-		errs2 := run(gs, []faultReport{{peer: 1, mine: fps[0], theirs: fps[1]}, {peer: 0, mine: fps[1], theirs: fps[0]}})
-		if err := errs2[0]; !errors.Is(err, errs.Mismatch) || !strings.Contains(fmt.Sprint(err), "rank 11 ran it on two-shot, rank 10 on kernel") {
+		// Rank 1's report comes from the handshake, which stopped its device.
+		errs2 := run(gs, []faultReport{{peer: 1, mine: fps[0], theirs: fps[1]}, {peer: 0, mine: fps[1], theirs: fps[0], stopped: true}})
+		if err := errs2[0]; !errors.Is(err, errs.Mismatch) || !strings.Contains(fmt.Sprint(err), "rank 11 ran it on two-shot, rank 10 on kernel") ||
+			!strings.Contains(fmt.Sprint(err), "were not written") {
 			t.Errorf("rank 0: %v", err)
+		}
+		if err := fmt.Sprint(errs2[1]); !strings.Contains(err, "context is lost") || strings.Contains(err, "were not written") {
+			t.Errorf("rank 1 (stopped): %v\nwant the lost context, no claim that the outputs are untouched", err)
 		}
 	})
 

@@ -90,7 +90,6 @@ func (g *Group) takeFault() error {
 	}
 	err := g.explain(rep)
 	if rep.stopped {
-		err = fmt.Errorf("%w; the handshake beside the copy engines or NCCL stopped the device so that nothing ordered after the call ran: this process's CUDA context is lost, restart it", err)
 		g.broken, g.stopped = err, err
 	}
 	return err
