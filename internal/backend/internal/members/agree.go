@@ -38,6 +38,7 @@ type HostAgreement struct {
 	pidfds  []int      // peers' pidfds by group rank (-1: me, or none sent)
 	mu      sync.Mutex // Agree: one at a time (the ranks must agree in the same order anyway)
 	seq     uint64
+	gate    *CallGate // the call gate over the same pages (gate.go), made by Gate
 }
 
 // A slot is one cache line: the sequence number (written last,
@@ -46,7 +47,7 @@ type HostAgreement struct {
 const (
 	slotWords = 8
 	recWords  = len(pool.Record{})
-	pageBytes = 4096
+	pageBytes = gateRingOff + 8*entryWords*gateRing // the slots, the gate's words and ring (gate.go)
 )
 
 var _ [slotWords - 1 - recWords]struct{} // the record fits the line

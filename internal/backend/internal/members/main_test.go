@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,6 +73,19 @@ func runRole(role string) error {
 	switch role {
 	case "agree-exit": // agree once, then exit while the others wait for the second
 		return a.Agree(ctx, pool.Record{1, 2, 3})
+	case "gate-differ": // 50 calls like rank 0's, then (once rank 0 published it) call 51 with another count
+		g := a.Gate()
+		for i := 1; i <= 50; i++ {
+			if _, err := g.Publish(ctx, entry(i, i%10 == 0)); err != nil {
+				return err
+			}
+		}
+		for atomic.LoadUint64(g.word(0, wPub)) < 51 {
+			time.Sleep(time.Millisecond)
+		}
+		_, err := g.Publish(ctx, entry(52, true))
+		fmt.Println(err)
+		return nil
 	case "agree-loop", "scope-loop": // SYMMEM_MT_LOOPS timed agreements or scope ends; prints ns per call
 		one, err := loop(role, a)
 		if err != nil {
@@ -261,5 +275,47 @@ func TestHostAgreementPeerExits(t *testing.T) {
 		} else if el > 2*time.Second {
 			t.Errorf("the exit was reported after %v (timeout 30s), want about a second at most", el)
 		}
+	}
+}
+
+// TestCallGateProcs: two processes; rank 0 publishes a gated call and
+// sleeps as a watcher does; rank 1 makes the same call with another count:
+// it finds the difference when it publishes, and rank 0's Sleep (a futex
+// on the shared page) returns within milliseconds, not at its 10 s bound.
+func TestCallGateProcs(t *testing.T) {
+	tok, job := rendezvous.NewToken(), rendezvous.NewJobID()
+	kid := startChild(t, "gate-differ", tok, job, 1, 2)
+	a, done, err := join(context.Background(), tok, job, 0, 2, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	g := a.Gate()
+	for i := 1; i <= 51; i++ {
+		if _, err := g.Publish(context.Background(), entry(i, i%10 == 0 || i == 51)); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	start := time.Now()
+	for g.Failed() == nil && time.Since(start) < 20*time.Second {
+		g.Sleep(10 * time.Second)
+	}
+	el := time.Since(start)
+	m := g.Failed()
+	if err := kid.cmd.Wait(); err != nil {
+		t.Fatalf("rank 1: %v: %s", err, kid.out.String())
+	}
+	t.Logf("rank 0 woken after %v; rank 1's Publish: %s", el, strings.TrimSpace(kid.out.String()))
+	if m == nil || m.Call != 51 || m.Rank != 1 || m.Theirs.Rec[2] != 52 || m.Rank0.Rec[2] != 51 {
+		t.Fatalf("rank 0 sees %v, want call 51: rank 1's count 52 against 51", m)
+	}
+	if !strings.Contains(kid.out.String(), "call 51") {
+		t.Errorf("rank 1's Publish did not report the difference: %s", kid.out.String())
+	}
+	if el > 5*time.Second {
+		t.Errorf("rank 0's watcher woke after %v", el)
+	}
+	if g.Approved() != 50 {
+		t.Errorf("approved %d, want 50 (every call before the difference)", g.Approved())
 	}
 }

@@ -1,0 +1,331 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
+)
+
+// CallGate numbers the collectives of a group whose ranks share a host and
+// approves each once every rank made it alike, through the HostAgreement's
+// pages: no store round trip, no host waiting for its peers. A rank
+// publishes each call's entry (its argument record and path) in a ring in
+// its own page and goes on; whichever rank finds every peer's entry for
+// the next unapproved call compares them and advances the approval word,
+// which lives in rank 0's page where a GPU stream can wait for it (the GPU
+// backend registers that page with the device and makes copy-engine and
+// NCCL calls wait for their number before they move data). Calls are
+// approved in order, so a GPU waiting for call k waits for every earlier
+// one too.
+//
+// A difference on a call that some rank gates is recorded once (the failed
+// word) and wakes every rank's watcher (a futex on the shared page): the
+// approval stops there, so no rank's gated call runs, and each backend
+// stops what its GPU queued. A difference between calls that no rank gates
+// (symmem's kernels on every rank) is left to the kernels' in-band check,
+// which reports it without losing the context.
+//
+// Publishing costs a rank one cache line of stores and two loads; it
+// compares (n cache lines) only when a peer waits for an approval or the
+// ring would otherwise overwrite an entry not yet compared.
+type CallGate struct {
+	a    *HostAgreement
+	pub  uint64 // calls this rank published
+	seen uint32 // the wake count Sleep last saw
+	// The words Publish touches, resolved once.
+	myPub, approved, failed, want *uint64
+	ring                          [][]uint64 // each rank's ring
+}
+
+// A gate entry is one cache line: the call number (written first, read
+// last), the record, the path word (the caller's path code, gatedBit when
+// the rank waits for approval).
+const (
+	gateRing    = 256  // entries per rank: how far a rank may run ahead of the slowest
+	gateRingOff = 4096 // byte offset of the ring in each page
+	entryWords  = 8
+	gatedBit    = 1 << 63
+
+	// Words of each rank's page (after the agreement's two slots).
+	wPub = 16 // calls this rank published (written after the entry)
+	// Words of rank 0's page, shared by the group.
+	wApproved = 24 // the last call approved; the GPU reads its low 32 bits
+	wFailed   = 32 // the first call that differed (0: none)
+	wWant     = 40 // the highest call some rank's GPU waits for
+	wWake     = 48 // futex word, bumped when failed is set
+
+	// ApprovedOffset is the approval word's byte offset in rank 0's page.
+	ApprovedOffset = 8 * wApproved
+)
+
+var _ [gateRingOff - 8*(wWake+1)]struct{} // the shared words fit before the ring
+
+// Gate returns the agreement's call gate (one per agreement; its Publish
+// calls must be ordered, like the group's collectives).
+func (a *HostAgreement) Gate() *CallGate {
+	if a.gate == nil {
+		c := &CallGate{a: a, ring: make([][]uint64, len(a.ranks))}
+		c.myPub = c.word(a.me, wPub)
+		c.approved, c.failed, c.want = c.word(0, wApproved), c.word(0, wFailed), c.word(0, wWant)
+		for q := range c.ring {
+			c.ring[q] = a.words[q][gateRingOff/8:][:entryWords*gateRing]
+		}
+		a.gate = c
+	}
+	return a.gate
+}
+
+// SharedPage is rank 0's page, where the approval word lives
+// (ApprovedOffset), for registration with a device.
+func (c *CallGate) SharedPage() []byte { return c.a.pages[0] }
+
+// GateEntry is one rank's entry for a call.
+type GateEntry struct {
+	Rec   pool.Record
+	Path  uint8 // the caller's code for the path that runs the call
+	Gated bool  // the rank's GPU waits for the call's approval
+}
+
+func (e GateEntry) word() uint64 {
+	w := uint64(e.Path)
+	if e.Gated {
+		w |= gatedBit
+	}
+	return w
+}
+
+func entryOf(w []uint64) GateEntry {
+	return GateEntry{Rec: pool.Record(w[1:7]), Path: uint8(w[7]), Gated: w[7]&gatedBit != 0}
+}
+
+// GateMismatch is the first call on which the ranks differ: group rank
+// Rank's entry against rank 0's (the lowest rank that differs; the same on
+// every rank).
+type GateMismatch struct {
+	Call          uint64
+	Rank          int
+	Theirs, Rank0 GateEntry
+}
+
+func (m *GateMismatch) Error() string {
+	return fmt.Sprintf("call %d: group rank %d made it with record %x path %d, rank 0 with %x path %d",
+		m.Call, m.Rank, m.Theirs.Rec, m.Theirs.Path, m.Rank0.Rec, m.Rank0.Path)
+}
+
+func (m *GateMismatch) Unwrap() error { return errs.Mismatch }
+
+func (c *CallGate) word(owner, i int) *uint64 { return &c.a.words[owner][i] }
+
+func (c *CallGate) entry(owner int, k uint64) []uint64 {
+	return c.ring[owner][entryWords*int(k%gateRing):][:entryWords]
+}
+
+// Published is how many calls this rank published.
+func (c *CallGate) Published() uint64 { return c.pub }
+
+// Approved is the last call approved.
+func (c *CallGate) Approved() uint64 { return atomic.LoadUint64(c.approved) }
+
+// Failed returns the first difference found, nil if none (the usual answer
+// costs one load).
+func (c *CallGate) Failed() *GateMismatch {
+	f := atomic.LoadUint64(c.failed)
+	if f == 0 {
+		return nil
+	}
+	return c.mismatch(f)
+}
+
+// mismatch reads call f's difference from the ring (its entries stay: no
+// rank publishes past a failure, and none was approved).
+func (c *CallGate) mismatch(f uint64) *GateMismatch {
+	e0 := entryOf(c.entry(0, f))
+	m := &GateMismatch{Call: f, Rank: -1, Rank0: e0}
+	for q := 1; q < len(c.a.ranks); q++ {
+		if e := entryOf(c.entry(q, f)); e != e0 {
+			m.Rank, m.Theirs = q, e
+			break
+		}
+	}
+	return m
+}
+
+// Publish makes e this rank's next call and returns its number, which the
+// GPU may wait for (Approved reaching it) when e.Gated. It publishes
+// nothing and returns the *GateMismatch once a difference was found (on
+// this call or an earlier one). A rank gateRing calls ahead of a peer
+// waits for it first, bounded like an agreement (the timeout; a peer that
+// exited at once).
+func (c *CallGate) Publish(ctx context.Context, e GateEntry) (uint64, error) {
+	if m := c.Failed(); m != nil {
+		return 0, m
+	}
+	k := c.pub + 1
+	if k > gateRing && atomic.LoadUint64(c.approved) < k-gateRing {
+		if err := c.catchUp(ctx, k-gateRing); err != nil {
+			return 0, err
+		}
+	}
+	w := c.entry(c.a.me, k)
+	copy(w[1:7], e.Rec[:])
+	w[7] = e.word()
+	atomic.StoreUint64(&w[0], k)
+	atomic.StoreUint64(c.myPub, k)
+	c.pub = k
+	want := c.want
+	if e.Gated {
+		for {
+			v := atomic.LoadUint64(want)
+			if v >= k || atomic.CompareAndSwapUint64(want, v, k) {
+				break
+			}
+		}
+		c.advance(k)
+	} else if v := atomic.LoadUint64(want); v > c.Approved() {
+		c.advance(v)
+	}
+	if atomic.LoadUint64(c.failed) != 0 {
+		if m := c.Failed(); m.Call <= k {
+			return k, m
+		}
+	}
+	return k, nil
+}
+
+// advance approves calls in order up to upto while every rank has
+// published them alike; it stops at a call some rank has not published
+// yet, and at a difference (recording it and waking the watchers). Ranks
+// may advance at once: every step is a compare-and-swap from the call
+// before, and entries are read between two loads of the approval word (a
+// slot is reused for call k+gateRing only after call k was approved).
+func (c *CallGate) advance(upto uint64) {
+	n := len(c.a.ranks)
+	approved := c.approved
+	for {
+		a := atomic.LoadUint64(approved)
+		if a >= upto || atomic.LoadUint64(c.failed) != 0 {
+			return
+		}
+		k := a + 1
+		for q := range n {
+			if atomic.LoadUint64(c.word(q, wPub)) < k {
+				return
+			}
+		}
+		e0 := c.entry(0, k)
+		same, gated := true, e0[7]&gatedBit != 0
+		for q := 1; q < n; q++ {
+			e := c.entry(q, k)
+			gated = gated || e[7]&gatedBit != 0
+			same = same && [7]uint64(e[1:8]) == [7]uint64(e0[1:8])
+		}
+		if atomic.LoadUint64(approved) != a {
+			continue // another rank moved on: what was read may be stale
+		}
+		if !same && gated {
+			if atomic.CompareAndSwapUint64(c.failed, 0, k) {
+				c.Wake()
+			}
+			return
+		}
+		// Equal, or a difference on symmem's kernels on every rank (their
+		// in-band check reports it): approved.
+		atomic.CompareAndSwapUint64(approved, a, k)
+	}
+}
+
+// catchUp advances the approval to k, waiting for the peers that have not
+// published it: a spin, then sleeps, bounded by the timeout; a peer that
+// exited is reported at once.
+func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
+	var deadline time.Time
+	nap := time.Microsecond
+	for i := 0; ; i++ {
+		c.advance(k)
+		if c.Approved() >= k {
+			return nil
+		}
+		if m := c.Failed(); m != nil {
+			return m
+		}
+		if i < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		q, exited := c.Missing(c.Approved() + 1)
+		if q < 0 {
+			continue // every rank published it: the next advance approves it
+		}
+		if exited {
+			return fmt.Errorf("%s: rank %d exited before it made call %d: %w", c.a.what, c.a.ranks[q], c.Approved()+1, errs.PeerExited)
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(c.a.timeout)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: waiting for rank %d to make call %d: %w", c.a.what, c.a.ranks[q], c.Approved()+1, err)
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("%s: this rank is %d collectives ahead of rank %d, which did not make call %d within %v (it is not making the same calls, or it stopped): %w",
+				c.a.what, gateRing, c.a.ranks[q], c.Approved()+1, c.a.timeout, rendezvous.ErrTimeout)
+		}
+		time.Sleep(nap)
+		nap = min(2*nap, time.Millisecond)
+	}
+}
+
+// Missing returns the lowest group rank that has not published call k
+// (-1 if every rank has) and whether its process exited.
+func (c *CallGate) Missing(k uint64) (q int, exited bool) {
+	for q := range c.a.ranks {
+		if atomic.LoadUint64(c.word(q, wPub)) < k {
+			return q, c.a.exited(q)
+		}
+	}
+	return -1, false
+}
+
+// Rank is group rank q's global rank.
+func (c *CallGate) Rank(q int) int { return c.a.ranks[q] }
+
+// Futex operations (linux/futex.h); the page is shared between
+// processes, so not the private variants.
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+func (c *CallGate) wakeWord() *uint32 {
+	return (*uint32)(unsafe.Pointer(c.word(0, wWake)))
+}
+
+// Wake wakes every rank's Sleep (on this host).
+func (c *CallGate) Wake() {
+	w := c.wakeWord()
+	atomic.AddUint32(w, 1)
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, uintptr(1<<31-1), 0, 0, 0)
+}
+
+// Sleep blocks until a rank called Wake since the previous Sleep returned,
+// or for d at most, without using a CPU: the watcher's wait, from one
+// goroutine (check the gate after each return).
+func (c *CallGate) Sleep(d time.Duration) {
+	w := c.wakeWord()
+	if v := atomic.LoadUint32(w); v != c.seen {
+		c.seen = v
+		return
+	}
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(c.seen), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	c.seen = atomic.LoadUint32(w)
+}
