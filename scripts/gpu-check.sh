@@ -85,8 +85,8 @@ has verify && step verify 300 scripts/gpu-verify.sh "$OUTDIR/verify"
 has python && step python 500 scripts/gpu-python.sh "$OUTDIR/python"
 has ecosystem && step ecosystem 590 "${SHARE[@]}" scripts/gpu-ecosystem.sh "$OUTDIR/eco"
 has cpu && step cpu 400 scripts/cpu-compare.sh "$OUTDIR/cpu"
-has cestop && step cestop 200 bash -c 'for n in 2 3; do SYMMEM_GPU_TEST_RANKS=$n .build/symmem.test -test.v -test.count=1 \
-  -test.run "^TestGPUCopyEngineMismatch$" -test.timeout 90s || exit 1; done'
+has cestop && step cestop 590 bash -c 'for n in 2 3; do SYMMEM_GPU_TEST_RANKS=$n .build/symmem.test -test.v -test.count=1 \
+  -test.run "^TestGPUCopyEngineMismatch$" -test.timeout 300s || exit 1; done'
 [ "${MPS:-0}" = 1 ] && mps_off >>"$OUTDIR/env.log" 2>&1
 
 # ---- short table, last ----

@@ -59,6 +59,7 @@ const maxCERanks = 64
 //
 // Stream program (main stream s):
 //
+//	[ranks on one host] wait for the call gate's approval (gate.go)
 //	[checked mode] fork: the handshake beside it (handshake.go)
 //	[out-of-place] fork: side0 copies in -> out[me]
 //	signal ready: write 1 to every peer, wait for every peer's 1, reset to 0
@@ -100,6 +101,7 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	}
 	me := g.me
 	slice := req.Count * int64(req.DType.Size())
+	g.gateWait(p, s) // the gate's approval first (gate.go)
 	g.checkFork(p, s, req)
 	localJoin := uint64(0)
 	if !req.InPlace {

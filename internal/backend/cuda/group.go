@@ -80,6 +80,9 @@ type Group struct {
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
 	recent  callRing            // the recent fingerprinted calls, to name a mismatch (fault.go)
 	kernWhy string
+	gate    *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
+	gateN   uint64    // the call being issued: its number at the gate
+	gateK   uint64    // ... and the number its stream waits for (0: none)
 
 	nccl ncclGroup
 
@@ -208,6 +211,11 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+	}
+	if kern { // every rank has the trap, so every rank publishes at the gate
+		if err := g.setupGate(); err != nil {
+			return err
+		}
 	}
 	if g.sharing != "" {
 		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
@@ -462,6 +470,7 @@ func (g *Group) Close() error {
 			// Streams may still read peer memory: leak mappings rather than
 			// unmap memory in use.
 			err = fmt.Errorf("cuda: group %q: closing with work in flight: %w", g.name, qerr)
+			g.closeGate(false) // the page stays registered and mapped: a stream may wait on it
 			g.b.forget(g)
 			return
 		}
@@ -489,6 +498,7 @@ func (g *Group) Close() error {
 		if g.fault != nil {
 			g.fault.Free()
 		}
+		g.closeGate(true)
 		if g.agreement != nil {
 			g.agreement.Close()
 		}

@@ -51,24 +51,34 @@ type kernels struct {
 	mods       []*cudadrv.Module
 	ag, ar, lc cudadrv.Function
 	hs         cudadrv.Function // the copy-engine paths' handshake
+	stop       cudadrv.Function // traps: the call gate's way to end waits that cannot end (gate.go)
 	err        error
 }
 
 func (b *Backend) loadKernels() error {
 	k := &b.kern
 	k.once.Do(func() {
+		type entry struct {
+			name string
+			fn   *cudadrv.Function
+		}
 		for _, x := range []struct {
-			ptx   []byte
-			entry string
-			fn    *cudadrv.Function
-		}{{allGatherPTX, "symmem_allgather_push", &k.ag}, {allReducePTX, "symmem_allreduce_pull", &k.ar},
-			{reduceScatterPTX, "symmem_reducescatter_lc", &k.lc}, {handshakePTX, "symmem_handshake", &k.hs}} {
+			ptx     []byte
+			entries []entry
+		}{{allGatherPTX, []entry{{"symmem_allgather_push", &k.ag}}}, {allReducePTX, []entry{{"symmem_allreduce_pull", &k.ar}}},
+			{reduceScatterPTX, []entry{{"symmem_reducescatter_lc", &k.lc}}},
+			{handshakePTX, []entry{{"symmem_handshake", &k.hs}, {"symmem_stop", &k.stop}}}} {
 			var m *cudadrv.Module
 			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
 				break
 			}
 			k.mods = append(k.mods, m)
-			if *x.fn, k.err = m.Function(x.entry); k.err != nil {
+			for _, e := range x.entries {
+				if *e.fn, k.err = m.Function(e.name); k.err != nil {
+					break
+				}
+			}
+			if k.err != nil {
 				break
 			}
 		}

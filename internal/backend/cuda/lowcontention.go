@@ -171,6 +171,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU64(lcChunk, uint64(sub))
 	g.putCheck(a, req)
 
+	g.gateWait(p, s) // the gate's approval first (gate.go)
 	g.checkFork(p, s, req)
 	g.signal(p, s, slotReady)
 	if n > 1 {

@@ -50,43 +50,41 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
+	req.Algo = algo // in the fingerprint (fault.go) and the gate's entry (gate.go)
 	switch algo {
 	case coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention:
-		req.Algo = algo // in the fingerprint (fault.go)
 		g.runMu.Lock()
 		if g.broken != nil {
 			g.runMu.Unlock()
 			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
 		}
-		switch algo {
-		case coll.AlgoCE:
-			err = g.ceAllGather(req, req.Stream)
-		case coll.AlgoKernel:
-			err = g.runKernel(req, req.Stream)
-		case coll.AlgoTwoShot:
-			err = g.runTwoShot(req, req.Stream)
-		default:
-			err = g.runLowContention(req, req.Stream)
+		if err = g.publish(req); err == nil {
+			switch algo {
+			case coll.AlgoCE:
+				err = g.ceAllGather(req, req.Stream)
+			case coll.AlgoKernel:
+				err = g.runKernel(req, req.Stream)
+			case coll.AlgoTwoShot:
+				err = g.runTwoShot(req, req.Stream)
+			default:
+				err = g.runLowContention(req, req.Stream)
+			}
+			if err == nil {
+				err = g.queued()
+			}
 		}
 		g.runMu.Unlock()
 	default:
-		r := req
-		r.Algo = algo
-		checked := g.checks(r) && g.nccl.comm != nil
-		if checked {
-			g.runMu.Lock()
-			err = g.checkBeside(r, req.Stream, false)
-			g.runMu.Unlock()
-		}
+		err = g.ncclFront(req)
 		if err == nil {
 			var p coll.Path
-			p, err = g.nccl.run(ctx, r, win)
+			p, err = g.nccl.run(ctx, req, win)
 			if p.Algo != "" {
 				path.Algo = p.Algo
 			}
-			if checked {
+			if g.checks(req) && g.nccl.comm != nil {
 				g.runMu.Lock()
-				jerr := g.checkBeside(r, req.Stream, true)
+				jerr := g.checkBeside(req, req.Stream, true)
 				g.runMu.Unlock()
 				if err == nil {
 					err = jerr
@@ -104,6 +102,35 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return path, err
 	}
 	return path, nil
+}
+
+// ncclFront queues what goes before an NCCL call on its stream: the wait
+// for the gate's approval (gate.go) and, in checked mode, the handshake's
+// fork (handshake.go).
+func (g *Group) ncclFront(req backend.Request) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.broken != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	}
+	if err := g.publish(req); err != nil {
+		return err
+	}
+	checked := g.checks(req) && g.nccl.comm != nil
+	if g.gateK == 0 && !checked {
+		return g.queued()
+	}
+	p := g.prog
+	p.Reset()
+	p.SetContext(g.b.ctx)
+	g.gateWait(p, req.Stream)
+	if checked {
+		g.checkFork(p, req.Stream, req)
+	}
+	if err := g.issue(p, req.Stream, req, "gate and handshake"); err != nil {
+		return err
+	}
+	return g.queued()
 }
 
 // autoKernelWhy is auto's reason for a kernel path (constant: no formatting

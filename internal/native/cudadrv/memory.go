@@ -90,3 +90,39 @@ func (m *HostMapped) Free() error {
 	m.host, m.words = nil, nil
 	return err
 }
+
+// HostRegistered is host memory that CUDA did not allocate (a mapping
+// shared between processes) pinned and mapped for the device, so stream
+// memory operations and kernels can read words other processes write.
+type HostRegistered struct {
+	ctx  *Context
+	host unsafe.Pointer
+	dev  uint64
+}
+
+// RegisterHost pins and maps b (page-aligned, alive until Unregister) for
+// ctx's device.
+func RegisterHost(ctx *Context, b []byte) (*HostRegistered, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("cuda: registering host memory: empty range")
+	}
+	host := unsafe.Pointer(&b[0])
+	var dev C.CUdeviceptr
+	if err := check("cuMemHostRegister", C.symc_host_register(ctx.h, host, C.size_t(len(b)), &dev)); err != nil {
+		return nil, fmt.Errorf("cuda: registering %d bytes of host memory at %p: %w", len(b), host, err)
+	}
+	return &HostRegistered{ctx: ctx, host: host, dev: uint64(dev)}, nil
+}
+
+// Device is the memory's address on the device.
+func (h *HostRegistered) Device() uint64 { return h.dev }
+
+// Unregister unpins the memory; no stream may use it any more.
+func (h *HostRegistered) Unregister() error {
+	if h == nil || h.host == nil {
+		return nil
+	}
+	err := check("cuMemHostUnregister", C.symc_host_unregister(h.ctx.h, h.host))
+	h.host = nil
+	return err
+}

@@ -24,6 +24,8 @@ FN(CUresult, cuPointerGetAttributes, (unsigned, int*, void**, CUdeviceptr))
 FN(CUresult, cuMemHostAlloc, (void**, size_t, unsigned))
 FN(CUresult, cuMemHostGetDevicePointer, (CUdeviceptr*, void*, unsigned))
 FN(CUresult, cuMemFreeHost, (void*))
+FN(CUresult, cuMemHostRegister, (void*, size_t, unsigned))
+FN(CUresult, cuMemHostUnregister, (void*))
 FN(CUresult, cuMemGetAllocationGranularity, (size_t*, const symc_CUmemAllocationProp*, int))
 FN(CUresult, cuMemCreate, (CUmemGenericAllocationHandle*, size_t, const symc_CUmemAllocationProp*, unsigned long long))
 FN(CUresult, cuMemExportToShareableHandle, (void*, CUmemGenericAllocationHandle, int, unsigned long long))
@@ -93,6 +95,8 @@ static symc_sym syms[] = {
 	S(cuMemHostAlloc, "cuMemHostAlloc"),
 	S(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"),
 	S(cuMemFreeHost, "cuMemFreeHost"),
+	S(cuMemHostRegister, "cuMemHostRegister_v2", "cuMemHostRegister"),
+	S(cuMemHostUnregister, "cuMemHostUnregister"),
 	S(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
 	S(cuMemCreate, "cuMemCreate"),
 	S(cuMemExportToShareableHandle, "cuMemExportToShareableHandle"),
@@ -456,3 +460,14 @@ CUresult symc_host_mapped(CUcontext ctx, size_t n, void** host, CUdeviceptr* dev
 	return r;
 }
 CUresult symc_host_free(CUcontext ctx, void* host) { CTX(ctx); return p_cuMemFreeHost(host); }
+// Pins and maps n bytes at host (memory CUDA did not allocate, e.g. a shared
+// mapping) for the device: PORTABLE | DEVICEMAP.
+CUresult symc_host_register(CUcontext ctx, void* host, size_t n, CUdeviceptr* dev) {
+	CTX(ctx);
+	CUresult r = p_cuMemHostRegister(host, n, 0x01 | 0x02);
+	if (r != 0) return r;
+	r = p_cuMemHostGetDevicePointer(dev, host, 0);
+	if (r != 0) p_cuMemHostUnregister(host);
+	return r;
+}
+CUresult symc_host_unregister(CUcontext ctx, void* host) { CTX(ctx); return p_cuMemHostUnregister(host); }

@@ -111,5 +111,7 @@ CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n);
 CUresult symc_exec(const symc_op* ops, int n, int* failed);
 CUresult symc_host_mapped(CUcontext ctx, size_t n, void** host, CUdeviceptr* dev);
 CUresult symc_host_free(CUcontext ctx, void* host);
+CUresult symc_host_register(CUcontext ctx, void* host, size_t n, CUdeviceptr* dev);
+CUresult symc_host_unregister(CUcontext ctx, void* host);
 
 #endif

@@ -49,5 +49,13 @@ Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
 	p.finish()
 	p.faultTrap()
 	p.w("}")
+	p.w("")
+	p.w(`// symmem_stop ends this process's context on purpose: the call gate
+// (gate.go) found that the ranks' calls differ while this rank's streams
+// wait for an approval that will never come; the trap ends those waits.
+// It takes the kernels' parameter block and reads none of it.`)
+	p.entryTuned("symmem_stop", ".maxntid 1, 1, 1", "")
+	p.w("\ttrap;")
+	p.w("}")
 	return p.b.String()
 }
