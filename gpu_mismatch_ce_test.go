@@ -118,7 +118,7 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 		}
 		want = []string{fmt.Sprintf("count=%d", count/2), fmt.Sprintf("count=%d", count)}
 	case "skip":
-		want = []string{fmt.Sprintf("rank %d did not make collective", n-1)}
+		want = []string{fmt.Sprintf("rank %d did not make it", n-1), "watchdog"}
 		if last {
 			time.Sleep(6 * time.Second) // the others' watchdog (3 s) stops them meanwhile
 			fmt.Printf("GPU skip: rank %d made no call\n", me)

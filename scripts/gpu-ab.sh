@@ -46,7 +46,11 @@ for line in open(sys.argv[1]):
         continue
     f = line[len("[rank 0]"):].split()
     if cur and len(f) >= 13 and f[0].isdigit():  # nccl-tests row: size count type redop root time algbw busbw ...
-        rows.setdefault((cur[0], cur[1], int(f[0])), {})[cur[2]] = float(f[7])
+        try:
+            bw = float(f[7])
+        except ValueError:  # n/a: the row failed; its error is in the log
+            bw = None
+        rows.setdefault((cur[0], cur[1], int(f[0])), {})[cur[2]] = bw
 print("round | bench | bytes | busbw A | busbw B | B/A")
 for (r, b, size), v in sorted(rows.items()):
     a, bb = v.get("A"), v.get("B")

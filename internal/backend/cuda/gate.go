@@ -30,13 +30,19 @@ import (
 // engines there), and copy-engine or NCCL calls that differ.
 //
 // A difference is found by the rank that publishes the call last: its
-// call is refused before anything is queued. Every rank whose GPU already
-// waits is woken through a futex by its watcher goroutine, which stops its
-// context (symmem_stop traps; a stream wait cannot be cancelled, and no
-// data of the call moved); the error names the argument that differs. The
-// watcher also bounds a gated wait: a peer that does not make the call
-// within the watchdog (Options.Watchdog), or whose process exited, stops
-// the waiting rank with an error naming it.
+// call is refused before anything is queued. A stream wait cannot be
+// cancelled, so a rank that queued a gated call first launches the guard
+// (symmem_gate_guard, one thread on a stream of its own): it ends when the
+// approval comes, and traps — ending the wait with the context, before any
+// data of the call moved — when the gate records a difference at or before
+// its call, or after the watchdog (Options.GPUWatchdog). It must be in
+// flight before the wait: a kernel launched later may never start, as
+// waiting streams block the device's work queues (run 33: a trap launched
+// after 8 blocked streams, or 2 under MPS, never ran). The watcher
+// goroutine marks the gate failed when a peer's process exited before the
+// call (Abandon), and, at best, stops a rank whose own kernel waits for
+// peers that took a gated path (the kernel's watchdog is the bound). The
+// errors name the argument that differs, the paths, or the missing rank.
 //
 // Calls captured into a CUDA graph are compared when they are captured;
 // their replays pass the gate (checked mode's handshake compares replays).
@@ -44,6 +50,8 @@ type callGate struct {
 	c        *members.CallGate
 	reg      *cudadrv.HostRegistered // rank 0's page, registered here
 	word     uint64                  // the approval word's device address
+	stream   *cudadrv.Stream         // where the guards run
+	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
 	queued   atomic.Uint64           // the last call this rank queued work for
 	waiting  atomic.Uint64           // the last gated call queued (its stream waits for the approval)
 	stopOnce sync.Once
@@ -59,7 +67,7 @@ const gateTick = 100 * time.Millisecond
 // setupGate creates the group's gate where it can stop a wait: ranks on
 // one host (the agreement) and symmem's kernels loaded (the trap).
 func (g *Group) setupGate() error {
-	if g.agreement == nil || g.b.kern.stop == 0 {
+	if g.agreement == nil || g.b.kern.guard == 0 {
 		return nil
 	}
 	c := g.agreement.Gate()
@@ -67,7 +75,16 @@ func (g *Group) setupGate() error {
 	if err != nil {
 		return fmt.Errorf("call gate: %w", err)
 	}
-	gt := &callGate{c: c, reg: reg, word: reg.Device() + members.ApprovedOffset, quit: make(chan struct{}), done: make(chan struct{})}
+	s, err := cudadrv.NewStream(g.b.ctx, 0)
+	if err != nil {
+		reg.Unregister()
+		return fmt.Errorf("call gate: %w", err)
+	}
+	gt := &callGate{c: c, reg: reg, word: reg.Device() + members.ApprovedOffset, stream: s, args: cudadrv.NewArgs(kernArgBytes),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	gt.args.PutU64(guardApproved, gt.word)
+	gt.args.PutU64(guardFailed, reg.Device()+members.FailedOffset)
+	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	g.gate = gt
 	go g.watchGate(gt)
 	return nil
@@ -84,6 +101,8 @@ func (g *Group) closeGate(unregister bool) {
 	gt.c.Wake() // the peers' watchers look once more and sleep again
 	<-gt.done
 	if unregister {
+		gt.stream.Destroy()
+		gt.args.Free()
 		gt.reg.Unregister()
 	}
 }
@@ -142,12 +161,17 @@ func (g *Group) publish(req backend.Request) error {
 	return nil
 }
 
-// gateWait makes stream s wait for the approval of the call being built
-// (nothing for calls that do not wait, or without a gate).
+// gateWait makes stream s wait for the approval of the call being built,
+// its guard launched first (nothing for calls that do not wait, or without
+// a gate). It must be the call's first stream operation.
 func (g *Group) gateWait(p *cudadrv.Program, s uint64) {
-	if g.gateK != 0 {
-		p.Wait32(s, g.gate.word, uint32(g.gateK))
+	if g.gateK == 0 {
+		return
 	}
+	gt := g.gate
+	gt.args.PutU32(guardCall, uint32(g.gateK))
+	p.Launch(gt.stream.Handle(), g.b.kern.guard, gt.args, 1, 1)
+	p.Wait32(s, gt.word, uint32(g.gateK))
 }
 
 // queued notes that the call publish numbered is on the GPU; a difference
@@ -189,6 +213,8 @@ func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
 	kind := backend.CallKind(m.Rank0.Rec)
 	var what string
 	switch arg, va, vb, ok := backend.CallDiff(m.Theirs.Rec, m.Rank0.Rec); {
+	case m.Abandoned:
+		return g.gateExited(m.Call, m.Missing, stopped)
 	case m.Rank < 0:
 		what = "the ranks' entries differ"
 	case m.Theirs.Rec == m.Rank0.Rec:
@@ -209,6 +235,55 @@ func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
 	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, outcome, errs.Mismatch)
 }
 
+// gateExited is the error of a call abandoned because group rank q's
+// process exited before it made it.
+func (g *Group) gateExited(k uint64, q int, stopped bool) error {
+	rank := "a rank"
+	if q >= 0 {
+		rank = fmt.Sprintf("rank %d", g.ranks[q])
+	}
+	outcome := "this rank had not queued it"
+	if stopped {
+		outcome = "this rank's stream waited for it, so its guard stopped this process's CUDA context (lost): restart it"
+	}
+	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, outcome, errs.PeerExited)
+}
+
+// gateStall is the error of a guard's watchdog: call k was not approved
+// in time.
+func (g *Group) gateStall(k uint64) error {
+	q, _ := g.gate.c.Missing(k)
+	rank := "every rank made it, yet it was not approved"
+	if q >= 0 {
+		rank = fmt.Sprintf("rank %d did not make it", g.ranks[q])
+	}
+	return fmt.Errorf("cuda: group %q: collective %d on the group was not approved within the watchdog (%v): %s (every rank must make the same collectives); "+
+		"its guard stopped this process's CUDA context (lost): restart it: %w", g.name, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
+}
+
+// gateStopped explains a launch failure after the gate stopped this rank
+// (nil if it did not): the difference or abandonment it recorded, else a
+// guard's watchdog.
+func (g *Group) gateStopped() error {
+	gt := g.gate
+	if gt == nil {
+		return nil
+	}
+	if p := gt.stopped.Load(); p != nil {
+		return *p
+	}
+	if m := gt.c.Failed(); m != nil {
+		if gt.queued.Load() >= m.Call {
+			return g.gateError(m, true)
+		}
+		return nil
+	}
+	if a := gt.c.Approved(); gt.waiting.Load() > a {
+		return g.gateStall(a + 1)
+	}
+	return nil
+}
+
 // stopDevice ends every wait this process's streams are in by trapping (the
 // context is lost) and returns why, once: later calls return the first
 // reason.
@@ -224,29 +299,32 @@ func (g *Group) stopDevice(why error) error {
 	return *gt.stopped.Load()
 }
 
-// trap launches symmem_stop on a stream of its own (the group's streams
-// may wait behind the gate).
+// trap launches a guard that stops at once (a call the approval cannot
+// reach before the gate's recorded failure) on a stream of its own. Best
+// effort: when the device's work queues are blocked it may not start.
 func (g *Group) trap() error {
 	s, err := cudadrv.NewStream(g.b.ctx, 0)
 	if err != nil {
 		return err
 	}
+	gt := g.gate
 	args := cudadrv.NewArgs(kernArgBytes)
+	copy(args.Bytes(), gt.args.Bytes())
+	args.PutU32(guardCall, uint32(gt.c.Approved()+1<<30))
 	p := cudadrv.NewProgram(2)
 	p.SetContext(g.b.ctx)
-	p.Launch(s.Handle(), g.b.kern.stop, args, 1, 1)
+	p.Launch(s.Handle(), g.b.kern.guard, args, 1, 1)
 	return p.Exec() // the stream and args stay: the context is lost anyway
 }
 
-// watchGate is the gate's watcher (one goroutine per group): it sleeps on
-// the gate's futex and stops the context when a difference is found while
-// this rank's GPU has the call queued, or when a gated wait is overdue (a
-// peer that exited at once, one that does not make the call within the
-// watchdog).
+// watchGate is the gate's watcher (one goroutine per group, asleep on the
+// gate's futex): when a gated wait of this rank is not approved and the
+// rank it waits for has exited, it abandons the call (every guard from it
+// on stops its context); when a difference was found while this rank's
+// own kernel is queued for the call (a kernel waits for peers that took a
+// gated path), it tries to stop this rank's context at once.
 func (g *Group) watchGate(gt *callGate) {
 	defer close(gt.done)
-	var stuck uint64 // the call a gated wait is stuck at
-	var since time.Time
 	for {
 		gt.c.Sleep(gateTick)
 		select {
@@ -258,29 +336,15 @@ func (g *Group) watchGate(gt *callGate) {
 			continue
 		}
 		if m := gt.c.Failed(); m != nil {
-			if gt.queued.Load() >= m.Call {
+			if gt.queued.Load() >= m.Call && gt.waiting.Load() < m.Call {
 				g.stopDevice(g.gateError(m, true))
 			}
 			continue
 		}
-		a := gt.c.Approved()
-		if gt.waiting.Load() <= a {
-			stuck = 0
-			continue
-		}
-		k := a + 1
-		if k != stuck {
-			stuck, since = k, time.Now()
-		}
-		q, exited := gt.c.Missing(k)
-		switch {
-		case q < 0:
-		case exited:
-			g.stopDevice(fmt.Errorf("cuda: group %q: rank %d exited before it made collective %d on the group, which this rank's stream waits for: this process's CUDA context is stopped (lost), restart it: %w",
-				g.name, gt.c.Rank(q), k, errs.PeerExited))
-		case time.Since(since) > g.b.watchdog:
-			g.stopDevice(fmt.Errorf("cuda: group %q: rank %d did not make collective %d on the group within the watchdog (%v), and this rank's stream waits for it: every rank must make the same collectives; this process's CUDA context is stopped (lost), restart it: %w",
-				g.name, gt.c.Rank(q), k, g.b.watchdog, rendezvous.ErrTimeout))
+		if a := gt.c.Approved(); gt.waiting.Load() > a {
+			if q, exited := gt.c.Missing(a + 1); q >= 0 && exited {
+				gt.c.Abandon(a + 1)
+			}
 		}
 	}
 }

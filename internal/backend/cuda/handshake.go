@@ -99,10 +99,8 @@ func (g *Group) takeFault() error {
 // if none): it explains every later launch failure, also after the call
 // that reported it.
 func (g *Group) stoppedErr() error {
-	if gt := g.gate; gt != nil {
-		if p := gt.stopped.Load(); p != nil {
-			return *p // the gate stopped it (gate.go)
-		}
+	if err := g.gateStopped(); err != nil {
+		return err // the gate stopped it (gate.go)
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()

@@ -51,7 +51,7 @@ type kernels struct {
 	mods       []*cudadrv.Module
 	ag, ar, lc cudadrv.Function
 	hs         cudadrv.Function // the copy-engine paths' handshake
-	stop       cudadrv.Function // traps: the call gate's way to end waits that cannot end (gate.go)
+	guard      cudadrv.Function // the call gate's guard (gate.go)
 	err        error
 }
 
@@ -67,7 +67,7 @@ func (b *Backend) loadKernels() error {
 			entries []entry
 		}{{allGatherPTX, []entry{{"symmem_allgather_push", &k.ag}}}, {allReducePTX, []entry{{"symmem_allreduce_pull", &k.ar}}},
 			{reduceScatterPTX, []entry{{"symmem_reducescatter_lc", &k.lc}}},
-			{handshakePTX, []entry{{"symmem_handshake", &k.hs}, {"symmem_stop", &k.stop}}}} {
+			{handshakePTX, []entry{{"symmem_handshake", &k.hs}, {"symmem_gate_guard", &k.guard}}}} {
 			var m *cudadrv.Module
 			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
 				break

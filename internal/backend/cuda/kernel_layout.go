@@ -41,4 +41,7 @@ const (
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
 	// stopped (the handshake trapped).
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = 0, 1, 2, 3, 4, 5, 6
+
+	// The call gate's guard: the approval word, the failed word, the call.
+	guardApproved, guardFailed, guardCall = 0, 8, 32
 )

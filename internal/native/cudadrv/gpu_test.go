@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -534,3 +536,94 @@ func TestRegisterHostWait(t *testing.T) {
 		t.Logf("%d satisfied waits on registered host memory: %.2f us on the GPU", waits, ms*1000)
 	}
 }
+
+// TestTrapEndsWait: a kernel that traps, launched on a stream of its own,
+// ends a stream that waits (cuStreamWaitValue32) on a word nobody will
+// write — in registered host memory (the call gate's page) or in device
+// memory: the wait returns the launch failure within seconds. It ends the
+// context, so it runs only when asked (SYMMEM_TEST_TRAP=host or device),
+// alone in its process.
+func TestTrapEndsWait(t *testing.T) {
+	gpu(t)
+	where := os.Getenv("SYMMEM_TEST_TRAP")
+	if where == "" {
+		t.Skip("ends the context: run alone with SYMMEM_TEST_TRAP=host or device")
+	}
+	ctx, err := Retain(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	var word uint64
+	if where == "host" {
+		page, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := RegisterHost(ctx, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		word = reg.Device()
+	} else {
+		base, _ := zeroed(t, ctx)
+		word = base
+	}
+	m, err := LoadModule(ctx, []byte(trapPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := m.Function("stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Blocked streams beyond the first occupy more of the device's work
+	// queues (SYMMEM_TEST_TRAP_BLOCKED, default 1); the trap's stream has
+	// priority SYMMEM_TEST_TRAP_PRIO (default 0).
+	blocked, prio := 1, 0
+	if v, err := strconv.Atoi(os.Getenv("SYMMEM_TEST_TRAP_BLOCKED")); err == nil {
+		blocked = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("SYMMEM_TEST_TRAP_PRIO")); err == nil {
+		prio = v
+	}
+	p := NewProgram(4 + blocked)
+	p.SetContext(ctx)
+	var s *Stream
+	for range blocked {
+		s, _ = NewStream(ctx, 0)
+		p.Wait32(s.Handle(), word, 1)
+	}
+	if err := p.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	s2, err := NewStream(ctx, prio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := NewArgs(16)
+	p.Reset()
+	p.SetContext(ctx)
+	p.Launch(s2.Handle(), stop, args, 1, 1)
+	if err := p.Exec(); err != nil {
+		t.Fatalf("launching the trap: %v", err)
+	}
+	t.Logf("trap launched in %v", time.Since(start))
+	err = s.Wait(context.Background(), 10*time.Second)
+	t.Logf("the waiting stream (word in %s memory) returned after %v: %v", where, time.Since(start), err)
+	if err == nil || time.Since(start) > 8*time.Second {
+		t.Fatalf("the trap did not end the wait: %v after %v", err, time.Since(start))
+	}
+}
+
+const trapPTX = `
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry stop(.param .align 8 .b8 P[16])
+{
+	trap;
+}
+`

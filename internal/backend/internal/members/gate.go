@@ -63,8 +63,12 @@ const (
 	wWant     = 40 // the highest call some rank's GPU waits for
 	wWake     = 48 // futex word, bumped when failed is set
 
-	// ApprovedOffset is the approval word's byte offset in rank 0's page.
+	// ApprovedOffset and FailedOffset are the approval and failed words'
+	// byte offsets in rank 0's page.
 	ApprovedOffset = 8 * wApproved
+	FailedOffset   = 8 * wFailed
+
+	abandonedBit = 1 << 62 // in the failed word: a rank left (Abandon), no difference
 )
 
 var _ [gateRingOff - 8*(wWake+1)]struct{} // the shared words fit before the ring
@@ -114,9 +118,16 @@ type GateMismatch struct {
 	Call          uint64
 	Rank          int
 	Theirs, Rank0 GateEntry
+	// Abandoned: no difference, a rank gave up on the call (Abandon);
+	// Missing is the lowest rank that had not made it then.
+	Abandoned bool
+	Missing   int
 }
 
 func (m *GateMismatch) Error() string {
+	if m.Abandoned {
+		return fmt.Sprintf("call %d abandoned: group rank %d did not make it", m.Call, m.Missing)
+	}
 	return fmt.Sprintf("call %d: group rank %d made it with record %x path %d, rank 0 with %x path %d",
 		m.Call, m.Rank, m.Theirs.Rec, m.Theirs.Path, m.Rank0.Rec, m.Rank0.Path)
 }
@@ -148,6 +159,11 @@ func (c *CallGate) Failed() *GateMismatch {
 // mismatch reads call f's difference from the ring (its entries stay: no
 // rank publishes past a failure, and none was approved).
 func (c *CallGate) mismatch(f uint64) *GateMismatch {
+	if f&abandonedBit != 0 {
+		f &^= abandonedBit
+		q, _ := c.Missing(f)
+		return &GateMismatch{Call: f, Rank: -1, Abandoned: true, Missing: q}
+	}
 	e0 := entryOf(c.entry(0, f))
 	m := &GateMismatch{Call: f, Rank: -1, Rank0: e0}
 	for q := 1; q < len(c.a.ranks); q++ {
@@ -281,6 +297,16 @@ func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
 		}
 		time.Sleep(nap)
 		nap = min(2*nap, time.Millisecond)
+	}
+}
+
+// Abandon marks the gate failed at call k (unless it failed already): a
+// rank's watcher found that a peer it waits for will never make the call
+// (its process exited). Every rank's guard of a call from k on stops its
+// context, as for a difference.
+func (c *CallGate) Abandon(k uint64) {
+	if atomic.CompareAndSwapUint64(c.failed, 0, k|abandonedBit) {
+		c.Wake()
 	}
 }
 

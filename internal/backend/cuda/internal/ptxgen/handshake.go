@@ -50,12 +50,51 @@ Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
 	p.faultTrap()
 	p.w("}")
 	p.w("")
-	p.w(`// symmem_stop ends this process's context on purpose: the call gate
-// (gate.go) found that the ranks' calls differ while this rank's streams
-// wait for an approval that will never come; the trap ends those waits.
-// It takes the kernels' parameter block and reads none of it.`)
-	p.entryTuned("symmem_stop", ".maxntid 1, 1, 1", "")
-	p.w("\ttrap;")
-	p.w("}")
+	p.w("")
+	p.w(`// symmem_gate_guard: the call gate's stop for one gated call (gate.go),
+// one thread, launched on a stream of its own before anything of the call
+// is queued, so it runs even when the call's stream memory operations later
+// block the device's work queues (a kernel launched after them may never
+// start). It polls the approval word in the gate's shared page (registered
+// host memory) until it reaches P.call (cyclic), and ends. If the failed
+// word is set first and, read again, the approval still has not reached
+// the call: the ranks' calls differ at or before it, or the watchdog
+// (P.timeout) passes, it traps: the wait for that approval would never
+// end, and the trap ends it with the context.`)
+	p.f(".visible .entry symmem_gate_guard(\n\t.param .align 8 .b8 P[%d]\n)", pSize)
+	p.w(".maxntid 1, 1, 1")
+	p.f(`{
+	.reg .pred  %%p<4>;
+	.reg .b32   %%r<4>;
+	.reg .b64   %%rd<8>;
+	ld.param.u64    %%rd1, [P+%d];   // approval word
+	ld.param.u64    %%rd2, [P+%d];   // failed word
+	ld.param.u32    %%r1, [P+%d];    // the call
+	ld.param.u64    %%rd3, [P+%d];   // watchdog (ns)
+	mov.u64         %%rd4, %%globaltimer;
+GUARD_POLL:
+	ld.relaxed.sys.global.u32 %%r2, [%%rd1];
+	sub.s32         %%r3, %%r2, %%r1;
+	setp.ge.s32     %%p1, %%r3, 0;
+	@%%p1 bra       GUARD_DONE;
+	ld.relaxed.sys.global.u64 %%rd5, [%%rd2];
+	setp.ne.u64     %%p2, %%rd5, 0;
+	@%%p2 bra       GUARD_FAILED;
+	mov.u64         %%rd6, %%globaltimer;
+	sub.u64         %%rd6, %%rd6, %%rd4;
+	setp.gt.u64     %%p3, %%rd6, %%rd3;
+	@%%p3 bra       GUARD_STOP;
+	nanosleep.u32   1000;
+	bra.uni         GUARD_POLL;
+GUARD_FAILED:
+	ld.relaxed.sys.global.u32 %%r2, [%%rd1];   // approvals end at the call before the first difference
+	sub.s32         %%r3, %%r2, %%r1;
+	setp.ge.s32     %%p1, %%r3, 0;
+	@%%p1 bra       GUARD_DONE;
+GUARD_STOP:
+	trap;
+GUARD_DONE:
+	ret;
+}`, pGateApproved, pGateFailed, pGateCall, pTimeout)
 	return p.b.String()
 }

@@ -33,6 +33,16 @@ const (
 	pSize     = pFault + 8
 )
 
+// The call gate's guard (handshake.ptx, symmem_gate_guard) uses P's
+// first words: where the approval and the failed word are (the gate's
+// shared page, registered host memory), the call's number; pTimeout is its
+// watchdog.
+const (
+	pGateApproved = pA     // u64
+	pGateFailed   = pBytes // u64
+	pGateCall     = pMode  // u32: the call's number (low 32 bits; compared cyclically)
+)
+
 // Reduction flags (pFlags).
 const (
 	flagDirect = 1 // all-reduce kernel: store results at once (the output aliases no input a peer reads)
@@ -132,6 +142,9 @@ const (
 	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
 	// stopped (the handshake trapped).
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = %d, %d, %d, %d, %d, %d, %d
+
+	// The call gate's guard: the approval word, the failed word, the call.
+	guardApproved, guardFailed, guardCall = %d, %d, %d
 )
 `, generatedLine, maxRanks, maxCTAs, threads, handshakeThreads, vecBytes, pSize,
 		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
@@ -139,7 +152,8 @@ const (
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
-		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords)
+		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords,
+		pGateApproved, pGateFailed, pGateCall)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("kernel_layout.go does not format: %w", err)

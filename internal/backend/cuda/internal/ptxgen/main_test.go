@@ -73,3 +73,20 @@ func TestFragmentsShared(t *testing.T) {
 		}
 	}
 }
+
+// TestASCII: ptxas rejects a PTX file with any non-ASCII byte (a dash in a
+// comment made every module fail to load on the GPU, run 34).
+func TestASCII(t *testing.T) {
+	files, err := outputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		for i, c := range b {
+			if c > 0x7f {
+				t.Errorf("%s: byte %d is not ASCII (%#x)", name, i, c)
+				break
+			}
+		}
+	}
+}
