@@ -7,7 +7,9 @@
 #   git archive <commit> | tar -x -C /tmp/a &&
 #     (cd /tmp/a && go build -o "$OLDPWD/.build/symmem-before" ./cmd/symmem)   # A
 #
-# then `scripts/gpu-ab.sh [outdir] [rounds]` on the GPU host. RANKS ranks
+# then `scripts/gpu-ab.sh [outdir] [rounds]` on the GPU host. BUILDS lists
+# more than two as NAME=binary pairs (default "A=.build/symmem-before
+# B=.build/symmem"); ratios are against the first. RANKS ranks
 # (default 2) share GPU 0 under MPS when there are fewer GPUs. BENCHES holds
 # `symmem bench` argument sets separated by ';'. Logs: outdir/ab.log; the
 # table (size, busbw A, busbw B, B/A, per round) is printed last.
@@ -23,10 +25,11 @@ SHARE=()
 if [ "$GPUS" -lt "$RANKS" ]; then SHARE=(--share-device); mps_on >>"$OUTDIR/ab.log" 2>&1; fi
 gpu_env >>"$OUTDIR/ab.log" 2>&1
 IFS=';' read -ra SETS <<<"$BENCHES"
+read -ra BUILDS <<<"${BUILDS:-A=.build/symmem-before B=.build/symmem}"
 for r in $(seq "$ROUNDS"); do
   for set in "${SETS[@]}"; do
-    for v in A B; do
-      bin=.build/symmem; [ $v = A ] && bin=.build/symmem-before
+    for vb in "${BUILDS[@]}"; do
+      v=${vb%%=*} bin=${vb#*=}
       echo "### round $r $v: bench $set" >>"$OUTDIR/ab.log"
       # shellcheck disable=SC2086
       timeout -k 10 200 .build/symmem launch "${SHARE[@]}" --nproc-per-node "$RANKS" --timeout 120s -- \
@@ -35,11 +38,12 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 [ ${#SHARE[@]} -gt 0 ] && mps_off >>"$OUTDIR/ab.log" 2>&1
-python3 - "$OUTDIR/ab.log" <<'PY'
+python3 - "$OUTDIR/ab.log" "${BUILDS[@]%%=*}" <<'PY'
 import re, sys
+names = sys.argv[2:]
 rows, cur = {}, None
 for line in open(sys.argv[1]):
-    m = re.match(r"### round (\d+) ([AB]): bench (.*)", line)
+    m = re.match(r"### round (\d+) (\S+): bench (.*)", line)
     if m:
         cur = (m.group(1), m.group(3).strip(), m.group(2)); continue
     if not line.startswith("[rank 0]"):
@@ -51,9 +55,10 @@ for line in open(sys.argv[1]):
         except ValueError:  # n/a: the row failed; its error is in the log
             bw = None
         rows.setdefault((cur[0], cur[1], int(f[0])), {})[cur[2]] = bw
-print("round | bench | bytes | busbw A | busbw B | B/A")
+base = names[0]
+print("round | bench | bytes | " + " | ".join(f"busbw {n}" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]))
 for (r, b, size), v in sorted(rows.items()):
-    a, bb = v.get("A"), v.get("B")
-    ratio = f"{bb / a:.3f}" if a and bb else "-"
-    print(f"{r} | {b} | {size} | {a} | {bb} | {ratio}")
+    a = v.get(base)
+    ratios = [f"{v[n] / a:.3f}" if a and v.get(n) else "-" for n in names[1:]]
+    print(f"{r} | {b} | {size} | " + " | ".join(str(v.get(n)) for n in names) + " | " + " | ".join(ratios))
 PY

@@ -19,28 +19,32 @@ import (
 // The call gate, always on for a group whose ranks share this host
 // (members.CallGate over the HostAgreement's pages). Every collective
 // publishes its record (backend.Request.Check) and path before it is
-// queued. Copy-engine (ce, lc) and NCCL calls, whose stream memory
-// operations and NCCL kernels cannot compare or branch, first make their
-// stream wait, with one stream memory operation, until the approval word
-// (rank 0's page, registered with this device) reaches the call's number:
-// until every rank made the call alike. Hosts run ahead of their GPUs, so
-// the approval is usually there before the stream reaches the wait. The
-// kernels keep their in-band check (fault.go); the gate catches what that
-// check cannot: ranks that took different paths (a kernel here, copy
-// engines there), and copy-engine or NCCL calls that differ.
+// queued; whichever rank finds every peer's entry for the next call
+// compares them and approves it. The kernels keep their in-band check
+// (fault.go); the gate catches what that check cannot: ranks that took
+// different paths (a kernel here, copy engines there), and copy-engine
+// (ce, lc) or NCCL calls that differ, whose stream memory operations and
+// NCCL kernels cannot compare or branch.
 //
-// A difference is found by the rank that publishes the call last: its
-// call is refused before anything is queued. A stream wait cannot be
-// cancelled, so a rank that queued a gated call first launches the guard
-// (symmem_gate_guard, one thread on a stream of its own): it ends when the
-// approval comes, and traps — ending the wait with the context, before any
-// data of the call moved — when the gate records a difference at or before
-// its call, or after the watchdog (Options.GPUWatchdog). It must be in
-// flight before the wait: a kernel launched later may never start, as
-// waiting streams block the device's work queues (run 33: a trap launched
-// after 8 blocked streams, or 2 under MPS, never ran). The watcher
-// goroutine marks the gate failed when a peer's process exited before the
-// call (Abandon), and, at best, stops a rank whose own kernel waits for
+// A gated call (ce, lc, NCCL) that is approved when this rank publishes it
+// (it published last, or the others' hosts were ahead) queues nothing
+// more. Otherwise its stream runs the guard first (symmem_gate_guard, one
+// thread): it ends when the approval comes and traps when the gate records
+// a difference at or before the call, or after the watchdog
+// (Options.GPUWatchdog) — the trap ends the context before any data of the
+// call moved. A running kernel is the only stop that works here: a stream
+// memory operation waiting on the approval word cannot be cancelled, and a
+// trap launched after it may never start, because waiting streams block the
+// device's work queues (TestTrapEndsWait, run 33: after 8 blocked streams,
+// or 2 under MPS, it never ran). Measured alternatives (run 36, 2 ranks
+// sharing an H100 under MPS, ce all-gather 64 KiB-16 MiB): the guard on a
+// stream of its own plus a memory-op wait cost 0.55-0.90x busbw; the guard
+// inline 0.76-0.90x; the memory-op wait alone (no way to stop) 0.82-0.98x.
+//
+// The rank that finds a difference gets it from its call, which queued
+// nothing; the others' guards stop them. The watcher goroutine marks the
+// gate failed when a peer's process exited before a call this rank waits
+// for (Abandon), and, at best, stops a rank whose own kernel waits for
 // peers that took a gated path (the kernel's watchdog is the bound). The
 // errors name the argument that differs, the paths, or the missing rank.
 //
@@ -50,7 +54,6 @@ type callGate struct {
 	c        *members.CallGate
 	reg      *cudadrv.HostRegistered // rank 0's page, registered here
 	word     uint64                  // the approval word's device address
-	stream   *cudadrv.Stream         // where the guards run
 	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
 	queued   atomic.Uint64           // the last call this rank queued work for
 	waiting  atomic.Uint64           // the last gated call queued (its stream waits for the approval)
@@ -75,12 +78,7 @@ func (g *Group) setupGate() error {
 	if err != nil {
 		return fmt.Errorf("call gate: %w", err)
 	}
-	s, err := cudadrv.NewStream(g.b.ctx, 0)
-	if err != nil {
-		reg.Unregister()
-		return fmt.Errorf("call gate: %w", err)
-	}
-	gt := &callGate{c: c, reg: reg, word: reg.Device() + members.ApprovedOffset, stream: s, args: cudadrv.NewArgs(kernArgBytes),
+	gt := &callGate{c: c, reg: reg, word: reg.Device() + members.ApprovedOffset, args: cudadrv.NewArgs(kernArgBytes),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, gt.word)
 	gt.args.PutU64(guardFailed, reg.Device()+members.FailedOffset)
@@ -101,7 +99,6 @@ func (g *Group) closeGate(unregister bool) {
 	gt.c.Wake() // the peers' watchers look once more and sleep again
 	<-gt.done
 	if unregister {
-		gt.stream.Destroy()
 		gt.args.Free()
 		gt.reg.Unregister()
 	}
@@ -155,23 +152,22 @@ func (g *Group) publish(req backend.Request) error {
 		return err
 	}
 	g.gateN = k
-	if wait {
+	if wait && gt.c.Approved() < k {
 		g.gateK = k
 	}
 	return nil
 }
 
-// gateWait makes stream s wait for the approval of the call being built,
-// its guard launched first (nothing for calls that do not wait, or without
-// a gate). It must be the call's first stream operation.
+// gateWait runs the guard on stream s for the call being built when it
+// was not approved at publish (nothing otherwise, or without a gate). It
+// must be the call's first stream operation.
 func (g *Group) gateWait(p *cudadrv.Program, s uint64) {
 	if g.gateK == 0 {
 		return
 	}
 	gt := g.gate
 	gt.args.PutU32(guardCall, uint32(g.gateK))
-	p.Launch(gt.stream.Handle(), g.b.kern.guard, gt.args, 1, 1)
-	p.Wait32(s, gt.word, uint32(g.gateK))
+	p.Launch(s, g.b.kern.guard, gt.args, 1, 1)
 }
 
 // queued notes that the call publish numbered is on the GPU; a difference

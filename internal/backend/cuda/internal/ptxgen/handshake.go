@@ -51,16 +51,16 @@ Parameter block P (%[1]d bytes; the shared header, kernel_layout.go):
 	p.w("}")
 	p.w("")
 	p.w("")
-	p.w(`// symmem_gate_guard: the call gate's stop for one gated call (gate.go),
-// one thread, launched on a stream of its own before anything of the call
-// is queued, so it runs even when the call's stream memory operations later
-// block the device's work queues (a kernel launched after them may never
-// start). It polls the approval word in the gate's shared page (registered
-// host memory) until it reaches P.call (cyclic), and ends. If the failed
-// word is set first and, read again, the approval still has not reached
-// the call: the ranks' calls differ at or before it, or the watchdog
-// (P.timeout) passes, it traps: the wait for that approval would never
-// end, and the trap ends it with the context.`)
+	p.w(`// symmem_gate_guard: the call gate's check of one copy-engine or NCCL call
+// that was not approved when its rank published it (gate.go), one thread,
+// first on the call's stream. It polls the approval word in the gate's
+// shared page (registered host memory) until it reaches P.call (cyclic),
+// and ends: the call's work may run. If the failed word is set first and,
+// read again, the approval still has not reached the call (the ranks'
+// calls differ at or before it), or the watchdog (P.timeout) passes, it
+// traps before any data of the call moved: stream memory operations and
+// NCCL cannot be stopped otherwise, and the approval would never come, so
+// the trap ends the context.`)
 	p.f(".visible .entry symmem_gate_guard(\n\t.param .align 8 .b8 P[%d]\n)", pSize)
 	p.w(".maxntid 1, 1, 1")
 	p.f(`{
