@@ -27,8 +27,9 @@ import (
 // NCCL kernels cannot compare or branch.
 //
 // A gated call (ce, lc, NCCL) that is approved when this rank publishes it
-// (it published last, or the others' hosts were ahead) queues nothing
-// more. Otherwise its stream runs the guard first (symmem_gate_guard, one
+// (it published last, or the others' hosts were ahead), or within
+// gateSpin after, queues nothing more. Otherwise its stream runs the guard
+// first (symmem_gate_guard, one
 // thread): it ends when the approval comes and traps when the gate records
 // a difference at or before the call, or after the watchdog
 // (Options.GPUWatchdog) — the trap ends the context before any data of the
@@ -152,10 +153,40 @@ func (g *Group) publish(req backend.Request) error {
 		return err
 	}
 	g.gateN = k
-	if wait && gt.c.Approved() < k {
+	if wait && !gt.approvedSoon(k) {
 		g.gateK = k
 	}
 	return nil
+}
+
+// gateSpin bounds how long a gated call's host waits for its approval
+// before it queues the guard instead: the peers' hosts usually publish
+// within microseconds, and a call approved at publish runs with nothing
+// more on the GPU, where the guard costs a kernel launch on the call's
+// critical path. The calls gated are large (copy engines, NCCL: tens of
+// microseconds on the GPU and more), so their hosts are usually ahead of
+// the GPU and the wait hides behind it.
+const gateSpin = 20 * time.Microsecond
+
+// approvedSoon reports whether call k is approved within gateSpin (a
+// difference found meanwhile ends the wait: the guard reports it).
+func (gt *callGate) approvedSoon(k uint64) bool {
+	var until time.Time
+	for i := 0; ; i++ {
+		if gt.c.Approved() >= k {
+			return true
+		}
+		if i%64 != 63 {
+			continue
+		}
+		now := time.Now()
+		switch {
+		case until.IsZero():
+			until = now.Add(gateSpin)
+		case now.After(until), gt.c.Failed() != nil:
+			return false
+		}
+	}
 }
 
 // gateWait runs the guard on stream s for the call being built when it
