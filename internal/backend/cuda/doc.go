@@ -10,6 +10,10 @@
 //   - the kernels' in-band argument check: fingerprints travel with the
 //     ready signals, a mismatch is reported through mapped host words and
 //     named by swapping the two calls' records through the store (fault.go);
+//   - the call gate for ranks on one host (gate.go over
+//     members.CallGate): every collective publishes its record and path,
+//     copy-engine and NCCL calls not yet approved run a guard kernel first
+//     that traps on a difference, so no data of a mismatched call moves;
 //   - in checked mode, the handshake kernel beside copy-engine and NCCL calls,
 //     which traps on a difference (handshake.go, ptx/handshake.ptx);
 //   - the copy-engine all-gather: stream memory operations signal readiness

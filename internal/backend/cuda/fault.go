@@ -32,9 +32,9 @@ import (
 // publish), waiting at most faultSwapWait; a record aged out of the ring
 // (more than recentCalls calls were queued behind it, or a CUDA graph
 // replayed it long after capture), or a peer that does not answer in time,
-// leaves the fingerprints in the message instead. The copy-engine paths and
-// NCCL calls check through the handshake kernel beside them in checked mode
-// only (handshake.go says why).
+// leaves the fingerprints in the message instead. Copy-engine paths and
+// NCCL calls are checked by the call gate (gate.go), and in checked mode
+// also by the handshake kernel beside them (handshake.go).
 
 // recentCalls is how many of the group's fingerprinted calls the host keeps
 // (about 14 KiB per group): a report arrives once the GPU has run the

@@ -18,9 +18,10 @@ import (
 // kernels cannot compare or branch, so on a difference the handshake
 // reports (fault.go) and traps: the context is lost on every rank (each
 // compares with every peer), waits that would never end (a peer on another
-// path) end with it, and nothing ordered after the call runs. It catches
-// what checked mode's store exchange cannot: ranks that forced different
-// algorithms, and replays of different CUDA graphs.
+// path) end with it, and nothing ordered after the call runs. Eager calls
+// are compared by the call gate too (gate.go); the handshake adds replays
+// of CUDA graphs that differ between the ranks, which the gate compares
+// only when they are captured.
 //
 // It is not always on because it is not free: a copy-engine call took ~10
 // us more with it in front and ~8 us more with it beside (in-place

@@ -2,9 +2,10 @@
 // namespace of a group (with a generation that never repeats within a
 // process), the store all-gather through which members agree, the fd swap
 // between local members, the host identity, the table of registered
-// segments, and an in-band agreement over shared memory for members on one
-// host (agree.go). Backends keep what differs (what a segment maps to,
-// signal pads, paths).
+// segments, an in-band agreement over shared memory for members on one
+// host (agree.go), and the call gate over the same pages, which numbers and
+// approves a group's collectives (gate.go). Backends keep what differs
+// (what a segment maps to, signal pads, paths, how a GPU waits).
 package members
 
 import (
