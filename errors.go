@@ -39,6 +39,10 @@ var (
 	// ErrBroken: an earlier collective on the group failed midway (a peer
 	// died or timed out); the group cannot be used again.
 	ErrBroken = errs.Broken
+	// ErrPeerExited: a peer rank's process exited while this rank waited for
+	// it (in a collective, a scope end, or a copy-engine or NCCL call at the
+	// GPU backend's call gate).
+	ErrPeerExited = errs.PeerExited
 	// ErrFreed: a buffer (or a span in pool memory) was used after
 	// World.Free returned it to the pool.
 	ErrFreed = errors.New("symmem: buffer was freed")

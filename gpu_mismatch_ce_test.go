@@ -21,7 +21,9 @@ import (
 //     with and without checked mode;
 //   - count: every rank on the path, the last rank passes another count;
 //   - skip: the last rank does not make the call at all (the gate's
-//     watchdog, Options.GPUWatchdog = 3 s, stops the others).
+//     watchdog, Options.GPUWatchdog = 3 s, stops the others);
+//   - exit: the last rank's process exits instead of making the call (the
+//     others' watchers see it through its pidfd and stop them at once).
 //
 // Every rank reports ErrMismatch naming the difference (or, for skip, a
 // timeout naming the rank) within seconds: from the call itself (the rank
@@ -43,7 +45,7 @@ func TestGPUCopyEngineMismatch(t *testing.T) {
 	for _, algo := range []coll.Algo{coll.AlgoCE, coll.AlgoLowContention, coll.AlgoNCCL} {
 		cases = append(cases, tc{"paths", algo, false}, tc{"paths", algo, true}, tc{"count", algo, false})
 	}
-	cases = append(cases, tc{"skip", coll.AlgoCE, false})
+	cases = append(cases, tc{"skip", coll.AlgoCE, false}, tc{"exit", coll.AlgoCE, false})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s/%s", c.what, c.algo)
 		if c.checked {
@@ -117,6 +119,12 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 			myCount = count / 2
 		}
 		want = []string{fmt.Sprintf("count=%d", count/2), fmt.Sprintf("count=%d", count)}
+	case "exit":
+		want = []string{fmt.Sprintf("rank %d exited before it made collective", n-1)}
+		if last {
+			fmt.Printf("GPU exit: rank %d exits instead of making the call\n", me)
+			os.Exit(0)
+		}
 	case "skip":
 		want = []string{fmt.Sprintf("rank %d did not make it", n-1), "watchdog"}
 		if last {
@@ -142,7 +150,11 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	for _, s := range want {
 		ok = ok && strings.Contains(got.Error(), s)
 	}
-	if what != "skip" {
+	switch what {
+	case "skip":
+	case "exit":
+		ok = ok && errors.Is(got, ErrPeerExited)
+	default:
 		ok = ok && errors.Is(got, ErrMismatch)
 	}
 	if !ok {

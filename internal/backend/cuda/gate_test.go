@@ -1,0 +1,66 @@
+package cuda
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
+)
+
+// TestGatePaths: every algorithm has a gate code that names it back, and
+// exactly the copy-engine and NCCL paths wait for approval.
+func TestGatePaths(t *testing.T) {
+	for _, a := range coll.Algos() {
+		c := pathCode(a)
+		if c == 0 || pathName(c) != a {
+			t.Errorf("%s: code %d names %q", a, c, pathName(c))
+		}
+		want := a == coll.AlgoCE || a == coll.AlgoLowContention || a == coll.AlgoNCCL || a == coll.AlgoNCCLWindow
+		if gated(a) != want {
+			t.Errorf("%s: gated %v, want %v", a, gated(a), want)
+		}
+	}
+}
+
+// TestGateErrors: the gate's errors name what differs (the argument with
+// both values, the paths, the collective, the rank that left) with global
+// ranks, say whether this rank's context was stopped, and wrap the
+// sentinels users test for.
+func TestGateErrors(t *testing.T) {
+	g := &Group{name: "tp", ranks: []int{4, 5, 6}}
+	ag := callRec(coll.AllGather, coll.BFloat16, 4096)
+	half := callRec(coll.AllGather, coll.BFloat16, 2048)
+	ar := callRec(coll.AllReduce, coll.BFloat16, 4096)
+	ce, kern := pathCode(coll.AlgoCE), pathCode(coll.AlgoKernel)
+	for _, c := range []struct {
+		name    string
+		m       members.GateMismatch
+		stopped bool
+		want    []string
+		is      error
+	}{
+		{"count", members.GateMismatch{Call: 9, Rank: 2, Theirs: members.GateEntry{Rec: half, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: ce}},
+			false, []string{"collective 9", "rank 6 called all_gather with count=2048, rank 4 with count=4096", "nothing was queued"}, errs.Mismatch},
+		{"paths", members.GateMismatch{Call: 3, Rank: 1, Theirs: members.GateEntry{Rec: ag, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: kern}},
+			true, []string{"rank 5 ran it on ce, rank 4 on kernel", "context is lost"}, errs.Mismatch},
+		{"collective", members.GateMismatch{Call: 5, Rank: 1, Theirs: members.GateEntry{Rec: ar, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: ce}},
+			true, []string{"rank 5 called all_reduce, rank 4 all_gather"}, errs.Mismatch},
+		{"exited", members.GateMismatch{Call: 7, Rank: -1, Abandoned: true, Missing: 2},
+			true, []string{"rank 6 exited before it made collective 7", "restart"}, errs.PeerExited},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := g.gateError(&c.m, c.stopped)
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nwant %q in it", err, w)
+				}
+			}
+			if !errors.Is(err, c.is) {
+				t.Errorf("%v does not wrap %v", err, c.is)
+			}
+		})
+	}
+}
