@@ -49,8 +49,9 @@ import (
 // peers that took a gated path (the kernel's watchdog is the bound). The
 // errors name the argument that differs, the paths, or the missing rank.
 //
-// Calls captured into a CUDA graph are compared when they are captured;
-// their replays pass the gate (checked mode's handshake compares replays).
+// Calls captured into a CUDA graph are compared when they are captured
+// and get no guard (capturing); their replays are not compared (checked
+// mode's handshake compares replays).
 type callGate struct {
 	c        *members.CallGate
 	reg      *cudadrv.HostRegistered // rank 0's page, registered here
@@ -153,10 +154,21 @@ func (g *Group) publish(req backend.Request) error {
 		return err
 	}
 	g.gateN = k
-	if wait && !gt.approvedSoon(k) {
+	if wait && !gt.approvedSoon(k) && !g.capturing(req.Stream) {
 		g.gateK = k
 	}
 	return nil
+}
+
+// capturing reports whether stream s is being captured into a CUDA graph.
+// A captured call moves no data now, and a guard captured with it would
+// compare its replays against a call number that wraps after 2^31 calls,
+// so captured calls get none: they were compared when published. An
+// error to ask counts as not capturing: the guard is queued (its launch
+// then reports what is wrong with the stream).
+func (g *Group) capturing(s uint64) bool {
+	c, err := cudadrv.StreamCapturing(g.b.ctx, s)
+	return err == nil && c
 }
 
 // gateSpin bounds how long a gated call's host waits for its approval
