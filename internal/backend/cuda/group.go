@@ -310,7 +310,16 @@ func (g *Group) Size() int { return len(g.ranks) }
 func (g *Group) Name() string { return g.name }
 
 // AllGather returns every member's bytes by group rank, through the store.
+// A peer on this host whose process exited fails it at once (instead of at
+// the timeout): a peer that posted its part cannot have exited before this
+// rank posted its own, so a collective sequence never trips on a peer that
+// finished normally.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
+	if g.agreement != nil {
+		if q := g.agreement.Exited(); q >= 0 {
+			return nil, fmt.Errorf("cuda: group %q: rank %d exited: %w", g.name, g.ranks[q], errs.PeerExited)
+		}
+	}
 	return g.ag.AllGather(ctx, mine)
 }
 

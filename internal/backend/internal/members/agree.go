@@ -258,6 +258,17 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *tim
 	}
 }
 
+// Exited returns the lowest group rank whose process has exited, -1 if
+// none (or none can be told: no pidfds).
+func (a *HostAgreement) Exited() int {
+	for q := range a.ranks {
+		if q != a.me && a.exited(q) {
+			return q
+		}
+	}
+	return -1
+}
+
 // exited reports whether group rank q's process has exited (its pidfd is
 // readable).
 func (a *HostAgreement) exited(q int) bool {
