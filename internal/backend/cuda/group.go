@@ -139,7 +139,9 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 func (g *Group) setup(ctx context.Context, gen int) error {
 	host := members.HostID()
 	kern := g.loadKernel()
-	mine := fmt.Sprintf("%s|%s|%d|%t", host, g.b.info.PCI, os.Getpid(), kern)
+	// The gate's guard needs only the modules, not the kernels' rank limit.
+	guard := kern || g.b.loadKernels() == nil
+	mine := fmt.Sprintf("%s|%s|%d|%t|%t", host, g.b.info.PCI, os.Getpid(), kern, guard)
 	all, err := g.AllGather(ctx, []byte(mine))
 	if err != nil {
 		return err
@@ -158,14 +160,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.ce, g.ceWhy = false, "no fd exchange to share segments"
 	}
 	for r, v := range all {
-		parts := strings.SplitN(string(v), "|", 4)
-		if len(parts) != 4 {
+		parts := strings.SplitN(string(v), "|", 5)
+		if len(parts) != 5 {
 			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
 		}
 		if kern && parts[3] != "true" {
 			// Every rank must agree on the paths `auto` may take.
 			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.ranks[r])
 		}
+		guard = guard && parts[4] == "true" // and on whether calls go through the gate
 		if r == g.me || !g.ce {
 			continue
 		}
@@ -212,7 +215,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
 	}
-	if kern { // every rank has the trap, so every rank publishes at the gate
+	if guard { // every rank has the guard, so every rank publishes at the gate
 		if err := g.setupGate(); err != nil {
 			return err
 		}
