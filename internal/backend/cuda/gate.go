@@ -70,7 +70,7 @@ type callGate struct {
 const gateTick = 100 * time.Millisecond
 
 // setupGate creates the group's gate where it can stop a wait: ranks on
-// one host (the agreement) and symmem's kernels loaded (the trap).
+// one host (the agreement) and symmem's modules loaded (the guard).
 func (g *Group) setupGate() error {
 	if g.agreement == nil || g.b.kern.guard == 0 {
 		return nil
@@ -106,9 +106,12 @@ func (g *Group) closeGate(unregister bool) {
 	}
 }
 
+// algos is coll.Algos, read once: pathCode runs on every call.
+var algos = coll.Algos()
+
 // pathCode is the path's code in a gate entry (its place in coll.Algos).
 func pathCode(a coll.Algo) uint8 {
-	for i, x := range coll.Algos() {
+	for i, x := range algos {
 		if x == a {
 			return uint8(i + 1)
 		}
@@ -117,8 +120,8 @@ func pathCode(a coll.Algo) uint8 {
 }
 
 func pathName(c uint8) coll.Algo {
-	if all := coll.Algos(); c >= 1 && int(c) <= len(all) {
-		return all[c-1]
+	if c >= 1 && int(c) <= len(algos) {
+		return algos[c-1]
 	}
 	return coll.Algo(fmt.Sprintf("path %d", c))
 }

@@ -23,6 +23,9 @@ func TestGatePaths(t *testing.T) {
 			t.Errorf("%s: gated %v, want %v", a, gated(a), want)
 		}
 	}
+	if n := testing.AllocsPerRun(100, func() { pathCode(coll.AlgoNCCLWindow) }); n != 0 {
+		t.Errorf("pathCode allocates %v times per call (it runs on every collective)", n)
+	}
 }
 
 // TestGateErrors: the gate's errors name what differs (the argument with

@@ -206,3 +206,22 @@ func BenchmarkCallGate(b *testing.B) {
 		})
 	}
 }
+
+// TestCallGatePublishAllocs: publishing allocates nothing (it runs on
+// every collective), gated or not.
+func TestCallGatePublishAllocs(t *testing.T) {
+	gs := gates(agreements(t, 2, time.Second))
+	ctx := context.Background()
+	i := 0
+	allocs := testing.AllocsPerRun(500, func() {
+		i++
+		for _, g := range gs {
+			if _, err := g.Publish(ctx, entry(i, i%2 == 0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per call", allocs)
+	}
+}
