@@ -104,9 +104,10 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	return path, nil
 }
 
-// ncclFront queues what goes before an NCCL call on its stream: the wait
-// for the gate's approval (gate.go) and, in checked mode, the handshake's
-// fork (handshake.go).
+// ncclFront publishes an NCCL call at the gate and queues what goes before
+// it on its stream: the gate's guard when the call is not yet approved
+// (gate.go) and, in checked mode, the handshake's fork (handshake.go). A
+// broken group (a gate difference, a failed copy-engine call) refuses it.
 func (g *Group) ncclFront(req backend.Request) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
