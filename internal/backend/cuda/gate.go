@@ -27,8 +27,8 @@ import (
 // NCCL kernels cannot compare or branch.
 //
 // A gated call (ce, lc, NCCL) that is approved when this rank publishes it
-// (it published last, or the others' hosts were ahead), or within
-// gateSpin after, queues nothing more. Otherwise its stream runs the guard
+// (it published last, or the others' hosts were ahead), or within a short
+// wait after (gateSpin, adaptive), queues nothing more. Otherwise its stream runs the guard
 // first (symmem_gate_guard, one
 // thread): it ends when the approval comes and traps when the gate records
 // a difference at or before the call, or after the watchdog
@@ -59,6 +59,7 @@ type callGate struct {
 	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
 	queued   atomic.Uint64           // the last call this rank queued work for
 	waiting  atomic.Uint64           // the last gated call queued (its stream waits for the approval)
+	spin     time.Duration           // how long a gated call's host waits for its approval (approvedSoon; runMu)
 	stopOnce sync.Once
 	stopped  atomic.Pointer[error] // why the watcher or Run stopped the context
 	quit     chan struct{}
@@ -180,15 +181,27 @@ func (g *Group) capturing(s uint64) bool {
 // more on the GPU, where the guard costs a kernel launch on the call's
 // critical path. The calls gated are large (copy engines, NCCL: tens of
 // microseconds on the GPU and more), so their hosts are usually ahead of
-// the GPU and the wait hides behind it.
-const gateSpin = 20 * time.Microsecond
+// the GPU and the wait hides behind it. A wait that ran out halves the
+// next one (down to gateSpinMin): when the peers' hosts are far behind,
+// waiting buys nothing; one that was answered restores it. Run 43: a fixed
+// 20 us kept ce/lc busbw at 0.95-1.08 of the gate-free build, 5 us cost
+// 0.77-0.96 in places but less host time (results/gpu-gate-2026-11-24.md).
+const (
+	gateSpin    = 20 * time.Microsecond
+	gateSpinMin = 2 * time.Microsecond
+)
 
-// approvedSoon reports whether call k is approved within gateSpin (a
-// difference found meanwhile ends the wait: the guard reports it).
+// approvedSoon reports whether call k is approved within the current wait
+// (a difference found meanwhile ends it: the guard reports it), and
+// adapts the wait. The caller holds runMu.
 func (gt *callGate) approvedSoon(k uint64) bool {
+	if gt.spin == 0 {
+		gt.spin = gateSpin
+	}
 	var until time.Time
 	for i := 0; ; i++ {
 		if gt.c.Approved() >= k {
+			gt.spin = gateSpin
 			return true
 		}
 		if i%64 != 63 {
@@ -197,8 +210,9 @@ func (gt *callGate) approvedSoon(k uint64) bool {
 		now := time.Now()
 		switch {
 		case until.IsZero():
-			until = now.Add(gateSpin)
+			until = now.Add(gt.spin)
 		case now.After(until), gt.c.Failed() != nil:
+			gt.spin = max(gt.spin/2, gateSpinMin)
 			return false
 		}
 	}
