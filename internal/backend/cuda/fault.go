@@ -171,23 +171,37 @@ func (g *Group) difference(rep faultReport) (kind, what string) {
 	theirs, err := g.swapRecords(rep, mine, ok)
 	if err == nil {
 		kind = backend.CallKind(mine.rec).String()
-		if theirs.rec == mine.rec && theirs.algo != mine.algo {
-			return kind, fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
-				rank, theirs.algo, me, mine.algo)
-		}
-		if arg, va, vb, ok := backend.CallDiff(theirs.rec, mine.rec); ok {
-			if arg == "collective" {
-				what = fmt.Sprintf("rank %d called %v, rank %d %v", rank, va, me, vb)
-			} else {
-				what = fmt.Sprintf("rank %d called %s with %s=%v, rank %d with %s=%v", rank, kind, arg, va, me, arg, vb)
-			}
-			return kind, what + " (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order)"
+		if what, ok := callDifference(rank, theirs, me, mine); ok {
+			return kind, what
 		}
 		err = errors.New("the records are equal (a fingerprint collision)")
 	}
 	return "collective", fmt.Sprintf("rank %d called it with other arguments than rank %d (argument fingerprints %08x vs %08x: "+
 		"kind, type, count, op, root, in-place, pool offsets and path must match; which one differs is unknown: %v; Options.Checked names it)",
 		rank, me, rep.theirs, rep.mine, err)
+}
+
+// callDifference names how call a of global rank ra differs from call b of
+// rank rb, with the fix: the paths, or the argument with both values; ok
+// is false when they are equal. The kernels' reports and the call gate
+// (gate.go) say it alike.
+func callDifference(ra int, a call, rb int, b call) (what string, ok bool) {
+	if a.rec == b.rec {
+		if a.algo == b.algo {
+			return "", false
+		}
+		return fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
+			ra, a.algo, rb, b.algo), true
+	}
+	arg, va, vb, ok := backend.CallDiff(a.rec, b.rec)
+	switch {
+	case !ok:
+		return "", false
+	case arg == "collective":
+		return fmt.Sprintf("rank %d called %v, rank %d %v (every rank must make the same collectives in the same order)", ra, va, rb, vb), true
+	}
+	return fmt.Sprintf("rank %d called %v with %s=%v, rank %d with %s=%v (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order)",
+		ra, backend.CallKind(b.rec), arg, va, rb, arg, vb), true
 }
 
 // swapRecords publishes this rank's record of the reported call (empty if

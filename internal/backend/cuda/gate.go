@@ -55,7 +55,6 @@ import (
 type callGate struct {
 	c        *members.CallGate
 	reg      *cudadrv.HostRegistered // rank 0's page, registered here
-	word     uint64                  // the approval word's device address
 	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
 	queued   atomic.Uint64           // the last call this rank queued work for
 	waiting  atomic.Uint64           // the last gated call queued (its stream waits for the approval)
@@ -81,9 +80,8 @@ func (g *Group) setupGate() error {
 	if err != nil {
 		return fmt.Errorf("call gate: %w", err)
 	}
-	gt := &callGate{c: c, reg: reg, word: reg.Device() + members.ApprovedOffset, args: cudadrv.NewArgs(kernArgBytes),
-		quit: make(chan struct{}), done: make(chan struct{})}
-	gt.args.PutU64(guardApproved, gt.word)
+	gt := &callGate{c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt.args.PutU64(guardApproved, reg.Device()+members.ApprovedOffset)
 	gt.args.PutU64(guardFailed, reg.Device()+members.FailedOffset)
 	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	g.gate = gt
@@ -265,28 +263,22 @@ func (g *Group) gateFailed(m *members.GateMismatch) error {
 // gateError names the difference: the argument with both values, or the
 // paths; stopped says whether this rank's context was stopped for it.
 func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
-	r0, rq := g.ranks[0], g.ranks[max(m.Rank, 0)]
-	kind := backend.CallKind(m.Rank0.Rec)
-	var what string
-	switch arg, va, vb, ok := backend.CallDiff(m.Theirs.Rec, m.Rank0.Rec); {
-	case m.Abandoned:
+	if m.Abandoned {
 		return g.gateExited(m.Call, m.Missing, stopped)
-	case m.Rank < 0:
-		what = "the ranks' entries differ"
-	case m.Theirs.Rec == m.Rank0.Rec:
-		what = fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
-			rq, pathName(m.Theirs.Path), r0, pathName(m.Rank0.Path))
-	case ok && arg == "collective":
-		what = fmt.Sprintf("rank %d called %v, rank %d %v (every rank must make the same collectives in the same order)", rq, va, r0, vb)
-	case ok:
-		what = fmt.Sprintf("rank %d called %s with %s=%v, rank %d with %s=%v (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order)",
-			rq, kind, arg, va, r0, arg, vb)
-	default:
-		what = fmt.Sprintf("rank %d's record %x, rank %d's %x", rq, m.Theirs.Rec, r0, m.Rank0.Rec)
+	}
+	kind := backend.CallKind(m.Rank0.Rec)
+	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
+	if m.Rank >= 0 {
+		var ok bool
+		r0, rq := g.ranks[0], g.ranks[m.Rank]
+		theirs, mine := call{m.Theirs.Rec, pathName(m.Theirs.Path)}, call{m.Rank0.Rec, pathName(m.Rank0.Path)}
+		if what, ok = callDifference(rq, theirs, r0, mine); !ok {
+			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Rec, r0, m.Rank0.Rec)
+		}
 	}
 	outcome := "nothing was queued for it on this rank, and the group cannot be used any more (the ranks' calls diverged): close it"
 	if stopped {
-		outcome = "this rank's copy-engine or NCCL calls were waiting for every rank to agree, so symmem stopped them before any data of the call moved: this process's CUDA context is lost, restart it"
+		outcome = "this rank had queued it, and a GPU stream cannot be cancelled, so symmem stopped this process's CUDA context before any data of the call moved: the context is lost, restart the process"
 	}
 	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, outcome, errs.Mismatch)
 }
@@ -298,7 +290,7 @@ func (g *Group) gateExited(k uint64, q int, stopped bool) error {
 	if q >= 0 {
 		rank = fmt.Sprintf("rank %d", g.ranks[q])
 	}
-	outcome := "this rank had not queued it"
+	outcome := "nothing was queued for it on this rank, and the group cannot be used any more: close it"
 	if stopped {
 		outcome = "this rank's stream waited for it, so its guard stopped this process's CUDA context (lost): restart it"
 	}
