@@ -39,6 +39,14 @@ func (s *ncclState) load(multicast bool) {
 	s.lib, s.err = libnccl.Load()
 }
 
+// version is the loaded NCCL's ncclGetVersion (0 without NCCL).
+func (s *ncclState) version() int {
+	if s.lib == nil {
+		return 0
+	}
+	return s.lib.Version
+}
+
 func (s *ncclState) status() string {
 	if s.lib == nil {
 		return fmt.Sprintf("unavailable: %v", s.err)

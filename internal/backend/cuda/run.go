@@ -16,19 +16,6 @@ var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool
 // ErrNotSymmetric is errNotSymmetric, for callers' errors.Is.
 var ErrNotSymmetric = errNotSymmetric
 
-// ErrNCCLInPlaceMisaligned is wrapped when NCCL would run an in-place
-// all-gather on window memory with a slice that is not a multiple of 4
-// bytes below 1 MiB: NCCL 2.28.9's symmetric kernels returned wrong data
-// there on the 2x H200 machine (results/gpu-2026-11-21.md, run 2;
-// 4 KiB and 64 KiB, bf16/fp16/int8 odd counts). Use ce, or an even count.
-var ErrNCCLInPlaceMisaligned = errors.New("NCCL window all-gather in-place with a slice not a multiple of 4 bytes (below 1 MiB) is known to return wrong data")
-
-// ncclUnsafe reports the NCCL defect above for req.
-func ncclUnsafe(req backend.Request, inPlace, win bool, n int) bool {
-	slice := req.Count * int64(req.DType.Size())
-	return req.Kind == coll.AllGather && inPlace && win && slice%4 != 0 && slice*int64(n) < 1<<20
-}
-
 // Run executes req on req.Stream (the backend's stream when 0) and reports
 // the path. It returns once the work is enqueued.
 //
@@ -155,7 +142,16 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	// Pull reads the peers' inputs (registered input, or in-place in a
 	// registered output); push writes into the peers' outputs.
 	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || req.OutSym.OK)
-	bad := ncclUnsafe(req, inPlace, win, n)
+	// NCCL's symmetric kernels run whatever lies in windows (ncclwindow.go):
+	// a known-wrong shape may reach them through nccl-window, or through
+	// nccl when there is no window-free communicator (bad). Auto gives
+	// windows only the shapes they do well (winAuto).
+	verdict := windowGood
+	if win {
+		verdict = judgeWindow(req, g.b.nccl.version())
+	}
+	bad := verdict == windowWrong && g.nccl.plain == nil
+	winAuto := win && verdict == windowGood
 	switch req.Algo {
 	case coll.AlgoKernel:
 		if kernErr := g.kernelWhyNot(req); kernErr != nil {
@@ -184,8 +180,8 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		if !win {
 			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", g.winWhy(symOK), errNotSymmetric, backend.ErrRefused)
 		}
-		if bad {
-			return coll.AlgoNCCLWindow, "", fmt.Errorf("%w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
+		if verdict == windowWrong {
+			return coll.AlgoNCCLWindow, "", fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
 		}
 		return coll.AlgoNCCLWindow, "nccl-window requested", nil
 	case coll.AlgoNCCL:
@@ -193,7 +189,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
 		}
 		if bad {
-			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers: %w: %w", ErrNCCLInPlaceMisaligned, backend.ErrRefused)
+			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
 		}
 		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
@@ -214,7 +210,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		}
 		return kernServes
 	}
-	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather)) && kernel()
+	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !winAuto && req.Kind == coll.AllGather)) && kernel()
 	if pick == coll.AlgoKernel {
 		if kernOK {
 			return coll.AlgoKernel, autoKernelWhy[req.Kind], nil
@@ -224,7 +220,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	if pick == coll.AlgoCE && ceOK {
 		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
 	}
-	if pick == coll.AlgoNCCLWindow && !win && req.Kind == coll.AllGather {
+	if pick == coll.AlgoNCCLWindow && !winAuto && req.Kind == coll.AllGather {
 		if kernOK {
 			return coll.AlgoKernel, "auto: symmem's all-gather kernel (buffers not in NCCL windows)", nil
 		}
@@ -255,12 +251,15 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil
 		}
 		if bad {
-			return coll.AlgoAuto, "", ErrNCCLInPlaceMisaligned
+			return coll.AlgoAuto, "", ErrNCCLWindowWrong
 		}
 		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.ceWhyNot(req), ErrNotSupported)
 	}
-	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && win {
+	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && winAuto {
 		return coll.AlgoNCCLWindow, "auto: NCCL on windows (autotable.go)", nil
+	}
+	if win && verdict != windowGood {
+		return coll.AlgoNCCL, "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape (ncclwindow.go)", nil
 	}
 	if !symOK {
 		return coll.AlgoNCCL, "auto: plain NCCL, buffers are not symmetric pool blocks", nil

@@ -1,0 +1,64 @@
+package cuda
+
+import (
+	"errors"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/libnccl"
+)
+
+// NCCL runs its symmetric kernels on any call whose buffers lie in windows
+// registered with the communicator. On NCCL 2.28.9 (and the in-place
+// all-gather on 2.28.3 before it) those kernels return wrong elements for
+// some shapes and are several times slower than NCCL's regular kernels for
+// others. repro/nccl-symmetric checks every op, dtype, placement and count
+// 1..4100 (plus larger ones) against libnccl alone; on 2 and 4 H100
+// (results/ncclsym-2026-11-26.md):
+//   - reduce-scatter of bfloat16/float16, in and out of place, is wrong at
+//     every odd count from 5 to 4099 per rank (float32 always right);
+//   - in-place all-gather is wrong at every per-rank size that is not a
+//     multiple of 4 bytes from 5 B (int8 from 3 B) up to at least 16 KiB;
+//   - all-reduce, broadcast and out-of-place all-gather are right;
+//   - a per-rank size that is not a multiple of 16 bytes takes a slow path:
+//     reduce-scatter of 65537 bf16 per rank 38.8 us on windows vs 10.5 us
+//     plain, 524289: 134 vs 15 (2 GPUs).
+// So: shapes known to be wrong never reach the symmetric kernels (a forced
+// nccl-window call is refused with ErrNCCLWindowWrong, auto takes another
+// path), and auto gives windows only per-rank sizes that are multiples of
+// 16 bytes. No NCCL release is known to fix it: the rule holds from the
+// first release with windows until a version is verified with the repro.
+
+// ErrNCCLWindowWrong is wrapped when a call would run NCCL's symmetric
+// kernels on a shape they are known to get wrong (see above).
+var ErrNCCLWindowWrong = errors.New("NCCL's symmetric kernels return wrong data for this shape (reduce_scatter, or in-place all_gather, with a per-rank size that is not a multiple of 4 bytes; see repro/nccl-symmetric): use nccl, kernel, ce or lc, or pad the count")
+
+// ErrNCCLInPlaceMisaligned is ErrNCCLWindowWrong under its earlier name.
+var ErrNCCLInPlaceMisaligned = ErrNCCLWindowWrong
+
+// windowFixedIn is the first NCCL release known to run every shape right on
+// windows (none yet: the rule applies to every version with windows).
+var windowFixedIn = 1 << 62
+
+// windowVerdict is what NCCL's symmetric kernels make of a call's shape.
+type windowVerdict uint8
+
+const (
+	windowGood  windowVerdict = iota
+	windowSlow                // right, but auto prefers NCCL's regular kernels
+	windowWrong               // known to return wrong elements
+)
+
+// judgeWindow says how NCCL version v's symmetric kernels handle req (in
+// place: req.InPlace). Pure.
+func judgeWindow(req backend.Request, v int) windowVerdict {
+	slice := req.Count * int64(req.DType.Size()) // all-gather input, reduce-scatter output, all-reduce whole
+	buggy := v >= libnccl.MinWindowVersion && v < windowFixedIn
+	switch {
+	case buggy && slice%4 != 0 && (req.Kind == coll.ReduceScatter || (req.Kind == coll.AllGather && req.InPlace)):
+		return windowWrong
+	case slice%16 != 0:
+		return windowSlow
+	}
+	return windowGood
+}

@@ -1,0 +1,106 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/native/libnccl"
+)
+
+func TestJudgeWindow(t *testing.T) {
+	v2289 := libnccl.Version(2, 28, 9)
+	req := func(k coll.Kind, dt coll.DType, count int64, inPlace bool) backend.Request {
+		return backend.Request{Kind: k, DType: dt, Count: count, InPlace: inPlace}
+	}
+	tests := []struct {
+		name string
+		req  backend.Request
+		v    int
+		want windowVerdict
+	}{
+		{"rs bf16 361 (the stress case)", req(coll.ReduceScatter, coll.BFloat16, 361, true), v2289, windowWrong},
+		{"rs f16 4015 out of place", req(coll.ReduceScatter, coll.Float16, 4015, false), v2289, windowWrong},
+		{"rs bf16 even, not 16 B", req(coll.ReduceScatter, coll.BFloat16, 4015*2, false), v2289, windowSlow},
+		{"rs bf16 16 B multiple", req(coll.ReduceScatter, coll.BFloat16, 4096, false), v2289, windowGood},
+		{"rs f32 odd count is 4 B aligned", req(coll.ReduceScatter, coll.Float32, 361, false), v2289, windowSlow},
+		{"ag in place bf16 odd", req(coll.AllGather, coll.BFloat16, 361, true), v2289, windowWrong},
+		{"ag in place int8 6", req(coll.AllGather, coll.Int8, 6, true), v2289, windowWrong},
+		{"ag out of place bf16 odd", req(coll.AllGather, coll.BFloat16, 361, false), v2289, windowSlow},
+		{"ar bf16 odd", req(coll.AllReduce, coll.BFloat16, 361, true), v2289, windowSlow},
+		{"bc int8 odd", req(coll.Broadcast, coll.Int8, 3, true), v2289, windowSlow},
+		{"ar f32 4 KiB", req(coll.AllReduce, coll.Float32, 1024, false), v2289, windowGood},
+		{"no windows before 2.27", req(coll.ReduceScatter, coll.BFloat16, 361, true), libnccl.Version(2, 26, 2), windowSlow},
+		{"newest known release still buggy", req(coll.ReduceScatter, coll.BFloat16, 361, true), libnccl.Version(2, 32, 6), windowWrong},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := judgeWindow(tc.req, tc.v); got != tc.want {
+				t.Fatalf("judgeWindow = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestChooseWindowShapes: buffers in windows on NCCL 2.28.9; known-wrong
+// shapes never reach NCCL's symmetric kernels, slow ones are not auto's.
+func TestChooseWindowShapes(t *testing.T) {
+	withNCCL := func(plain bool) *Group {
+		g := fakeGroup(2, 1)
+		g.ce = false
+		g.b.nccl.lib = &libnccl.Lib{Version: libnccl.Version(2, 28, 9), HasWindows: true}
+		g.nccl = ncclGroup{comm: &bnccl.Comm{}, windows: true}
+		if plain {
+			g.nccl.plain = &bnccl.Comm{}
+		}
+		return g
+	}
+	g, noPlain := withNCCL(true), withNCCL(false)
+	rsIn := func(g *Group, count int64, dt coll.DType) backend.Request {
+		r := rsReq(g, count)
+		r.DType = dt
+		r.In.Len, r.Out.Len = count*int64(dt.Size())*2, count*int64(dt.Size())
+		r.Out.Ptr, r.OutSym.Off = r.In.Ptr+uint64(int64(g.me)*r.Out.Len), r.InSym.Off+int64(g.me)*r.Out.Len
+		return r.Shaped(2, g.me)
+	}
+	tests := []struct {
+		name  string
+		g     *Group
+		req   backend.Request
+		algo  coll.Algo
+		want  coll.Algo
+		wrong bool // refused with ErrNCCLWindowWrong
+	}{
+		{"auto rs bf16 361 in place -> plain nccl", g, rsIn(g, 361, coll.BFloat16), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"nccl-window rs bf16 361 refused", g, rsIn(g, 361, coll.BFloat16), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"nccl rs bf16 361 on the window-free communicator", g, rsIn(g, 361, coll.BFloat16), coll.AlgoNCCL, coll.AlgoNCCL, false},
+		{"nccl rs bf16 361 without a window-free communicator refused", noPlain, rsIn(noPlain, 361, coll.BFloat16), coll.AlgoNCCL, coll.AlgoNCCL, true},
+		{"auto rs bf16 361 without a window-free communicator refused", noPlain, rsIn(noPlain, 361, coll.BFloat16), coll.AlgoAuto, coll.AlgoAuto, true},
+		{"nccl-window rs f32 361 runs (right, slow)", g, rsIn(g, 361, coll.Float32), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, false},
+		{"auto rs f32 361 -> plain nccl (slow on windows)", g, rsIn(g, 361, coll.Float32), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"auto rs bf16 4096 -> windows", g, rsIn(g, 4096, coll.BFloat16), coll.AlgoAuto, coll.AlgoNCCLWindow, false},
+		{"nccl-window ag in place odd refused", g, gatherReq(g, 361, true), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"nccl-window ag out of place odd runs", g, gatherReq(g, 361, false), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, false},
+		{"auto ag in place odd -> plain nccl", g, gatherReq(g, 361, true), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"auto ar bf16 odd -> plain nccl", g, arReq(g, 361, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"auto ar bf16 4096 -> windows", g, arReq(g, 4096, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCLWindow, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Algo = tc.algo
+			got, why, err := tc.g.chooseWin(req, true)
+			if tc.wrong != errors.Is(err, ErrNCCLWindowWrong) {
+				t.Fatalf("err = %v, want ErrNCCLWindowWrong %v", err, tc.wrong)
+			}
+			if !tc.wrong && err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if got != tc.want {
+				t.Fatalf("algo %s (%s), want %s", got, why, tc.want)
+			}
+		})
+	}
+}
