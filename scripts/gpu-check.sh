@@ -9,10 +9,13 @@
 # then run `scripts/gpu-check.sh [outdir]` there. Full logs go to outdir
 # ($OUT, else ./gpu-check-out); a short table is printed last.
 # STEPS chooses steps (default: all below, in order):
-#   env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify
-#   python ecosystem cpu cestop
-# world2/world3 run every GPU test of the user API (root package) with 2 and
-# 3 ranks; nccl runs internal/backend/nccl's tests (2+ GPUs only: NCCL refuses two
+#   env native doctor world2 world3 [world4] ag10 stress2 stress3 [stress4]
+#   nccl mps verify python ecosystem cpu cestop
+# (world4 and stress4 by default where 4 or more GPUs are visible).
+# world2/world3/world4 run every GPU test of the user API (root package) with
+# 2, 3 and 4 ranks; stress2/3/4 run TestGPUStress (random odd and aligned
+# counts on every path, forced and auto, two groups, graph replays) with as
+# many ranks; nccl runs internal/backend/nccl's tests (2+ GPUs only: NCCL refuses two
 # ranks on one GPU); verify, python, ecosystem and cpu run the topical
 # scripts (gpu-verify.sh: one rank, verification, bounded NCCL init;
 # gpu-python.sh: the Python package with torch; gpu-ecosystem.sh: torchrun
@@ -30,10 +33,12 @@ OUTDIR=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 nccl mps verify python ecosystem cpu cestop"}
-export -n STEPS # the topical scripts have steps of their own
 # The torch venv first in PATH, its NCCL, GPUS, mps_on/mps_off, step.
 . scripts/gpu-lib.sh
+WIDE=""
+[ "$GPUS" -ge 4 ] && WIDE="world4 stress4"
+STEPS=${STEPS:-"env native doctor world2 world3 ag10 stress2 stress3 $WIDE nccl mps verify python ecosystem cpu cestop"}
+export -n STEPS # the topical scripts have steps of their own
 [ "${MPS:-0}" = 1 ] && mps_on >>"$OUTDIR/env.log" 2>&1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 WORLD_TESTS='^(TestGPUWorld.*|TestGPUUserAPI|TestGPUUserHostCost|TestErrorPromisesGPU)$'
@@ -54,12 +59,14 @@ has native && step native 120 .build/native-cuda.test -test.v -test.count=1
 has doctor && step doctor 120 "${SHARE[@]}" .build/symmem doctor --nproc-per-node 2 --backend cuda --all
 has world2 && SYMMEM_GPU_TEST_RANKS=2 step world2 300 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 290s
 has world3 && SYMMEM_GPU_TEST_RANKS=3 step world3 300 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 290s
+has world4 && SYMMEM_GPU_TEST_RANKS=4 step world4 300 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 290s
 # 10 consecutive all-gather correctness runs (the pageable-copy ordering bug
 # showed in 4 of 5 runs).
 has ag10 && SYMMEM_GPU_TEST_RANKS=2 step ag10 400 .build/symmem.test -test.v -test.count=10 -test.run '^TestGPUWorldAllGather$' -test.timeout 390s
 S=${STRESS_SECONDS:-120}
 has stress2 && SYMMEM_GPU_TEST_RANKS=2 SYMMEM_STRESS_SECONDS=$S step stress2 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 has stress3 && SYMMEM_GPU_TEST_RANKS=3 SYMMEM_STRESS_SECONDS=$S step stress3 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
+has stress4 && SYMMEM_GPU_TEST_RANKS=4 SYMMEM_STRESS_SECONDS=$S step stress4 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 if has nccl; then
   # From the package's folder, as go test runs it: TestFakeOneRank builds its
   # fake libnccl from testdata/ (run 29 ran it from the root: not found).
