@@ -15,15 +15,35 @@ import (
 // reduce-scatter. Its parameter block has the all-gather's size and shares
 // the header, region and timeout offsets (kernel_layout.go).
 //
+// Any count is served, on any element-aligned buffers: in vector mode
+// (every address 16-byte aligned) 16-byte vectors, then the last bytes%16
+// element by element; in element mode (reduceUnit) every element alone,
+// which is slower at large sizes. Both sum alike, so the bits do not depend
+// on the mode.
+//
 // Results are stored at once (arFlagDirect) unless the output aliases an
-// input a peer reads (in-place all-reduce): then every thread holds them in
-// shared memory until the peers have read its input, at most arSlots
-// 16-byte vectors, so such a call moves at most arMaxBytes.
+// input a peer reads (in-place all-reduce): then every thread holds them
+// until the peers have read its input, in shared memory (at most arSlots
+// 16-byte vectors, or as many bytes of elements in element mode) and, for
+// vector mode's tail, registers, so such a call moves at most arMaxBytes.
+// Held results need the same mode on every rank (a CTA writes the elements
+// its peers' CTA of the same index read): the output then aliases the
+// input at the same pool offset on every rank, so the addresses agree.
 const arMaxBytes = kernMaxCTAs * kernThreads * arSlots * kernAlign
 
 // errKernelOp is wrapped when a reduction kernel is forced on an operation,
 // type or size it does not implement.
 var errKernelOp = errors.New("symmem's reduction kernels do sum and avg of float32, bfloat16 or float16 (in-place all-reduce up to 2 MiB per rank)")
+
+// elemAlignWhyNot says why the reduction kernels cannot address req's
+// buffers (nil if they can): every address must be a multiple of the
+// element size.
+func elemAlignWhyNot(req backend.Request) error {
+	if es := uint64(req.DType.Size()); (req.In.Ptr|req.Out.Ptr)%es != 0 {
+		return fmt.Errorf("input %#x, output %#x, %v elements: %w (use nccl)", req.In.Ptr, req.Out.Ptr, req.DType, errKernelAlign)
+	}
+	return nil
+}
 
 // arDTypes maps the element types the kernel sums to its dtype codes.
 var arDTypes = map[coll.DType]uint32{coll.Float32: 0, coll.BFloat16: 1, coll.Float16: 2}
@@ -72,14 +92,15 @@ func (g *Group) allReduceWhyNot(req backend.Request) error {
 		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", bytes, errKernelOp)
 	case !req.InSym.OK:
 		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
-	case bytes%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0:
-		return fmt.Errorf("%d bytes, input %#x, output %#x: %w (use nccl)", bytes, req.In.Ptr, req.Out.Ptr, errKernelAlign)
 	}
-	return nil
+	return elemAlignWhyNot(req)
 }
 
 // allReduceCTAs is the grid: one vector per thread up to 64 CTAs (512
-// KiB), then they loop (held calls at most four times: arMaxBytes). Every
+// KiB), then they loop (held calls at most four times: arMaxBytes). It
+// depends on bytes alone, which every rank must pass alike (two-shot: the
+// common chunk, not this rank's possibly shorter one), never on the mode.
+// Every
 // vector waits on a read over NVLink, so many threads with one each beat few
 // with four: 1 CTA with 4 vectors per thread took 11.9 us at 32 KiB on 2x
 // H200 where 1 CTA with 2 took 9.0 at 16 KiB (gpu-kernel-2026-11-21.md, run 11).
@@ -88,11 +109,31 @@ func allReduceCTAs(bytes int64) int {
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
+// reduceMode is reduceUnit for the all-reduce kernel's launch: the sources
+// (every rank's input plus off, as mapped here) and the output.
+func (g *Group) reduceMode(req backend.Request, out uint64, off int64) (uint32, error) {
+	or := out | (req.In.Ptr + uint64(off))
+	for r := range g.ranks {
+		if src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off); ok {
+			or |= src
+		}
+	}
+	unit, ok := reduceUnit(or, req.DType.Size())
+	if !ok {
+		return 0, fmt.Errorf("kernel %v: output %#x, sources at offset %d: %w", req.Kind, out, req.InSym.Off+off, errKernelAlign)
+	}
+	return unit, nil
+}
+
 // fillAllReduceArgs writes req's parameter block into a (pure: no driver
 // call): bytes of output at out, rank r's source at its input plus off.
 // A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
 func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
 	n, me := len(g.ranks), g.me
+	unit, err := g.reduceMode(req, out, off)
+	if err != nil {
+		return err
+	}
 	for r := 0; r < n; r++ {
 		src := req.In.Ptr + uint64(off)
 		if r != me {
@@ -111,6 +152,7 @@ func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, reduceFlags(req, direct))
+	a.PutU32(argUnit, unit)
 	g.putCheck(a, req)
 	return nil
 }

@@ -215,12 +215,12 @@ func TestChoose(t *testing.T) {
 		// 1.5 MiB all-reduce on 3 ranks: the table says NCCL; without NCCL
 		// (ranks sharing a GPU) the kernel takes it.
 		{"auto all-reduce, no NCCL -> kernel", kg3, arReq(kg3, 3<<18, coll.Float16, false), coll.AlgoAuto, coll.AlgoKernel, false},
-		{"auto all-reduce odd, no NCCL", kg3, arReq(kg3, 1001, coll.Float16, false), coll.AlgoAuto, coll.AlgoAuto, true},
-		{"auto small odd -> ce", kg, kodd, coll.AlgoAuto, coll.AlgoCE, false},
+		{"auto all-reduce odd, no NCCL -> kernel", kg3, arReq(kg3, 1001, coll.Float16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto small odd -> kernel", kg, kodd, coll.AlgoAuto, coll.AlgoKernel, false},
 		{"auto big -> ce", kg, kbig, coll.AlgoAuto, coll.AlgoCE, false},
 		{"kernel forced", kg, kbig, coll.AlgoKernel, coll.AlgoKernel, false},
 		{"auto in-place 4 MiB without windows -> kernel", kg, kin4, coll.AlgoAuto, coll.AlgoKernel, false},
-		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced, odd slice", kg, kodd, coll.AlgoKernel, coll.AlgoKernel, false},
 		{"kernel forced, output not registered", kg, kplain, coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced on reduce-scatter", kg, rs, coll.AlgoKernel, coll.AlgoKernel, false},
 		{"kernel forced on broadcast", kg, bc, coll.AlgoKernel, coll.AlgoKernel, true},
@@ -232,9 +232,9 @@ func TestChoose(t *testing.T) {
 		{"kernel forced all-reduce max", kg, arOp(kg, coll.Max), coll.AlgoKernel, coll.AlgoKernel, true},
 		{"kernel forced all-reduce 4 MiB out-of-place (stored at once)", kg, arReq(kg, 1<<21, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, false},
 		{"kernel forced all-reduce 4 MiB in-place (held: 2 MiB)", kg, arReq(kg, 1<<21, coll.BFloat16, true), coll.AlgoKernel, coll.AlgoKernel, true},
-		{"kernel forced all-reduce odd count", kg, arReq(kg, 1001, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, true},
+		{"kernel forced all-reduce odd count", kg, arReq(kg, 1001, coll.BFloat16, false), coll.AlgoKernel, coll.AlgoKernel, false},
 		{"two-shot forced", kg, arReq(kg, 1<<21, coll.BFloat16, true), coll.AlgoTwoShot, coll.AlgoTwoShot, false},
-		{"two-shot forced, count not divisible", kg3, arReq(kg3, 1<<10, coll.BFloat16, false), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
+		{"two-shot forced, count not divisible", kg3, arReq(kg3, 1<<10, coll.BFloat16, false), coll.AlgoTwoShot, coll.AlgoTwoShot, false},
 		{"two-shot forced on reduce-scatter", kg, rsReq(kg, 1<<10), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
 		{"two-shot forced, not loaded", g, arReq(g, 1<<10, coll.BFloat16, false), coll.AlgoTwoShot, coll.AlgoTwoShot, true},
 		{"lc forced reduce-scatter", kg, rsReq(kg, 1<<20), coll.AlgoLowContention, coll.AlgoLowContention, false},
@@ -441,6 +441,9 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 	g.kargs = cudadrv.NewArgs(kernArgBytes)
 	defer g.kargs.Free()
 	odd := gatherReq(g, 1001, false)
+	misaligned := arReq(g, 1001, coll.BFloat16, false) // an input not aligned to its elements
+	misaligned.In.Ptr++
+	misaligned.InSym.Off++
 	plain := gatherReq(g, 1<<19, false)
 	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}
 	big := arReq(g, 1<<21, coll.BFloat16, true)
@@ -450,7 +453,7 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 		algo    coll.Algo
 		refused bool
 	}{
-		{"kernel, odd slice", odd, coll.AlgoKernel, true},
+		{"kernel, input not element-aligned", misaligned, coll.AlgoKernel, true},
 		{"kernel, in-place all-reduce over 2 MiB", big, coll.AlgoKernel, true},
 		{"lc, all-gather", odd, coll.AlgoLowContention, true},
 		{"ce, plain buffers", plain, coll.AlgoCE, true},

@@ -40,9 +40,42 @@ const (
 	lcWords    = 96 << 10 // ... and of the low-contention reduce-scatter's local words (lowcontention.go)
 )
 
-// errKernelAlign is wrapped when the kernel path is forced on buffers it
-// cannot move with 16-byte vectors.
-var errKernelAlign = errors.New("the kernels need 16-byte aligned buffers and per-rank sizes that are multiples of 16 bytes")
+// errKernelAlign is wrapped when a reduction kernel is forced on a buffer
+// whose address is not a multiple of the element size (the all-gather
+// kernel moves any bytes; every count and every element-aligned buffer is
+// served).
+var errKernelAlign = errors.New("symmem's reduction kernels need buffers aligned to the element size")
+
+// agUnit is the all-gather kernel's access width for addresses whose OR is
+// or: the largest of 16, 8, 4, 2, 1 that divides every address (P.unit;
+// kernel_layout.go). 16 is the fast path (vectors, four in flight per
+// thread); narrower units move the same bytes with more instructions, so
+// they are slower at large sizes. The slice need not be a multiple: its
+// last slice%unit bytes go one by one.
+func agUnit(or uint64) uint32 {
+	for u := uint64(kernAlign); u > 1; u >>= 1 {
+		if or%u == 0 {
+			return uint32(u)
+		}
+	}
+	return 1
+}
+
+// reduceUnit is the reduction kernels' mode for addresses whose OR is or,
+// holding elements of es bytes: 16 (vector mode: 16-byte vectors, then the
+// last bytes%16 element by element) when every address is 16-byte aligned,
+// else es (element mode: every element alone, several times slower at
+// large sizes than vector mode). ok is false when an address is not a
+// multiple of es.
+func reduceUnit(or uint64, es int) (unit uint32, ok bool) {
+	switch {
+	case or%kernAlign == 0:
+		return kernAlign, true
+	case or%uint64(es) == 0:
+		return uint32(es), true
+	}
+	return 0, false
+}
 
 // kernels are the backend's loaded modules (once per backend, lazily: the
 // JIT costs tens of milliseconds).
@@ -103,18 +136,19 @@ func (b *Backend) unloadKernels() {
 const kernVecsPerThread = 4
 
 // allGatherCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per
-// thread, at most limit CTAs (they then loop).
+// thread, at most limit CTAs (they then loop). It depends on the slice alone,
+// never on the unit (which may differ between ranks; their grids may not).
 func allGatherCTAs(slice int64, limit int) int {
-	v := slice / kernAlign
+	v := (slice + kernAlign - 1) / kernAlign
 	per := int64(kernThreads * kernVecsPerThread)
 	ctas := int((v + per - 1) / per)
 	return max(1, min(ctas, limit, kernMaxCTAs))
 }
 
 // kernelWhyNot says why the kernel path cannot run req (nil if it can),
-// wrapping ErrNotSupported, errNotSymmetric or errKernelAlign.
+// wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
+// Every count and alignment of an all-gather is served.
 func (g *Group) kernelWhyNot(req backend.Request) error {
-	slice := req.Count * int64(req.DType.Size())
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && g.kargs != nil:
 		return g.allReduceWhyNot(req)
@@ -124,8 +158,6 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	case !req.OutSym.OK:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
-	case slice%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0:
-		return fmt.Errorf("slice of %d bytes, input %#x, output %#x: %w (use ce or nccl)", slice, req.In.Ptr, req.Out.Ptr, errKernelAlign)
 	}
 	return nil
 }
@@ -172,29 +204,41 @@ func (g *Group) issue(p *cudadrv.Program, s uint64, req backend.Request, what st
 // fillAllGatherArgs writes an all-gather's parameter block into a (pure:
 // no driver call).
 func (g *Group) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
-	n, me := len(g.ranks), g.me
 	slice := req.Count * int64(req.DType.Size())
+	return g.fillAllGatherAt(a, req, int64(g.me)*slice, slice)
+}
+
+// fillAllGatherAt writes the parameter block of an all-gather that pushes
+// slice bytes at req.In.Ptr to byte off of every rank's output (req.Out,
+// req.OutSym): off is me x slice for an all-gather, the chunk's offset for
+// two-shot's second half, whose last chunks may be shorter or empty.
+func (g *Group) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, slice int64) error {
+	n, me := len(g.ranks), g.me
 	out, in := req.Out.Ptr, req.In.Ptr
 	var mask uint32
+	or := in
 	for r := 0; r < n; r++ {
 		var dst uint64
 		if r == me {
-			dst = out + uint64(int64(me)*slice)
+			dst = out + uint64(off)
 			if dst != in {
 				mask |= 1 << r // out-of-place: copy into our own slot too
+				or |= dst
 			}
 		} else {
 			var ok bool
-			if dst, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice); !ok {
+			if dst, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+off); !ok {
 				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.name, errNotSymmetric)
 			}
 			mask |= 1 << r
+			or |= dst
 		}
 		a.PutU64(argDst+8*r, dst)
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
 	a.PutU64(argIn, in)
 	a.PutU64(argSlice, uint64(slice))
+	a.PutU32(argUnit, agUnit(or))
 	a.PutU64(argRegion, g.padPeers[me]+kernRegion) // padPeers[me] is our own pad
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))

@@ -8,13 +8,17 @@ const (
 	kernMaxCTAs  = 64  // CTAs with counters and flags in a signal region
 	kernThreads  = 512 // threads per CTA (the all-reduce's shared memory assumes it)
 	hsThreads    = 32  // threads of the handshake's one CTA (its .maxntid)
-	kernAlign    = 16  // bytes per vector: buffers and sizes are multiples of it
+	kernAlign    = 16  // bytes per vector: the fast path's unit (argUnit)
 	kernArgBytes = 192 // parameter block size
 
 	// Header, the same in every kernel.
 	argRegion, argMe, argN    = 16, 24, 28
 	argPeerRegion, argTimeout = 104, 168
 	argHash, argFault         = 176, 184 // the call's fingerprint; where a mismatch is reported
+	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
+	// bytes), reductions 16 (vectors, then a tail of elements) or the
+	// element size (every element alone).
+	argUnit = 180
 
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = 0, 8, 32, 40

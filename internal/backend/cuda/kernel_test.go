@@ -18,7 +18,7 @@ import (
 // offsets kernel.go / allreduce.go write, declares the block's size, and
 // uses the region offsets.
 func TestKernelPTXMatchesGo(t *testing.T) {
-	common := []int{argRegion, argMe, argN, argTimeout, argHash, argFault}
+	common := []int{argRegion, argMe, argN, argTimeout, argHash, argFault, argUnit}
 	for r := 0; r < kernMaxRanks; r++ {
 		common = append(common, argPeerRegion+8*r)
 	}
@@ -28,7 +28,7 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		ag = append(ag, argDst+8*r)
 		ar = append(ar, arSrc+8*r)
 	}
-	lc := []int{arOut, arBytes, argRegion, argMe, argN, arDType, arFlags, lcOwn, lcStaging, lcChunk, argTimeout, argHash}
+	lc := []int{arOut, arBytes, argRegion, argMe, argN, arDType, arFlags, lcOwn, lcStaging, lcChunk, argTimeout, argHash, argUnit}
 	for _, k := range []struct {
 		name, src, entry string
 		want             []int

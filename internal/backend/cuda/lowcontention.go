@@ -55,12 +55,14 @@ func lcMaxChunk(n int) int64 {
 	return max(lcMinChunk, lcStagingBytes/int64(2*(n-1))/lcMinChunk*lcMinChunk)
 }
 
-// lcSubChunk is the sub-chunk size for a chunk of bytes (multiple of 16) on n
-// ranks: at least lcSubChunks of them, each at least lcMinChunk (or the whole
-// chunk), at most lcMaxChunk(n).
+// lcSubChunk is the sub-chunk size for a chunk of bytes on n ranks, a
+// multiple of 16 (staging slots and sub-chunk starts stay 16-byte aligned):
+// at least lcSubChunks of them, each at least lcMinChunk (or the whole
+// chunk rounded up to 16), at most lcMaxChunk(n). The last sub-chunk may be
+// shorter (the kernel sums min(sub, rest) bytes).
 func lcSubChunk(bytes int64, n int) int64 {
-	c := (bytes/lcSubChunks + kernAlign - 1) / kernAlign * kernAlign
-	return min(max(c, lcMinChunk), lcMaxChunk(n), bytes)
+	up := func(x int64) int64 { return (x + kernAlign - 1) / kernAlign * kernAlign }
+	return max(kernAlign, min(max(up(bytes/lcSubChunks), lcMinChunk), lcMaxChunk(n), up(bytes)))
 }
 
 // lcWhyNot says why the low-contention path cannot run req (nil if it can).
@@ -77,30 +79,40 @@ func (g *Group) lcWhyNot(req backend.Request) error {
 	if !req.InSym.OK {
 		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
 	}
-	chunk, err := g.chunkOf(req)
-	if err != nil {
-		return err
-	}
 	if req.Kind == coll.AllReduce && !req.OutSym.OK {
 		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
 	}
-	if chunk%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0 {
-		return fmt.Errorf("chunk of %d bytes, input %#x, output %#x: %w (use nccl)", chunk, req.In.Ptr, req.Out.Ptr, errKernelAlign)
-	}
-	return nil
+	return elemAlignWhyNot(req)
 }
 
-// chunkOf is the bytes of req this rank reduces: a reduce-scatter's output,
-// an all-reduce's 1/n (the count must divide).
-func (g *Group) chunkOf(req backend.Request) (int64, error) {
-	n := int64(len(g.ranks))
+// allReduceSplit is the chunk, in elements, that each of n ranks reduces of
+// an all-reduce of count elements of es bytes (two-shot, lc): ceil(count/n)
+// rounded up to whole 16-byte vectors, so that every chunk starts 16-byte
+// aligned when the buffers are. Rank r owns [r*c, min((r+1)*c, count)):
+// the last chunks may be shorter, or empty. A count divisible by n into
+// chunks of whole vectors splits as before, count/n each.
+func allReduceSplit(count int64, n, es int) int64 {
+	per := int64(max(1, kernAlign/es))
+	c := (count + int64(n) - 1) / int64(n)
+	return (c + per - 1) / per * per
+}
+
+// chunkOf is the part of req this rank reduces, in bytes: chunk, the
+// common size (a reduce-scatter's output, an all-reduce's allReduceSplit),
+// which sizes grids and sub-chunks alike on every rank; off, this rank's
+// offset in the tensor; n, its length (an all-reduce's last chunks are
+// shorter or empty: 0 <= n <= chunk).
+func (g *Group) chunkOf(req backend.Request) (chunk, off, n int64) {
+	es := int64(req.DType.Size())
+	me := int64(g.me)
 	if req.Kind == coll.ReduceScatter {
-		return req.Count * int64(req.DType.Size()), nil
+		chunk = req.Count * es
+		return chunk, me * chunk, chunk
 	}
-	if req.Count%n != 0 {
-		return 0, fmt.Errorf("%v of %d elements on %d ranks: two-shot paths need a count divisible by the group size", req.Kind, req.Count, n)
-	}
-	return req.Count / n * int64(req.DType.Size()), nil
+	chunk = allReduceSplit(req.Count, len(g.ranks), int(es)) * es
+	total := req.Count * es
+	off = min(me*chunk, total)
+	return chunk, off, min(chunk, total-off)
 }
 
 // runLowContention issues req (reduce-scatter or all-reduce) on stream s.
@@ -145,16 +157,19 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	if n-1 > len(g.h.side) {
 		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
 	}
-	chunk, err := g.chunkOf(req)
-	if err != nil {
-		return err
-	}
-	off := int64(me) * chunk
+	common, off, chunk := g.chunkOf(req) // chunk: this rank's bytes (all-reduce: maybe fewer, or none)
 	out := req.Out.Ptr
 	if req.Kind == coll.AllReduce {
 		out += uint64(off)
 	}
-	sub := lcSubChunk(chunk, n)
+	own := req.In.Ptr + uint64(off)
+	// Staging is 16-byte aligned, and so is every sub-chunk's start in
+	// the chunk (sub is a multiple of 16): own input and output decide.
+	unit, ok := reduceUnit(own|out, req.DType.Size())
+	if !ok {
+		return fmt.Errorf("lc: input chunk %#x, output %#x: %w", own, out, errKernelAlign)
+	}
+	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
 	ctas := min(g.b.lcCTAs, kernMaxCTAs, max(1, int((sub+kernThreads*kernAlign-1)/(kernThreads*kernAlign))))
 	words := g.padPeers[me] + lcWords
@@ -166,10 +181,11 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, reduceFlags(req, true))
-	a.PutU64(lcOwn, req.In.Ptr+uint64(off))
+	a.PutU64(lcOwn, own)
 	a.PutU64(lcStaging, g.staging.base)
 	a.PutU64(lcChunk, uint64(sub))
-	g.putCheck(a, req)
+	a.PutU32(argUnit, unit)
+	g.putCheck(a, req) // the outer call's fingerprint, whatever this rank's chunk
 
 	g.gateWait(p, s) // the gate's approval first (gate.go)
 	g.checkFork(p, s, req)
@@ -206,12 +222,22 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	for w := 0; w < n; w++ { // consumed and arrived[0..n-2] (finished is back to 0), for the next call
 		p.Write32(s, words+uint64(4*w), 0)
 	}
-	if req.Kind == coll.AllReduce && n > 1 {
-		ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
-			In: coll.Span{Ptr: out, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true}
-		xs, nx, err := g.allGatherTransfers(ag)
-		if err != nil {
-			return err
+	if req.Kind == coll.AllReduce && n > 1 && chunk > 0 {
+		// Push chunk me (at off, chunk bytes) into every peer's output, in
+		// rotated order (me+1, me+2, ...) as the copy-engine all-gather.
+		if n > maxCERanks {
+			return fmt.Errorf("lc all_reduce supports up to %d ranks, the group has %d", maxCERanks, n)
+		}
+		var xs [maxCERanks]xfer
+		nx := 0
+		for k := 1; k < n; k++ {
+			r := (me + k) % n
+			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+off)
+			if !ok {
+				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.name, errNotSymmetric)
+			}
+			xs[nx] = xfer{dst, out, chunk}
+			nx++
 		}
 		g.transfers(p, s, xs[:nx])
 	}

@@ -65,8 +65,8 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 		ops = mutate(append([]cudadrv.Op(nil), ops...))
 	}
 	n, me := len(g.ranks), g.me
-	chunk, _ := g.chunkOf(req)
-	sub := lcSubChunk(chunk, n)
+	common, off, chunk := g.chunkOf(req)
+	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
 	words := g.padPeers[me] + lcWords
 	var ctas int
@@ -171,7 +171,7 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 					continue
 				}
 				slot := g.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
-				want, _ := g.peer(req.InSym.Seg, r, req.InSym.Off+int64(me)*chunk+int64(c)*sub)
+				want, _ := g.peer(req.InSym.Seg, r, req.InSym.Off+off+int64(c)*sub)
 				if content[slot] != want {
 					return fmt.Errorf("CTA %d summing sub-chunk %d read slot %#x holding %#x, want rank %d's %#x", x.cta, c, slot, content[slot], r, want)
 				}
@@ -252,8 +252,8 @@ func TestLowContentionPipeline(t *testing.T) {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
 			}
-			chunk, _ := g.chunkOf(req)
-			if chunk/lcSubChunk(chunk, tc.n) < 3 {
+			common, _, chunk := g.chunkOf(req)
+			if chunk/lcSubChunk(common, tc.n) < 3 {
 				return // two slots hold every sub-chunk: nothing to overwrite
 			}
 			noWaits := func(ops []cudadrv.Op) []cudadrv.Op {

@@ -17,6 +17,11 @@ import (
 // signal rounds. In place (in == out) is safe without more: a rank writes
 // chunk me of its own output, which only it reads, and chunk me of the
 // peers', which only it reads too, after its own reads.
+//
+// Any count: chunks are allReduceSplit's (ceil(count/n) rounded up to whole
+// 16-byte vectors, so every chunk starts as aligned as the buffers), the
+// last ones shorter or empty; a rank with an empty chunk still takes part
+// in every signal round. Both grids come from the common chunk size.
 
 // twoShotWhyNot says why the two-shot path cannot run req (nil if it can).
 func (g *Group) twoShotWhyNot(req backend.Request) error {
@@ -31,14 +36,7 @@ func (g *Group) twoShotWhyNot(req backend.Request) error {
 	if err := reduceOpWhyNot(req); err != nil {
 		return err
 	}
-	chunk, err := g.chunkOf(req)
-	if err != nil {
-		return err
-	}
-	if chunk%kernAlign != 0 || req.In.Ptr%kernAlign != 0 || req.Out.Ptr%kernAlign != 0 {
-		return fmt.Errorf("chunk of %d bytes, input %#x, output %#x: %w (use nccl)", chunk, req.In.Ptr, req.Out.Ptr, errKernelAlign)
-	}
-	return nil
+	return elemAlignWhyNot(req)
 }
 
 // runTwoShot issues req on stream s. The caller holds runMu and has checked
@@ -57,20 +55,18 @@ func (g *Group) runTwoShot(req backend.Request, s uint64) error {
 }
 
 // fillTwoShot writes both launches' parameter blocks (pure: no driver call)
-// and returns this rank's chunk in bytes.
+// and returns the common chunk in bytes (the grids' size).
 func (g *Group) fillTwoShot(req backend.Request) (int64, error) {
-	chunk, err := g.chunkOf(req)
-	if err != nil {
+	chunk, off, n := g.chunkOf(req)
+	at := req.Out.Ptr + uint64(off)
+	if err := g.fillAllReduceArgs(g.kargs, req, at, off, n, true); err != nil {
 		return 0, err
 	}
-	off := int64(g.me) * chunk
-	mine := req.Out.Ptr + uint64(off)
-	if err := g.fillAllReduceArgs(g.kargs, req, mine, off, chunk, true); err != nil {
-		return 0, err
-	}
-	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: chunk / int64(req.DType.Size()),
-		In: coll.Span{Ptr: mine, Len: chunk}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
-	if err := g.fillAllGatherArgs(g.kargs2, ag); err != nil {
+	// The fingerprint is the outer call's (Check, Algo): the same on every
+	// rank, whatever its chunk's length.
+	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: n / int64(req.DType.Size()),
+		In: coll.Span{Ptr: at, Len: n}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
+	if err := g.fillAllGatherAt(g.kargs2, ag, off, n); err != nil {
 		return 0, err
 	}
 	// Two launches: a mismatch found by the first makes the second end

@@ -14,9 +14,14 @@ func allGather() string {
 internal/backend/cuda/internal/ptxgen, JIT-compiled by the driver at group creation;
 no CUDA toolkit needed).
 
-Push: every CTA loads 16-byte vectors of this rank's input once and stores
-them into each target of the mask (the peers' outputs through their peer
-mappings, and this rank's own output slot when out-of-place).
+Push: every CTA loads units of this rank's input once and stores them into
+each target of the mask (the peers' outputs through their peer mappings,
+and this rank's own output slot when out-of-place). A unit is P.unit bytes:
+16 (v4.u32 vectors, four in flight per thread) when the input and every
+target are 16-byte aligned, else the widest of 8, 4, 2, 1 they all allow;
+the last slice%%unit bytes (fewer than 16) then go one by one. Any slice of
+any alignment is served; narrow units are slower. The grid depends only on
+the slice (equal on every rank); the unit may differ between ranks.
 
 Signals are per CTA and per pair of ranks, so no grid-wide barrier is
 needed: CTA b of rank r waits only for CTA b of each peer; thread k of the
@@ -42,12 +47,13 @@ fails every later call with a launch error, instead of spinning forever on
 a rank that died: loud and bounded, like every other wait of symmem.
 
 Parameter block P (%[5]d bytes; kernel_layout.go):
-  %[6]d in u64 | %[7]d slice bytes u64 (multiple of 16) | %[8]d region u64 (local)
+  %[6]d in u64 | %[7]d slice bytes u64 (any) | %[8]d region u64 (local)
   %[9]d me u32 | %[10]d n u32 | %[11]d mask u32 (bit k: write target k) | %[12]d flags u32 (8: second launch)
   %[13]d dst[%[2]d] u64 (target k's address for this rank's slice)
   %[14]d peer regions[%[2]d] u64 (rank k's region as mapped here)
-  %[15]d timeout u64 (nanoseconds of %%globaltimer) | %[16]d hash u32 | %[17]d fault u64 (mapped host words)`,
-		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout, pHash, pFault))
+  %[15]d timeout u64 (nanoseconds of %%globaltimer) | %[16]d hash u32 | %[18]d unit u32 (16, 8, 4, 2, 1)
+  %[17]d fault u64 (mapped host words)`,
+		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout, pHash, pFault, pUnit))
 	p.w(`
 // Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
@@ -73,54 +79,46 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
 		p.f("\tand.b32         %%r20, %%r7, %d;", 1<<k)
 		p.f("\tsetp.ne.u32     %%q%d, %%r20, 0;", k)
 	}
-	p.w(`
-	// Vectors: i = b*T + tid, stride S = nb*T, while i < slice/16. Four
-	// vectors per trip (i, i+S, i+2S, i+3S: four loads in flight), then
-	// one per trip for the rest.
-	shr.u64         %rd29, %rd2, 4;
+	p.f(`
+	// Unit W (P.unit): 16-byte vectors, or W-byte accesses where an address
+	// is not 16-byte aligned; then the last slice%%W bytes one by one.
+	ld.param.u32    %%r16, [P+%d];
+	setp.ne.u32     %%p5, %%r16, 16;
+	@%%p5 bra        L_units;`, pUnit)
+	p.copyLoop(16)
+	p.w(`	bra             L_tail;
+L_units:
+	setp.eq.u32     %p5, %r16, 8;
+	@%p5 bra        L_w8;
+	setp.eq.u32     %p5, %r16, 4;
+	@%p5 bra        L_w4;
+	setp.eq.u32     %p5, %r16, 2;
+	@%p5 bra        L_w2;
+	bra             L_w1;`)
+	for _, w := range []int{8, 4, 2, 1} {
+		p.f("L_w%d:", w)
+		p.copyLoop(w)
+		p.w("\tbra             L_tail;")
+	}
+	p.w(`L_tail:
+	// The last slice%W bytes (fewer than 16, fewer than the grid's threads):
+	// thread i of the grid copies byte (slice & -W) + i.
 	mul.wide.u32    %rd24, %r2, %r3;
 	cvt.u64.u32     %rd25, %r1;
 	add.u64         %rd24, %rd24, %rd25;
-	mul.wide.u32    %rd26, %r4, %r3;
-	shl.b64         %rd43, %rd26, 4;              // S in bytes
-	mul.lo.u64      %rd41, %rd26, 3;              // 3S
-	shl.b64         %rd45, %rd26, 2;              // 4S
-L_copy4:
-	add.u64         %rd42, %rd24, %rd41;
-	setp.ge.u64     %p5, %rd42, %rd29;            // i+3S past the end
-	@%p5 bra        L_copy;
-	shl.b64         %rd27, %rd24, 4;
-	add.u64         %rd28, %rd1, %rd27;`)
-	for j := 0; j < agUnroll; j++ {
-		if j > 0 {
-			p.w("\tadd.u64         %rd28, %rd28, %rd43;")
-		}
-		p.f("\tld.global.v4.u32 %s, [%%rd28];", quad(j))
-	}
-	for k := 0; k < maxRanks; k++ {
-		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
-		for j := 0; j < agUnroll; j++ {
-			if j > 0 {
-				p.w("\tadd.u64         %rd40, %rd40, %rd43;")
-			}
-			p.f("\t@%%q%d st.global.v4.u32 [%%rd40], %s;", k, quad(j))
-		}
-	}
-	p.w(`	add.u64         %rd24, %rd24, %rd45;
-	bra             L_copy4;
-L_copy:
-	setp.ge.u64     %p5, %rd24, %rd29;
+	cvt.u64.u32     %rd9, %r16;
+	neg.s64         %rd9, %rd9;
+	and.b64         %rd9, %rd2, %rd9;              // slice & -W: the units' bytes
+	add.u64         %rd24, %rd24, %rd9;
+	setp.ge.u64     %p5, %rd24, %rd2;
 	@%p5 bra        L_copy_done;
-	shl.b64         %rd27, %rd24, 4;
-	add.u64         %rd28, %rd1, %rd27;`)
-	p.f("\tld.global.v4.u32 %s, [%%rd28];", quad(0))
+	add.u64         %rd28, %rd1, %rd24;
+	ld.global.u8    %r37, [%rd28];`)
 	for k := 0; k < maxRanks; k++ {
-		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
-		p.f("\t@%%q%d st.global.v4.u32 [%%rd40], %s;", k, quad(0))
+		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd24;", 30+k)
+		p.f("\t@%%q%d st.global.u8 [%%rd40], %%r37;", k)
 	}
-	p.w(`	add.u64         %rd24, %rd24, %rd26;
-	bra             L_copy;
-L_copy_done:
+	p.w(`L_copy_done:
 	// Every thread's stores precede the signalling threads' release (the
 	// barrier, then a system-scope fence: release is cumulative).`)
 	p.signalDone(true, "L_end")
@@ -129,4 +127,72 @@ L_copy_done:
 	p.skipExit()
 	p.w("}")
 	return p.b.String()
+}
+
+// copyLoop is the all-gather's copy in w-byte units (16: v4.u32 vectors):
+// unit i = b*T + tid, stride S = nb*T, while i < slice/w; four units per
+// trip (i, i+S, i+2S, i+3S: four loads in flight), then one per trip for
+// the rest. It leaves through its end (the caller places what follows).
+func (p *ptx) copyLoop(w int) {
+	shift := map[int]int{1: 0, 2: 1, 4: 2, 8: 3, 16: 4}[w]
+	sfx, what := "", "Vectors"
+	if w != 16 {
+		sfx, what = fmt.Sprintf("_w%d", w), fmt.Sprintf("%d-byte units", w)
+	}
+	// reg(j) is the j-th unit in flight; ld/st are the access's spelling.
+	reg := quad
+	op := "v4.u32"
+	switch w {
+	case 8:
+		reg, op = func(j int) string { return fmt.Sprintf("%%rd%d", 4+j) }, "u64"
+	case 4, 2, 1:
+		reg, op = func(j int) string { return fmt.Sprintf("%%r%d", 21+4*j) }, fmt.Sprintf("u%d", 8*w)
+	}
+	p.f(`	// %s: i = b*T + tid, stride S = nb*T, while i < slice/%d. Four
+	// per trip (i, i+S, i+2S, i+3S: four loads in flight), then
+	// one per trip for the rest.
+	shr.u64         %%rd29, %%rd2, %d;
+	mul.wide.u32    %%rd24, %%r2, %%r3;
+	cvt.u64.u32     %%rd25, %%r1;
+	add.u64         %%rd24, %%rd24, %%rd25;
+	mul.wide.u32    %%rd26, %%r4, %%r3;
+	shl.b64         %%rd43, %%rd26, %d;              // S in bytes
+	mul.lo.u64      %%rd41, %%rd26, 3;              // 3S
+	shl.b64         %%rd45, %%rd26, 2;              // 4S
+L_copy4%[5]s:
+	add.u64         %%rd42, %%rd24, %%rd41;
+	setp.ge.u64     %%p5, %%rd42, %%rd29;            // i+3S past the end
+	@%%p5 bra        L_copy%[5]s;
+	shl.b64         %%rd27, %%rd24, %[4]d;
+	add.u64         %%rd28, %%rd1, %%rd27;`, what, w, shift, shift, sfx)
+	for j := 0; j < agUnroll; j++ {
+		if j > 0 {
+			p.w("\tadd.u64         %rd28, %rd28, %rd43;")
+		}
+		p.f("\tld.global.%s %s, [%%rd28];", op, reg(j))
+	}
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
+		for j := 0; j < agUnroll; j++ {
+			if j > 0 {
+				p.w("\tadd.u64         %rd40, %rd40, %rd43;")
+			}
+			p.f("\t@%%q%d st.global.%s [%%rd40], %s;", k, op, reg(j))
+		}
+	}
+	p.f(`	add.u64         %%rd24, %%rd24, %%rd45;
+	bra             L_copy4%[1]s;
+L_copy%[1]s:
+	setp.ge.u64     %%p5, %%rd24, %%rd29;
+	@%%p5 bra        L_copy_end%[1]s;
+	shl.b64         %%rd27, %%rd24, %[2]d;
+	add.u64         %%rd28, %%rd1, %%rd27;`, sfx, shift)
+	p.f("\tld.global.%s %s, [%%rd28];", op, reg(0))
+	for k := 0; k < maxRanks; k++ {
+		p.f("\tadd.u64         %%rd40, %%rd%d, %%rd27;", 30+k)
+		p.f("\t@%%q%d st.global.%s [%%rd40], %s;", k, op, reg(0))
+	}
+	p.f(`	add.u64         %%rd24, %%rd24, %%rd26;
+	bra             L_copy%[1]s;
+L_copy_end%[1]s:`, sfx)
 }

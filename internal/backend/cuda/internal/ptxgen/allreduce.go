@@ -44,7 +44,7 @@ Parameter block P (%[7]d bytes; kernel_layout.go):
 	p.w(".shared .align 4 .b32 sepoch;")
 	p.faultShared()
 	p.f(".shared .align 16 .b8 sacc[%d];\n", threads*arSlots*vecBytes)
-	p.entry("symmem_allreduce_pull", `	.reg .pred  %p<10>;
+	p.entryTuned("symmem_allreduce_pull", fmt.Sprintf(".maxntid %d, 1, 1", threads), `	.reg .pred  %p<13>;
 	.reg .pred  %q<8>;
 	.reg .b16   %h<20>;
 	.reg .b32   %r<72>;
@@ -57,9 +57,16 @@ Parameter block P (%[7]d bytes; kernel_layout.go):
 	p.w("")
 	p.f("\tld.param.u32    %%r16, [P+%d];                // flags", pFlags)
 	p.f("\tand.b32         %%r56, %%r16, %d;", flagDirect)
-	p.w(`	setp.ne.u32     %p3, %r56, 0;                 // %p3: direct
+	p.w(`	setp.ne.u32     %p3, %r56, 0;                 // %p3: direct`)
+	p.f("\tld.param.u32    %%r19, [P+%d];                // unit", pUnit)
+	p.w(`	setp.eq.u32     %p10, %r19, 16;               // %p10: vector mode (else element mode)
+	setp.eq.u32     %p12, %r7, 0;                 // %p12: float32 (4-byte elements)
+	selp.u32        %r18, 2, 1, %p12;             // log2 of the element size
+	shr.u64         %rd4, %rd2, %r18;             // elements
+	setp.ne.u32     %p11, %r1, %r1;               // %p11 (false): a held tail element in %r53 / %h19
 	// Sums: i = b*T + tid, stride S = nb*T (held: at most 4 trips, slot j of sacc).
 	shr.u64         %rd29, %rd2, 4;               // V
+	@!%p10 mov.u64  %rd29, 0;                     // element mode: no vectors
 	mul.wide.u32    %rd24, %r2, %r3;
 	cvt.u64.u32     %rd25, %r1;
 	add.u64         %rd24, %rd24, %rd25;          // i
@@ -87,8 +94,48 @@ L_hold:`)
 	p.w(`	add.u64         %rd24, %rd24, %rd26;
 	bra             L_sum;
 L_sum_done:
+	// Elements e from the vectors' end (V x 16 / size; element mode: 0),
+	// e = that + b*T + tid, stride S: vector mode's tail (fewer than 8, one
+	// per thread at most, held in registers), or every element (held: at
+	// sacc + (j x T + tid) x size, trip j, at most 64 bytes per thread).
+	shl.b64         %rd5, %rd29, 4;
+	shr.u64         %rd5, %rd5, %r18;
+	add.u64         %rd5, %rd5, %rd30;            // e
+	mov.u64         %rd9, sacc;
+	cvt.u64.u32     %rd33, %r1;
+	shl.b64         %rd33, %rd33, %r18;
+	add.u64         %rd9, %rd9, %rd33;            // element slot 0 of this thread
+	mov.u64         %rd6, %rd9;`)
+	p.f("\tmov.u64         %%rd7, %d;", threads)
+	p.w(`	shl.b64         %rd7, %rd7, %r18;             // T x size: the next element slot
+L_el:
+	setp.ge.u64     %p5, %rd5, %rd4;
+	@%p5 bra        L_el_done;
+	shl.b64         %rd27, %rd5, %r18;`)
+	p.sumElement()
+	p.w(`	@%p3 bra        L_el_store;
+	@!%p10 bra      L_el_hold;
+	mov.b32         %r53, %r21;                   // vector mode's tail: kept in registers
+	mov.b16         %h19, %h1;
+	mov.u64         %rd8, %rd27;
+	setp.eq.u32     %p11, %r1, %r1;
+	bra             L_el_next;
+L_el_hold:
+	@%p12 st.shared.u32 [%rd6], %r21;
+	@!%p12 st.shared.u16 [%rd6], %h1;
+	add.u64         %rd6, %rd6, %rd7;
+	bra             L_el_next;
+L_el_store:
+	add.u64         %rd36, %rd1, %rd27;
+	@%p12 st.global.u32 [%rd36], %r21;
+	@!%p12 st.global.u16 [%rd36], %h1;
+L_el_next:
+	add.u64         %rd5, %rd5, %rd26;
+	bra             L_el;
+L_el_done:
 	// Every thread's loads of the peers' inputs are done (their values are in
-	// shared memory): thread k tells peer k, then waits for peer k's word.`)
+	// shared memory or registers): thread k tells peer k, then waits for
+	// peer k's word.`)
 	p.signalDone(false, "L_done_done")
 	p.w(`L_done_done:
 	@%p3 bra        L_end;                        // direct: stored already
@@ -99,14 +146,36 @@ L_sum_done:
 	mov.u64         %rd34, %rd32;
 L_out:
 	setp.ge.u64     %p5, %rd24, %rd29;
-	@%p5 bra        L_end;
+	@%p5 bra        L_out_el;
 	ld.shared.v4.u32 {%r21, %r22, %r23, %r24}, [%rd34];
 	shl.b64         %rd27, %rd24, 4;
 	add.u64         %rd36, %rd1, %rd27;
 	st.global.v4.u32 [%rd36], {%r21, %r22, %r23, %r24};`)
 	p.f("\tadd.u64         %%rd34, %%rd34, %d;", threads*vecBytes)
 	p.w(`	add.u64         %rd24, %rd24, %rd26;
-	bra             L_out;`)
+	bra             L_out;
+L_out_el:
+	@!%p10 bra      L_out_elements;
+	@!%p11 bra      L_end;
+	add.u64         %rd36, %rd1, %rd8;            // vector mode's tail element
+	@%p12 st.global.u32 [%rd36], %r53;
+	@!%p12 st.global.u16 [%rd36], %h19;
+	bra             L_end;
+L_out_elements:
+	mov.u64         %rd5, %rd30;
+	mov.u64         %rd6, %rd9;
+L_out_e:
+	setp.ge.u64     %p5, %rd5, %rd4;
+	@%p5 bra        L_end;
+	shl.b64         %rd27, %rd5, %r18;
+	add.u64         %rd36, %rd1, %rd27;
+	@%p12 ld.shared.u32 %r21, [%rd6];
+	@%p12 st.global.u32 [%rd36], %r21;
+	@!%p12 ld.shared.u16 %h1, [%rd6];
+	@!%p12 st.global.u16 [%rd36], %h1;
+	add.u64         %rd6, %rd6, %rd7;
+	add.u64         %rd5, %rd5, %rd26;
+	bra             L_out_e;`)
 	p.finish()
 	p.faultExit()
 	p.w("}")

@@ -12,14 +12,14 @@ const (
 	maxRanks = 8   // peers in the parameter block (registers per rank are unrolled)
 	maxCTAs  = 64  // CTAs with an epoch counter and flags in the region
 	threads  = 512 // threads per CTA: the all-reduce's shared slots assume it
-	vecBytes = 16  // both kernels move 16-byte vectors (v4.u32)
+	vecBytes = 16  // the kernels' fast path moves 16-byte vectors (v4.u32)
 	arSlots  = 4   // 16-byte results one all-reduce thread keeps in shared memory
 )
 
 // Parameter block P, shared header then per-kernel arrays. Offsets in bytes.
 const (
 	pA        = 0                      // u64: all-gather input / all-reduce output
-	pBytes    = 8                      // u64: all-gather slice / all-reduce bytes (multiples of 16)
+	pBytes    = 8                      // u64: all-gather slice / all-reduce bytes (any count of whole elements)
 	pRegion   = 16                     // u64: this rank's signal region
 	pMe       = 24                     // u32
 	pN        = 28                     // u32
@@ -29,9 +29,22 @@ const (
 	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
 	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
 	pHash     = pTimeout + 8           // u32: fingerprint of the call's arguments (every rank's must match)
+	pUnit     = pHash + 4              // u32: bytes per access (see below)
 	pFault    = pHash + 8              // u64: mapped host words where a mismatch is reported (fault.go)
 	pSize     = pFault + 8
 )
+
+// P.unit, chosen by the host from the addresses this rank's launch touches
+// (kernel.go: agUnit, reduceUnit); it may differ between ranks, the grid
+// may not (the host sizes it from what every rank shares):
+//
+//   - all-gather: 16, 8, 4, 2 or 1, the widest access every address (input
+//     and targets) is aligned to; slice/unit accesses of that width (16:
+//     the four-vectors-in-flight loop), then the last slice%unit bytes one
+//     by one;
+//   - reductions: 16 when every address is 16-byte aligned (vector mode:
+//     bytes/16 vectors, then the last bytes%16 element by element), else
+//     the element size (element mode: every element alone, slower).
 
 // The call gate's guard (handshake.ptx, symmem_gate_guard) uses P's
 // first words: where the approval and the failed word are (the gate's
@@ -62,7 +75,7 @@ const (
 const (
 	pOwn     = pPtrs      // u64: this rank's chunk of its input (in + me*bytes)
 	pStaging = pPtrs + 8  // u64: staging, two slots of (n-1) sub-chunks
-	pChunk   = pPtrs + 16 // u64: sub-chunk bytes (a multiple of 16)
+	pChunk   = pPtrs + 16 // u64: sub-chunk bytes (a multiple of 16; the last sub-chunk may be shorter)
 
 	wFinished = 4 * maxRanks // offset of finished[2] u32 in the word block
 	wBytes    = wFinished + 8
@@ -109,13 +122,17 @@ const (
 	kernMaxCTAs  = %d // CTAs with counters and flags in a signal region
 	kernThreads  = %d // threads per CTA (the all-reduce's shared memory assumes it)
 	hsThreads    = %d // threads of the handshake's one CTA (its .maxntid)
-	kernAlign    = %d // bytes per vector: buffers and sizes are multiples of it
+	kernAlign    = %d // bytes per vector: the fast path's unit (argUnit)
 	kernArgBytes = %d // parameter block size
 
 	// Header, the same in every kernel.
 	argRegion, argMe, argN    = %d, %d, %d
 	argPeerRegion, argTimeout = %d, %d
 	argHash, argFault         = %d, %d // the call's fingerprint; where a mismatch is reported
+	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
+	// bytes), reductions 16 (vectors, then a tail of elements) or the
+	// element size (every element alone).
+	argUnit = %d
 
 	// All-gather: input, slice bytes, target mask, targets[kernMaxRanks].
 	argIn, argSlice, argMask, argDst = %d, %d, %d, %d
@@ -147,7 +164,7 @@ const (
 	guardApproved, guardFailed, guardCall = %d, %d, %d
 )
 `, generatedLine, maxRanks, maxCTAs, threads, handshakeThreads, vecBytes, pSize,
-		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault,
+		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault, pUnit,
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,

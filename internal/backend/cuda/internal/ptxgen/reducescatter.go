@@ -35,7 +35,7 @@ Parameter block P (%[1]d bytes; kernel_layout.go):
 		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, pOwn, pStaging, pChunk, pTimeout, wFinished))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];\n", maxRanks)
-	p.entryTuned("symmem_reducescatter_lc", fmt.Sprintf(".maxntid %d, 1, 1", threads), fmt.Sprintf(`	.reg .pred  %%p<10>;
+	p.entryTuned("symmem_reducescatter_lc", fmt.Sprintf(".maxntid %d, 1, 1", threads), fmt.Sprintf(`	.reg .pred  %%p<13>;
 	.reg .pred  %%q<8>;
 	.reg .pred  %%u<%[1]d>;
 	.reg .b16   %%h<20>;
@@ -107,17 +107,40 @@ L_table_k:
 	bra             L_table_k;
 L_ready:
 	bar.sync        0;
-	// This sub-chunk: min(C, bytes - c x C) bytes, V vectors.
+	// This sub-chunk: min(C, bytes - c x C) bytes, V vectors (element
+	// mode: none), then its elements from V x 16 / size one by one.
 	sub.u64         %rd9, %rd2, %rd8;
 	min.u64         %rd9, %rd9, %rd6;
-	shr.u64         %rd29, %rd9, 4;               // V
+	shr.u64         %rd29, %rd9, 4;               // V`)
+	p.f("\tld.param.u32    %%r42, [P+%d];                // unit: 16, else element mode", pUnit)
+	p.w(`	setp.ne.u32     %p7, %r42, 16;
+	@%p7 mov.u64    %rd29, 0;
 	add.u64         %rd10, %rd1, %rd8;            // output of sub-chunk c
 	mov.u64         %rd24, %rd30;
 L_sum:
 	setp.ge.u64     %p5, %rd24, %rd29;
-	@%p5 bra        L_sum_done;`)
+	@%p5 bra        L_sum_vectors_done;`)
 	p.sumStrided()
 	p.w(`	bra             L_sum;
+L_sum_vectors_done:
+	setp.eq.u32     %p12, %r7, 0;                 // %p12: float32 (4-byte elements)
+	selp.u32        %r41, 2, 1, %p12;             // log2 of the element size
+	sub.u64         %rd18, %rd2, %rd8;
+	min.u64         %rd18, %rd18, %rd6;           // the sub-chunk's bytes again
+	shr.u64         %rd18, %rd18, %r41;           // its elements
+	shl.b64         %rd20, %rd29, 4;
+	shr.u64         %rd20, %rd20, %r41;
+	add.u64         %rd20, %rd20, %rd30;          // e
+L_el:
+	setp.ge.u64     %p5, %rd20, %rd18;
+	@%p5 bra        L_sum_done;
+	shl.b64         %rd27, %rd20, %r41;`)
+	p.sumElement()
+	p.w(`	add.u64         %rd36, %rd10, %rd27;
+	@%p12 st.global.u32 [%rd36], %r21;
+	@!%p12 st.global.u16 [%rd36], %h1;
+	add.u64         %rd20, %rd20, %rd26;
+	bra             L_el;
 L_sum_done:
 	// Every thread's loads of sub-chunk c are done: the slot may be refilled.
 	bar.sync        0;

@@ -153,3 +153,87 @@ func (p *ptx) sumHalves(done string, unpack func(k, f0 int)) {
 		}
 	}
 }
+
+// sumElement: one element's result, summed exactly as sumVector sums each
+// lane (float32 in rank order, one rounding, avg as there), for the tail of
+// vector mode and for element mode (P.unit: an address is not 16-byte
+// aligned). Rank k's element is at [table[k] + %rd27] (%rd31: the shared
+// table); the result is in %r21 (float32) or %h1 (the 16-bit types).
+// Scratch: %r21+4k (float32 loads), %h1..%h8 (16-bit loads), %r56..%r58,
+// %r60, %f1, %f9, %p7, %p9, %rd35, %rd36. Labels start with L_el_.
+func (p *ptx) sumElement() {
+	p.w(`	// Every rank's element in flight at once.
+	ld.shared.u64   %rd35, [%rd31];
+	add.u64         %rd36, %rd35, %rd27;
+	setp.ne.u32     %p7, %r7, 0;
+	@%p7 bra        L_el_half;
+	ld.global.cg.u32 %r21, [%rd36];`)
+	for k := 1; k < maxRanks; k++ {
+		p.f("\t@%%q%d ld.shared.u64 %%rd35, [%%rd31+%d];", k, 8*k)
+		p.f("\t@%%q%d add.u64   %%rd36, %%rd35, %%rd27;", k)
+		p.f("\t@%%q%d ld.global.cg.u32 %%r%d, [%%rd36];", k, 21+4*k)
+	}
+	p.w("\tmov.b32         %f1, %r21;")
+	for k := 1; k < maxRanks; k++ {
+		p.f("\tmov.b32         %%f9, %%r%d;", 21+4*k)
+		p.f("\t@%%q%d add.rn.f32 %%f1, %%f1, %%f9;", k)
+	}
+	p.w(`	@%p8 div.rn.f32 %f1, %f1, %f18;
+	mov.b32         %r21, %f1;
+	bra             L_el_summed;
+L_el_half:
+	ld.global.cg.u16 %h1, [%rd36];`)
+	for k := 1; k < maxRanks; k++ {
+		p.f("\t@%%q%d ld.shared.u64 %%rd35, [%%rd31+%d];", k, 8*k)
+		p.f("\t@%%q%d add.u64   %%rd36, %%rd35, %%rd27;", k)
+		p.f("\t@%%q%d ld.global.cg.u16 %%h%d, [%%rd36];", k, 1+k)
+	}
+	p.w(`	setp.eq.u32     %p7, %r7, 2;
+	@%p7 bra        L_el_f16;
+	// bfloat16: h << 16 is the float.`)
+	bf16 := func(h, f int) {
+		p.f("\tcvt.u32.u16     %%r56, %%h%d;", h)
+		p.w("\tshl.b32         %r56, %r56, 16;")
+		p.f("\tmov.b32         %%f%d, %%r56;", f)
+	}
+	bf16(1, 1)
+	for k := 1; k < maxRanks; k++ {
+		p.f("\t@!%%q%d bra       L_el_bf16_done;", k)
+		bf16(1+k, 9)
+		p.w("\tadd.rn.f32      %f1, %f1, %f9;")
+	}
+	p.w("L_el_bf16_done:")
+	p.bf16Pack1()
+	p.w("\t@!%p8 bra       L_el_summed;")
+	bf16(1, 1)
+	p.w("\tdiv.rn.f32      %f1, %f1, %f18;")
+	p.bf16Pack1()
+	p.w(`	bra             L_el_summed;
+L_el_f16:
+	cvt.f32.f16     %f1, %h1;`)
+	for k := 1; k < maxRanks; k++ {
+		p.f("\t@!%%q%d bra       L_el_f16_done;", k)
+		p.f("\tcvt.f32.f16     %%f9, %%h%d;", 1+k)
+		p.w("\tadd.rn.f32      %f1, %f1, %f9;")
+	}
+	p.w(`L_el_f16_done:
+	cvt.rn.f16.f32  %h1, %f1;
+	@!%p8 bra       L_el_summed;
+	cvt.f32.f16     %f1, %h1;
+	div.rn.f32      %f1, %f1, %f18;
+	cvt.rn.f16.f32  %h1, %f1;
+L_el_summed:`)
+}
+
+// bf16Pack1 rounds %f1 to bfloat16 into %h1, as bf16Pack rounds each lane.
+func (p *ptx) bf16Pack1() {
+	p.w(`	mov.b32         %r57, %f1;
+	shr.u32         %r58, %r57, 16;
+	and.b32         %r58, %r58, 1;
+	add.u32         %r58, %r58, 32767;
+	add.u32         %r58, %r57, %r58;
+	shr.u32         %r58, %r58, 16;
+	setp.nan.f32    %p9, %f1, %f1;
+	selp.b32        %r60, 32704, %r58, %p9;
+	cvt.u16.u32     %h1, %r60;`)
+}
