@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"testing"
@@ -180,6 +181,9 @@ func stressWant(c stressCase, me int, inputs [][]byte) ([]byte, error) {
 	return full, nil
 }
 
+// digits elides the numbers of a refusal's message (sizes, addresses).
+var digits = regexp.MustCompile(`0x[0-9a-f]+|[0-9]+`)
+
 // refused reports whether err is a clean refusal of the call.
 func refused(err error) bool {
 	return errors.Is(err, ErrNotSupported) || errors.Is(err, ErrRefused)
@@ -236,6 +240,7 @@ func roleGPUStress(ctx context.Context) error {
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	stats := map[string][3]int{} // "kind algo" -> ok, refused, wrong
+	reasons := map[string]int{}  // "kind algo: why" (numbers elided) -> refused cases
 	var checked, wrongCases int
 	var firstWrong string
 	for i := 0; i < maxCases; i++ {
@@ -266,6 +271,9 @@ func roleGPUStress(ctx context.Context) error {
 		st[code]++
 		stats[key] = st
 		checked += calls
+		if code == stressRefused {
+			reasons[key+": "+digits.ReplaceAllString(why, "#")]++
+		}
 		if code == stressWrong {
 			wrongCases++
 			if firstWrong == "" {
@@ -287,6 +295,16 @@ func roleGPUStress(ctx context.Context) error {
 		sort.Strings(keys)
 		for _, k := range keys {
 			fmt.Printf("STRESS %s ok %5d refused %5d wrong %d\n", k, stats[k][0], stats[k][1], stats[k][2])
+		}
+		// Why calls were refused, so a run shows that no path refuses a
+		// shape it should take (e.g. an odd count on symmem's kernels).
+		keys = keys[:0]
+		for k := range reasons {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Printf("STRESS refused %4d x %.200s\n", reasons[k], k)
 		}
 		cases := 0
 		for _, v := range stats {
