@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -314,6 +315,276 @@ func TestTwoShotArgs(t *testing.T) {
 			if got, want := u64(b, argDst+8*r), seg1(g).bases[r]+uint64(req.OutSym.Off)+me*chunk; got != want {
 				t.Fatalf("dst[%d] = %#x, want chunk %d of rank %d's output %#x", r, got, me, r, want)
 			}
+		}
+	}
+}
+
+// TestUnits: the all-gather's access width and the reductions' mode, from
+// the OR of the addresses a launch touches.
+func TestUnits(t *testing.T) {
+	for _, tc := range []struct {
+		or   uint64
+		want uint32
+	}{{0, 16}, {0x1000, 16}, {0x1008, 8}, {0x1004, 4}, {0x100c, 4}, {0x1002, 2}, {0x1001, 1}, {0x1003, 1}} {
+		if got := agUnit(tc.or); got != tc.want {
+			t.Errorf("agUnit(%#x) = %d, want %d", tc.or, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		or   uint64
+		es   int
+		want uint32
+		ok   bool
+	}{
+		{0x1000, 2, 16, true}, {0x1000, 4, 16, true}, // vector mode
+		{0x1002, 2, 2, true}, {0x1008, 2, 2, true}, {0x1004, 4, 4, true}, {0x1008, 4, 4, true}, // element mode
+		{0x1001, 2, 0, false}, {0x1002, 4, 0, false}, // not element-aligned
+	} {
+		got, ok := reduceUnit(tc.or, tc.es)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("reduceUnit(%#x, %d) = %d, %v, want %d, %v", tc.or, tc.es, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestAllGatherOddSlices: any slice is served; the unit is the widest every
+// address (input, every written target) allows, per rank; the grid depends
+// on the slice alone.
+func TestAllGatherOddSlices(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, me   int
+		count   int64 // bf16 per rank
+		inPlace bool
+		want    uint32
+	}{
+		{"aligned", 2, 1, 4096, false, 16},
+		{"odd count, rank 0: aligned addresses, a tail", 2, 0, 1001, false, 16},
+		{"odd count, rank 1: slot at 2002", 2, 1, 1001, false, 2},
+		{"count 4 mod 8: slot 1 at 8 bytes", 4, 1, 4, false, 8},
+		{"count 2 mod 4 in place, rank 3", 4, 3, 2, true, 4},
+		{"one element, rank 1: slot at 2", 3, 1, 1, false, 2},
+		{"one element, rank 2: slot at 4, the 2 bytes go one by one", 3, 2, 1, false, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(tc.n, tc.me)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
+			defer g.kargs.Free()
+			req := gatherReq(g, tc.count, tc.inPlace)
+			if err := g.kernelWhyNot(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
+				t.Fatal(err)
+			}
+			b := g.kargs.Bytes()
+			if got := binary.LittleEndian.Uint32(b[argUnit:]); got != tc.want {
+				t.Fatalf("unit %d, want %d", got, tc.want)
+			}
+			if got := binary.LittleEndian.Uint64(b[argSlice:]); got != uint64(2*tc.count) {
+				t.Fatalf("slice %d, want %d", got, 2*tc.count)
+			}
+			for r := 0; r < tc.n; r++ {
+				want := seg1(g).bases[r] + uint64(int64(tc.me)*2*tc.count)
+				if got := binary.LittleEndian.Uint64(b[argDst+8*r:]); got != want {
+					t.Fatalf("dst[%d] = %#x, want %#x", r, got, want)
+				}
+			}
+		})
+	}
+	for _, c := range []struct {
+		slice int64
+		want  int
+	}{{1, 1}, {15, 1}, {kernThreads*16*kernVecsPerThread + 1, 2}, {8<<20 - 2, 64}} {
+		if got := allGatherCTAs(c.slice, kernMaxCTAs); got != c.want {
+			t.Errorf("allGatherCTAs(%d) = %d, want %d", c.slice, got, c.want)
+		}
+	}
+}
+
+// TestReductionModes: the all-reduce kernel runs every count of every
+// served type; the mode is vector when every source and the output are
+// 16-byte aligned (the tail of bytes%16 is the kernel's), else element; a
+// reduce-scatter's chunk me decides by its offset. Buffers not aligned to
+// their elements are refused, naming the alignment.
+func TestReductionModes(t *testing.T) {
+	const n = 4
+	for _, tc := range []struct {
+		name  string
+		me    int
+		kind  coll.Kind
+		dt    coll.DType
+		count int64
+		shift uint64 // bytes added to the input's and output's offsets
+		want  uint32
+	}{
+		{"all-reduce aligned, odd count", 1, coll.AllReduce, coll.BFloat16, 361, 0, 16},
+		{"all-reduce one element", 0, coll.AllReduce, coll.Float32, 1, 0, 16},
+		{"all-reduce at an odd element", 2, coll.AllReduce, coll.Float16, 4015, 2, 2},
+		{"all-reduce f32 at 8 bytes", 2, coll.AllReduce, coll.Float32, 4015, 8, 4},
+		{"reduce-scatter rank 0 (chunk at 0)", 0, coll.ReduceScatter, coll.BFloat16, 361, 0, 16},
+		{"reduce-scatter rank 1 (chunk at 722)", 1, coll.ReduceScatter, coll.BFloat16, 361, 0, 2},
+		{"reduce-scatter rank 2 (chunk at 2 x 1444)", 2, coll.ReduceScatter, coll.Float32, 361, 0, 4},
+		{"reduce-scatter rank 2 of 8-element chunks", 2, coll.ReduceScatter, coll.BFloat16, 8, 0, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fakeGroup(n, tc.me)
+			g.kargs = cudadrv.NewArgs(kernArgBytes)
+			defer g.kargs.Free()
+			var req backend.Request
+			if tc.kind == coll.AllReduce {
+				req = arReq(g, tc.count, tc.dt, false)
+			} else {
+				req = rsReq(g, tc.count)
+				req.DType = tc.dt
+				req = req.Shaped(n, tc.me)
+				es := int64(tc.dt.Size())
+				req.Out.Len, req.In.Len = tc.count*es, tc.count*es*n
+			}
+			req.In.Ptr += tc.shift
+			req.InSym.Off += int64(tc.shift)
+			req.Out.Ptr += tc.shift
+			req.OutSym.Off += int64(tc.shift)
+			if err := g.kernelWhyNot(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.fillReduction(req); err != nil {
+				t.Fatal(err)
+			}
+			b := g.kargs.Bytes()
+			if got := binary.LittleEndian.Uint32(b[argUnit:]); got != tc.want {
+				t.Fatalf("unit %d, want %d", got, tc.want)
+			}
+			if got, want := binary.LittleEndian.Uint64(b[arBytes:]), uint64(tc.count*int64(tc.dt.Size())); got != want {
+				t.Fatalf("bytes %d, want %d", got, want)
+			}
+		})
+	}
+	g := fakeGroup(n, 1)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	bad := arReq(g, 100, coll.Float32, false)
+	bad.Out.Ptr += 2
+	for _, err := range []error{g.kernelWhyNot(bad), g.twoShotWhyNot(bad), g.lcWhyNot(bad)} {
+		if !errors.Is(err, errKernelAlign) {
+			t.Errorf("f32 output at 2 bytes: %v, want errKernelAlign", err)
+		}
+	}
+}
+
+// TestReductionHeldOddCounts: in-place all-reduces keep their results until
+// the peers have read; any count up to arMaxBytes qualifies, in both modes.
+func TestReductionHeldOddCounts(t *testing.T) {
+	g := fakeGroup(3, 1)
+	g.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer g.kargs.Free()
+	for _, count := range []int64{1, 3, 361, 4015, arMaxBytes/2 - 1} {
+		req := arReq(g, count, coll.BFloat16, true)
+		if err := g.kernelWhyNot(req); err != nil {
+			t.Fatalf("%d: %v", count, err)
+		}
+		if err := g.fillReduction(req); err != nil {
+			t.Fatal(err)
+		}
+		if f := binary.LittleEndian.Uint32(g.kargs.Bytes()[arFlags:]); f&arFlagDirect != 0 {
+			t.Fatalf("%d: in-place stored at once", count)
+		}
+	}
+	if err := g.kernelWhyNot(arReq(g, arMaxBytes/2+1, coll.BFloat16, true)); !errors.Is(err, errKernelOp) {
+		t.Fatalf("in place over arMaxBytes: %v", err)
+	}
+}
+
+// TestAllReduceSplit: chunks of ceil(count/n) rounded up to whole 16-byte
+// vectors; the last ones shorter or empty; divisible counts as before.
+func TestAllReduceSplit(t *testing.T) {
+	for _, tc := range []struct {
+		count int64
+		n, es int
+		want  int64
+	}{
+		{1 << 20, 4, 2, 1 << 18}, // divisible into whole vectors: unchanged
+		{1 << 20, 2, 4, 1 << 19},
+		{1, 2, 2, 8},
+		{3, 4, 4, 4},
+		{361, 3, 2, 128},
+		{4015, 4, 4, 1004},
+		{1<<20 + 1, 3, 2, 349528},
+		{24, 3, 2, 8},
+	} {
+		got := allReduceSplit(tc.count, tc.n, tc.es)
+		if got != tc.want || got*int64(tc.es)%kernAlign != 0 || got*int64(tc.n) < tc.count {
+			t.Errorf("allReduceSplit(%d, %d, %d) = %d, want %d", tc.count, tc.n, tc.es, got, tc.want)
+		}
+	}
+	// Every rank's part: offsets r x chunk clipped to the tensor, lengths
+	// adding up to it.
+	for _, count := range []int64{1, 3, 361, 4015, 1<<20 + 1} {
+		for n := 2; n <= 4; n++ {
+			var sum int64
+			for me := 0; me < n; me++ {
+				g := fakeGroup(n, me)
+				req := arReq(g, count, coll.BFloat16, false)
+				chunk, off, mine := g.chunkOf(req)
+				if mine < 0 || mine > chunk || off != min(int64(me)*chunk, 2*count) || off+mine > 2*count {
+					t.Fatalf("count %d, rank %d of %d: chunk %d off %d mine %d", count, me, n, chunk, off, mine)
+				}
+				sum += mine
+			}
+			if sum != 2*count {
+				t.Fatalf("count %d on %d ranks: chunks add up to %d bytes, want %d", count, n, sum, 2*count)
+			}
+		}
+	}
+}
+
+// TestTwoShotOddCounts: a count not divisible by n: rank r reduces and
+// pushes [r x chunk, min((r+1) x chunk, count)); a rank past the end
+// launches both kernels with 0 bytes (it takes part in every signal round);
+// both grids come from the common chunk; the fingerprint is the outer
+// call's on every rank.
+func TestTwoShotOddCounts(t *testing.T) {
+	const n, count = 4, 3 // bf16: chunks of 8 elements, rank 0 owns all three
+	var hashes []uint32
+	for me := 0; me < n; me++ {
+		g := fakeGroup(n, me)
+		g.kargs, g.kargs2 = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+		req := arReq(g, count, coll.BFloat16, me%2 == 0)
+		req.Check[1] = 77
+		if err := g.twoShotWhyNot(req); err != nil {
+			t.Fatal(err)
+		}
+		chunk, err := g.fillTwoShot(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if chunk != 16 {
+			t.Fatalf("chunk %d, want 16 bytes", chunk)
+		}
+		a, b := g.kargs.Bytes(), g.kargs2.Bytes()
+		want := uint64(0)
+		if me == 0 {
+			want = 6
+		}
+		off := min(uint64(me)*16, 6)
+		if le64(a, arBytes) != want || le64(b, argSlice) != want {
+			t.Fatalf("rank %d: reduces %d, pushes %d bytes, want %d", me, le64(a, arBytes), le64(b, argSlice), want)
+		}
+		if le64(a, arOut) != req.Out.Ptr+off || le64(b, argIn) != req.Out.Ptr+off {
+			t.Fatalf("rank %d: out %#x in %#x, want chunk at %d", me, le64(a, arOut), le64(b, argIn), off)
+		}
+		for r := 0; r < n; r++ {
+			if got, want := le64(b, argDst+8*r), seg1(g).bases[r]+uint64(req.OutSym.Off)+off; got != want {
+				t.Fatalf("rank %d: dst[%d] = %#x, want %#x", me, r, got, want)
+			}
+		}
+		hashes = append(hashes, binary.LittleEndian.Uint32(a[argHash:]), binary.LittleEndian.Uint32(b[argHash:]))
+		g.kargs.Free()
+		g.kargs2.Free()
+	}
+	for _, h := range hashes {
+		if h != hashes[0] {
+			t.Fatalf("fingerprints differ between ranks or launches: %v", hashes)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -23,6 +24,9 @@ func TestLCSubChunk(t *testing.T) {
 		{512 << 20, 2, 16 << 20},   // capped: 32 MiB staging / 2 slots
 		{512 << 20, 8, 2304 << 10}, // 32 MiB / 14, down to 64 KiB multiples
 		{100016, 2, lcMinChunk},    // not a multiple of the sub-chunk: the last is short
+		{2, 2, 16},                 // one element: a whole vector of staging
+		{722, 3, 736},              // odd: rounded up to 16, the sub-chunk is short
+		{100002, 2, lcMinChunk},    // odd and long: the last sub-chunk is short and odd
 	} {
 		got, want := lcSubChunk(tc.bytes, tc.n), tc.want
 		if got != want || got%kernAlign != 0 || 2*int64(tc.n-1)*got > lcStagingBytes {
@@ -237,6 +241,12 @@ func TestLowContentionPipeline(t *testing.T) {
 		{3, 2, coll.ReduceScatter, 1<<20 + 8},
 		{8, 5, coll.ReduceScatter, 1 << 21},
 		{4, 1, coll.AllReduce, 1 << 22},
+		{3, 1, coll.ReduceScatter, 361},       // odd chunks, one short sub-chunk
+		{3, 2, coll.ReduceScatter, 1<<19 + 1}, // odd, several sub-chunks, the last short and odd
+		{4, 3, coll.AllReduce, 1<<21 + 1},     // the last rank's chunk is shorter
+		{4, 2, coll.AllReduce, 1<<20 + 1},
+		{4, 3, coll.AllReduce, 3}, // ranks 1..3 own nothing
+		{2, 1, coll.AllReduce, 1},
 	} {
 		t.Run(fmt.Sprintf("%d ranks %v %d", tc.n, tc.kind, tc.count), func(t *testing.T) {
 			g := lcGroup(tc.n, tc.me)
@@ -328,4 +338,90 @@ func le64(b []byte, off int) uint64 {
 		v = v<<8 | uint64(b[off+i])
 	}
 	return v
+}
+
+// TestLowContentionOddCounts: every rank's lc all-reduce of a count not
+// divisible by n reduces and pushes exactly its part (empty parts: no copy
+// at all, yet the same signal rounds), the kernel's parameters say its
+// bytes and mode, and sub-chunks come from the common chunk.
+func TestLowContentionOddCounts(t *testing.T) {
+	const n = 4
+	for _, count := range []int64{3, 361, 1<<20 + 1} {
+		var rounds []int
+		var total int64
+		for me := 0; me < n; me++ {
+			g := lcGroup(n, me)
+			req := arReq(g, count, coll.Float16, me == 1)
+			if err := g.lcWhyNot(req); err != nil {
+				t.Fatal(err)
+			}
+			p := cudadrv.NewProgram(64)
+			if err := g.buildLowContention(p, req, 7); err != nil {
+				t.Fatal(err)
+			}
+			common, off, mine := g.chunkOf(req)
+			total += mine
+			a := g.lcArgs.Bytes()
+			if le64(a, arBytes) != uint64(mine) || le64(a, arOut) != req.Out.Ptr+uint64(off) || le64(a, lcOwn) != req.In.Ptr+uint64(off) {
+				t.Fatalf("count %d rank %d: bytes %d out %#x own %#x, want %d at %d", count, me, le64(a, arBytes), le64(a, arOut), le64(a, lcOwn), mine, off)
+			}
+			if got := le64(a, lcChunk); got != uint64(lcSubChunk(common, n)) || got%kernAlign != 0 {
+				t.Fatalf("count %d rank %d: sub-chunk %d", count, me, got)
+			}
+			if got := binary.LittleEndian.Uint32(a[argUnit:]); got != kernAlign && mine > 0 {
+				t.Fatalf("count %d rank %d: unit %d, want vectors (the chunk starts aligned)", count, me, got)
+			}
+			pulled, pushed, waits := int64(0), int64(0), 0
+			for _, o := range p.Ops() {
+				switch {
+				case o.Kind == cudadrv.OpCopy && o.B == req.Out.Ptr+uint64(off):
+					pushed += int64(o.C)
+				case o.Kind == cudadrv.OpCopy:
+					pulled += int64(o.C)
+				case o.Kind == cudadrv.OpWait32 && o.Stream == 7:
+					waits++
+				}
+			}
+			if pulled != int64(n-1)*mine || pushed != int64(n-1)*mine {
+				t.Fatalf("count %d rank %d: pulled %d pushed %d bytes, want %d each", count, me, pulled, pushed, int64(n-1)*mine)
+			}
+			rounds = append(rounds, waits)
+			for seed := int64(0); seed < 5; seed++ {
+				if err := runLCModel(g, req, seed, nil); err != nil {
+					t.Fatalf("count %d rank %d seed %d: %v", count, me, seed, err)
+				}
+			}
+		}
+		if total != 2*count {
+			t.Fatalf("count %d: ranks reduce %d bytes in all, want %d", count, total, 2*count)
+		}
+		for _, w := range rounds {
+			if w != rounds[0] {
+				t.Fatalf("count %d: ranks wait on the main stream %v times: the signal rounds differ", count, rounds)
+			}
+		}
+	}
+}
+
+// TestLowContentionModes: a reduce-scatter's chunk me at an offset not a
+// multiple of 16 runs the lc kernel in element mode; aligned, in vector
+// mode with the tail.
+func TestLowContentionModes(t *testing.T) {
+	for _, tc := range []struct {
+		me    int
+		count int64
+		want  uint32
+	}{{0, 361, 16}, {1, 361, 2}, {2, 361, 2}, {1, 8, 16}, {1, 4, 2}} {
+		g := lcGroup(3, tc.me)
+		req := rsReq(g, tc.count)
+		if err := g.lcWhyNot(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.buildLowContention(cudadrv.NewProgram(64), req, 7); err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.LittleEndian.Uint32(g.lcArgs.Bytes()[argUnit:]); got != tc.want {
+			t.Errorf("rank %d, %d bf16: unit %d, want %d", tc.me, tc.count, got, tc.want)
+		}
+	}
 }

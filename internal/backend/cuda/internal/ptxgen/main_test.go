@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -86,6 +88,46 @@ func TestASCII(t *testing.T) {
 			if c > 0x7f {
 				t.Errorf("%s: byte %d is not ASCII (%#x)", name, i, c)
 				break
+			}
+		}
+	}
+}
+
+// TestPTXAssembles runs NVIDIA's ptxas on every kernel, for sm_70 and
+// sm_90, where one is at hand (SYMMEM_PTXAS, else ptxas on PATH; no GPU
+// needed: e.g. Debian's nvidia-cuda-toolkit has it), so a syntax or type
+// error shows before a GPU run; it also fails on register spills in the
+// kernels that had none. Skipped without ptxas.
+func TestPTXAssembles(t *testing.T) {
+	bin := os.Getenv("SYMMEM_PTXAS")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("ptxas"); err != nil {
+			t.Skip("no ptxas (set SYMMEM_PTXAS)")
+		}
+	}
+	files, err := outputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, src := range files {
+		if !strings.HasSuffix(name, ".ptx") {
+			continue
+		}
+		in := filepath.Join(dir, filepath.Base(name))
+		if err := os.WriteFile(in, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, arch := range []string{"sm_70", "sm_90"} {
+			out, err := exec.Command(bin, "-arch="+arch, "-v", in, "-o", filepath.Join(dir, "out.cubin")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("ptxas %s %s: %v\n%s", arch, name, err, out)
+			}
+			// The lc kernel spills already (8 vectors in flight per thread
+			// under .maxntid 512); the others must not.
+			if !strings.Contains(name, "reducescatter") && !strings.Contains(string(out), " 0 bytes spill stores") {
+				t.Errorf("ptxas %s %s spills:\n%s", arch, name, out)
 			}
 		}
 	}

@@ -112,8 +112,8 @@ L_ready:
 	sub.u64         %rd9, %rd2, %rd8;
 	min.u64         %rd9, %rd9, %rd6;
 	shr.u64         %rd29, %rd9, 4;               // V`)
-	p.f("\tld.param.u32    %%r42, [P+%d];                // unit: 16, else element mode", pUnit)
-	p.w(`	setp.ne.u32     %p7, %r42, 16;
+	p.f("\tld.param.u32    %%r55, [P+%d];                // unit: 16, else element mode", pUnit)
+	p.w(`	setp.ne.u32     %p7, %r55, 16;
 	@%p7 mov.u64    %rd29, 0;
 	add.u64         %rd10, %rd1, %rd8;            // output of sub-chunk c
 	mov.u64         %rd24, %rd30;
@@ -124,17 +124,17 @@ L_sum:
 	p.w(`	bra             L_sum;
 L_sum_vectors_done:
 	setp.eq.u32     %p12, %r7, 0;                 // %p12: float32 (4-byte elements)
-	selp.u32        %r41, 2, 1, %p12;             // log2 of the element size
+	selp.u32        %r54, 2, 1, %p12;             // log2 of the element size
 	sub.u64         %rd18, %rd2, %rd8;
 	min.u64         %rd18, %rd18, %rd6;           // the sub-chunk's bytes again
-	shr.u64         %rd18, %rd18, %r41;           // its elements
+	shr.u64         %rd18, %rd18, %r54;           // its elements
 	shl.b64         %rd20, %rd29, 4;
-	shr.u64         %rd20, %rd20, %r41;
+	shr.u64         %rd20, %rd20, %r54;
 	add.u64         %rd20, %rd20, %rd30;          // e
 L_el:
 	setp.ge.u64     %p5, %rd20, %rd18;
 	@%p5 bra        L_sum_done;
-	shl.b64         %rd27, %rd20, %r41;`)
+	shl.b64         %rd27, %rd20, %r54;`)
 	p.sumElement()
 	p.w(`	add.u64         %rd36, %rd10, %rd27;
 	@%p12 st.global.u32 [%rd36], %r21;
