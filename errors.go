@@ -43,6 +43,11 @@ var (
 	// it (in a collective, a scope end, or a copy-engine or NCCL call at the
 	// GPU backend's call gate).
 	ErrPeerExited = errs.PeerExited
+	// ErrPeerClosed: a peer rank called World.Close while this rank waited
+	// for it in a collective, a scope end or NewGroup (it made fewer calls
+	// than this rank). The error names the rank; the group cannot be used
+	// again.
+	ErrPeerClosed = errs.PeerClosed
 	// ErrFreed: a buffer (or a span in pool memory) was used after
 	// World.Free returned it to the pool.
 	ErrFreed = errors.New("symmem: buffer was freed")

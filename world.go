@@ -324,12 +324,21 @@ func (w *World) Close() error {
 		return nil
 	}
 	w.closed = true
+	groups := slices.Clone(w.groups)
 	w.mu.Unlock()
+	// Peers still waiting for this rank in a call of a group fail at once
+	// (ErrPeerClosed), and those not closing too fail the teardown's
+	// exchanges below (instead of stalling them for the timeout).
+	for _, g := range groups {
+		if l, ok := g.bg.(interface{ Leave() }); ok {
+			l.Leave()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.Timeout)
 	defer cancel()
 	var errs []error
 	if err := w.pool.Close(ctx); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("the ranks could not take the groups down together, so this rank released its own resources alone: %w", err))
 		w.store.Failed() // a rank is gone or stuck: do not wait 30 s for it at exit
 	}
 	errs = append(errs, w.release())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // lockGroups takes the collective lock of every live group, in id order, so
@@ -168,6 +170,9 @@ func (p *Pool) Close(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		if err := p.RemoveGroup(ctx, id); err != nil {
+			if errors.Is(err, errs.PeerExited) || errors.Is(err, errs.PeerClosed) || errors.Is(err, errs.Broken) {
+				return fmt.Errorf("pool: Close: %w (a rank no longer takes part in the group, so it cannot be removed together; the pool stays open)", err)
+			}
 			return fmt.Errorf("pool: Close: %w (the pool stays open; call Close again)", err)
 		}
 	}

@@ -26,6 +26,9 @@ var (
 	// PeerExited: a peer rank's process exited while this rank waited for
 	// it; the wrapping error names the rank.
 	PeerExited = errors.New("peer rank exited")
+	// PeerClosed: a peer rank closed the world (or its group) while this
+	// rank waited for it in a collective; the wrapping error names the rank.
+	PeerClosed = errors.New("peer rank closed")
 	// Refused: a forced algorithm cannot run this particular call (size,
 	// alignment, type or buffers); nothing was enqueued and every rank
 	// refuses alike.

@@ -283,16 +283,22 @@ func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
 	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, outcome, errs.Mismatch)
 }
 
-// gateExited is the error of a call abandoned because group rank q's
-// process exited before it made it.
+// gateExited is the error of a call abandoned because group rank q will
+// never make it: its process exited, or it closed or failed (its state
+// word says which).
 func (g *Group) gateExited(k uint64, q int, stopped bool) error {
-	rank := "a rank"
-	if q >= 0 {
-		rank = fmt.Sprintf("rank %d", g.ranks[q])
-	}
 	outcome := "nothing was queued for it on this rank, and the group cannot be used any more: close it"
 	if stopped {
 		outcome = "this rank's stream waited for it, so its guard stopped this process's CUDA context (lost): restart it"
+	}
+	rank := "a rank"
+	if q >= 0 {
+		rank = fmt.Sprintf("rank %d", g.ranks[q])
+		if g.agreement != nil {
+			if gone := g.agreement.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
+				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, outcome, gone)
+			}
+		}
 	}
 	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, outcome, errs.PeerExited)
 }
@@ -390,7 +396,7 @@ func (g *Group) watchGate(gt *callGate) {
 			continue
 		}
 		if a := gt.c.Approved(); gt.waiting.Load() > a {
-			if q, exited := gt.c.Missing(a + 1); q >= 0 && exited {
+			if q, gone := gt.c.Missing(a + 1); q >= 0 && gone != nil {
 				gt.c.Abandon(a + 1)
 			}
 		}

@@ -154,6 +154,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
 			return err
 		}
+		g.ag.Watch(g.agreement.Gone)
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.fdx == nil && len(g.ranks) > 1 {
@@ -313,17 +314,21 @@ func (g *Group) Size() int { return len(g.ranks) }
 func (g *Group) Name() string { return g.name }
 
 // AllGather returns every member's bytes by group rank, through the store.
-// A peer on this host whose process exited fails it at once (instead of at
-// the timeout): a peer that posted its part cannot have exited before this
-// rank posted its own, so a collective sequence never trips on a peer that
-// finished normally.
+// Where the ranks share this host, a peer that will not post its part (its
+// process exited, it closed or a call failed on it: the agreement's pages
+// say) fails it within members.watchTick instead of at the timeout.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	if g.agreement != nil {
-		if q := g.agreement.Exited(); q >= 0 {
-			return nil, fmt.Errorf("cuda: group %q: rank %d exited: %w", g.name, g.ranks[q], errs.PeerExited)
-		}
-	}
 	return g.ag.AllGather(ctx, mine)
+}
+
+// Leave tells the peers that this rank is closing (World.Close): their
+// waits for it fail at once with errs.PeerClosed, except the teardown's
+// exchanges they make too.
+func (g *Group) Leave() {
+	g.ag.Leave()
+	if g.agreement != nil {
+		g.agreement.SetState(members.StateLeft)
+	}
 }
 
 // exchange sends fd to every peer under tag and imports every peer's fd of
@@ -469,6 +474,10 @@ func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 		defer cancel()
+		g.ag.Unwatch()
+		if g.agreement != nil {
+			g.agreement.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
+		}
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()

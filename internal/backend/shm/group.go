@@ -78,6 +78,7 @@ type Group struct {
 	scratch []byte
 	broken  error
 	failed  atomic.Pointer[error] // broken by a failure (not by Close), read without runMu
+	ready   atomic.Bool           // setup mapped the peers' pads (watchable)
 	calls   uint64
 	records uint64 // records written to the pad (agree.go)
 
@@ -113,6 +114,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		crew:   newCrew(splitFor(b.env.LocalWorldSize)),
 	}
 	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
+	g.ag.Watch(g.watchable)
 	n := len(g.ranks)
 	g.pidfds = make([]int, n)
 	g.pids = make([]int, n)
@@ -162,6 +164,7 @@ func (g *Group) setup(ctx context.Context) error {
 			g.pads.peers[r] = m
 		}
 	}
+	g.ready.Store(true)
 	return nil
 }
 
@@ -252,8 +255,8 @@ func (g *Group) Registered() int {
 	return g.segs.Len()
 }
 
-// alive returns an error wrapping ErrPeerExited if group rank r has exited.
-func (g *Group) alive(r int) error {
+// exited returns an error wrapping ErrPeerExited if group rank r has exited.
+func (g *Group) exited(r int) error {
 	fd := g.pidfds[r]
 	if fd < 0 {
 		return nil
@@ -269,7 +272,11 @@ func (g *Group) alive(r int) error {
 // It is local (not collective) and idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
+		g.ag.Unwatch()
 		g.runMu.Lock()
+		if g.pads.peers != nil {
+			g.pads.setState(members.StateLeft) // peers still waiting for this rank learn it at once
+		}
 		for _, ps := range g.segs.Drain() {
 			ps.unmap()
 		}

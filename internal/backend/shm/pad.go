@@ -19,7 +19,9 @@ import (
 // memfd page or more) that all group peers map. The pad holds one cache line
 // per target peer: word 0 is the value this rank last signalled to that
 // target, word 1 counts the target's sleepers so the owner only issues a
-// futex wake when someone sleeps. Values only grow (epochs): in a call with
+// futex wake when someone sleeps. After them come the record slots
+// (agree.go) and one line with the owner's state (members.StateLeft,
+// StateFailed), which a peer's wait reads between sleeps. Values only grow (epochs): in a call with
 // epoch base E, a Signal of phase k stores E+k+1 and a Wait for phase k
 // returns once the word is >= E+k+1 (wrap-aware), so nothing is ever reset.
 const (
@@ -52,7 +54,7 @@ type pads struct {
 }
 
 func padSize(n int) int64 {
-	b := int64((n + recSlots) * padLine)
+	b := int64((n + recSlots + 1) * padLine)
 	pg := int64(os.Getpagesize())
 	return (b + pg - 1) / pg * pg
 }
@@ -83,6 +85,22 @@ func (p *pads) signal(to int, v uint32) error {
 	return nil
 }
 
+// state is owner's state word (the line after the record slots).
+func (p *pads) state(owner int) *uint32 {
+	return hostmem.Uint32At(hostmem.Addr(p.peers[owner]) + uint64((p.n+recSlots)*padLine))
+}
+
+// setState sets bits in this rank's state word and wakes the peers
+// sleeping on this rank's signals, so their waits look at it at once.
+func (p *pads) setState(bits uint32) {
+	atomic.OrUint32(p.state(p.me), bits)
+	for q := range p.n {
+		if q != p.me {
+			hostmem.FutexWake(p.word(p.me, q), 0)
+		}
+	}
+}
+
 // reached reports whether counter v has reached target (wrap-safe).
 func reached(v, target uint32) bool { return int32(v-target) >= 0 }
 
@@ -93,7 +111,9 @@ func (p *pads) arrived(from int, v uint32) bool {
 
 // wait returns once from's signal to this rank reaches v (acquire). It polls
 // for p.spin, then sleeps on the futex in slices, checking between slices that
-// the peer is alive (alive) and that neither ctx nor deadline passed.
+// the peer still takes part (alive: its process lives, it did not close or
+// fail; it wakes this sleep when it closes or fails) and that neither ctx
+// nor deadline passed.
 func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time, alive func(int) error) error {
 	a := p.word(from, p.me)
 	w := hostmem.Uint32At(a)
@@ -129,6 +149,9 @@ func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time,
 				v, cur, context.DeadlineExceeded)
 		}
 		if err := alive(from); err != nil {
+			if reached(atomic.LoadUint32(w), v) {
+				return nil // it signalled, then left: not a failure
+			}
 			return err
 		}
 		atomic.AddUint32(sleepers, 1)

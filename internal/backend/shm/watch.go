@@ -1,28 +1,65 @@
 package shm
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
 
-// failFast returns the error that broke the group, if one did, or names a
-// peer process that has exited: a store exchange would otherwise wait the
-// whole timeout for peers that are gone or stuck (World.Close after a
-// failure). A peer that dies during an exchange is still found only at the
-// timeout: the store cannot see processes, and a peer that exits after
-// posting its value is not a failure.
+	"github.com/symmem/symmem/internal/backend/internal/members"
+)
+
+// failFast returns the error that broke the group, if one did: a store
+// exchange would otherwise wait the whole timeout for peers that no longer
+// take part. Peers that exited, closed or failed are found by the
+// exchange's watch (gone), within members.watchTick.
 func (g *Group) failFast() error {
 	if err := g.failed.Load(); err != nil {
 		return *err
 	}
-	for r := range g.pidfds {
-		if err := g.alive(r); err != nil {
-			return fmt.Errorf("shm: group %q: %w", g.name, err)
-		}
-	}
 	return nil
 }
 
-// breakOn marks the group broken by err (the caller holds runMu).
+// gone returns why group rank r takes no more part in the group's calls:
+// its process exited (*PeerExitedError), it is closing (errs.PeerClosed;
+// not counted when this rank is leaving too) or a call failed midway on it
+// (errs.Broken). The caller holds runMu or runs inside an AllGather (Close
+// waits for both before it unmaps the pads).
+func (g *Group) gone(r int, leaving bool) error {
+	if err := g.exited(r); err != nil {
+		return err
+	}
+	st := uint64(atomic.LoadUint32(g.pads.state(r)))
+	if leaving {
+		st &^= members.StateLeft
+	}
+	return members.StateError(g.ranks[r], st)
+}
+
+// watchable is gone for the group's store exchanges, once setup mapped
+// the peers' pads (nil before).
+func (g *Group) watchable(r int, leaving bool) error {
+	if !g.ready.Load() {
+		return nil
+	}
+	return g.gone(r, leaving)
+}
+
+// alive is gone for the waits of a collective or scope end.
+func (g *Group) alive(r int) error { return g.gone(r, false) }
+
+// Leave tells the peers that this rank is closing (World.Close): their
+// waits for it fail at once with errs.PeerClosed, except the teardown's
+// exchanges they make too. Not under runMu: a collective of another
+// goroutine may hold it, waiting for a peer this wakes.
+func (g *Group) Leave() {
+	g.ag.Leave()
+	g.pads.setState(members.StateLeft)
+}
+
+// breakOn marks the group broken by err (the caller holds runMu) and tells
+// the peers, whose waits for this rank then fail at once.
 func (g *Group) breakOn(err error) {
 	g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
 	e := g.broken
 	g.failed.Store(&e)
+	g.pads.setState(members.StateFailed)
 }

@@ -38,6 +38,7 @@ type HostAgreement struct {
 	pidfds  []int      // peers' pidfds by group rank (-1: me, or none sent)
 	mu      sync.Mutex // Agree: one at a time (the ranks must agree in the same order anyway)
 	seq     uint64
+	failed  error     // a wait that failed: the ranks' sequence numbers no longer line up
 	gate    *CallGate // the call gate over the same pages (gate.go), made by Gate
 }
 
@@ -157,6 +158,10 @@ func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
 		return nil
 	}
 	a.mu.Lock()
+	if a.failed != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("%s: an earlier comparison failed (%v): %w", a.what, a.failed, errs.Broken)
+	}
 	a.seq++
 	k := a.seq
 	w := a.slot(a.me, k)
@@ -172,6 +177,9 @@ func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
 		s := a.slot(q, k)
 		if atomic.LoadUint64(&s[0]) != k {
 			if err := a.wait(ctx, q, k, &deadline); err != nil {
+				// The ranks' agreement numbers no longer line up.
+				a.failed = err
+				a.SetState(StateFailed)
 				a.mu.Unlock()
 				return err
 			}
@@ -243,11 +251,11 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *tim
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: waiting for rank %d to compare: %w", a.what, a.ranks[q], err)
 		}
-		if a.exited(q) {
+		if err := a.Gone(q, false); err != nil {
 			if atomic.LoadUint64(w) == k {
-				return nil // it posted, then exited: not a failure
+				return nil // it posted, then left: not a failure
 			}
-			return fmt.Errorf("%s: rank %d exited before it arrived at the comparison: %w", a.what, a.ranks[q], errs.PeerExited)
+			return fmt.Errorf("%s: before the comparison: %w", a.what, err)
 		}
 		if now.After(*deadline) {
 			return fmt.Errorf("%s: rank %d did not arrive at the comparison within %v (it is not making the same call, or it stopped): %w",
@@ -267,6 +275,34 @@ func (a *HostAgreement) Exited() int {
 		}
 	}
 	return -1
+}
+
+// wState is the word of each rank's page that holds its state
+// (StateLeft, StateFailed), read by its peers.
+const wState = 17
+
+// SetState sets bits in this rank's state word and wakes the gate's
+// watchers, so that peers waiting for this rank learn of it at once.
+func (a *HostAgreement) SetState(bits uint64) {
+	atomic.OrUint64(&a.words[a.me][wState], bits)
+	if a.gate != nil {
+		a.gate.Wake()
+	}
+}
+
+// Gone returns why group rank q will make no more calls of the group: its
+// process exited (errs.PeerExited), it is closing (errs.PeerClosed; not
+// counted when leaving: this rank is closing too) or a call failed on it
+// (errs.Broken). Nil while q takes part.
+func (a *HostAgreement) Gone(q int, leaving bool) error {
+	if a.exited(q) {
+		return fmt.Errorf("rank %d exited: %w", a.ranks[q], errs.PeerExited)
+	}
+	st := atomic.LoadUint64(&a.words[q][wState])
+	if leaving {
+		st &^= StateLeft
+	}
+	return StateError(a.ranks[q], st)
 }
 
 // exited reports whether group rank q's process has exited (its pidfd is

@@ -56,7 +56,7 @@ const (
 	gatedBit    = 1 << 63
 
 	// Words of each rank's page (after the agreement's two slots).
-	wPub = 16 // calls this rank published (written after the entry)
+	wPub = 16 // calls this rank published (written after the entry); 17 is wState (agree.go)
 	// Words of rank 0's page, shared by the group.
 	wApproved = 24 // the last call approved; the GPU reads its low 32 bits
 	wFailed   = 32 // the first call that differed (0: none)
@@ -277,12 +277,12 @@ func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
 			runtime.Gosched()
 			continue
 		}
-		q, exited := c.Missing(c.Approved() + 1)
+		q, gone := c.Missing(c.Approved() + 1)
 		if q < 0 {
 			continue // every rank published it: the next advance approves it
 		}
-		if exited {
-			return fmt.Errorf("%s: rank %d exited before it made call %d: %w", c.a.what, c.a.ranks[q], c.Approved()+1, errs.PeerExited)
+		if gone != nil {
+			return fmt.Errorf("%s: before call %d: %w", c.a.what, c.Approved()+1, gone)
 		}
 		now := time.Now()
 		if deadline.IsZero() {
@@ -302,8 +302,8 @@ func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
 
 // Abandon marks the gate failed at call k (unless it failed already): a
 // rank's watcher found that a peer it waits for will never make the call
-// (its process exited). Every rank's guard of a call from k on stops its
-// context, as for a difference.
+// (its process exited, it closed, a call failed on it). Every rank's
+// guard of a call from k on stops its context, as for a difference.
 func (c *CallGate) Abandon(k uint64) {
 	if atomic.CompareAndSwapUint64(c.failed, 0, k|abandonedBit) {
 		c.Wake()
@@ -311,14 +311,17 @@ func (c *CallGate) Abandon(k uint64) {
 }
 
 // Missing returns the lowest group rank that has not published call k
-// (-1 if every rank has) and whether its process exited.
-func (c *CallGate) Missing(k uint64) (q int, exited bool) {
+// (-1 if every rank has) and, when it will not (HostAgreement.Gone), why.
+func (c *CallGate) Missing(k uint64) (q int, gone error) {
 	for q := range c.a.ranks {
 		if atomic.LoadUint64(c.word(q, wPub)) < k {
-			return q, c.a.exited(q)
+			if q == c.a.me {
+				return q, nil
+			}
+			return q, c.a.Gone(q, false)
 		}
 	}
-	return -1, false
+	return -1, nil
 }
 
 // Rank is group rank q's global rank.

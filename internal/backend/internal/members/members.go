@@ -10,12 +10,16 @@ package members
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -54,7 +58,10 @@ func HostID() string {
 
 // Gather is a group's store all-gather: members call AllGather in the same
 // order, each call under a fresh key of the group's namespace (the last
-// rank to read deletes them), bounded by the group timeout.
+// rank to read deletes them), bounded by the group timeout. Each part
+// carries a tag byte saying whether its rank is closing (Leave), so a
+// teardown's exchange that meets a peer's ordinary call fails plainly
+// on both ranks instead of reading the other call's bytes.
 type Gather struct {
 	what    string // "shm: group \"tp0\"" for errors
 	store   *rendezvous.Client
@@ -62,6 +69,8 @@ type Gather struct {
 	ranks   []int
 	me      int
 	timeout time.Duration
+	gone    func(q int, leaving bool) error // Watch
+	leaving atomic.Bool
 
 	mu  sync.Mutex
 	seq int
@@ -73,6 +82,29 @@ func NewGather(what string, store *rendezvous.Client, prefix string, ranks []int
 	return &Gather{what: what, store: store, prefix: prefix, ranks: ranks, me: me, timeout: timeout}
 }
 
+// watchTick is how often an all-gather looks for peers that are gone:
+// well within the second a user waits to hear that a peer left.
+const watchTick = 10 * time.Millisecond
+
+// Watch makes AllGather fail within watchTick once gone reports group rank
+// q gone (its process exited, it is closing, its group failed: the error
+// says which) and q has not posted its part: such a peer never will, and
+// the store cannot see processes. Set it before the first AllGather.
+func (a *Gather) Watch(gone func(q int, leaving bool) error) { a.gone = gone }
+
+// Unwatch drops the watch (after a running AllGather returns): the
+// group's Close calls it before it unmaps what gone reads.
+func (a *Gather) Unwatch() {
+	a.mu.Lock()
+	a.gone = nil
+	a.mu.Unlock()
+}
+
+// Leave marks this rank's later all-gathers as its teardown's (World.Close):
+// peers closing too take part; a peer in an ordinary call fails it with
+// errs.PeerClosed.
+func (a *Gather) Leave() { a.leaving.Store(true) }
+
 // AllGather returns every member's bytes by group rank.
 func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	a.mu.Lock()
@@ -81,11 +113,104 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	defer cancel()
 	seq := a.seq
 	a.seq++
-	vals, err := a.store.AllGather(ctx, fmt.Sprintf("%s/ag/%d", a.prefix, seq), a.ranks, a.me, mine)
+	key := fmt.Sprintf("%s/ag/%d", a.prefix, seq)
+	leaving := a.leaving.Load()
+	tag := byte(0)
+	if leaving {
+		tag = 1
+	}
+	var goneErr error
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	quit, watched := make(chan struct{}), make(chan struct{})
+	if a.gone != nil && len(a.ranks) > 1 {
+		go func() {
+			defer close(watched)
+			goneErr = a.watch(wctx, key, leaving, quit)
+			if goneErr != nil {
+				stop(goneErr)
+			}
+		}()
+	} else {
+		close(watched)
+	}
+	vals, err := a.store.AllGather(wctx, key, a.ranks, a.me, append([]byte{tag}, mine...))
+	close(quit)
+	<-watched
 	if err != nil {
+		if goneErr != nil {
+			err = goneErr
+		}
 		return nil, fmt.Errorf("%s all-gather #%d (timeout %v): %w", a.what, seq, a.timeout, err)
 	}
+	for r, v := range vals {
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%s all-gather #%d: rank %d sent an empty part: %w", a.what, seq, a.ranks[r], errs.Mismatch)
+		}
+		switch {
+		case v[0] == tag:
+		case leaving:
+			return nil, fmt.Errorf("%s all-gather #%d: this rank is closing (World.Close), but rank %d is in another call of the group: the ranks did not make the same calls before Close: %w",
+				a.what, seq, a.ranks[r], errs.Mismatch)
+		default:
+			return nil, fmt.Errorf("%s all-gather #%d: %w", a.what, seq, StateError(a.ranks[r], StateLeft))
+		}
+		vals[r] = v[1:]
+	}
 	return vals, nil
+}
+
+// watch checks the peers every watchTick until quit closes, and returns
+// why a peer that has not posted its part under key never will (nil once
+// quit closes).
+func (a *Gather) watch(ctx context.Context, key string, leaving bool, quit <-chan struct{}) error {
+	t := time.NewTicker(watchTick)
+	defer t.Stop()
+	for {
+		for q := range a.ranks {
+			if q == a.me {
+				continue
+			}
+			err := a.gone(q, leaving)
+			if err == nil {
+				continue
+			}
+			// A part posted before its rank left is read as usual.
+			if _, gerr := a.store.Get(ctx, key+"/"+strconv.Itoa(q)); errors.Is(gerr, rendezvous.ErrNotFound) {
+				return err
+			}
+		}
+		select {
+		case <-quit:
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Peer states: bits a rank sets (never clears) in a word of its shared
+// page that its peers read in their waits (the CPU backend's signal pad,
+// the HostAgreement's page).
+const (
+	// StateLeft: the rank is closing (World.Close) or closed the group: it
+	// makes no more calls of the group, only the teardown's exchanges.
+	StateLeft = 1
+	// StateFailed: a call of the group failed midway on the rank: it makes
+	// no more calls of the group.
+	StateFailed = 2
+)
+
+// StateError is the error for a peer (global rank) whose state word holds
+// state (nil when it holds neither bit).
+func StateError(rank int, state uint64) error {
+	switch {
+	case state&StateFailed != 0:
+		return fmt.Errorf("rank %d stopped using the group after a call failed there midway (see rank %d's error): %w", rank, rank, errs.Broken)
+	case state&StateLeft != 0:
+		return fmt.Errorf("rank %d closed the world (World.Close) while this rank waited for it: it made fewer calls of the group than this rank (it left early, or ended its loop sooner): %w",
+			rank, errs.PeerClosed)
+	}
+	return nil
 }
 
 // Swap sends fd to every other member under tag and calls recv with each
