@@ -26,15 +26,22 @@
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
 //     signals with a device-side launch epoch (graph replay is correct) and a watchdog
-//     that traps after Options.Watchdog. The all-gather pushes 16-byte vectors
-//     into the peers' outputs; the one-shot all-reduce pulls every rank's
-//     input and sums (or averages) in float32 in rank order, and pointed at
-//     chunk r of every input it is rank r's reduce-scatter; the two-shot
-//     all-reduce (twoshot.go) is that reduce-scatter then the all-gather, in
-//     place;
+//     that traps after Options.Watchdog. The all-gather pushes this rank's
+//     slice into the peers' outputs (16-byte vectors where every address
+//     allows, else 8, 4, 2 or 1-byte units, then the last bytes one by
+//     one); the one-shot all-reduce pulls every rank's input and sums (or
+//     averages) in float32 in rank order (16-byte vectors then a tail of
+//     elements, or element by element where an address is not 16-byte
+//     aligned), and pointed at chunk r of every input it is rank r's
+//     reduce-scatter; the two-shot all-reduce (twoshot.go) is that
+//     reduce-scatter then the all-gather, in place, on chunks of
+//     ceil(count/n) rounded up to whole vectors (the last ones shorter or
+//     empty). Every count and every element-aligned buffer is served; the
+//     unit and mode are per rank, the grid from what all ranks share;
 //   - the low-contention reduce-scatter and all-reduce (lowcontention.go,
 //     ptx/reducescatter.ptx): copy engines pull the peers' chunks into
-//     staging while a few CTAs sum them as they land;
+//     staging while a few CTAs sum them as they land (any count, as the
+//     kernels above);
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
 //     engines and the kernels, from measurements recorded in autotable.go
 //     (run.go);

@@ -31,6 +31,12 @@ import (
 // copy engines. No signal round sits between the halves: a rank pushes into
 // the peers' chunk me, which only this rank reads, and only after its own
 // reads are done.
+//
+// Any count on element-aligned buffers: an all-reduce splits as two-shot
+// (allReduceSplit; a rank with an empty chunk copies and sums nothing but
+// keeps every signal round), sub-chunks are multiples of 16 bytes (the last
+// one shorter), and the kernel sums in vector mode, or element by element
+// where this rank's chunk or output is not 16-byte aligned (reduceUnit).
 
 const (
 	// DefaultLowContentionCTAs is the reduction kernel's grid when

@@ -3,7 +3,8 @@ package main
 import "fmt"
 
 // allReduce is ptx/allreduce.ptx. Rank k's 16-byte vector lives in
-// quad(k); %qk says rank k exists (k < n).
+// quad(k); %qk says rank k exists (k < n); the tail and element mode sum one
+// element at a time (sumElement).
 func allReduce() string {
 	var p ptx
 	p.header(fmt.Sprintf(`allreduce.ptx: symmem's one-shot all-reduce for small messages (sum of
@@ -13,12 +14,18 @@ JIT-compiled by the driver).
 Pull: every rank reads every rank's input through the peer mappings (all
 ranks' vector i in flight at once), sums in float32 in rank order 0..n-1
 (so every rank gets the same bits) with one rounding to the element type
-(avg: see sum.go), and writes its own output. Held (no flagDirect): each
-thread keeps its results in shared memory until the peers have read its
-input, at most %[1]d 16-byte vectors, so a call moves at most %[2]d CTAs x
-%[3]d threads x %[1]d x 16 B = %[4]d MiB (allreduce.go enforces it). Direct
-(flagDirect, when the output aliases no input a peer reads: out-of-place
-all-reduce, reduce-scatter): results are stored at once, any size.
+(avg: see sum.go), and writes its own output. Any count: in vector mode
+(P.unit 16: every address 16-byte aligned) bytes/16 vectors, then the last
+bytes%%16 element by element; in element mode (P.unit = the element size)
+every element alone, summed the same way (slower). Held (no flagDirect):
+each thread keeps its results until the peers have read its input, in
+shared memory (at most %[1]d 16-byte vectors, or 64 bytes of elements) and
+registers (vector mode's tail element), so a call moves at most %[2]d CTAs
+x %[3]d threads x %[1]d x 16 B = %[4]d MiB (allreduce.go enforces it); every
+rank must then run the same mode (the same CTA reads and writes an
+element). Direct (flagDirect, when the output aliases no input a peer
+reads: out-of-place all-reduce, reduce-scatter): results are stored at
+once, any size.
 
 Per CTA and per pair of ranks, as in allgather.ptx: thread k signals peer
 k "my input is ready" and waits for peer k's; after summing, thread k
@@ -32,12 +39,13 @@ Region layout and argument check: as allgather.ptx (ready at %[5]d, done at %[6]
 in the region all signalling kernels share (kernel.go: kernRegion).
 
 Parameter block P (%[7]d bytes; kernel_layout.go):
-  %[8]d out u64 | %[9]d bytes u64 (multiple of 16) | %[10]d region u64 (local)
+  %[8]d out u64 | %[9]d bytes u64 (whole elements) | %[10]d region u64 (local)
   %[11]d me u32 | %[12]d n u32 | %[13]d dtype u32 (0 float32, 1 bfloat16, 2 float16)
   %[14]d flags u32 (%[19]d direct, %[20]d avg) | %[15]d src[%[16]d] u64 (rank k's input as mapped here)
-  %[17]d peer regions[%[16]d] u64 | %[18]d timeout u64 (ns of %%globaltimer)`,
+  %[17]d peer regions[%[16]d] u64 | %[18]d timeout u64 (ns of %%globaltimer)
+  %[21]d unit u32 (16: vector mode; 2 or 4: element mode)`,
 		arSlots, maxCTAs, threads, maxCTAs*threads*arSlots*vecBytes>>20, rReady, rDone,
-		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, pPtrs, maxRanks, pPeerRegs, pTimeout, flagDirect, flagAvg))
+		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, pPtrs, maxRanks, pPeerRegs, pTimeout, flagDirect, flagAvg, pUnit))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];", maxRanks)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)

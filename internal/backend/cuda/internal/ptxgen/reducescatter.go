@@ -20,7 +20,10 @@ rank order); sub-chunk c lands in slot c%%2. Words in the local block W
 stream j writes arrived[j] = c+1 after its copy of sub-chunk c; the kernel's
 thread 0 waits until every arrived[j] >= c+1, the CTA sums sub-chunk c (rank
 order, float32, as sum.go; the own rank's part read in place) into the
-output, then thread 0 adds 1 to finished[c%%2]; the CTA that completes the
+output (P.unit 16: vectors, then the last bytes%%16 element by element;
+else, when the own chunk or the output is not 16-byte aligned, every
+element alone: slower, same bits), then thread 0 adds 1 to
+finished[c%%2]; the CTA that completes the
 count (every CTA done with sub-chunk c) sets it back to 0 and publishes
 consumed = c+1 (release). Side streams wait for consumed >= c-1 before they
 overwrite slot c%%2 with sub-chunk c. A CTA cannot reach sub-chunk c+2
@@ -29,10 +32,12 @@ never mixes two sub-chunks. The stream resets W after the kernel (no
 host-chosen values: graph replay is correct); waits trap after P.timeout.
 
 Parameter block P (%[1]d bytes; kernel_layout.go):
-  %[2]d out u64 | %[3]d bytes u64 (this rank's output, multiple of 16) | %[4]d W u64 (local)
+  %[2]d out u64 | %[3]d bytes u64 (this rank's output, whole elements, maybe 0) | %[4]d W u64 (local)
   %[5]d me u32 | %[6]d n u32 | %[7]d dtype u32 | %[8]d flags u32 (%[9]d avg)
-  %[10]d own u64 (in + me x bytes) | %[11]d staging u64 | %[12]d sub-chunk bytes u64 | %[13]d timeout u64`,
-		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, pOwn, pStaging, pChunk, pTimeout, wFinished))
+  %[10]d own u64 (this rank's chunk of its input) | %[11]d staging u64
+  %[12]d sub-chunk bytes u64 (a multiple of 16; the last one may be shorter) | %[13]d timeout u64
+  %[15]d unit u32 (16: vector mode; 2 or 4: element mode)`,
+		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, pOwn, pStaging, pChunk, pTimeout, wFinished, pUnit))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];\n", maxRanks)
 	p.entryTuned("symmem_reducescatter_lc", fmt.Sprintf(".maxntid %d, 1, 1", threads), fmt.Sprintf(`	.reg .pred  %%p<13>;
