@@ -46,7 +46,7 @@ func (d *Disagreement) Error() string {
 		return fmt.Sprintf("rank %d is at another call of the group than rank 0 (position %d vs %d: a rank skipped or added a collective or scope end)", d.Rank, d.Seq, d.Rank0Seq)
 	}
 	if d.Theirs.What() == RecScopeEnd && d.Rank0.What() == RecScopeEnd {
-		return fmt.Sprintf("rank %d's allocations differ from rank 0's (%d vs %d segments to register, allocation logs %#x vs %#x): every rank must make the same Alloc/Free calls in the same order",
+		return fmt.Sprintf("rank %d's allocations differ from rank 0's (%d vs %d segments to register, allocation states %#x vs %#x): every rank must make the same Alloc/Free calls in the same order",
 			d.Rank, d.Theirs[3], d.Rank0[3], d.Theirs[2], d.Rank0[2])
 	}
 	return fmt.Sprintf("rank %d's record %x differs from rank 0's %x", d.Rank, d.Theirs, d.Rank0)
@@ -78,11 +78,10 @@ func AsDisagreement(err error) *Disagreement {
 	return nil
 }
 
-// scopeRecord describes a scope end: the pool's allocation state (the whole
-// log's length and hash, so two ranks agree only if they made the same
-// Alloc/Free calls with the same results) and the segments the group is
-// about to register.
-func scopeRecord(at mark, segs []Segment) Record {
+// scopeRecord describes a scope end: the pool's allocation state (its live
+// blocks and segments, allocState) and the segments the group is about to
+// register.
+func scopeRecord(st allocState, segs []Segment) Record {
 	var h uint64
 	for _, s := range segs {
 		h = mix64(h ^ uint64(s.ID))
@@ -92,5 +91,5 @@ func scopeRecord(at mark, segs []Segment) Record {
 	if len(segs) > 0 {
 		last = segs[len(segs)-1].ID
 	}
-	return Record{RecScopeEnd << 56, at.seq, at.h, uint64(len(segs)), uint64(last), h}
+	return Record{RecScopeEnd << 56, uint64(st.next), st.h, uint64(len(segs)), uint64(last), h}
 }

@@ -15,6 +15,7 @@ type blk struct {
 	off, size int64
 	state     uint8
 	gen       uint64 // live blocks: the allocation's generation (Block.Gen)
+	h         uint64 // live blocks: their share of the pool's state hash (verify.go)
 }
 
 type segment struct {
@@ -159,6 +160,7 @@ func (p *Pool) createSegmentLocked(size int64) (*segment, error) {
 		return nil, fmt.Errorf("pool: provider returned a bad segment %d: %s (release: %v)", id, bad, rerr)
 	}
 	p.nextID = id
+	p.stateH += segHash(id, size)
 	s := &segment{seg: Segment{ID: id, Base: base, Size: size}, blocks: []blk{{off: 0, size: size}}}
 	p.byID = append(p.byID, s)
 	i, _ := slices.BinarySearchFunc(p.byBase, base, func(x *segment, b uint64) int {
@@ -200,6 +202,7 @@ func (p *Pool) dropSegmentLocked(s *segment) {
 	p.byBase = slices.Delete(p.byBase, i, i+1)
 	p.bases = slices.Delete(p.bases, i, i+1)
 	p.reserved -= s.seg.Size
+	p.stateH -= segHash(s.seg.ID, s.seg.Size)
 	s.blocks = nil
 }
 

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +244,58 @@ func TestConcurrentScopesOfDifferentGroups(t *testing.T) {
 				t.Errorf("rank %d group %d calls %v", r, gi, got)
 			}
 		}
+	}
+}
+
+// TestMismatchThenFreeRecovers: after a scope end that found different
+// allocations, ranks that free what differed end scopes again (registering
+// what was not registered); ranks that created different numbers of
+// segments are told that no Free undoes it.
+func TestMismatchThenFreeRecovers(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		rank1    int64 // rank 1's size where rank 0 allocates 1000
+		recovers bool
+	}{
+		{"size", 2000, true},
+		{"segment", 2 * propMinSeg, false}, // a segment rank 0 does not create
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := newRanks(t, 2, Options{MinSegment: propMinSeg}, "world")
+			errs := make([]error, 2)
+			runRanks(2, func(r int) {
+				p := rs[r].p
+				mustAlloc(t, p, 4096, 1) // segment 1 on every rank
+				s, _ := p.OpenScope(rs[r].gid[0])
+				size := int64(1000)
+				if r == 1 {
+					size = c.rank1
+				}
+				b := mustAlloc(t, p, size, 1)
+				if err := s.End(ctx); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "nothing was registered") {
+					errs[r] = fmt.Errorf("first End: %v, want ErrMismatch saying nothing was registered", err)
+					return
+				}
+				if err := p.Free(b.Addr, nil); err != nil {
+					errs[r] = err
+					return
+				}
+				s, _ = p.OpenScope(rs[r].gid[0])
+				mustAlloc(t, p, 4096, 1)
+				errs[r] = s.End(ctx)
+			})
+			for r, err := range errs {
+				switch {
+				case c.recovers && err != nil:
+					t.Errorf("rank %d: End after freeing what differed: %v", r, err)
+				case !c.recovers && (!errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "create it again")):
+					t.Errorf("rank %d: End after freeing: %v, want ErrMismatch saying to create the world again", r, err)
+				}
+			}
+			if c.recovers && rs[0].p.Stats().Groups[0].Registered != rs[1].p.Stats().Groups[0].Registered {
+				t.Errorf("registered segments differ: %+v vs %+v", rs[0].p.Stats().Groups, rs[1].p.Stats().Groups)
+			}
+		})
 	}
 }

@@ -162,10 +162,16 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 	for _, s := range p.byID[i:] {
 		segs = append(segs, s.seg)
 	}
-	from, to := g.checked, p.log.mark()
+	from, to, st := g.checked, p.log.mark(), p.stateLocked()
 	p.mu.Unlock()
 	if g.size > 1 {
-		if err := p.agree(ctx, g, segs, from, to); err != nil {
+		if err := p.agree(ctx, g, segs, st, from, to); err != nil {
+			if errors.Is(err, ErrMismatch) {
+				// Every rank saw it: the next difference is named from here.
+				p.mu.Lock()
+				g.checked = to
+				p.mu.Unlock()
+			}
 			return err
 		}
 	}
@@ -192,12 +198,12 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 	return nil
 }
 
-// agree verifies that g's ranks made the same Alloc/Free calls and are
+// agree verifies that g's ranks hold the same allocations (st) and are
 // about to register the same segments: in-band where the group is an
 // Agreer, through the store otherwise. The caller holds g.cmu.
-func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, from, to mark) error {
+func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocState, from, to mark) error {
 	fp := func() fingerprint {
-		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), logN: to.seq - from.seq, logH: rangeHash(from, to)}
+		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), state: st, logN: to.seq - from.seq, logH: rangeHash(from, to)}
 	}
 	a, ok := g.g.(Agreer)
 	if !ok { // every End costs a store round trip
@@ -205,7 +211,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, from, to mar
 		defer cancel()
 		return p.verify(ctx, g, fp(), from)
 	}
-	err := a.Agree(ctx, scopeRecord(to, segs))
+	err := a.Agree(ctx, scopeRecord(st, segs))
 	if err == nil {
 		return nil
 	}

@@ -79,6 +79,7 @@ type Pool struct {
 	pending []pending  // freed ranges whose fence was not done at Free (fence.go)
 	groups  [MaxGroups]*group
 	log     allocLog
+	stateH  uint64 // hash of the allocation state (allocState)
 
 	gen                                 uint64 // allocations made (Block.Gen)
 	reserved, inUse, pendingBytes, peak int64
@@ -187,7 +188,11 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 			return Block{}, fmt.Errorf("pool: Alloc(%d): %w", size, err)
 		}
 	}
-	p.log.add(logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off})
+	e := logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off}
+	p.log.add(e)
+	h := e.hash()
+	seg.blocks[seg.blockAt(b.Off)].h = h
+	p.stateH += h
 	return b, nil
 }
 
@@ -234,6 +239,7 @@ func (p *Pool) Free(addr uint64, f Fence) error {
 			ErrNotAllocated, addr, s.seg.ID, b.off)
 	}
 	size := b.size
+	p.stateH -= b.h
 	p.inUse -= size
 	p.liveBlocks--
 	if f != nil && !f.Done() {

@@ -48,6 +48,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 		g        *group
 		segs     []Segment
 		from, to mark
+		st       allocState
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -76,12 +77,12 @@ func (p *Pool) Trim(ctx context.Context) error {
 		}
 	}
 	var ws []work
-	to := p.log.mark()
+	to, st := p.log.mark(), p.stateLocked()
 	for _, g := range gs {
 		if g.closed || !p.hasRegistrationsLocked(g.id) {
 			continue
 		}
-		w := work{g: g, from: g.checked, to: to}
+		w := work{g: g, from: g.checked, to: to, st: st}
 		for _, s := range cands {
 			if s.groups.Has(g.id) {
 				w.segs = append(w.segs, s.seg)
@@ -104,7 +105,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	for _, w := range ws {
-		fp := fingerprint{act: actTrim, xseq: w.g.xseq, segs: onlyIDSize(w.segs), logN: w.to.seq - w.from.seq, logH: rangeHash(w.from, w.to)}
+		fp := fingerprint{act: actTrim, xseq: w.g.xseq, segs: onlyIDSize(w.segs), state: w.st, logN: w.to.seq - w.from.seq, logH: rangeHash(w.from, w.to)}
 		if err := p.verify(ctx, w.g, fp, w.from); err != nil {
 			restore()
 			return err

@@ -82,6 +82,26 @@ func powBase(n uint64) uint64 {
 	return r
 }
 
+// allocState is what symmetric memory needs every rank's pool to share,
+// compared at scope ends and trims: the live blocks (each as its Alloc
+// call and result: size asked, alignment, segment, offset) and the
+// segments, as a sum of hashes kept up to date by Alloc, Free and segment
+// creation and release, and the number of segments ever created. Unlike
+// the log it forgets what was undone: ranks whose allocations differed
+// agree again once each freed what differed. The segment count does not
+// go back: ids are never reused, so ranks that created different numbers
+// of segments would differ on every later one.
+type allocState struct {
+	next SegmentID // segments ever created
+	h    uint64
+}
+
+func (p *Pool) stateLocked() allocState { return allocState{next: p.nextID, h: p.stateH} }
+
+func segHash(id SegmentID, size int64) uint64 {
+	return mix64(mix64(uint64(id)^0x5e67) ^ uint64(size))
+}
+
 // mark is a position in the log.
 type mark struct{ seq, h uint64 }
 
@@ -124,12 +144,12 @@ func (a action) doing() string {
 }
 
 type fingerprint struct {
-	act    action
-	xseq   uint64 // collectives this group has run on this rank
-	segs   []Segment
-	logN   uint64 // log entries since the group's last check
-	logH   uint64
-	hasLog bool
+	act   action
+	xseq  uint64 // collectives this group has run on this rank
+	segs  []Segment
+	state allocState // zero where not compared (removing a group)
+	logN  uint64     // log entries since the group's last check (to name a difference)
+	logH  uint64
 }
 
 func (f *fingerprint) encode() []byte {
@@ -138,6 +158,8 @@ func (f *fingerprint) encode() []byte {
 	b = binary.LittleEndian.AppendUint64(b, f.xseq)
 	b = binary.LittleEndian.AppendUint64(b, f.logN)
 	b = binary.LittleEndian.AppendUint64(b, f.logH)
+	b = binary.LittleEndian.AppendUint64(b, uint64(f.state.next))
+	b = binary.LittleEndian.AppendUint64(b, f.state.h)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(f.segs)))
 	for _, s := range f.segs {
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.ID))
@@ -148,15 +170,17 @@ func (f *fingerprint) encode() []byte {
 
 func decodeFingerprint(b []byte) (fingerprint, error) {
 	var f fingerprint
-	if len(b) < 34 || binary.LittleEndian.Uint32(b) != fpMagic || b[4] != fpVerify {
+	if len(b) < 50 || binary.LittleEndian.Uint32(b) != fpMagic || b[4] != fpVerify {
 		return f, errors.New("not a pool fingerprint")
 	}
 	f.act = action(b[5])
 	f.xseq = binary.LittleEndian.Uint64(b[6:])
 	f.logN = binary.LittleEndian.Uint64(b[14:])
 	f.logH = binary.LittleEndian.Uint64(b[22:])
-	n := int(binary.LittleEndian.Uint32(b[30:]))
-	b = b[34:]
+	f.state.next = SegmentID(binary.LittleEndian.Uint64(b[30:]))
+	f.state.h = binary.LittleEndian.Uint64(b[38:])
+	n := int(binary.LittleEndian.Uint32(b[46:]))
+	b = b[50:]
 	if len(b) != 16*n {
 		return f, fmt.Errorf("fingerprint holds %d bytes for %d segments", len(b), n)
 	}
@@ -226,22 +250,46 @@ func (p *Pool) verify(ctx context.Context, g *group, fp fingerprint, from mark) 
 			why = append(why, fmt.Sprintf("rank %d is at collective #%d of this group but rank 0 at #%d (a rank skipped or repeated one)", r, f.xseq+1, f0.xseq+1))
 		case !sameSegs(f.segs, f0.segs):
 			why = append(why, fmt.Sprintf("rank %d would %s segments %s but rank 0 %s", r, f.act.verb(), segList(f.segs), segList(f0.segs)))
+			if f.act != actRemove {
+				why = append(why, "the ranks' segments differ, "+forGood)
+			}
 		}
 	}
-	logDiffers := false
-	for _, f := range fps[1:] {
-		if f.logN != f0.logN || f.logH != f0.logH {
-			logDiffers = true
+	// The allocation state decides; the logs since the group's last check
+	// only name the first differing call (every rank runs that second round
+	// alike: all saw the same fingerprints).
+	stateDiffers, logDiffers := -1, false
+	for r, f := range fps[1:] {
+		if f.state != f0.state && stateDiffers < 0 {
+			stateDiffers = r + 1
 		}
+		logDiffers = logDiffers || f.logN != f0.logN || f.logH != f0.logH
 	}
-	if logDiffers {
-		why = append(why, p.logDetail(ctx, g, from, fp.logN))
+	if stateDiffers > 0 {
+		f := fps[stateDiffers]
+		switch {
+		case f.state.next != f0.state.next:
+			if len(why) == 0 {
+				why = append(why, fmt.Sprintf("rank %d has created %d segments, rank 0 %d, %s", stateDiffers, f.state.next, f0.state.next, forGood))
+			}
+		case logDiffers:
+			why = append(why, p.logDetail(ctx, g, from, fp.logN))
+		default:
+			why = append(why, fmt.Sprintf("rank %d's live allocations differ from rank 0's, though their Alloc/Free calls since the group's last check match: a difference reported before was not undone", stateDiffers))
+		}
 	}
 	if len(why) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: group %q, before %s: %s; nothing was %s", ErrMismatch, g.name, fp.act.doing(), strings.Join(why, "; "), fp.act.done())
+	next := ""
+	if fp.act == actRegister && !strings.Contains(why[len(why)-1], forGood) {
+		next = " by this scope end (what earlier ones registered stays): free what differs on every rank, and a later Scope.End registers it"
+	}
+	return fmt.Errorf("%w: group %q, before %s: %s; nothing was %s%s", ErrMismatch, g.name, fp.act.doing(), strings.Join(why, "; "), fp.act.done(), next)
 }
+
+// forGood says what to do about segments that differ between ranks.
+const forGood = "which no Free undoes (segment ids are never reused, and the ranks cannot agree to release them): close the world and create it again"
 
 // logDetail runs the second round (every rank runs it: all saw the same
 // fingerprints) and describes the first differing log entry.
