@@ -97,6 +97,9 @@ L_units:
 	bra             L_w1;`)
 	for _, w := range []int{8, 4, 2, 1} {
 		p.f("L_w%d:", w)
+		if w == 1 {
+			p.w("\tmov.u32         %r16, 1;                      // any other unit: bytes (the tail's mask too)")
+		}
 		p.copyLoop(w)
 		p.w("\tbra             L_tail;")
 	}
