@@ -33,7 +33,6 @@ import (
 // kernels on a shape they are known to get wrong (see above).
 var ErrNCCLWindowWrong = errors.New("NCCL's symmetric kernels return wrong data for this shape (reduce_scatter, or in-place all_gather, with a per-rank size that is not a multiple of 4 bytes; see repro/nccl-symmetric): use nccl, kernel, ce or lc, or pad the count")
 
-
 // windowFixedIn is the first NCCL release known to run every shape right on
 // windows (none yet: the rule applies to every version with windows).
 var windowFixedIn = 1 << 62
