@@ -104,7 +104,7 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	if rng.IntN(2) == 0 {
 		per |= 1
 	} else {
-		per = (per + 7) &^ 7 // 16-byte multiples for 2-byte types: the kernel's case
+		per = (per + 7) &^ 7 // 16-byte multiples for 2-byte types: the kernels' vector mode
 	}
 	c.count = per
 	c.root = rng.IntN(int(size))
