@@ -30,18 +30,22 @@
 // reuse does not break it: a block freed with a Fence is placed as if free
 // at once, and the Alloc that is handed any of its bytes (or the Trim that
 // releases its segment) waits for the fence first, so placement never
-// depends on when a fence completes on each rank. Every Alloc and Free is
-// appended to an allocation log (request and result) with a running hash.
-// Every Scope.End (also one with nothing to register) first compares across
-// the group's ranks the log's length and hash and the segments about to be
-// registered: in-band through Agreer where the group has it (one signal phase
-// on the CPU backend), otherwise through Exchanger.AllGather; every Trim that
-// releases segments and every group removal compares likewise through
-// Exchanger.AllGather. On
-// any difference every rank returns an error wrapping ErrMismatch that names
-// the first differing rank and what differed (the first differing log entry,
-// when the pool still keeps it: the last 1024 entries are kept), and nothing
-// is registered or released. Each block carries a generation (Block.Gen) so
+// depends on when a fence completes on each rank. The pool keeps a hash of
+// its allocation state (every live block as its Alloc request and result,
+// every segment) and an allocation log of every Alloc and Free. Every
+// Scope.End (also one with nothing to register) first compares across the
+// group's ranks the state and the segments about to be registered: in-band
+// through Agreer where the group has it (one signal phase on the CPU
+// backend), otherwise through Exchanger.AllGather; every Trim that releases
+// segments compares likewise through Exchanger.AllGather, and every group
+// removal compares the segments to deregister. On any difference every rank
+// returns an error wrapping ErrMismatch that names the first differing rank
+// and what differed (the first differing log entry since the group's last
+// check, when the pool still keeps it: the last 1024 entries are kept), and
+// nothing is registered or released. The state forgets what was undone:
+// once every rank freed what differed, scope ends succeed again; segments
+// that differ (ids are never reused) cannot be undone, and the error says
+// so. Each block carries a generation (Block.Gen) so
 // that a freed block can be told from a later one at the same address
 // (Live, Freed).
 //

@@ -26,7 +26,10 @@
 //     (agree.go, pool.Agreer) through which every collective's argument
 //     record and every Scope.End's allocation state are compared across the
 //     ranks before any data moves; a difference is an error on every rank
-//     and leaves the group usable.
+//     and leaves the group usable. The pad's last line holds the rank's
+//     state (closing: World.Close called Leave; failed: the group broke
+//     there), set with a futex wake, so waits for a rank that left end at
+//     once (watch.go); store exchanges watch the pidfds and states too.
 //   - Execution (Group.Run): the schedules of package plan run on the direct
 //     path — each rank reads its peers' symmetric memory and reduces with
 //     package reduce. All-reduces take the one-shot plan while the tensor
