@@ -39,9 +39,10 @@ var (
 	// ErrBroken: an earlier collective on the group failed midway (a peer
 	// died or timed out); the group cannot be used again.
 	ErrBroken = errs.Broken
-	// ErrPeerExited: a peer rank's process exited while this rank waited for
-	// it (in a collective, a scope end, or a copy-engine or NCCL call at the
-	// GPU backend's call gate).
+	// ErrPeerExited: a peer rank's process exited (also without Close, or
+	// killed) while this rank waited for it (in a collective, a scope end,
+	// NewGroup, Close, or a copy-engine or NCCL call at the GPU backend's
+	// call gate); the error names the rank.
 	ErrPeerExited = errs.PeerExited
 	// ErrPeerClosed: a peer rank called World.Close while this rank waited
 	// for it in a collective, a scope end or NewGroup (it made fewer calls

@@ -3,10 +3,12 @@ package members
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -128,5 +130,32 @@ func BenchmarkHostAgreement(b *testing.B) {
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestAgreeLeftPeer: a rank that sets StateLeft (World.Close) while its
+// peer waits in an agreement ends that wait at once with errs.PeerClosed
+// naming it; the waiter's later agreements refuse (the sequence numbers no
+// longer line up) and its state says failed. A closing rank does not count
+// a peer's closing (Gone with leaving).
+func TestAgreeLeftPeer(t *testing.T) {
+	as := agreements(t, 2, 20*time.Second)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		as[1].SetState(StateLeft)
+	}()
+	start := time.Now()
+	err := as[0].Agree(context.Background(), pool.Record{1})
+	if took := time.Since(start); !errors.Is(err, errs.PeerClosed) || !strings.Contains(err.Error(), "rank 1") || took > time.Second {
+		t.Fatalf("Agree with a peer that left: %v after %v, want errs.PeerClosed naming rank 1 within a second", err, took)
+	}
+	if err := as[0].Agree(context.Background(), pool.Record{2}); !errors.Is(err, errs.Broken) {
+		t.Fatalf("Agree after a failed one: %v, want errs.Broken", err)
+	}
+	if err := as[1].Gone(0, false); !errors.Is(err, errs.Broken) {
+		t.Fatalf("rank 0's state after its failed wait: %v, want errs.Broken", err)
+	}
+	if err := as[0].Gone(1, true); err != nil {
+		t.Fatalf("a closing rank counts a closing peer as gone: %v", err)
 	}
 }

@@ -105,7 +105,10 @@ func (a *Gather) Unwatch() {
 // errs.PeerClosed.
 func (a *Gather) Leave() { a.leaving.Store(true) }
 
-// AllGather returns every member's bytes by group rank.
+// AllGather returns every member's bytes by group rank. It is the store's
+// all-gather (rendezvous.Client.AllGather: a key per rank, a done counter,
+// the last reader deletes them) with the watch on its wait only: once
+// every part arrived, a peer that leaves cannot fail it.
 func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -113,12 +116,57 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	defer cancel()
 	seq := a.seq
 	a.seq++
-	key := fmt.Sprintf("%s/ag/%d", a.prefix, seq)
+	prefix := fmt.Sprintf("%s/ag/%d", a.prefix, seq)
+	keys := make([]string, len(a.ranks))
+	for r := range keys {
+		keys[r] = prefix + "/" + strconv.Itoa(r)
+	}
+	fail := func(err error) ([][]byte, error) {
+		return nil, fmt.Errorf("%s all-gather #%d (timeout %v): %w", a.what, seq, a.timeout, err)
+	}
 	leaving := a.leaving.Load()
 	tag := byte(0)
 	if leaving {
 		tag = 1
 	}
+	if err := a.store.Set(ctx, keys[a.me], append([]byte{tag}, mine...)); err != nil {
+		return fail(err)
+	}
+	vals, err := a.wait(ctx, keys, leaving)
+	if err != nil {
+		return fail(err)
+	}
+	n, err := a.store.Add(ctx, prefix+"/done", 1)
+	if err != nil {
+		return fail(err)
+	}
+	if n == int64(len(a.ranks)) {
+		for _, k := range append(keys, prefix+"/done") {
+			if err := a.store.Delete(ctx, k); err != nil && !errors.Is(err, rendezvous.ErrNotFound) {
+				return fail(fmt.Errorf("cleanup: %w", err))
+			}
+		}
+	}
+	for r, v := range vals {
+		if len(v) == 0 {
+			return fail(fmt.Errorf("rank %d sent an empty part: %w", a.ranks[r], errs.Mismatch))
+		}
+		switch {
+		case v[0] == tag:
+		case leaving:
+			return fail(fmt.Errorf("this rank is closing (World.Close), but rank %d is in another call of the group: the ranks did not make the same calls before Close: %w",
+				a.ranks[r], errs.Mismatch))
+		default:
+			return fail(StateError(a.ranks[r], StateLeft))
+		}
+		vals[r] = v[1:]
+	}
+	return vals, nil
+}
+
+// wait waits for every part, failing within watchTick once a peer that
+// has not posted its part never will (Watch).
+func (a *Gather) wait(ctx context.Context, keys []string, leaving bool) ([][]byte, error) {
 	var goneErr error
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -126,44 +174,35 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	if a.gone != nil && len(a.ranks) > 1 {
 		go func() {
 			defer close(watched)
-			goneErr = a.watch(wctx, key, leaving, quit)
-			if goneErr != nil {
+			if goneErr = a.watch(wctx, keys, leaving, quit); goneErr != nil {
 				stop(goneErr)
 			}
 		}()
 	} else {
 		close(watched)
 	}
-	vals, err := a.store.AllGather(wctx, key, a.ranks, a.me, append([]byte{tag}, mine...))
+	vals, err := a.store.Wait(wctx, keys...)
 	close(quit)
 	<-watched
-	if err != nil {
-		if goneErr != nil {
-			err = goneErr
-		}
-		return nil, fmt.Errorf("%s all-gather #%d (timeout %v): %w", a.what, seq, a.timeout, err)
+	switch {
+	case err == nil:
+		return vals, nil
+	case goneErr != nil:
+		return nil, goneErr
 	}
-	for r, v := range vals {
-		if len(v) == 0 {
-			return nil, fmt.Errorf("%s all-gather #%d: rank %d sent an empty part: %w", a.what, seq, a.ranks[r], errs.Mismatch)
+	var missing []string
+	for r, k := range keys {
+		if _, gerr := a.store.Get(context.Background(), k); gerr != nil {
+			missing = append(missing, strconv.Itoa(a.ranks[r]))
 		}
-		switch {
-		case v[0] == tag:
-		case leaving:
-			return nil, fmt.Errorf("%s all-gather #%d: this rank is closing (World.Close), but rank %d is in another call of the group: the ranks did not make the same calls before Close: %w",
-				a.what, seq, a.ranks[r], errs.Mismatch)
-		default:
-			return nil, fmt.Errorf("%s all-gather #%d: %w", a.what, seq, StateError(a.ranks[r], StateLeft))
-		}
-		vals[r] = v[1:]
 	}
-	return vals, nil
+	return nil, fmt.Errorf("the part of rank(s) %s never arrived: %w", strings.Join(missing, ", "), err)
 }
 
 // watch checks the peers every watchTick until quit closes, and returns
-// why a peer that has not posted its part under key never will (nil once
-// quit closes).
-func (a *Gather) watch(ctx context.Context, key string, leaving bool, quit <-chan struct{}) error {
+// why a peer that has not posted its part (keys, by group rank) never will
+// (nil once quit closes).
+func (a *Gather) watch(ctx context.Context, keys []string, leaving bool, quit <-chan struct{}) error {
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
 	for {
@@ -176,7 +215,7 @@ func (a *Gather) watch(ctx context.Context, key string, leaving bool, quit <-cha
 				continue
 			}
 			// A part posted before its rank left is read as usual.
-			if _, gerr := a.store.Get(ctx, key+"/"+strconv.Itoa(q)); errors.Is(gerr, rendezvous.ErrNotFound) {
+			if _, gerr := a.store.Get(ctx, keys[q]); errors.Is(gerr, rendezvous.ErrNotFound) {
 				return err
 			}
 		}
