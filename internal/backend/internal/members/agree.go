@@ -298,11 +298,29 @@ func (a *HostAgreement) Gone(q int, leaving bool) error {
 	if a.exited(q) {
 		return fmt.Errorf("rank %d exited: %w", a.ranks[q], errs.PeerExited)
 	}
+	st := a.state(q, leaving)
+	if st&StateFailed != 0 {
+		// It most likely failed for a rank that exited or closed: name that.
+		for p := range a.ranks {
+			switch {
+			case p == a.me || p == q:
+			case a.exited(p):
+				return fmt.Errorf("rank %d exited: %w", a.ranks[p], errs.PeerExited)
+			case a.state(p, leaving)&StateLeft != 0:
+				return StateError(a.ranks[p], StateLeft)
+			}
+		}
+	}
+	return StateError(a.ranks[q], st)
+}
+
+// state is group rank q's state word, without StateLeft when leaving.
+func (a *HostAgreement) state(q int, leaving bool) uint64 {
 	st := atomic.LoadUint64(&a.words[q][wState])
 	if leaving {
 		st &^= StateLeft
 	}
-	return StateError(a.ranks[q], st)
+	return st
 }
 
 // exited reports whether group rank q's process has exited (its pidfd is
