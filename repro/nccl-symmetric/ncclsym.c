@@ -123,8 +123,9 @@ static void* worker(void* arg) {
         for (int t = 0; t < NTYPES; t++)
           for (int inplace = 0; inplace < 2; inplace++) {
             if ((op == OP_RS || op == OP_AR) && t == T_I8) continue; // symmetric reductions: 16/32-bit floats
-            k++;
             int ts = typeSize[t];
+            if (off % ts) continue; // elements stay aligned to their size
+            k++;
             size_t inN = op == OP_RS ? (size_t)c * n : (size_t)c, outN = op == OP_AG ? (size_t)c * n : (size_t)c;
             for (size_t i = 0; i < inN; i++) put(t, host, i, val(k, r, op == OP_AG ? i + (size_t)r * c : i));
             // In-place: the input is the rank's chunk of the output (AG) or the output itself.

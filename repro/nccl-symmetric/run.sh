@@ -16,7 +16,7 @@ GPUS=$(nvidia-smi -L | wc -l)
 for g in 2 $GPUS; do
   [ "$g" -gt "$GPUS" ] && continue
   devs=$(seq -s, 0 $((g - 1)))
-  for off in 0 ${OFFSETS:-4098}; do
+  for off in ${OFFSETS:-0 4100}; do
     log="$OUTDIR/ncclsym-${g}gpu-off$off.log"
     { CUDA_VISIBLE_DEVICES=$devs NCCLSYM_OFFSET=$off timeout 300 /tmp/ncclsym check ${LO:-1} ${HI:-4100}
       for c in ${BIG:-8030 131073 1048577}; do CUDA_VISIBLE_DEVICES=$devs NCCLSYM_OFFSET=$off timeout 120 /tmp/ncclsym check $c $c; done

@@ -44,9 +44,12 @@ import (
 //
 // The rank that finds a difference gets it from its call, which queued
 // nothing; the others' guards stop them. The watcher goroutine marks the
-// gate failed when a peer's process exited before a call this rank waits
-// for (Abandon), and, at best, stops a rank whose own kernel waits for
-// peers that took a gated path (the kernel's watchdog is the bound). The
+// gate failed when a peer exited, closed or failed before a call this rank
+// queued (Abandon) and stops this rank's context if its kernel or guard
+// waits for that call (within a tick: a kernel would spin until the
+// watchdog); it also stops, at best, a rank whose own kernel waits for
+// peers that took a gated path. A peer that dies after it published the
+// call, inside the kernel, is still bounded by the kernel's watchdog. The
 // errors name the argument that differs, the paths, or the missing rank.
 //
 // Calls captured into a CUDA graph are compared when they are captured
@@ -372,11 +375,13 @@ func (g *Group) trap() error {
 }
 
 // watchGate is the gate's watcher (one goroutine per group, asleep on the
-// gate's futex): when a gated wait of this rank is not approved and the
-// rank it waits for has exited, it abandons the call (every guard from it
-// on stops its context); when a difference was found while this rank's
-// own kernel is queued for the call (a kernel waits for peers that took a
-// gated path), it tries to stop this rank's context at once.
+// gate's futex): when a call this rank queued is not approved and the rank
+// it waits for has exited, closed or failed, it abandons the call (every
+// guard from it on stops its context, and a kernel queued for it is
+// stopped by a trap: the context is lost either way); when a difference
+// was found while this rank's own kernel is queued for the call (a kernel
+// waits for peers that took a gated path), it tries to stop this rank's
+// context at once.
 func (g *Group) watchGate(gt *callGate) {
 	defer close(gt.done)
 	for {
@@ -395,7 +400,12 @@ func (g *Group) watchGate(gt *callGate) {
 			}
 			continue
 		}
-		if a := gt.c.Approved(); gt.waiting.Load() > a {
+		// A call this rank queued (a gated wait, or a kernel spinning on
+		// the device for its peers) that a gone rank never made: abandon
+		// it. Every rank's watcher then stops a context that has work
+		// queued for it (the branch above) within a tick, instead of a
+		// kernel spinning until the watchdog.
+		if a := gt.c.Approved(); gt.queued.Load() > a {
 			if q, gone := gt.c.Missing(a + 1); q >= 0 && gone != nil {
 				gt.c.Abandon(a + 1)
 			}

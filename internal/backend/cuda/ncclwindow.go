@@ -13,25 +13,28 @@ import (
 // all-gather on 2.28.3 before it) those kernels return wrong elements for
 // some shapes and are several times slower than NCCL's regular kernels for
 // others. repro/nccl-symmetric checks every op, dtype, placement and count
-// 1..4100 (plus larger ones) against libnccl alone; on 2 and 4 H100
-// (results/ncclsym-2026-11-26.md):
+// 1..4100 (plus larger ones) against libnccl alone, and TestGPUStress found
+// the buffer-offset cases; on 2 and 4 H100 (results/ncclsym-2026-11-26.md):
 //   - reduce-scatter of bfloat16/float16, in and out of place, is wrong at
 //     every odd count from 5 to 4099 per rank (float32 always right);
 //   - in-place all-gather is wrong at every per-rank size that is not a
 //     multiple of 4 bytes from 5 B (int8 from 3 B) up to at least 16 KiB;
-//   - all-reduce, broadcast and out-of-place all-gather are right;
+//   - a buffer 2 bytes past a 4-byte boundary (bf16 at an odd element
+//     offset inside a pool block) gave wrong all-reduce, reduce-scatter and
+//     all-gather results even at aligned sizes (stress run 2026-11-26);
+//   - all-reduce, broadcast and out-of-place all-gather are otherwise right;
 //   - a per-rank size that is not a multiple of 16 bytes takes a slow path:
 //     reduce-scatter of 65537 bf16 per rank 38.8 us on windows vs 10.5 us
 //     plain, 524289: 134 vs 15 (2 GPUs).
 // So: shapes known to be wrong never reach the symmetric kernels (a forced
 // nccl-window call is refused with ErrNCCLWindowWrong, auto takes another
-// path), and auto gives windows only per-rank sizes that are multiples of
-// 16 bytes. No NCCL release is known to fix it: the rule holds from the
-// first release with windows until a version is verified with the repro.
+// path), and auto gives windows only 16-byte aligned buffers and per-rank
+// sizes. No NCCL release is known to fix it: the rule holds from the first
+// release with windows until a version is verified with the repro.
 
 // ErrNCCLWindowWrong is wrapped when a call would run NCCL's symmetric
 // kernels on a shape they are known to get wrong (see above).
-var ErrNCCLWindowWrong = errors.New("NCCL's symmetric kernels return wrong data for this shape (reduce_scatter, or in-place all_gather, with a per-rank size that is not a multiple of 4 bytes; see repro/nccl-symmetric): use nccl, kernel, ce or lc, or pad the count")
+var ErrNCCLWindowWrong = errors.New("NCCL's symmetric kernels return wrong data for this shape (a buffer not 4-byte aligned, or a reduce_scatter or in-place all_gather whose per-rank size is not a multiple of 4 bytes; see repro/nccl-symmetric): use nccl, kernel, ce or lc, or align and pad the buffers")
 
 // windowFixedIn is the first NCCL release known to run every shape right on
 // windows (none yet: the rule applies to every version with windows).
@@ -46,15 +49,21 @@ const (
 	windowWrong               // known to return wrong elements
 )
 
-// judgeWindow says how NCCL version v's symmetric kernels handle req (in
-// place: req.InPlace). Pure.
+// judgeWindow says how NCCL version v's symmetric kernels handle req (its
+// sizes, placement and buffer addresses). Pure.
 func judgeWindow(req backend.Request, v int) windowVerdict {
 	slice := req.Count * int64(req.DType.Size()) // all-gather input, reduce-scatter output, all-reduce whole
 	buggy := v >= libnccl.MinWindowVersion && v < windowFixedIn
+	// Window heads are segment bases (granularity-aligned), so a buffer's
+	// address mod 16 is its offset from the head mod 16.
+	addr := req.Out.Ptr | req.In.Ptr
+	if req.Kind == coll.Broadcast {
+		addr = req.Out.Ptr
+	}
 	switch {
-	case buggy && slice%4 != 0 && (req.Kind == coll.ReduceScatter || (req.Kind == coll.AllGather && req.InPlace)):
+	case buggy && (addr%4 != 0 || slice%4 != 0 && (req.Kind == coll.ReduceScatter || (req.Kind == coll.AllGather && req.InPlace))):
 		return windowWrong
-	case slice%16 != 0:
+	case slice%16 != 0 || addr%16 != 0:
 		return windowSlow
 	}
 	return windowGood

@@ -10,6 +10,12 @@ import (
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
+// at places req's buffers at in and out.
+func at(req backend.Request, in, out uint64) backend.Request {
+	req.In.Ptr, req.Out.Ptr = in, out
+	return req
+}
+
 func TestJudgeWindow(t *testing.T) {
 	v2289 := libnccl.Version(2, 28, 9)
 	req := func(k coll.Kind, dt coll.DType, count int64, inPlace bool) backend.Request {
@@ -34,6 +40,12 @@ func TestJudgeWindow(t *testing.T) {
 		{"ar f32 4 KiB", req(coll.AllReduce, coll.Float32, 1024, false), v2289, windowGood},
 		{"no windows before 2.27", req(coll.ReduceScatter, coll.BFloat16, 361, true), libnccl.Version(2, 26, 2), windowSlow},
 		{"newest known release still buggy", req(coll.ReduceScatter, coll.BFloat16, 361, true), libnccl.Version(2, 32, 6), windowWrong},
+		// The stress cases: bf16 buffers at odd element offsets.
+		{"ar bf16 aligned size, buffer 2 B past 4", at(req(coll.AllReduce, coll.BFloat16, 952, true), 0x1000a, 0x1000a), v2289, windowWrong},
+		{"rs bf16 aligned size, input 2 B past 4", at(req(coll.ReduceScatter, coll.BFloat16, 256, false), 0x1006e, 0x20000), v2289, windowWrong},
+		{"ag bf16 output 2 B past 4", at(req(coll.AllGather, coll.BFloat16, 256, false), 0x10000, 0x20002), v2289, windowWrong},
+		{"ar bf16 buffer 4 B past 16", at(req(coll.AllReduce, coll.BFloat16, 256, false), 0x10004, 0x20004), v2289, windowSlow},
+		{"bc reads only the output", at(req(coll.Broadcast, coll.BFloat16, 256, true), 0x10002, 0x20000), v2289, windowGood},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +98,8 @@ func TestChooseWindowShapes(t *testing.T) {
 		{"auto ag in place odd -> plain nccl", g, gatherReq(g, 361, true), coll.AlgoAuto, coll.AlgoNCCL, false},
 		{"auto ar bf16 odd -> plain nccl", g, arReq(g, 361, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCL, false},
 		{"auto ar bf16 4096 -> windows", g, arReq(g, 4096, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCLWindow, false},
+		{"nccl-window ar bf16 at an odd element refused", g, at(arReq(g, 4096, coll.BFloat16, true), seg1(g).bases[1]+10, seg1(g).bases[1]+10), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"auto ar bf16 at an odd element -> plain nccl", g, at(arReq(g, 4096, coll.BFloat16, true), seg1(g).bases[1]+10, seg1(g).bases[1]+10), coll.AlgoAuto, coll.AlgoNCCL, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
