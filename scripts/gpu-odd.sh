@@ -16,10 +16,12 @@ LOG="$OUTDIR/odd-$RANKS.log"
 gpu_env >>"$LOG" 2>&1
 for k in ${KS:-9 13 17 21}; do
   per=$(( (1 << k) + 1 ))
-  for op in all_gather reduce_scatter all_reduce; do
+  for oa in all_gather=auto,kernel,ce,nccl,nccl-window reduce_scatter=auto,kernel,lc,nccl,nccl-window \
+    all_reduce=auto,kernel,two-shot,lc,nccl,nccl-window; do
+    op=${oa%%=*}
     bytes=$(( 2 * per * RANKS )) # all-gather output, reduce-scatter input, all-reduce whole (count n x per)
     timeout -k 10 200 .build/symmem launch --nproc-per-node "$RANKS" --timeout 120s -- $BIN bench --backend cuda --budget 50ms -d bfloat16 --ops $op \
-      --algo "${ALGOS:-auto,kernel,two-shot,lc,ce,nccl,nccl-window}" -b $bytes -e $bytes >>"$LOG" 2>&1 || echo "### rc=$? ($op $bytes)" >>"$LOG"
+      --algo "${oa#*=}" -b $bytes -e $bytes >>"$LOG" 2>&1 || echo "### rc=$? ($op $bytes)" >>"$LOG"
   done
 done
 grep -E '^\[rank 0\] +[0-9]+ |^\[rank 0\] # [a-z_]+, algo|^\[rank 0\] #   path|### rc' "$LOG" | head -300
