@@ -1,6 +1,9 @@
 package cuda
 
-import "github.com/symmem/symmem/coll"
+import (
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+)
 
 // autoRow says which algorithm `auto` picks for one op below a size.
 type autoRow struct {
@@ -59,4 +62,24 @@ func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {
 		}
 	}
 	return coll.AlgoNCCL
+}
+
+// reduceElementwise reports whether symmem's reduction kernel would run req
+// in element mode on some rank (kernel.go: reduceUnit): an address, or a
+// reduce-scatter's per-rank size (chunk r starts r sizes in), off a 16-byte
+// boundary. Addresses mod 16 are alike on every rank (same pool offsets,
+// aligned segment bases), so every rank decides alike. Element mode is
+// slower than plain NCCL: reduce-scatter of 513..4194305 bf16 per rank on
+// 2x H100 took 11.9/15.7/18.3/82.2 us against NCCL's 7.6/8.1/11.7/35.8
+// (results/gpu-issue22-2026-11-26.md), so auto leaves such calls to NCCL
+// when the group has it.
+func reduceElementwise(req backend.Request) bool {
+	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
+		return false
+	}
+	addr := req.In.Ptr | req.Out.Ptr
+	if req.Kind == coll.ReduceScatter {
+		addr |= uint64(req.Count * int64(req.DType.Size()))
+	}
+	return addr%kernAlign != 0
 }

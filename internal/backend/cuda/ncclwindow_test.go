@@ -7,6 +7,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -69,7 +70,9 @@ func TestChooseWindowShapes(t *testing.T) {
 		}
 		return g
 	}
-	g, noPlain := withNCCL(true), withNCCL(false)
+	g, noPlain, kg := withNCCL(true), withNCCL(false), withNCCL(true)
+	kg.kargs = cudadrv.NewArgs(kernArgBytes)
+	defer kg.kargs.Free()
 	rsIn := func(g *Group, count int64, dt coll.DType) backend.Request {
 		r := rsReq(g, count)
 		r.DType = dt
@@ -99,6 +102,12 @@ func TestChooseWindowShapes(t *testing.T) {
 		{"auto ar bf16 odd -> plain nccl", g, arReq(g, 361, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCL, false},
 		{"auto ar bf16 4096 -> windows", g, arReq(g, 4096, coll.BFloat16, true), coll.AlgoAuto, coll.AlgoNCCLWindow, false},
 		{"nccl-window ar bf16 at an odd element refused", g, at(arReq(g, 4096, coll.BFloat16, true), seg1(g).bases[1]+10, seg1(g).bases[1]+10), coll.AlgoNCCLWindow, coll.AlgoNCCLWindow, true},
+		{"auto rs bf16 361 with kernels -> plain nccl (element mode)", kg, rsIn(kg, 361, coll.BFloat16), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"kernel rs bf16 361 forced runs (element mode)", kg, rsIn(kg, 361, coll.BFloat16), coll.AlgoKernel, coll.AlgoKernel, false},
+		{"auto rs bf16 4096 with kernels -> kernel", kg, rsIn(kg, 4096, coll.BFloat16), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto ar bf16 361 with kernels -> kernel (vector mode, tail)", kg, arReq(kg, 361, coll.BFloat16, false), coll.AlgoAuto, coll.AlgoKernel, false},
+		{"auto ar bf16 at an odd element with kernels -> plain nccl", kg, at(arReq(kg, 4096, coll.BFloat16, false), seg1(kg).bases[1]+512<<20+10, seg1(kg).bases[1]+10), coll.AlgoAuto, coll.AlgoNCCL, false},
+		{"auto ag bf16 odd with kernels -> kernel", kg, gatherReq(kg, 361, false), coll.AlgoAuto, coll.AlgoKernel, false},
 		{"auto ar bf16 at an odd element -> plain nccl", g, at(arReq(g, 4096, coll.BFloat16, true), seg1(g).bases[1]+10, seg1(g).bases[1]+10), coll.AlgoAuto, coll.AlgoNCCL, false},
 	}
 	for _, tc := range tests {

@@ -210,6 +210,9 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		}
 		return kernServes
 	}
+	if pick == coll.AlgoKernel && g.nccl.comm != nil && !bad && reduceElementwise(req) {
+		return coll.AlgoNCCL, "auto: plain NCCL, symmem's reduction kernel would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)", nil
+	}
 	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !winAuto && req.Kind == coll.AllGather)) && kernel()
 	if pick == coll.AlgoKernel {
 		if kernOK {
