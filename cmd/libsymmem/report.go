@@ -62,6 +62,8 @@ func symmem_explain(gh C.uint64_t, kind C.int, bytes C.size_t, symmetric C.int, 
 // doctorJSON is symmem.Report with names instead of enum values.
 type doctorJSON struct {
 	Backend    string      `json:"backend"`
+	Why        string      `json:"why"`    // why this backend (auto's choice)
+	Detail     string      `json:"detail"` // the backend's description: device, driver, links, NCCL, groups
 	Rank       int         `json:"rank"`
 	Size       int         `json:"size"`
 	LocalRank  int         `json:"local_rank"`
@@ -96,7 +98,7 @@ func symmem_doctor(wh C.uint64_t, buf *C.char, capacity C.size_t) C.int {
 		return fail(err)
 	}
 	r := w.w.Doctor()
-	d := doctorJSON{Backend: r.Backend, Rank: r.Rank, Size: r.Size, LocalRank: r.LocalRank, LocalSize: r.LocalSize,
+	d := doctorJSON{Backend: r.Backend, Why: r.Why, Detail: r.Detail, Rank: r.Rank, Size: r.Size, LocalRank: r.LocalRank, LocalSize: r.LocalSize,
 		JobID: r.JobID, TimeoutSec: r.Timeout.Seconds(), Checked: r.Checked, Staging: r.Staging, Pool: r.Pool}
 	for _, g := range r.Groups {
 		d.Groups = append(d.Groups, groupJSON{Name: g.Name, Ranks: g.Ranks, Member: g.Member, Rank: g.Rank})

@@ -11,6 +11,10 @@ every call takes torch CPU tensors or any buffer-protocol object (memoryview,
 array.array, numpy); on the cuda backend CUDA tensors, on the current stream.
 """
 
+# The package's version, the one place it is set: python/build_wheel.py names
+# the wheel after it and `python -m symmem doctor` prints it.
+__version__ = "0.1.0"
+
 from ._lib import (BadHandleError, ClosedError, InvalidArgumentError, MismatchError, NotMemberError,
                    NotSupportedError, PeerError, SymmemError, SymmemTimeoutError)
 from ._core import (Group, Path, Scope, World, doctor, empty_buffer, explain, init, is_symmetric, new_group,
