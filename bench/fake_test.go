@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/reduce"
 )
 
@@ -23,7 +23,7 @@ type fakeJob struct {
 	ranks   []*fakeRank
 	corrupt int // when > 0, rank 0 flips this many output elements per call
 	// refuseOver: when > 0, algorithm "kernel" refuses calls of more than
-	// this many bytes per rank (backend.ErrRefused), like a forced path.
+	// this many bytes per rank (errs.Refused), like a forced path.
 	refuseOver int64
 	// noPathOver: when > 0, every algorithm fails calls of more than this
 	// many bytes per rank with ErrNotSupported, as a GPU without NCCL does
@@ -139,10 +139,10 @@ func (f *fakeRank) Memcpy(dst, src coll.Span) error {
 func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (coll.Path, error) {
 	j, es := f.job, int64(dt.Size())
 	if algo == coll.AlgoKernel && j.refuseOver > 0 && count*es > j.refuseOver {
-		return coll.Path{}, fmt.Errorf("fake: %d bytes per rank is over %d: %w", count*es, j.refuseOver, backend.ErrRefused)
+		return coll.Path{}, fmt.Errorf("fake: %d bytes per rank is over %d: %w", count*es, j.refuseOver, errs.Refused)
 	}
 	if j.noPathOver > 0 && count*es > j.noPathOver {
-		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, backend.ErrNotSupported)
+		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, errs.NotSupported)
 	}
 	if f.calls++; f.calls <= j.slowFirst {
 		time.Sleep(j.slowFor)

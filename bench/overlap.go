@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // The overlap benchmark: how much of a collective hides behind GEMMs that
@@ -265,7 +265,7 @@ func (r *overlapRun) check(c Call, l layout, seedParts ...uint64) (path coll.Pat
 		return path, 0, "", err
 	}
 	tt, err := r.t.Trial(Trial{Mode: CommOnly, Iters: 1, Calls: 1, Call: c})
-	isRefused := errors.Is(err, backend.ErrRefused) || errors.Is(err, backend.ErrNotSupported)
+	isRefused := errors.Is(err, errs.Refused) || errors.Is(err, errs.NotSupported)
 	if err != nil && !isRefused {
 		return path, 0, "", err
 	}

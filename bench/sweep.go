@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // Config is one sweep. Every rank passes an equal Config to Run.
@@ -321,7 +321,7 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	// serves here (ErrNotSupported: a GPU shared by the ranks has no NCCL),
 	// is a row that says why, not a failure of the sweep; every rank must
 	// have refused alike.
-	refused := errors.Is(err, backend.ErrRefused) || errors.Is(err, backend.ErrNotSupported)
+	refused := errors.Is(err, errs.Refused) || errors.Is(err, errs.NotSupported)
 	if err != nil && !refused {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ typedef enum {
   SYMMEM_ERR_MISMATCH = -4,      /* ranks passed different arguments */
   SYMMEM_ERR_CLOSED = -5,        /* world or group closed */
   SYMMEM_ERR_TIMEOUT = -6,       /* a wait ran past the timeout */
-  SYMMEM_ERR_PEER = -7,          /* a peer rank exited or failed */
+  SYMMEM_ERR_PEER = -7,          /* a peer rank exited, closed or failed */
   SYMMEM_ERR_BAD_HANDLE = -8,    /* unknown or wrong kind of handle */
   SYMMEM_ERR_INTERNAL = -9       /* anything else; see the message */
 } symmem_status;

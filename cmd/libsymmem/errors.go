@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/symmem/symmem"
-	"github.com/symmem/symmem/internal/backend/shm"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -37,7 +36,7 @@ var classes = []struct {
 	errs   []error
 }{
 	{statusBadHandle, []error{errBadHandle}},
-	{statusPeer, []error{shm.ErrPeerExited, shm.ErrBroken, rendezvous.ErrUnreachable}},
+	{statusPeer, []error{symmem.ErrPeerExited, symmem.ErrPeerClosed, symmem.ErrBroken, rendezvous.ErrUnreachable}},
 	{statusMismatch, []error{symmem.ErrMismatch}}, // every layer's sentinels are these values (internal/errs)
 	{statusNotMember, []error{symmem.ErrNotMember}},
 	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed}},

@@ -45,7 +45,7 @@ class SymmemTimeoutError(SymmemError, TimeoutError):
 
 
 class PeerError(SymmemError):
-    """A peer rank exited or failed."""
+    """A peer rank exited, closed or failed."""
 
     code = -7
 
