@@ -8,9 +8,8 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -327,13 +326,6 @@ func (c *CallGate) Missing(k uint64) (q int, gone error) {
 // Rank is group rank q's global rank.
 func (c *CallGate) Rank(q int) int { return c.a.ranks[q] }
 
-// Futex operations (linux/futex.h); the page is shared between
-// processes, so not the private variants.
-const (
-	futexWait = 0
-	futexWake = 1
-)
-
 func (c *CallGate) wakeWord() *uint32 {
 	return (*uint32)(unsafe.Pointer(c.word(0, wWake)))
 }
@@ -342,7 +334,7 @@ func (c *CallGate) wakeWord() *uint32 {
 func (c *CallGate) Wake() {
 	w := c.wakeWord()
 	atomic.AddUint32(w, 1)
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, uintptr(1<<31-1), 0, 0, 0)
+	hostmem.FutexWake(uint64(uintptr(unsafe.Pointer(w))), 0) // shared page: every process's sleepers
 }
 
 // Sleep blocks until a rank called Wake since the previous Sleep returned,
@@ -354,7 +346,6 @@ func (c *CallGate) Sleep(d time.Duration) {
 		c.seen = v
 		return
 	}
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWait, uintptr(c.seen), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	hostmem.FutexWait(uint64(uintptr(unsafe.Pointer(w))), c.seen, d) // a wake, a change or the timeout: all mean look again
 	c.seen = atomic.LoadUint32(w)
 }
