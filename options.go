@@ -44,7 +44,7 @@ type Options struct {
 	// for groups whose ranks share a GPU, so `auto` never picks it and
 	// ordinary (non-pool) device memory is an error there — allocate from
 	// the pool. Kernels of different processes time-slice the GPU unless
-	// NVIDIA MPS runs (README). The environment variable
+	// NVIDIA MPS runs (docs/gpu.md). The environment variable
 	// SYMMEM_SHARE_DEVICE=1 (set by `symmem launch --share-device`) turns it
 	// on too. Without it a group whose ranks share a GPU is refused.
 	ShareDevice bool

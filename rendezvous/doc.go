@@ -8,7 +8,7 @@
 //     to torch's store (torchrun's agent, or init_process_group under
 //     `symmem launch`). Under torchrun without SYMMEM_TOKEN the token derives
 //     from TORCHELASTIC_RUN_ID and the master address: it separates jobs but
-//     is no secret (see the README's trust model);
+//     is no secret (see the trust model in docs/cli.md);
 //   - FDExchange, which passes file descriptors between the ranks of one host
 //     over Unix-domain sockets (SCM_RIGHTS), checking the peer's uid and token.
 //

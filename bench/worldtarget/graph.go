@@ -20,7 +20,7 @@ const graphWait = 5 * time.Minute
 
 // Capture implements bench.Grapher on the cuda backend: it captures calls
 // identical calls, each enqueued on a stream of its own with
-// symmem.WithStream, into one CUDA graph (README: captured kernel and
+// symmem.WithStream, into one CUDA graph (docs/gpu.md: captured kernel and
 // copy-engine collectives carry no host-chosen values, so replays stay
 // correct; NCCL captures its own). The stream belongs to the device the
 // backend uses by default (LOCAL_RANK modulo the visible devices).
