@@ -44,10 +44,10 @@ var (
 	// NewGroup, Close, or a copy-engine or NCCL call at the GPU backend's
 	// call gate); the error names the rank.
 	ErrPeerExited = errs.PeerExited
-	// ErrPeerClosed: a peer rank called World.Close while this rank waited
-	// for it in a collective, a scope end or NewGroup (it made fewer calls
-	// than this rank). The error names the rank; the group cannot be used
-	// again.
+	// ErrPeerClosed: a peer rank called World.Close (or Group.Close of the
+	// group) while this rank waited for it in a collective, a scope end or
+	// NewGroup (it made fewer calls than this rank). The error names the
+	// rank; the group cannot be used again.
 	ErrPeerClosed = errs.PeerClosed
 	// ErrFreed: a buffer (or a span in pool memory) was used after
 	// World.Free returned it to the pool.

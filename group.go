@@ -70,8 +70,13 @@ func (g *Group) Close(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
+	// A member waiting for this rank in a call of the group fails at once
+	// (ErrPeerClosed) instead of stalling the world's agreement below.
+	if g.bg != nil {
+		g.bg.Leave()
+	}
 	if err := w.agree(ctx, "Group.Close", fmt.Sprintf("name=%q", g.name)); err != nil {
-		return err
+		return fmt.Errorf("%w (this rank already told the group's members it is closing it: the group can only be closed now)", err)
 	}
 	g.closed.Store(true)
 	err := g.drop(ctx)

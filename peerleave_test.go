@@ -28,15 +28,19 @@ func leaveBound() time.Duration {
 }
 
 // TestPeerLeaves: rank 1 of 2 leaves — World.Close, os.Exit without
-// Close, SIGKILL — while rank 0 waits for it in a collective, a scope end
-// or NewGroup (a store exchange). Rank 0's call fails within leaveBound of
-// the leaving, naming rank 1 and wrapping ErrPeerClosed or ErrPeerExited;
-// rank 0's Close and the closing rank's own Close take less than
-// leaveBound too (the timeout is 20 s).
+// Close, SIGKILL, or Close of the group only (group-close) — while rank 0
+// waits for it in a collective, a scope end or NewGroup (a store
+// exchange). Rank 0's call fails within leaveBound of the leaving, naming
+// rank 1 and wrapping ErrPeerClosed or ErrPeerExited; rank 0's Close and
+// the closing rank's own Close take less than leaveBound too (the timeout
+// is 20 s). The calls run on a two-rank subgroup "pair" of the world.
 func TestPeerLeaves(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"close", "exit", "kill"} {
+	for _, how := range []string{"close", "exit", "kill", "group-close"} {
 		for _, where := range []string{"collective", "scope-end", "newgroup"} {
+			if how == "group-close" && where == "newgroup" {
+				continue // NewGroup is the world's call, not the closed group's
+			}
 			t.Run(how+"/"+where, func(t *testing.T) {
 				t.Parallel()
 				// The race runtime sleeps a second in os.Exit by default:
@@ -60,7 +64,10 @@ func rolePeerLeave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g := w.World()
+	g, err := w.NewGroup(ctx, "pair", []int{0, 1})
+	if err != nil {
+		return err
+	}
 	b, err := allocBufs(ctx, g, 1<<16)
 	if err != nil {
 		return err
@@ -82,7 +89,17 @@ func rolePeerLeave(ctx context.Context) error {
 			time.Sleep(time.Minute)
 		}
 		start := time.Now()
-		cerr := w.Close()
+		var cerr error
+		if how == "group-close" {
+			// Rank 0 fails its call, then closes its world: this rank's
+			// Close meets that instead of rank 0's Group.Close.
+			cerr = g.Close(ctx)
+			if cerr == nil {
+				return fmt.Errorf("Close of the group succeeded while rank 0 waited in a %s", where)
+			}
+		} else {
+			cerr = w.Close()
+		}
 		took := time.Since(start)
 		fmt.Printf("Close after %v: %v\n", took.Round(time.Millisecond), cerr)
 		if took > bound {
@@ -113,7 +130,7 @@ func rolePeerLeave(ctx context.Context) error {
 	ns, _ := strconv.ParseInt(string(v), 10, 64)
 	after := failed.Sub(time.Unix(0, ns))
 	sentinel := ErrPeerClosed
-	if how != "close" {
+	if how == "exit" || how == "kill" {
 		sentinel = ErrPeerExited
 	}
 	if err := expectErr(where, err, sentinel, "rank 1"); err != nil {

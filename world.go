@@ -330,8 +330,8 @@ func (w *World) Close() error {
 	// (ErrPeerClosed), and those not closing too fail the teardown's
 	// exchanges below (instead of stalling them for the timeout).
 	for _, g := range groups {
-		if l, ok := g.bg.(interface{ Leave() }); ok {
-			l.Leave()
+		if g.bg != nil {
+			g.bg.Leave()
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.Timeout)

@@ -174,7 +174,7 @@ func (p *Pool) Close(ctx context.Context) error {
 			if errors.Is(err, errs.PeerExited) || errors.Is(err, errs.PeerClosed) || errors.Is(err, errs.Broken) {
 				return fmt.Errorf("pool: Close: %w (a rank no longer takes part in the group, so it cannot be removed together; the pool stays open)", err)
 			}
-			return fmt.Errorf("pool: Close: %w (the pool stays open; call Close again)", err)
+			return fmt.Errorf("pool: Close: %w (groups removed so far stay removed; the pool stays open)", err)
 		}
 	}
 	p.mu.Lock()

@@ -200,6 +200,11 @@ type Group interface {
 	// Explain reports the path Run would take for req and why, without
 	// running anything; symmetric spans (Sym.OK) are taken as registered.
 	Explain(req Request) coll.Path
+	// Leave tells the peers that this rank is closing the group (before the
+	// collective teardown): a peer waiting for this rank in a call of the
+	// group fails at once with errs.PeerClosed instead of waiting out its
+	// timeout. It cannot be undone: the group is only good for Close after.
+	Leave()
 	Close() error
 }
 

@@ -246,7 +246,7 @@ func StateError(rank int, state uint64) error {
 	case state&StateFailed != 0:
 		return fmt.Errorf("rank %d stopped using the group after a call failed there midway (see rank %d's error): %w", rank, rank, errs.Broken)
 	case state&StateLeft != 0:
-		return fmt.Errorf("rank %d closed the world (World.Close) while this rank waited for it: it made fewer calls of the group than this rank (it left early, or ended its loop sooner): %w",
+		return fmt.Errorf("rank %d closed the group (Group.Close or World.Close) while this rank waited for it: it made fewer calls of the group than this rank (it left early, or ended its loop sooner): %w",
 			rank, errs.PeerClosed)
 	}
 	return nil
