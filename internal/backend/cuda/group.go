@@ -321,9 +321,9 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	return g.ag.AllGather(ctx, mine)
 }
 
-// Leave tells the peers that this rank is closing (World.Close): their
-// waits for it fail at once with errs.PeerClosed, except the teardown's
-// exchanges they make too.
+// Leave tells the peers that this rank is closing (World.Close or
+// Group.Close): their waits for it fail at once with errs.PeerClosed,
+// except the teardown's exchanges they make too.
 func (g *Group) Leave() {
 	g.ag.Leave()
 	if g.agreement != nil {

@@ -66,9 +66,9 @@ func (g *Group) watchable(r int, leaving bool) error {
 // alive is gone for the waits of a collective or scope end.
 func (g *Group) alive(r int) error { return g.gone(r, false) }
 
-// Leave tells the peers that this rank is closing (World.Close): their
-// waits for it fail at once with errs.PeerClosed, except the teardown's
-// exchanges they make too. Not under runMu: a collective of another
+// Leave tells the peers that this rank is closing (World.Close or
+// Group.Close): their waits for it fail at once with errs.PeerClosed,
+// except the teardown's exchanges they make too. Not under runMu: a collective of another
 // goroutine may hold it, waiting for a peer this wakes.
 func (g *Group) Leave() {
 	g.ag.Leave()
