@@ -371,9 +371,8 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	if cfg.Budget > 0 && cfg.Graph == 0 && m.Iters < cfg.Iters {
 		// One call may still be slow (first touches, a descheduled
 		// rank): where the budget bounds the count, size it again from a
-		// batch of an eighth of it (the 1-2 MiB CPU rows of
-		// results/cpu-compare-2026-11-23.md run 11 timed 0.05 s of a
-		// 0.5 s budget).
+		// batch of an eighth of it (a count sized from the warm-up alone
+		// timed a fraction of the budget: results/cpu-compare-2026-11-23.md).
 		cal, err := s.timed(0, max(2, m.Iters/8), run)
 		if err != nil {
 			return nil, err

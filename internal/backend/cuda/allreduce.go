@@ -102,8 +102,7 @@ func (g *Group) allReduceWhyNot(req backend.Request) error {
 // common chunk, not this rank's possibly shorter one), never on the mode.
 // Every
 // vector waits on a read over NVLink, so many threads with one each beat few
-// with four: 1 CTA with 4 vectors per thread took 11.9 us at 32 KiB on 2x
-// H200 where 1 CTA with 2 took 9.0 at 16 KiB (gpu-kernel-2026-11-21.md, run 11).
+// with four (measured: results/gpu-kernel-2026-11-21.md, all-reduce).
 func allReduceCTAs(bytes int64) int {
 	per := int64(kernThreads * kernAlign)
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))

@@ -16,20 +16,19 @@ const (
 	modePush               // each rank writes its input into its peers' outputs
 )
 
-// The copy-engine all-gather's shape was chosen from the variants measured
-// on the 2x H200 machine (results/gpu-2026-11-21.md, run 3,
-// "copy-engine variants"; the variants are gone from the code):
+// The copy-engine all-gather's shape was chosen from variants measured on
+// 2x H200 (measured: results/gpu-2026-11-21.md, "copy-engine variants"; the
+// variants are gone from the code):
 //   - push (write into the peers' outputs) beat pull at every size from
-//     1 MiB: 1 GiB 387.6 vs 368.8 GB/s in-place, 256 MiB 373 vs 357; pull
-//     remains for an ordinary output with a registered input;
+//     1 MiB; pull remains for an ordinary output with a registered input;
 //   - the out-of-place local copy on a side stream was best or equal at
-//     every size (1 MiB out-of-place 16.1 vs 27.5 us);
+//     every size;
 //   - splitting a transfer over two streams, and half-pull/half-push, did
 //     not help;
-//   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time
-//     (1 MiB in-place 13.4 vs 15.2 us) for ~1 us more host time;
-//   - replaying a captured graph cost more host time (9-10 vs 6-8 us per
-//     call) and gave no GPU time over single calls.
+//   - single stream-memory-op calls beat cuStreamBatchMemOp on GPU time for
+//     ~1 us more host time;
+//   - replaying a captured graph cost more host time and gave no GPU time
+//     over single calls.
 
 // ceModeFor is push when the output is registered, else pull.
 func ceModeFor(req backend.Request) ceMode {
@@ -71,7 +70,7 @@ const maxCERanks = 64
 // track lets quiesce fence the stream later.
 func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 	p := g.prog
-	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (run 3)
+	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (see above)
 	p.SetContext(g.b.ctx)
 	if err := g.buildAllGather(p, req, s); err != nil {
 		return err

@@ -36,11 +36,9 @@ import (
 // call moved. A running kernel is the only stop that works here: a stream
 // memory operation waiting on the approval word cannot be cancelled, and a
 // trap launched after it may never start, because waiting streams block the
-// device's work queues (TestTrapEndsWait, run 33: after 8 blocked streams,
-// or 2 under MPS, it never ran). Measured alternatives (run 36, 2 ranks
-// sharing an H100 under MPS, ce all-gather 64 KiB-16 MiB): the guard on a
-// stream of its own plus a memory-op wait cost 0.55-0.90x busbw; the guard
-// inline 0.76-0.90x; the memory-op wait alone (no way to stop) 0.82-0.98x.
+// device's work queues (TestTrapEndsWait). Of the placements that can stop
+// a call, the guard inline on the call's stream cost the least busbw
+// (measured: results/gpu-gate-2026-11-24.md).
 //
 // The rank that finds a difference gets it from its call, which queued
 // nothing; the others' guards stop them. The watcher goroutine marks the
@@ -184,9 +182,9 @@ func (g *Group) capturing(s uint64) bool {
 // microseconds on the GPU and more), so their hosts are usually ahead of
 // the GPU and the wait hides behind it. A wait that ran out halves the
 // next one (down to gateSpinMin): when the peers' hosts are far behind,
-// waiting buys nothing; one that was answered restores it. Run 43: a fixed
-// 20 us kept ce/lc busbw at 0.95-1.08 of the gate-free build, 5 us cost
-// 0.77-0.96 in places but less host time (results/gpu-gate-2026-11-24.md).
+// waiting buys nothing; one that was answered restores it. 20 us kept ce/lc
+// busbw at par with the gate-free build, where 5 us cost GPU time for less
+// host time (measured: results/gpu-gate-2026-11-24.md).
 const (
 	gateSpin    = 20 * time.Microsecond
 	gateSpinMin = 2 * time.Microsecond

@@ -23,11 +23,10 @@ import (
 // of CUDA graphs that differ between the ranks, which the gate compares
 // only when they are captured.
 //
-// It is not always on because it is not free: a copy-engine call took ~10
-// us more with it in front and ~8 us more with it beside (in-place
-// all-gather, 64 KiB to 256 MiB, 2x H200 run 29 and one shared H100 run 30;
-// NCCL all-reduce ~6 us more), the cost of a kernel launch on the call's
-// critical path (results/gpu-handshake-2026-11-24.md). Groups without the
+// It is not always on because it is not free: it puts a kernel launch on
+// the call's critical path, several microseconds per copy-engine or NCCL
+// call in front of the call or beside it (measured:
+// results/gpu-handshake-2026-11-24.md). Groups without the
 // kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
 // fillHandshake writes the parts of the handshake's parameter block that

@@ -129,10 +129,9 @@ func (b *Backend) unloadKernels() {
 	b.kern.mods = nil
 }
 
-// kernVecsPerThread is the work per thread below the CTA limit. Measured on
-// 2x H200 (results/gpu-kernel-2026-11-21.md, tune): at 1 MiB total 16
-// CTAs took 9.0 us and 64 took 9.9 (each CTA signals every peer), at 16 MiB
-// 64 CTAs took 31.7 us and 16 took 34.6.
+// kernVecsPerThread is the work per thread below the CTA limit: fewer CTAs
+// are faster for small slices (each CTA signals every peer), more for large
+// ones (measured on 2x H200: results/gpu-kernel-2026-11-21.md, kernel CTAs).
 const kernVecsPerThread = 4
 
 // allGatherCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per

@@ -60,9 +60,9 @@ type ncclGroup struct {
 	comm *bnccl.Comm
 	// plain is a second communicator with no windows: NCCL picks its
 	// symmetric kernels for any buffer in a window, and for large
-	// reductions those are slower than its regular ones (4x H200:
-	// reduce-scatter 1 GiB 210 vs 323 GB/s busbw, gpu-scale-2026-11-21.md),
-	// so the plain path on pool buffers runs here. nil if it failed.
+	// reductions those are slower than its regular ones (measured on 4x
+	// H200: results/gpu-scale-2026-11-21.md), so the plain path on pool
+	// buffers runs here. nil if it failed.
 	plain   *bnccl.Comm
 	err     error
 	windows bool   // segments are registered as NCCL windows
@@ -74,12 +74,11 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	if st.lib == nil {
 		return ncclGroup{err: st.err, winWhy: "no NCCL"}
 	}
-	// A blocking communicator (internal/backend/nccl's default): on the 2x H200
-	// machine (NCCL 2.28.9) the second window registration on a non-blocking
-	// one failed with "Attempt to use communicator before the previous
-	// operation returned ncclSuccess" (results/gpu-2026-11-21.md, run
-	// 1). Every rank has met in setup's all-gather before the communicator is
-	// created, so a blocking init does not wait for absent ranks.
+	// A blocking communicator (internal/backend/nccl's default): window
+	// registration on a non-blocking one failed on NCCL 2.28.9
+	// (results/gpu-2026-11-21.md). Every rank has met in setup's all-gather
+	// before the communicator is created, so a blocking init does not wait
+	// for absent ranks.
 	cfg := bnccl.Config{}
 	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
 		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})

@@ -14,18 +14,18 @@ import (
 // some shapes and are several times slower than NCCL's regular kernels for
 // others. repro/nccl-symmetric checks every op, dtype, placement and count
 // 1..4100 (plus larger ones) against libnccl alone, and TestGPUStress found
-// the buffer-offset cases; on 2 and 4 H100 (results/ncclsym-2026-11-26.md):
+// the buffer-offset cases (measured on 2 and 4 H100:
+// results/ncclsym-2026-11-26.md, results/gpu-issue22-2026-11-26.md):
 //   - reduce-scatter of bfloat16/float16, in and out of place, is wrong at
 //     every odd count from 5 to 4099 per rank (float32 always right);
 //   - in-place all-gather is wrong at every per-rank size that is not a
 //     multiple of 4 bytes from 5 B (int8 from 3 B) up to at least 16 KiB;
 //   - a buffer 2 bytes past a 4-byte boundary (bf16 at an odd element
 //     offset inside a pool block) gave wrong all-reduce, reduce-scatter and
-//     all-gather results even at aligned sizes (stress run 2026-11-26);
+//     all-gather results even at aligned sizes;
 //   - all-reduce, broadcast and out-of-place all-gather are otherwise right;
-//   - a per-rank size that is not a multiple of 16 bytes takes a slow path:
-//     reduce-scatter of 65537 bf16 per rank 38.8 us on windows vs 10.5 us
-//     plain, 524289: 134 vs 15 (2 GPUs).
+//   - a per-rank size that is not a multiple of 16 bytes takes a slow path,
+//     up to 9x plain NCCL's time.
 // So: shapes known to be wrong never reach the symmetric kernels (a forced
 // nccl-window call is refused with ErrNCCLWindowWrong, auto takes another
 // path), and auto gives windows only 16-byte aligned buffers and per-rank

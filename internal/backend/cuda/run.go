@@ -304,10 +304,9 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 }
 
 // oneShotMax is the largest all-reduce (bytes per rank) auto gives to the
-// one-shot kernel without NCCL. Measured with 2 ranks sharing one H100
-// (results/gpu-reduce-2026-11-23.md, run 16, bf16 out of place): one-shot
-// 347 / 396 / 472 GB/s busbw at 4 / 16 / 64 MiB vs two-shot 238 / 362 /
-// 473, two-shot ahead from 256 MiB (516 vs 499). In place the one-shot
+// one-shot kernel without NCCL: on 2 ranks out of place, up to where
+// two-shot catches up (measured with 2 ranks sharing one H100:
+// results/gpu-reduce-2026-11-23.md). In place the one-shot
 // kernel holds at most arMaxBytes; wider groups are not measured and read
 // (n-1) inputs, so they switch at arMaxBytes too.
 func oneShotMax(req backend.Request, n int) int64 {

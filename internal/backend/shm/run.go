@@ -18,9 +18,8 @@ import (
 // bytes use the one-shot plan out of place: every rank reads every peer's
 // whole tensor instead of 1/n of it, and saves a barrier and a stage. In
 // place, one-shot also copies the result back from scratch, so it is used
-// only up to oneShotInPlace. Measured with BenchmarkLocal (2 ranks, out of place, one
-// worker): one-shot 37-39 us at 1 MiB against 46-51 us two-shot, two-shot
-// ahead from 2 MiB (results/cpu-executor-2026-11-23.md).
+// only up to oneShotInPlace. Both limits sit below the sizes where two-shot
+// was faster in BenchmarkLocal (measured: results/cpu-executor-2026-11-23.md).
 const (
 	oneShotPeerBytes = 1 << 20
 	oneShotInPlace   = 64 << 10

@@ -207,17 +207,17 @@ func (a *HostAgreement) disagreement(k uint64) error {
 
 // agreeSpin is how long a wait polls before it sleeps: a sleep lasts tens
 // of microseconds at least (timer slack), so a peer a little late would
-// cost that much; 2000 polls first measured 0.9 us per scope end on the
-// GPU host with one run in three at 31 us (results/gpu-single-2026-11-23/run22).
+// cost that much. It is a time, not a count of polls: a count ran out too
+// soon on a busy host (measured: results/gpu-single-2026-11-23/run22/scope-end.txt).
 const agreeSpin = 200 * time.Microsecond
 
 // wait polls peer q's slot until it holds agreement k: spinning first (the
 // ranks usually arrive together), then sleeping in growing steps, checking
 // between sleeps that q's process lives. While it spins it yields to this
 // process's other goroutines every 256 polls and reads the clock every
-// 1024: both cost ~50-70 ns, and done every 64 polls they delayed seeing
-// the peer's post by about that much (~40% of an agreement of 2 processes
-// here; results/verify-cost-2026-11-24.md). deadline is set at the first
+// 1024: each costs tens of nanoseconds, and done more often they delayed
+// seeing the peer's post by that much (measured:
+// results/verify-cost-2026-11-24.md). deadline is set at the first
 // sleep (the timeout, or ctx's deadline if sooner), shared by the waits of
 // one agreement.
 func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *time.Time) error {

@@ -33,7 +33,7 @@ var (
 // of a group created again — also by a second Backend in the same process —
 // never meet those of an earlier one. It is process-wide on purpose: a
 // per-Backend counter restarted at 0 and read a stale NCCL id under `symmem
-// launch` (results/gpu-2026-11-21.md, run 4). Ranks that create the
+// launch` (results/gpu-2026-11-21.md). Ranks that create the
 // same groups in the same order agree on it.
 func Generation(kind, job, name string) int {
 	genMu.Lock()
