@@ -15,7 +15,7 @@ import (
 // On timeout the call is left running: NCCL offers no safe way to interrupt
 // a blocking communicator from another thread (ncclCommAbort while another
 // thread is inside the same communicator's init is undefined; the
-// non-blocking mode exists for that, at ~120-210 us of host time per
+// non-blocking mode exists for that, at ten times the host time per
 // collective, see the package doc). The communicator is never used again
 // (the caller marks it broken without aborting it) and one OS thread stays
 // blocked until the process exits, which the caller's error should lead to.

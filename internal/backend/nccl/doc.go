@@ -12,10 +12,11 @@
 //
 // Blocking vs non-blocking: communicators are blocking by default, because
 // NCCL 2.28 runs every collective of a non-blocking communicator through a
-// new thread (measured on 2x H200: ~120-210 us of host time per call instead
-// of ~11 us). A missing rank is caught before NCCL is entered — by the store
-// exchange in New (ErrTimeout) and by the pool's order verification before
-// registration. A rank that dies inside NCCL's init or window registration
+// new thread: an order of magnitude more host time per call (measured on
+// 2x H200: results/nccl-check-2026-11-21.txt). A missing rank is caught
+// before NCCL is entered — by the store exchange in New (ErrTimeout) and by
+// the pool's order verification before registration. A rank that dies
+// inside NCCL's init or window registration
 // makes them fail with ErrTimeout after Options.Timeout on a blocking
 // communicator too: the call runs on its own goroutine and is left blocked
 // there (NCCL cannot safely abort a blocking communicator from another
