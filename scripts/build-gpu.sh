@@ -17,4 +17,5 @@ go build -ldflags="-s -w" -o .build/allreduce ./examples/allreduce
 go build -buildmode=c-shared -o .build/libsymmem.so ./cmd/libsymmem
 go test -c -o .build/libsymmem.test ./cmd/libsymmem
 cc -O2 -std=c11 -I include cmd/libsymmem/testdata/abi_cost.c -L .build -lsymmem -Wl,-rpath,'$ORIGIN' -ldl -o .build/abi_cost
+python3 python/build_wheel.py # dist/symmem-*.whl, for scripts/gpu-wheel.sh
 ls -l .build
