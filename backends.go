@@ -41,8 +41,9 @@ func newBackend(name string, env rendezvous.Env, opts Options) (be backend.Backe
 	if kind == "cpu" {
 		return shm.New(env), why, nil
 	}
-	b, err := cuda.New(env, cuda.Options{Watchdog: opts.GPUWatchdog, NCCLMulticast: opts.NCCLMulticast, ShareDevice: opts.ShareDevice || env.ShareDevice,
-		LowContentionCTAs: opts.LowContentionCTAs})
+	g := opts.GPU
+	b, err := cuda.New(env, cuda.Options{Watchdog: g.Watchdog, NCCLMulticast: g.NCCLMulticast, ShareDevice: g.ShareDevice || env.ShareDevice,
+		LowContentionCTAs: g.LowContentionCTAs})
 	switch {
 	case err == nil:
 		return b, fmt.Sprintf("%s: GPU %d of this host", why, b.Device().Ordinal), nil

@@ -21,7 +21,7 @@ import (
 //     with and without checked mode;
 //   - count: every rank on the path, the last rank passes another count;
 //   - skip: the last rank does not make the call at all (the gate's
-//     watchdog, Options.GPUWatchdog = 3 s, stops the others);
+//     watchdog, Options.GPU.Watchdog = 3 s, stops the others);
 //   - exit: the last rank's process exits instead of making the call (the
 //     others' watchers see it through its pidfd and stop them at once).
 //
@@ -67,7 +67,7 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 	algo := coll.Algo(os.Getenv("SYMMEM_TEST_CE_ALGO"))
 	what := os.Getenv("SYMMEM_TEST_CE_WHAT")
 	checked := os.Getenv("SYMMEM_TEST_CE_CHECKED") == "true"
-	w, err := gpuWorld(ctx, Options{Checked: checked, GPUWatchdog: 3 * time.Second})
+	w, err := gpuWorld(ctx, Options{Checked: checked, GPU: GPUOptions{Watchdog: 3 * time.Second}})
 	if err != nil {
 		return err
 	}

@@ -669,7 +669,7 @@ func (c reduceCase) run(ctx context.Context, w *World, g *Group, out, in Buffer,
 // world is not closed: those contexts are lost on purpose.
 func roleGPUPeerDies(ctx context.Context) error {
 	const watchdog = 3 * time.Second
-	w, err := gpuWorld(ctx, Options{GPUWatchdog: watchdog, Timeout: 30 * time.Second})
+	w, err := gpuWorld(ctx, Options{GPU: GPUOptions{Watchdog: watchdog}, Timeout: 30 * time.Second})
 	if err != nil {
 		return err
 	}

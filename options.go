@@ -33,11 +33,22 @@ type Options struct {
 	// 0 means DefaultStagingBytes; negative disables staging (ordinary
 	// memory is then an error).
 	StagingBytes int64
-	// GPUWatchdog is how long one of symmem's GPU kernels waits for a peer
+	// GPU holds the options only the GPU backend reads (the CPU backend
+	// ignores them).
+	GPU GPUOptions
+	// Env overrides the environment (tests and tools); nil reads it with
+	// rendezvous.EnvFromOS.
+	Env *rendezvous.Env
+}
+
+// GPUOptions are the options of the GPU backend (Options.GPU).
+type GPUOptions struct {
+	// Watchdog is how long one of symmem's GPU kernels waits for a peer
 	// before it traps, failing this rank's CUDA context instead of spinning
 	// forever on a rank that died. 0 means 10 minutes. It is separate from
-	// Timeout because a healthy peer may reach a collective minutes late.
-	GPUWatchdog time.Duration
+	// Options.Timeout because a healthy peer may reach a collective minutes
+	// late.
+	Watchdog time.Duration
 	// ShareDevice lets several ranks use one GPU (a workstation with one
 	// card; tests on a single-GPU machine). symmem's kernels and copy
 	// engines run; NCCL, which needs a GPU per rank, is reported unavailable
@@ -57,9 +68,6 @@ type Options struct {
 	// backend. Off by default: symmem sets NCCL_NVLS_ENABLE=0 when that
 	// variable is unset (one you set is kept); `symmem doctor` says which.
 	NCCLMulticast bool
-	// Env overrides the environment (tests and tools); nil reads it with
-	// rendezvous.EnvFromOS.
-	Env *rendezvous.Env
 }
 
 // Defaults.

@@ -86,8 +86,8 @@ func rolePromises(ctx context.Context, backend string) error {
 			_, err := Init(ctx, Options{Backend: "tpu"})
 			return err
 		}},
-		{"Init with LowContentionCTAs out of range", "", ErrInvalid, func() error {
-			_, err := Init(ctx, Options{LowContentionCTAs: 65})
+		{"Init with Options.GPU.LowContentionCTAs out of range", "", ErrInvalid, func() error {
+			_, err := Init(ctx, Options{GPU: GPUOptions{LowContentionCTAs: 65}})
 			return err
 		}},
 		{"lc forced on an all-gather", "cuda", ErrNotSupported, func() error {

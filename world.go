@@ -45,8 +45,8 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	if opts.Timeout < 0 || opts.StagingBytes > 1<<40 {
 		return nil, fmt.Errorf("symmem: Init: Timeout %v / StagingBytes %d out of range: %w", opts.Timeout, opts.StagingBytes, ErrInvalid)
 	}
-	if opts.LowContentionCTAs < 0 || opts.LowContentionCTAs > 64 {
-		return nil, fmt.Errorf("symmem: Init: LowContentionCTAs %d: want 0 (the default, 8) to 64: %w", opts.LowContentionCTAs, ErrInvalid)
+	if opts.GPU.LowContentionCTAs < 0 || opts.GPU.LowContentionCTAs > 64 {
+		return nil, fmt.Errorf("symmem: Init: Options.GPU.LowContentionCTAs %d: want 0 (the default, 8) to 64: %w", opts.GPU.LowContentionCTAs, ErrInvalid)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout

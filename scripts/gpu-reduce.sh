@@ -32,7 +32,7 @@ NCCLS=
 B=(.build/symmem bench --backend cuda --dtype bfloat16 -b 1M -e 1G -f 4 --budget 100ms --timeout 60s)
 step rs 300 "${L[@]}" 290s -- "${B[@]}" --ops reduce_scatter --algo "${NCCLS}kernel,lc,auto" -J "$OUTDIR/rs.json"
 step ar 300 "${L[@]}" 290s -- "${B[@]}" --ops all_reduce --algo "${NCCLS}kernel,two-shot,lc,auto" -J "$OUTDIR/ar.json"
-# lc's reduction kernel with more or fewer CTAs (Options.LowContentionCTAs).
+# lc's reduction kernel with more or fewer CTAs (Options.GPU.LowContentionCTAs).
 for c in ${LC_CTAS:-4 16 32}; do
   step "rs-lc$c" 200 "${L[@]}" 190s -- "${B[@]}" -b 16M --ops reduce_scatter --algo lc --lc-ctas "$c" --inplace no
 done

@@ -32,7 +32,7 @@ type benchFlags struct {
 	progress bool
 	profile  string
 	timeout  time.Duration
-	lcCTAs   int // --lc-ctas: symmem.Options.LowContentionCTAs
+	lcCTAs   int // --lc-ctas: symmem.Options.GPU.LowContentionCTAs
 }
 
 // benchOpts holds the raw flag values of `symmem bench`; finish checks them.
@@ -74,7 +74,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
-	fs.IntVar(&f.lcCTAs, "lc-ctas", 0, "CTAs of the GPU lc path's reduction kernel (symmem.Options.LowContentionCTAs; 0: its default, 8)")
+	fs.IntVar(&f.lcCTAs, "lc-ctas", 0, "CTAs of the GPU lc path's reduction kernel (symmem.Options.GPU.LowContentionCTAs; 0: its default, 8)")
 }
 
 const benchLong = `Sweeps collectives over sizes like nccl-tests and prints its rows (size, count, type,
@@ -314,7 +314,7 @@ func benchRank(f *benchFlags, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
-	t, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, LowContentionCTAs: f.lcCTAs})
+	t, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, GPU: symmem.GPUOptions{LowContentionCTAs: f.lcCTAs}})
 	if err != nil {
 		return err
 	}
