@@ -111,7 +111,7 @@ func roleMatrix(ctx context.Context) error {
 		if err := endEmpty(ctx, mine); err != nil {
 			return err
 		}
-		st := w.Pool().Stats()
+		st := w.pool.Stats()
 		if len(st.Groups) != 2 || st.Groups[0].Name != "world" || st.Groups[1].Name != mine.Name() {
 			return fmt.Errorf("pool groups %+v, want world and %s sharing it", st.Groups, mine.Name())
 		}

@@ -233,7 +233,7 @@ func roleGPUStress(ctx context.Context) error {
 	}
 	seed = binary.LittleEndian.Uint64(all[0])
 	if me == 0 {
-		fmt.Printf("STRESS seed %d (replay: SYMMEM_STRESS_SEED=%d), %d ranks, share device %v\n", seed, seed, n, w.Env().ShareDevice)
+		fmt.Printf("STRESS seed %d (replay: SYMMEM_STRESS_SEED=%d), %d ranks, share device %v\n", seed, seed, n, w.env.ShareDevice)
 	}
 	budget := time.Duration(envInt("SYMMEM_STRESS_SECONDS", 240)) * time.Second
 	maxCases := envInt("SYMMEM_STRESS_CASES", math.MaxInt)

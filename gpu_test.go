@@ -111,7 +111,7 @@ func roleGPU(ctx context.Context) error {
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18, inPl: true},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: 1 << 14})
-	shared := w.Env().ShareDevice && gpusVisible() < n
+	shared := w.env.ShareDevice && gpusVisible() < n
 	if shared {
 		// Ranks share a GPU: NCCL is off. Forced NCCL and ordinary memory
 		// must say so (ErrNotSupported), and the NCCL cases are dropped.

@@ -275,7 +275,7 @@ func roleGPUTwoGroups(ctx context.Context) error {
 			}
 		}
 	}
-	fmt.Printf("GPU two groups on one pool: ok, pool %+v\n", w.Pool().Stats())
+	fmt.Printf("GPU two groups on one pool: ok, pool %+v\n", w.pool.Stats())
 	return nil
 }
 

@@ -116,14 +116,16 @@ func (w *World) Rank() int { return w.env.Rank }
 // Size is the number of ranks in the world.
 func (w *World) Size() int { return w.env.WorldSize }
 
-// Env is the job environment this world was initialised from.
-func (w *World) Env() rendezvous.Env { return w.env }
+// LocalRank is this process's rank among the ranks of its host
+// (LOCAL_RANK).
+func (w *World) LocalRank() int { return w.env.LocalRank }
+
+// LocalSize is the number of ranks on this process's host
+// (LOCAL_WORLD_SIZE).
+func (w *World) LocalSize() int { return w.env.LocalWorldSize }
 
 // Backend names the backend ("cpu" or "cuda").
 func (w *World) Backend() string { return w.be.Name() }
-
-// Pool is the process's one symmetric pool, shared by every group.
-func (w *World) Pool() *pool.Pool { return w.pool }
 
 // World is the group of all ranks.
 func (w *World) World() *Group {

@@ -22,8 +22,8 @@ const graphWait = 5 * time.Minute
 // identical calls, each enqueued on a stream of its own with
 // symmem.WithStream, into one CUDA graph (docs/gpu.md: captured kernel and
 // copy-engine collectives carry no host-chosen values, so replays stay
-// correct; NCCL captures its own). The stream belongs to the device the
-// backend uses by default (LOCAL_RANK modulo the visible devices).
+// correct; NCCL captures its own). The stream belongs to the backend's
+// device (World.Device).
 func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (bench.Graph, error) {
 	if be := t.w.Backend(); be != "cuda" {
 		return nil, fmt.Errorf("CUDA graphs need the cuda backend, this job runs %s: %w", be, errors.ErrUnsupported)
@@ -34,11 +34,7 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 	if k == coll.Broadcast && in != out {
 		return nil, fmt.Errorf("out-of-place broadcast is a local copy plus a broadcast here and is not captured: use --inplace only: %w", errors.ErrUnsupported)
 	}
-	n, err := cudadrv.DeviceCount()
-	if err != nil {
-		return nil, err
-	}
-	ctx, err := cudadrv.Retain(t.w.Env().LocalRank % max(1, n))
+	ctx, err := cudadrv.Retain(t.w.Device())
 	if err != nil {
 		return nil, err
 	}

@@ -58,12 +58,8 @@ func NewOverlap(t *Target, timeout time.Duration) (*Overlap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the overlap benchmark needs cuBLAS for its GEMMs: %w", err)
 	}
-	n, err := cudadrv.DeviceCount()
-	if err != nil {
-		return nil, err
-	}
 	o := &Overlap{Target: t, timeout: timeout, lib: lib, prog: cudadrv.NewProgram(16)}
-	if o.ctx, err = cudadrv.Retain(t.w.Env().LocalRank % max(1, n)); err != nil {
+	if o.ctx, err = cudadrv.Retain(t.w.Device()); err != nil { // the backend's GPU
 		return nil, err
 	}
 	if err := o.init(); err != nil {

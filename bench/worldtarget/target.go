@@ -171,7 +171,7 @@ const parallelCopy = 4 << 20
 // copies at once). The baseline is then the machine's copy bandwidth,
 // whatever number of threads the backend's own copies use.
 func (t *Target) MemcpyThreads() int {
-	return max(1, runtime.GOMAXPROCS(0)/max(1, t.w.Env().LocalWorldSize))
+	return max(1, runtime.GOMAXPROCS(0)/max(1, t.w.LocalSize()))
 }
 
 func (t *Target) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (coll.Path, error) {
