@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -72,7 +73,8 @@ type GPUOptions struct {
 
 // Defaults.
 const (
-	DefaultTimeout      = 60 * time.Second
+	// DefaultTimeout is Options.Timeout's default: 60 s.
+	DefaultTimeout      = wait.DefaultTimeout
 	DefaultStagingBytes = 8 << 20
 	// Align is the alignment of every buffer Alloc returns.
 	Align = 256

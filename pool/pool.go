@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/symmem/symmem/internal/wait"
 )
 
 const (
 	// DefaultMinSegment is the default minimum segment size.
 	DefaultMinSegment = 64 << 20
-	// DefaultTimeout bounds every collective wait when Options.Timeout is 0.
-	DefaultTimeout = 60 * time.Second
+	// DefaultTimeout bounds every collective wait when Options.Timeout is 0
+	// (60 s, symmem's one default).
+	DefaultTimeout = wait.DefaultTimeout
 	// Quantum is the granule of blocks: every block's offset and size are
 	// multiples of it, so alignments below Quantum are satisfied for free.
 	Quantum = 256

@@ -30,7 +30,7 @@ func (c *Client) exitWait() time.Duration {
 // Bootstrap connects this rank to the job's store. When a launcher hosts it
 // (e.Store, from SYMMEM_STORE) every rank dials it; otherwise rank 0 hosts the
 // store at MASTER_ADDR:e.StorePort (SYMMEM_PORT, default MASTER_PORT+1: never
-// MASTER_PORT, which torch's store owns) and the others dial it. Dial retries until ctx's deadline (DefaultTimeout without
+// MASTER_PORT, which torch's store owns) and the others dial it. Dial retries until ctx's deadline (DefaultCallTimeout without
 // one), since ranks start at different times.
 //
 // cleanup closes the client. When rank 0 hosts, every rank's cleanup first

@@ -12,8 +12,11 @@ import (
 	"time"
 )
 
-// DefaultTimeout bounds every Client call (and Dial) whose ctx has no deadline.
-const DefaultTimeout = 5 * time.Minute
+// DefaultCallTimeout bounds every Client call, Dial, FDExchange send and
+// receive whose ctx has no deadline. It is a bound of this package's
+// calls, longer than symmem's default wait for peers (60 s, which Init and
+// the backends put on ctx); callers that set a deadline never meet it.
+const DefaultCallTimeout = 5 * time.Minute
 
 // Sentinel errors, for errors.Is.
 var (
@@ -43,7 +46,7 @@ const maxIdle = 4
 
 // Dial connects to the store at addr and presents token. The store may not be
 // up yet (ranks start at different times): Dial retries until ctx's deadline
-// (DefaultTimeout without one). A refused token fails at once.
+// (DefaultCallTimeout without one). A refused token fails at once.
 func Dial(ctx context.Context, addr, token string) (*Client, error) {
 	c := &Client{addr: addr, token: token, busy: map[net.Conn]struct{}{}}
 	ctx, cancel := withDefault(ctx)
@@ -60,7 +63,7 @@ func withDefault(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, DefaultTimeout)
+	return context.WithTimeout(ctx, DefaultCallTimeout)
 }
 
 // dial opens and authenticates one connection, retrying while the store is
@@ -295,7 +298,7 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 }
 
 // Wait blocks until every key exists and returns their values in order. The
-// wait runs on the server; when ctx's deadline (DefaultTimeout without one)
+// wait runs on the server; when ctx's deadline (DefaultCallTimeout without one)
 // passes, the error wraps ErrTimeout and names the keys that never arrived.
 func (c *Client) Wait(ctx context.Context, keys ...string) ([][]byte, error) {
 	if len(keys) == 0 {

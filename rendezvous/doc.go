@@ -14,5 +14,5 @@
 //
 // The store speaks a small length-prefixed binary protocol (see wire.go). Every
 // connection first presents the job token; a wrong token is refused. Every
-// blocking call has a deadline: the caller's ctx deadline, or DefaultTimeout.
+// blocking call has a deadline: the caller's ctx deadline, or DefaultCallTimeout.
 package rendezvous

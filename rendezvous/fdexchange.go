@@ -242,7 +242,7 @@ func readFDMsg(c *net.UnixConn) ([]int, msg, error) {
 
 // Send passes fds to toRank under tag. The caller keeps its own descriptors
 // (the receiver gets duplicates). The receiver may not be listening yet, so
-// Send retries until ctx's deadline (DefaultTimeout without one).
+// Send retries until ctx's deadline (DefaultCallTimeout without one).
 func (x *FDExchange) Send(ctx context.Context, toRank int, tag string, fds []int) error {
 	if toRank < 0 || toRank >= x.env.WorldSize {
 		return fmt.Errorf("rendezvous: fd exchange: send to rank %d: no such rank in world size %d", toRank, x.env.WorldSize)
@@ -310,7 +310,7 @@ func dialUnix(ctx context.Context, name string) (*net.UnixConn, error) {
 }
 
 // Recv returns the descriptors fromRank sent under tag, waiting until ctx's
-// deadline (DefaultTimeout without one). The caller owns (and must close)
+// deadline (DefaultCallTimeout without one). The caller owns (and must close)
 // them. Sends with the same (rank, tag) are received in order.
 func (x *FDExchange) Recv(ctx context.Context, fromRank int, tag string) ([]int, error) {
 	if fromRank < 0 || fromRank >= x.env.WorldSize {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/native/libnccl"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -53,7 +54,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = wait.DefaultTimeout
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -22,9 +22,6 @@ var (
 	ErrNotWindow    = errors.New("nccl: buffer is not inside a registered window")
 )
 
-// DefaultTimeout bounds every wait when Options.Timeout is zero.
-const DefaultTimeout = 60 * time.Second
-
 // Store is the part of the rendezvous client a Comm needs to exchange the
 // NCCL unique id; *rendezvous.Client satisfies it. Wait must honour ctx's
 // deadline.
@@ -126,7 +123,7 @@ type Options struct {
 	Rank, Size int           // this rank's index in the group, and the group size
 	Context    uint64        // CUcontext of this rank's device (cuda.Context.Handle()); 0 = current
 	Store      Store         // rendezvous store shared by the group's ranks
-	Timeout    time.Duration // bound on every wait (store, init, registration); 0 = DefaultTimeout
+	Timeout    time.Duration // bound on every wait (store, init, registration); 0 = wait.DefaultTimeout (60 s)
 	Config     Config
 	Lib        *libnccl.Lib // nil: libnccl.Load()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -40,9 +41,6 @@ func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
 // failed midway (a peer died or timed out): the ranks' signal counters no
 // longer agree, so the group cannot be used again.
 var ErrBroken = errs.Broken
-
-// DefaultTimeout bounds waits when the GroupConfig gives none.
-const DefaultTimeout = 60 * time.Second
 
 // Group is the CPU backend side of one group of local ranks.
 type Group struct {
@@ -104,7 +102,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		return nil, fmt.Errorf("shm: group %q: GroupConfig.FDs is nil (the CPU backend passes memfds between ranks)", cfg.Name)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = wait.DefaultTimeout
 	}
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
