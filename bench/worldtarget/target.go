@@ -19,7 +19,6 @@ import (
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/hostmem"
 )
 
 var (
@@ -119,6 +118,18 @@ func (t *Target) inside(s coll.Span) error {
 	return nil
 }
 
+// bytes is s as a Go slice, through the Buffer it lies in (host memory; s
+// passed inside); nil when that buffer was freed.
+func (t *Target) bytes(s coll.Span) []byte {
+	i := sort.Search(len(t.allocs), func(i int) bool { return t.allocs[i].End() > s.Ptr })
+	b := t.allocs[i].Bytes()
+	if b == nil {
+		return nil
+	}
+	off := s.Ptr - t.allocs[i].Ptr
+	return b[off : off+uint64(s.Len)]
+}
+
 func (t *Target) Write(dst coll.Span, src []byte) error {
 	s := coll.Span{Ptr: dst.Ptr, Len: int64(len(src))}
 	if err := t.inside(s); err != nil {
@@ -152,7 +163,10 @@ func (t *Target) Memcpy(dst, src coll.Span) error {
 	if n < parallelCopy || threads == 1 {
 		return t.w.Copy(d, s, 0)
 	}
-	db, sb := hostmem.Bytes(d.Ptr, int(n)), hostmem.Bytes(s.Ptr, int(n))
+	db, sb := t.bytes(d), t.bytes(s)
+	if db == nil || sb == nil {
+		return t.w.Copy(d, s, 0) // a freed buffer: the user API says so
+	}
 	var wg sync.WaitGroup
 	per := (n + int64(threads) - 1) / int64(threads)
 	for lo := int64(0); lo < n; lo += per {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ func rank() error {
 	if err := t.Free(s); err != nil {
 		return err
 	}
+	if err := checkMemcpy(t, parallelCopy+4096); err != nil { // split over threads on the CPU backend
+		return err
+	}
 	// The overlap benchmark needs a GPU: on the CPU backend it says so.
 	if w.Backend() == "cpu" {
 		if _, err := NewOverlap(t, time.Second); !errors.Is(err, symmem.ErrNotSupported) || !strings.Contains(err.Error(), "needs the cuda backend") {
@@ -97,4 +101,43 @@ func TestTwoRanks(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("job failed (code %d): %v\n%s", code, err, out.String())
 	}
+}
+
+// checkMemcpy copies n bytes between two of the target's buffers, at an
+// offset inside each, and compares (on the CPU backend, from parallelCopy
+// bytes, split over threads).
+func checkMemcpy(t *Target, n int64) error {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8)) // several threads per rank
+	if t.w.HostMemory() && t.MemcpyThreads() < 2 {
+		return errorf("MemcpyThreads = %d with GOMAXPROCS 8: the split copy is not exercised", t.MemcpyThreads())
+	}
+	src, err := t.Alloc(n+1024, true)
+	if err != nil {
+		return err
+	}
+	defer t.Free(src)
+	dst, err := t.Alloc(n+1024, true)
+	if err != nil {
+		return err
+	}
+	defer t.Free(dst)
+	want := make([]byte, n)
+	for i := range want {
+		want[i] = byte(i*7 + 1 + i>>11)
+	}
+	s, d := coll.Span{Ptr: src.Ptr + 256, Len: n}, coll.Span{Ptr: dst.Ptr + 512, Len: n}
+	if err := t.Write(s, want); err != nil {
+		return err
+	}
+	if err := t.Memcpy(d, s); err != nil {
+		return err
+	}
+	got := make([]byte, n)
+	if err := t.Read(got, d); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return errorf("Memcpy of %d bytes: the copy differs", n)
+	}
+	return nil
 }
