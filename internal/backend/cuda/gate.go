@@ -170,7 +170,7 @@ func (g *Group) publish(req backend.Request) error {
 // error to ask counts as not capturing: the guard is queued (its launch
 // then reports what is wrong with the stream).
 func (g *Group) capturing(s uint64) bool {
-	c, err := cudadrv.StreamCapturing(g.b.ctx, s)
+	c, err := g.x.capturing(g.b.ctx, s)
 	return err == nil && c
 }
 
@@ -369,7 +369,7 @@ func (g *Group) trap() error {
 	p := cudadrv.NewProgram(2)
 	p.SetContext(g.b.ctx)
 	p.Launch(s.Handle(), g.b.kern.guard, args, 1, 1)
-	return p.Exec() // the stream and args stay: the context is lost anyway
+	return g.x.program(p) // the stream and args stay: the context is lost anyway
 }
 
 // watchGate is the gate's watcher (one goroutine per group, asleep on the

@@ -85,6 +85,7 @@ type Group struct {
 	gateK   uint64    // ... and the number its stream waits for (0: none)
 
 	nccl ncclGroup
+	x    executor // the driver and NCCL (edge.go)
 
 	closeOnce sync.Once
 }
@@ -124,7 +125,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
-		prog:   cudadrv.NewProgram(64),
+		prog:   cudadrv.NewProgram(64), x: driver{},
 	}
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {

@@ -190,7 +190,7 @@ func (g *Group) issue(p *cudadrv.Program, s uint64, req backend.Request, what st
 	if err := g.track(p, s); err != nil {
 		return err
 	}
-	if err := p.Exec(); err != nil {
+	if err := g.x.program(p); err != nil {
 		if ferr := g.takeFault(); ferr != nil { // the handshake trapped: that is why
 			return ferr
 		}

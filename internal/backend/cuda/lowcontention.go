@@ -142,7 +142,7 @@ func (g *Group) ensureStaging(s uint64) error {
 	if g.staging != nil {
 		return nil
 	}
-	if capturing, err := cudadrv.StreamCapturing(g.b.ctx, s); err != nil {
+	if capturing, err := g.x.capturing(g.b.ctx, s); err != nil {
 		return err
 	} else if capturing {
 		return fmt.Errorf("lc needs %d MiB of staging, allocated at the group's first lc call, and the stream is being captured: run one lc call before capturing: %w",

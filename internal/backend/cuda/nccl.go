@@ -135,14 +135,14 @@ func (n *ncclGroup) close(ctx context.Context) error {
 }
 
 // run runs req on NCCL; win is the cuda path's one window decision.
-func (n *ncclGroup) run(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
+func (n *ncclGroup) run(ctx context.Context, x executor, req backend.Request, win bool) (coll.Path, error) {
 	if n.comm == nil {
 		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
 	}
 	if req.Algo == coll.AlgoNCCL && n.plain != nil {
-		return n.plain.RunDecided(ctx, req, false) // regular kernels even on pool buffers
+		return x.nccl(ctx, n.plain, req, false) // regular kernels even on pool buffers
 	}
-	return n.comm.RunDecided(ctx, req, win)
+	return x.nccl(ctx, n.comm, req, win)
 }
 
 // windowed reports whether both buffers of req lie in NCCL windows.

@@ -65,7 +65,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		err = g.ncclFront(req)
 		if err == nil {
 			var p coll.Path
-			p, err = g.nccl.run(ctx, req, win)
+			p, err = g.nccl.run(ctx, g.x, req, win)
 			if p.Algo != "" {
 				path.Algo = p.Algo
 			}

@@ -1,0 +1,34 @@
+package cuda
+
+import (
+	"context"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// executor is the edge of a call: what Run asks the driver while it builds
+// (is the stream being captured?) and what it hands over once built (a
+// stream program, in one cgo call; an NCCL call). Everything before it is
+// data, so tests record what a call would issue without a GPU
+// (golden_test.go).
+type executor interface {
+	capturing(ctx *cudadrv.Context, s uint64) (bool, error)
+	program(p *cudadrv.Program) error
+	nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error)
+}
+
+// driver is the executor of a real group.
+type driver struct{}
+
+func (driver) capturing(ctx *cudadrv.Context, s uint64) (bool, error) {
+	return cudadrv.StreamCapturing(ctx, s)
+}
+
+func (driver) program(p *cudadrv.Program) error { return p.Exec() }
+
+func (driver) nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {
+	return c.RunDecided(ctx, req, win)
+}
