@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -178,33 +177,4 @@ func rolePromises(ctx context.Context, backend string) error {
 		return errors.New(strings.Join(failed, "\n"))
 	}
 	return nil
-}
-
-// The user API does not link the bench harness (nor its PNG encoder), and
-// no backend imports bench: backends run under the harness through the user
-// API (bench/worldtarget), never the other way round.
-func TestLayering(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("needs the go tool to list imports: %v", err)
-	}
-	list := func(args ...string) []string {
-		out, err := exec.Command(goTool, append([]string{"list"}, args...)...).Output()
-		if err != nil {
-			t.Fatalf("go list %v: %v", args, err)
-		}
-		return strings.Fields(string(out))
-	}
-	for _, dep := range list("-deps", ".") {
-		if dep == "github.com/symmem/symmem/bench" || dep == "image/png" {
-			t.Errorf("package symmem depends on %s", dep)
-		}
-	}
-	for _, pkg := range list("./internal/backend/...") {
-		for _, dep := range list("-deps", pkg) {
-			if dep == "github.com/symmem/symmem/bench" {
-				t.Errorf("%s depends on bench", pkg)
-			}
-		}
-	}
 }

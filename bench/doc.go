@@ -16,6 +16,6 @@
 // job implements (bench/worldtarget does, on a symmem.World of any
 // backend). Every rank of the job calls Run with the same Config; each gets
 // the same Report. Neither the user API nor any backend imports bench (the
-// root package's TestLayering checks), so programs that use symmem do not
-// link the harness or its PNG encoder.
+// layering test, internal/layers, checks), so programs that use symmem do
+// not link the harness or its PNG encoder.
 package bench
