@@ -116,10 +116,6 @@ func (w *World) Rank() int { return w.env.Rank }
 // Size is the number of ranks in the world.
 func (w *World) Size() int { return w.env.WorldSize }
 
-// LocalRank is this process's rank among the ranks of its host
-// (LOCAL_RANK).
-func (w *World) LocalRank() int { return w.env.LocalRank }
-
 // LocalSize is the number of ranks on this process's host
 // (LOCAL_WORLD_SIZE).
 func (w *World) LocalSize() int { return w.env.LocalWorldSize }
