@@ -82,7 +82,8 @@ func arDirect(req backend.Request, me int) bool {
 
 // allReduceWhyNot says why the all-reduce kernel cannot run req, an
 // all-reduce or a reduce-scatter (nil if it can).
-func (g *Group) allReduceWhyNot(req backend.Request) error {
+func (k *kernelPath) allReduceWhyNot(req backend.Request) error {
+	g := k.g
 	bytes := req.Count * int64(req.DType.Size()) // output bytes per rank
 	if err := reduceOpWhyNot(req); err != nil {
 		return err
@@ -110,7 +111,8 @@ func allReduceCTAs(bytes int64) int {
 
 // reduceMode is reduceUnit for the all-reduce kernel's launch: the sources
 // (every rank's input plus off, as mapped here) and the output.
-func (g *Group) reduceMode(req backend.Request, out uint64, off int64) (uint32, error) {
+func (k *kernelPath) reduceMode(req backend.Request, out uint64, off int64) (uint32, error) {
+	g := k.g
 	or := out | (req.In.Ptr + uint64(off))
 	for r := range g.ranks {
 		if src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off); ok {
@@ -127,9 +129,10 @@ func (g *Group) reduceMode(req backend.Request, out uint64, off int64) (uint32, 
 // fillAllReduceArgs writes req's parameter block into a (pure: no driver
 // call): bytes of output at out, rank r's source at its input plus off.
 // A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
-func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
+func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
+	g := k.g
 	n, me := len(g.ranks), g.me
-	unit, err := g.reduceMode(req, out, off)
+	unit, err := k.reduceMode(req, out, off)
 	if err != nil {
 		return err
 	}
@@ -156,13 +159,14 @@ func (g *Group) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint
 	return nil
 }
 
-// fillReduction fills g.kargs for req on the all-reduce kernel: the whole
-// all-reduce, or chunk me for a reduce-scatter.
-func (g *Group) fillReduction(req backend.Request) error {
+// fillReduction fills the path's block for req on the all-reduce kernel:
+// the whole all-reduce, or chunk me for a reduce-scatter.
+func (k *kernelPath) fillReduction(req backend.Request) error {
+	me := k.g.me
 	bytes := req.Count * int64(req.DType.Size())
 	var off int64
 	if req.Kind == coll.ReduceScatter {
-		off = int64(g.me) * bytes
+		off = int64(me) * bytes
 	}
-	return g.fillAllReduceArgs(g.kargs, req, req.Out.Ptr, off, bytes, arDirect(req, g.me))
+	return k.fillAllReduceArgs(k.args, req, req.Out.Ptr, off, bytes, arDirect(req, me))
 }

@@ -3,9 +3,9 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/symmem/symmem/internal/native/cudadrv"
-
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // ceMode is how the peer data moves.
@@ -52,8 +52,39 @@ type xfer struct {
 // keep the issue path free of allocations).
 const maxCERanks = 64
 
-// ceAllGather issues one copy-engine all-gather on stream s. The caller holds
-// runMu. Layout: out holds n slices of slice bytes; in is this rank's slice
+// cePath is the copy-engine all-gather (algorithm ce); epoch counts its
+// calls (named in a failure).
+type cePath struct {
+	g     *Group
+	epoch uint32
+}
+
+// serves reports whether copy engines can run req: an all-gather with a
+// registered input or output, in a group whose ranks reach each other.
+func (c *cePath) serves(req backend.Request) bool {
+	return req.Kind == coll.AllGather && c.g.ce && (req.InSym.OK || req.OutSym.OK)
+}
+
+// whyNot says why copy engines cannot run req (nil if they can).
+func (c *cePath) whyNot(req backend.Request) error {
+	if c.serves(req) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", c.why(req), errNotSymmetric)
+}
+
+// why says why copy engines cannot run req, which they do not serve.
+func (c *cePath) why(req backend.Request) string {
+	switch {
+	case req.Kind != coll.AllGather:
+		return "copy engines serve all_gather only"
+	case !c.g.ce:
+		return "copy engines unavailable: " + c.g.ceWhy
+	}
+	return "the buffers are not pool blocks registered with this group"
+}
+
+// issue issues one copy-engine all-gather. The caller holds runMu. Layout: out holds n slices of slice bytes; in is this rank's slice
 // (in-place when in == out[me]).
 //
 // Stream program (main stream s):
@@ -68,17 +99,15 @@ const maxCERanks = 64
 //	join side0
 //
 // track lets quiesce fence the stream later.
-func (g *Group) ceAllGather(req backend.Request, s uint64) error {
-	p := g.prog
-	p.Reset() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (see above)
-	p.SetContext(g.b.ctx)
-	if err := g.buildAllGather(p, req, s); err != nil {
+func (ce *cePath) issue(c *call) error {
+	p := ce.g.newProgram() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (see above)
+	if err := ce.build(p, c); err != nil {
 		return err
 	}
-	if err := g.issue(p, s, req, fmt.Sprintf("copy-engine all-gather #%d", g.epoch+1)); err != nil {
+	if err := ce.g.issue(p, c, fmt.Sprintf("copy-engine all-gather #%d", ce.epoch+1)); err != nil {
 		return err
 	}
-	g.epoch++
+	ce.epoch++
 	return nil
 }
 
@@ -91,16 +120,16 @@ func (g *Group) ceAllGather(req backend.Request, s uint64) error {
 // 1 is never lost to a late reset; the same holds for the done words.
 const signalOn = 1
 
-// buildAllGather adds one all-gather on stream s to p (pure: no driver
-// call).
-func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64) error {
-	xs, nx, err := g.allGatherTransfers(req)
+// build adds c, one all-gather, to p (pure: no driver call).
+func (ce *cePath) build(p *cudadrv.Program, c *call) error {
+	g, req, s := ce.g, c.req, c.req.Stream
+	xs, nx, err := ce.copies(req)
 	if err != nil {
 		return err
 	}
 	me := g.me
 	slice := req.Count * int64(req.DType.Size())
-	g.gateWait(p, s) // the gate's approval first (gate.go)
+	g.gateWait(p, s, c.gate) // the gate's approval first (gate.go)
 	g.checkFork(p, s, req)
 	localJoin := uint64(0)
 	if !req.InPlace {
@@ -123,10 +152,11 @@ func (g *Group) buildAllGather(p *cudadrv.Program, req backend.Request, s uint64
 	return nil
 }
 
-// allGatherTransfers are req's copies between this rank and its peers: one
-// per peer, in rotated order (me+1, me+2, ...), so that transfer i of every
+// copies are req's copies between this rank and its peers: one per
+// peer, in rotated order (me+1, me+2, ...), so that transfer i of every
 // rank goes to a different peer and no GPU is every rank's first target.
-func (g *Group) allGatherTransfers(req backend.Request) (xs [maxCERanks]xfer, nx int, err error) {
+func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err error) {
+	g := ce.g
 	n, me := len(g.ranks), g.me
 	if n > maxCERanks {
 		return xs, 0, fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)

@@ -21,12 +21,19 @@ func fakeGroup(n, me int) *Group {
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
+	g.paths = newPaths(g)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
 	}
 	g.segs.Add(1, ps)
 	return g
+}
+
+// onStream is req as a call on stream s (not published at a gate).
+func onStream(req backend.Request, s uint64) *call {
+	req.Stream = s
+	return &call{req: req}
 }
 
 // gatherReq is an all-gather of count bf16 per rank in segment 1: output at
@@ -72,7 +79,7 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 				req.OutSym = backend.Sym{}
 			}
 			const s = 7
-			if err := g.buildAllGather(g.prog, req, s); err != nil {
+			if err := g.paths.ce.build(g.prog, onStream(req, s)); err != nil {
 				t.Fatal(err)
 			}
 			ops := g.prog.Ops()
@@ -151,17 +158,17 @@ func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
 	g := fakeGroup(2, 0)
 	req := gatherReq(g, 1000, false)
 	req.InSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7); err != nil {
+	if err := g.paths.ce.build(g.prog, onStream(req, 7)); err != nil {
 		t.Fatalf("push with an ordinary input and a registered output: %v", err)
 	}
 	req.OutSym = backend.Sym{}
-	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
+	if err := g.paths.ce.build(g.prog, onStream(req, 7)); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("nothing registered: got %v, want errNotSymmetric", err)
 	}
 	req = gatherReq(g, 1000, false)
 	req.OutSym = backend.Sym{} // pull
 	req.InSym.Seg = 99         // not registered with the group
-	if err := g.buildAllGather(g.prog, req, 7); !errors.Is(err, errNotSymmetric) {
+	if err := g.paths.ce.build(g.prog, onStream(req, 7)); !errors.Is(err, errNotSymmetric) {
 		t.Fatalf("unregistered segment: got %v, want errNotSymmetric", err)
 	}
 }
@@ -180,8 +187,8 @@ func TestChoose(t *testing.T) {
 	bc := sym
 	bc.Kind = coll.Broadcast
 	kg := fakeGroup(2, 1)
-	kg.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer kg.kargs.Free()
+	kg.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer kg.paths.kernel.args.Free()
 	ksym := gatherReq(kg, 1<<19, false) // 1 MiB slices: the kernel's range
 	kodd := gatherReq(kg, 1001, false)  // 2002-byte slices: not 16-byte vectors
 	kplain := ksym
@@ -189,8 +196,8 @@ func TestChoose(t *testing.T) {
 	kbig := gatherReq(kg, 64<<20, false)
 	kin4 := gatherReq(kg, 1<<20, true) // 4 MiB in-place: NCCL windows preferred, none here
 	kg3 := fakeGroup(3, 1)
-	kg3.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer kg3.kargs.Free()
+	kg3.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer kg3.paths.kernel.args.Free()
 	tests := []struct {
 		name string
 		g    *Group
@@ -341,7 +348,7 @@ func runSignalModel(t *testing.T, n, calls int, seed int64, dropResets bool) int
 	progs := make([][]cudadrv.Op, n)
 	for r := range progs {
 		g := fakeGroup(n, r)
-		if err := g.buildAllGather(g.prog, gatherReq(g, 1000, r%2 == 0), 7); err != nil {
+		if err := g.paths.ce.build(g.prog, onStream(gatherReq(g, 1000, r%2 == 0), 7)); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range g.prog.Ops() {
@@ -438,8 +445,8 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 // missing pieces (no NCCL) and unknown names do not.
 func TestForcedRefusalsAreMarked(t *testing.T) {
 	g := fakeGroup(2, 0)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	odd := gatherReq(g, 1001, false)
 	misaligned := arReq(g, 1001, coll.BFloat16, false) // an input not aligned to its elements
 	misaligned.In.Ptr++
@@ -481,8 +488,8 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 // BenchmarkChoose: the algorithm choice on the issue path (no driver call).
 func BenchmarkChoose(b *testing.B) {
 	g := fakeGroup(2, 0)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	for _, c := range []struct {
 		name string
 		req  backend.Request
@@ -524,7 +531,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		req := gatherReq(g, 4097, inPlace)
 		req.Check[1] = 12345
 		const s = 7
-		if err := g.buildAllGather(g.prog, req, s); err != nil {
+		if err := g.paths.ce.build(g.prog, onStream(req, s)); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range g.prog.Ops() {
@@ -534,7 +541,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		}
 		g.prog.Reset()
 		req.Checked = true
-		if err := g.buildAllGather(g.prog, req, s); err != nil {
+		if err := g.paths.ce.build(g.prog, onStream(req, s)); err != nil {
 			t.Fatal(err)
 		}
 		ops := g.prog.Ops()
@@ -561,7 +568,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		}
 		b := g.hsArgs.Bytes()
 		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
-		if want := recordHash(call{req.Check, req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
+		if want := recordHash(signature{req.Check, req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
 			t.Errorf("fingerprint %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)
 		}
 		if u64(argRegion) != g.padPeers[1]+kernRegion || u64(argPeerRegion+16) != g.padPeers[2]+kernRegion {

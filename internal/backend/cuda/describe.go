@@ -35,7 +35,7 @@ func (b *Backend) Describe() string {
 	defer b.mu.Unlock()
 	for _, g := range b.groups {
 		kern := "true"
-		if g.kargs == nil {
+		if !g.paths.kernel.loaded() {
 			kern = "false (" + g.kernWhy + ")"
 		}
 		nccl := fmt.Sprint(g.nccl.comm != nil)

@@ -67,17 +67,17 @@ func (r *callRing) add(fp uint32, rec *pool.Record, algo coll.Algo) {
 }
 
 // find returns the newest call with fingerprint fp.
-func (r *callRing) find(fp uint32) (call, bool) {
+func (r *callRing) find(fp uint32) (signature, bool) {
 	for k := uint64(1); k <= min(r.n, recentCalls); k++ {
 		if e := &r.e[(r.n-k)%recentCalls]; e.fp == fp {
-			return call{e.rec, e.algo}, true
+			return signature{e.rec, e.algo}, true
 		}
 	}
-	return call{}, false
+	return signature{}, false
 }
 
-// call is what a fingerprint covers: the record and the path that ran it.
-type call struct {
+// signature is what a fingerprint covers: the record and the path that ran it.
+type signature struct {
 	rec  pool.Record
 	algo coll.Algo
 }
@@ -90,7 +90,7 @@ type call struct {
 // bijection of the state per word, so records that differ in one word
 // differ before the final fold): ~4x faster than byte-wise FNV-1a, and only
 // the hosts compute it.
-func recordHash(c call) uint32 {
+func recordHash(c signature) uint32 {
 	h := uint64(0x243f6a8885a308d3)
 	for _, w := range c.rec {
 		h = (h ^ w) * 0x9e3779b97f4a7c15
@@ -106,7 +106,7 @@ func recordHash(c call) uint32 {
 // record among the recent calls to name a mismatch with. The caller holds
 // runMu.
 func (g *Group) checkHash(req *backend.Request) uint32 {
-	fp := recordHash(call{req.Check, req.Algo})
+	fp := recordHash(signature{req.Check, req.Algo})
 	g.recent.add(fp, &req.Check, req.Algo)
 	return fp
 }
@@ -185,7 +185,7 @@ func (g *Group) difference(rep faultReport) (kind, what string) {
 // rank rb, with the fix: the paths, or the argument with both values; ok
 // is false when they are equal. The kernels' reports and the call gate
 // (gate.go) say it alike.
-func callDifference(ra int, a call, rb int, b call) (what string, ok bool) {
+func callDifference(ra int, a signature, rb int, b signature) (what string, ok bool) {
 	if a.rec == b.rec {
 		if a.algo == b.algo {
 			return "", false
@@ -210,8 +210,8 @@ func callDifference(ra int, a call, rb int, b call) (what string, ok bool) {
 // record is the same whenever its fingerprint is, so a key left by an
 // earlier report is still right (they stay in the store, 48 bytes each,
 // one per differing call and rank).
-func (g *Group) swapRecords(rep faultReport, mine call, have bool) (call, error) {
-	var theirs call
+func (g *Group) swapRecords(rep faultReport, mine signature, have bool) (signature, error) {
+	var theirs signature
 	switch {
 	case g.store == nil:
 		return theirs, errors.New("no store to swap records through")

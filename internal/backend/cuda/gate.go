@@ -135,11 +135,11 @@ func gated(a coll.Algo) bool {
 	return false
 }
 
-// publish numbers req (on path req.Algo) at the gate and sets g.gateK to
-// the number its stream must wait for (0: none). The caller holds runMu
-// and, once the call's work is queued, calls queued.
-func (g *Group) publish(req backend.Request) error {
-	g.gateK = 0
+// publish numbers c (on path c.req.Algo) at the gate and sets its ticket:
+// its number and the number its stream must wait for (0: none). The caller
+// holds runMu and, once the call's work is queued, calls queued.
+func (g *Group) publish(c *call) error {
+	req := c.req
 	gt := g.gate
 	if gt == nil {
 		return nil
@@ -156,9 +156,9 @@ func (g *Group) publish(req backend.Request) error {
 		}
 		return err
 	}
-	g.gateN = k
+	c.gate = ticket{n: k}
 	if wait && !gt.approvedSoon(k) && !g.capturing(req.Stream) {
-		g.gateK = k
+		c.gate.wait = k
 	}
 	return nil
 }
@@ -217,28 +217,28 @@ func (gt *callGate) approvedSoon(k uint64) bool {
 	}
 }
 
-// gateWait runs the guard on stream s for the call being built when it
+// gateWait runs the guard on stream s for the call with ticket t when it
 // was not approved at publish (nothing otherwise, or without a gate). It
 // must be the call's first stream operation.
-func (g *Group) gateWait(p *cudadrv.Program, s uint64) {
-	if g.gateK == 0 {
+func (g *Group) gateWait(p *cudadrv.Program, s uint64, t ticket) {
+	if t.wait == 0 {
 		return
 	}
 	gt := g.gate
-	gt.args.PutU32(guardCall, uint32(g.gateK))
+	gt.args.PutU32(guardCall, uint32(t.wait))
 	p.Launch(s, g.b.kern.guard, gt.args, 1, 1)
 }
 
-// queued notes that the call publish numbered is on the GPU; a difference
+// queued notes that the call with ticket t is on the GPU; a difference
 // found meanwhile stops it now. The caller holds runMu.
-func (g *Group) queued() error {
+func (g *Group) queued(t ticket) error {
 	gt := g.gate
 	if gt == nil {
 		return nil
 	}
-	gt.queued.Store(g.gateN)
-	if g.gateK != 0 {
-		gt.waiting.Store(g.gateK)
+	gt.queued.Store(t.n)
+	if t.wait != 0 {
+		gt.waiting.Store(t.wait)
 	}
 	if m := gt.c.Failed(); m != nil {
 		return g.gateFailed(m)
@@ -272,7 +272,7 @@ func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
 	if m.Rank >= 0 {
 		var ok bool
 		r0, rq := g.ranks[0], g.ranks[m.Rank]
-		theirs, mine := call{m.Theirs.Rec, pathName(m.Theirs.Path)}, call{m.Rank0.Rec, pathName(m.Rank0.Path)}
+		theirs, mine := signature{m.Theirs.Rec, pathName(m.Theirs.Path)}, signature{m.Rank0.Rec, pathName(m.Rank0.Path)}
 		if what, ok = callDifference(rq, theirs, r0, mine); !ok {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Rec, r0, m.Rank0.Rec)
 		}

@@ -149,9 +149,9 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	}
 	switch {
 	case c.kern && c.ce:
-		g.kargs, g.kargs2, g.lcArgs, g.hsArgs = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+		g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hsArgs = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
 		g.fillHandshake(g.hsArgs)
-		g.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
+		g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	case c.ce:
 		g.kernWhy = "rank 0 cannot load it"
 	default:

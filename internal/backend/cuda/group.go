@@ -58,7 +58,7 @@ type Group struct {
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
 
 	runMu   sync.Mutex
-	epoch   uint32
+	paths   paths // symmem's paths (path.go)
 	prog    *cudadrv.Program
 	side    []*cudadrv.Stream
 	fork    *cudadrv.Event // local-copy fork
@@ -71,18 +71,12 @@ type Group struct {
 	fences  []streamFence     // fence events on callers' streams (track)
 	h       handles           // raw handles of side, joins, fork, forkX, last
 	broken  error
-	kargs   *cudadrv.Args       // the kernel's parameter block (nil: no kernel path, kernWhy says why)
-	kargs2  *cudadrv.Args       // the second launch's block (two-shot's all-gather)
-	lcArgs  *cudadrv.Args       // the lc reduction kernel's block
-	hsArgs  *cudadrv.Args       // the handshake's block (handshake.go; nil: no kernels)
+	hsArgs  *cudadrv.Args       // the handshake's block (handshake.go; nil: no kernels, kernWhy says why)
 	stopped error               // the mismatch that made the handshake stop the device (handshake.go)
-	staging *segment            // lc staging, allocated at the first lc call
 	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
 	recent  callRing            // the recent fingerprinted calls, to name a mismatch (fault.go)
 	kernWhy string
 	gate    *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
-	gateN   uint64    // the call being issued: its number at the gate
-	gateK   uint64    // ... and the number its stream waits for (0: none)
 
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
@@ -127,6 +121,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		prog:   cudadrv.NewProgram(64), x: driver{},
 	}
+	g.paths = newPaths(g)
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
@@ -208,9 +203,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			if g.fault, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
 				return fmt.Errorf("kernel mismatch report: %w", err)
 			}
-			g.kargs = cudadrv.NewArgs(kernArgBytes)
-			g.kargs2 = cudadrv.NewArgs(kernArgBytes)
-			g.lcArgs = cudadrv.NewArgs(kernArgBytes)
+			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
+			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
 			g.hsArgs = cudadrv.NewArgs(kernArgBytes)
 			g.fillHandshake(g.hsArgs)
 		}
@@ -509,13 +504,13 @@ func (g *Group) Close() error {
 				s.Destroy()
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.kargs, g.kargs2, g.lcArgs, g.hsArgs} {
+		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hsArgs} {
 			if a != nil {
 				a.Free()
 			}
 		}
-		if g.staging != nil {
-			g.staging.release(g.b.ctx)
+		if g.paths.lc.staging != nil {
+			g.paths.lc.staging.release(g.b.ctx)
 		}
 		if g.fault != nil {
 			g.fault.Free()

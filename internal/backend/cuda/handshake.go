@@ -62,22 +62,20 @@ func (g *Group) checkJoin(p *cudadrv.Program, s uint64, req backend.Request) {
 // checks reports whether req runs with the handshake beside it.
 func (g *Group) checks(req backend.Request) bool { return req.Checked && g.hsArgs != nil }
 
-// checkBeside runs the handshake for req beside a call of another path
-// (NCCL) on stream s: fork (before the call is enqueued) or join (after).
+// checkBeside runs the handshake for c beside a call of another path
+// (NCCL) on c's stream: fork (before the call is enqueued) or join (after).
 // The caller holds runMu.
-func (g *Group) checkBeside(req backend.Request, s uint64, join bool) error {
+func (g *Group) checkBeside(c *call, join bool) error {
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
+	p := g.newProgram()
 	if join {
-		g.checkJoin(p, s, req)
+		g.checkJoin(p, c.req.Stream, c.req)
 	} else {
-		g.checkFork(p, s, req)
+		g.checkFork(p, c.req.Stream, c.req)
 	}
-	return g.issue(p, s, req, "handshake")
+	return g.issue(p, c, "handshake")
 }
 
 // takeFault returns (and clears) the mismatch the group's kernels reported,

@@ -144,16 +144,30 @@ func allGatherCTAs(slice int64, limit int) int {
 	return max(1, min(ctas, limit, kernMaxCTAs))
 }
 
-// kernelWhyNot says why the kernel path cannot run req (nil if it can),
+// kernelPath is the kernel path (algorithm kernel): one launch of the
+// all-gather kernel, or of the all-reduce kernel for an all-reduce or a
+// reduce-scatter. Its parameter block is nil where the group has no
+// kernels (g.kernWhy says why); two-shot's first launch shares it.
+type kernelPath struct {
+	g    *Group
+	args *cudadrv.Args
+}
+
+// loaded reports whether the group has symmem's kernels (the kernel,
+// two-shot and lc paths, the handshake).
+func (k *kernelPath) loaded() bool { return k.args != nil }
+
+// whyNot says why the kernel path cannot run req (nil if it can),
 // wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
 // Every count and alignment of an all-gather is served.
-func (g *Group) kernelWhyNot(req backend.Request) error {
+func (k *kernelPath) whyNot(req backend.Request) error {
+	g := k.g
 	switch {
-	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && g.kargs != nil:
-		return g.allReduceWhyNot(req)
+	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
+		return k.allReduceWhyNot(req)
 	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce && req.Kind != coll.ReduceScatter:
 		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
-	case g.kargs == nil:
+	case !k.loaded():
 		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	case !req.OutSym.OK:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
@@ -161,57 +175,40 @@ func (g *Group) kernelWhyNot(req backend.Request) error {
 	return nil
 }
 
-// runKernel issues req's kernel (all-gather, all-reduce or reduce-scatter) on stream s: one
-// cuLaunchKernel. The caller holds runMu and has checked kernelWhyNot.
-func (g *Group) runKernel(req backend.Request, s uint64) error {
+// issue issues c's kernel (all-gather, all-reduce or reduce-scatter): one
+// cuLaunchKernel. The caller holds runMu and has checked whyNot.
+func (k *kernelPath) issue(c *call) error {
+	g, req, s := k.g, c.req, c.req.Stream
 	fn, ctas := g.b.kern.ag, 0
 	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {
-		if err := g.fillReduction(req); err != nil {
+		if err := k.fillReduction(req); err != nil {
 			return err
 		}
 		fn, ctas = g.b.kern.ar, allReduceCTAs(req.Count*int64(req.DType.Size()))
 	} else {
-		if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
+		if err := k.fillAllGatherArgs(k.args, req); err != nil {
 			return err
 		}
 		ctas = allGatherCTAs(req.Count*int64(req.DType.Size()), kernMaxCTAs)
 	}
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
-	p.Launch(s, fn, g.kargs, ctas, kernThreads)
-	return g.issue(p, s, req, "kernel")
-}
-
-// issue tracks and executes p, a whole collective on stream s. A failure
-// leaves the peers waiting for signals this rank will not send: the group
-// cannot go on.
-func (g *Group) issue(p *cudadrv.Program, s uint64, req backend.Request, what string) error {
-	if err := g.track(p, s); err != nil {
-		return err
-	}
-	if err := g.x.program(p); err != nil {
-		if ferr := g.takeFault(); ferr != nil { // the handshake trapped: that is why
-			return ferr
-		}
-		g.broken = fmt.Errorf("%v %s failed: %w", req.Kind, what, err)
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
-	}
-	return nil
+	p := g.newProgram()
+	p.Launch(s, fn, k.args, ctas, kernThreads)
+	return g.issue(p, c, "kernel")
 }
 
 // fillAllGatherArgs writes an all-gather's parameter block into a (pure:
 // no driver call).
-func (g *Group) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
+func (k *kernelPath) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	slice := req.Count * int64(req.DType.Size())
-	return g.fillAllGatherAt(a, req, int64(g.me)*slice, slice)
+	return k.fillAllGatherAt(a, req, int64(k.g.me)*slice, slice)
 }
 
 // fillAllGatherAt writes the parameter block of an all-gather that pushes
 // slice bytes at req.In.Ptr to byte off of every rank's output (req.Out,
 // req.OutSym): off is me x slice for an all-gather, the chunk's offset for
 // two-shot's second half, whose last chunks may be shorter or empty.
-func (g *Group) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, slice int64) error {
+func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, slice int64) error {
+	g := k.g
 	n, me := len(g.ranks), g.me
 	out, in := req.Out.Ptr, req.In.Ptr
 	var mask uint32

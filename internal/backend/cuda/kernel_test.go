@@ -98,14 +98,14 @@ func TestAllGatherArgs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.kargs = cudadrv.NewArgs(kernArgBytes)
-			defer g.kargs.Free()
+			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+			defer g.paths.kernel.args.Free()
 			const count = 4096
 			req := gatherReq(g, count, tc.inPlace)
-			if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
+			if err := g.paths.kernel.fillAllGatherArgs(g.paths.kernel.args, req); err != nil {
 				t.Fatal(err)
 			}
-			b := g.kargs.Bytes()
+			b := g.paths.kernel.args.Bytes()
 			u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
 			u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
 			slice := uint64(count * 2)
@@ -165,17 +165,17 @@ func TestAllReduceArgs(t *testing.T) {
 	}{{"2 ranks bf16", 2, 1, coll.BFloat16, false}, {"4 ranks f32 in-place", 4, 2, coll.Float32, true}, {"8 ranks f16", 8, 0, coll.Float16, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.kargs = cudadrv.NewArgs(kernArgBytes)
-			defer g.kargs.Free()
+			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+			defer g.paths.kernel.args.Free()
 			const bytes = 1 << 20
 			req := arReq(g, bytes/int64(tc.dt.Size()), tc.dt, tc.inPlace)
-			if err := g.allReduceWhyNot(req); err != nil {
+			if err := g.paths.kernel.allReduceWhyNot(req); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.fillReduction(req); err != nil {
+			if err := g.paths.kernel.fillReduction(req); err != nil {
 				t.Fatal(err)
 			}
-			b := g.kargs.Bytes()
+			b := g.paths.kernel.args.Bytes()
 			u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
 			u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
 			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
@@ -224,18 +224,18 @@ func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 func TestReduceScatterArgs(t *testing.T) {
 	const n, me, chunk = 4, 2, 64 << 10
 	g := fakeGroup(n, me)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	req := arReq(g, chunk/2, coll.BFloat16, false)
 	req.Kind = coll.ReduceScatter
 	req.In.Len = chunk * n
-	if err := g.kernelWhyNot(req); err != nil {
+	if err := g.paths.kernel.whyNot(req); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.fillReduction(req); err != nil {
+	if err := g.paths.kernel.fillReduction(req); err != nil {
 		t.Fatal(err)
 	}
-	b := g.kargs.Bytes()
+	b := g.paths.kernel.args.Bytes()
 	if got := binary.LittleEndian.Uint64(b[arBytes:]); got != chunk {
 		t.Fatalf("bytes %d, want the chunk (%d)", got, chunk)
 	}
@@ -251,8 +251,8 @@ func TestReduceScatterArgs(t *testing.T) {
 // the output (in-place all-reduce); avg is flagged.
 func TestReductionFlags(t *testing.T) {
 	g := fakeGroup(4, 2)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	rsInPlace := rsReq(g, 1<<10)
 	rsInPlace.Out = coll.Span{Ptr: rsInPlace.In.Ptr + 2*2<<10, Len: 2 << 10}
 	rsInPlace.OutSym = backend.Sym{OK: true, Seg: 1, Off: rsInPlace.InSym.Off + 2*2<<10}
@@ -271,10 +271,10 @@ func TestReductionFlags(t *testing.T) {
 		{"reduce-scatter into another rank's chunk", rsAlias, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := g.fillReduction(tc.req); err != nil {
+			if err := g.paths.kernel.fillReduction(tc.req); err != nil {
 				t.Fatal(err)
 			}
-			if got := binary.LittleEndian.Uint32(g.kargs.Bytes()[arFlags:]); got != tc.want {
+			if got := binary.LittleEndian.Uint32(g.paths.kernel.args.Bytes()[arFlags:]); got != tc.want {
 				t.Fatalf("flags %b, want %b", got, tc.want)
 			}
 		})
@@ -287,19 +287,19 @@ func TestReductionFlags(t *testing.T) {
 func TestTwoShotArgs(t *testing.T) {
 	const n, me = 4, 1
 	g := fakeGroup(n, me)
-	g.kargs, g.kargs2 = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
-	defer g.kargs2.Free()
+	g.paths.kernel.args, g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
+	defer g.paths.twoShot.second.Free()
 	for _, inPlace := range []bool{false, true} {
 		req := arReq(g, 1<<20, coll.BFloat16, inPlace) // 2 MiB: chunks of 512 KiB
 		const chunk = 512 << 10
-		if err := g.twoShotWhyNot(req); err != nil {
+		if err := g.paths.twoShot.whyNot(req); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.fillTwoShot(req); err != nil {
+		if _, err := g.paths.twoShot.fill(req); err != nil {
 			t.Fatal(err)
 		}
-		a, b := g.kargs.Bytes(), g.kargs2.Bytes()
+		a, b := g.paths.kernel.args.Bytes(), g.paths.twoShot.second.Bytes()
 		u64 := func(x []byte, off int) uint64 { return binary.LittleEndian.Uint64(x[off:]) }
 		mine := req.Out.Ptr + me*chunk
 		if u64(a, arOut) != mine || u64(a, arBytes) != chunk || binary.LittleEndian.Uint32(a[arFlags:]) != arFlagDirect|kernFlagFirst {
@@ -368,16 +368,16 @@ func TestAllGatherOddSlices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(tc.n, tc.me)
-			g.kargs = cudadrv.NewArgs(kernArgBytes)
-			defer g.kargs.Free()
+			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+			defer g.paths.kernel.args.Free()
 			req := gatherReq(g, tc.count, tc.inPlace)
-			if err := g.kernelWhyNot(req); err != nil {
+			if err := g.paths.kernel.whyNot(req); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.fillAllGatherArgs(g.kargs, req); err != nil {
+			if err := g.paths.kernel.fillAllGatherArgs(g.paths.kernel.args, req); err != nil {
 				t.Fatal(err)
 			}
-			b := g.kargs.Bytes()
+			b := g.paths.kernel.args.Bytes()
 			if got := binary.LittleEndian.Uint32(b[argUnit:]); got != tc.want {
 				t.Fatalf("unit %d, want %d", got, tc.want)
 			}
@@ -429,8 +429,8 @@ func TestReductionModes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fakeGroup(n, tc.me)
-			g.kargs = cudadrv.NewArgs(kernArgBytes)
-			defer g.kargs.Free()
+			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+			defer g.paths.kernel.args.Free()
 			var req backend.Request
 			if tc.kind == coll.AllReduce {
 				req = arReq(g, tc.count, tc.dt, false)
@@ -445,13 +445,13 @@ func TestReductionModes(t *testing.T) {
 			req.InSym.Off += int64(tc.shift)
 			req.Out.Ptr += tc.shift
 			req.OutSym.Off += int64(tc.shift)
-			if err := g.kernelWhyNot(req); err != nil {
+			if err := g.paths.kernel.whyNot(req); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.fillReduction(req); err != nil {
+			if err := g.paths.kernel.fillReduction(req); err != nil {
 				t.Fatal(err)
 			}
-			b := g.kargs.Bytes()
+			b := g.paths.kernel.args.Bytes()
 			if got := binary.LittleEndian.Uint32(b[argUnit:]); got != tc.want {
 				t.Fatalf("unit %d, want %d", got, tc.want)
 			}
@@ -461,11 +461,11 @@ func TestReductionModes(t *testing.T) {
 		})
 	}
 	g := fakeGroup(n, 1)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	bad := arReq(g, 100, coll.Float32, false)
 	bad.Out.Ptr += 2
-	for _, err := range []error{g.kernelWhyNot(bad), g.twoShotWhyNot(bad), g.lcWhyNot(bad)} {
+	for _, err := range []error{g.paths.kernel.whyNot(bad), g.paths.twoShot.whyNot(bad), g.paths.lc.whyNot(bad)} {
 		if !errors.Is(err, errKernelAlign) {
 			t.Errorf("f32 output at 2 bytes: %v, want errKernelAlign", err)
 		}
@@ -476,21 +476,21 @@ func TestReductionModes(t *testing.T) {
 // the peers have read; any count up to arMaxBytes qualifies, in both modes.
 func TestReductionHeldOddCounts(t *testing.T) {
 	g := fakeGroup(3, 1)
-	g.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer g.kargs.Free()
+	g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer g.paths.kernel.args.Free()
 	for _, count := range []int64{1, 3, 361, 4015, arMaxBytes/2 - 1} {
 		req := arReq(g, count, coll.BFloat16, true)
-		if err := g.kernelWhyNot(req); err != nil {
+		if err := g.paths.kernel.whyNot(req); err != nil {
 			t.Fatalf("%d: %v", count, err)
 		}
-		if err := g.fillReduction(req); err != nil {
+		if err := g.paths.kernel.fillReduction(req); err != nil {
 			t.Fatal(err)
 		}
-		if f := binary.LittleEndian.Uint32(g.kargs.Bytes()[arFlags:]); f&arFlagDirect != 0 {
+		if f := binary.LittleEndian.Uint32(g.paths.kernel.args.Bytes()[arFlags:]); f&arFlagDirect != 0 {
 			t.Fatalf("%d: in-place stored at once", count)
 		}
 	}
-	if err := g.kernelWhyNot(arReq(g, arMaxBytes/2+1, coll.BFloat16, true)); !errors.Is(err, errKernelOp) {
+	if err := g.paths.kernel.whyNot(arReq(g, arMaxBytes/2+1, coll.BFloat16, true)); !errors.Is(err, errKernelOp) {
 		t.Fatalf("in place over arMaxBytes: %v", err)
 	}
 }
@@ -525,7 +525,7 @@ func TestAllReduceSplit(t *testing.T) {
 			for me := 0; me < n; me++ {
 				g := fakeGroup(n, me)
 				req := arReq(g, count, coll.BFloat16, false)
-				chunk, off, mine := g.chunkOf(req)
+				chunk, off, mine := chunkOf(req, len(g.ranks), g.me)
 				if mine < 0 || mine > chunk || off != min(int64(me)*chunk, 2*count) || off+mine > 2*count {
 					t.Fatalf("count %d, rank %d of %d: chunk %d off %d mine %d", count, me, n, chunk, off, mine)
 				}
@@ -548,20 +548,20 @@ func TestTwoShotOddCounts(t *testing.T) {
 	var hashes []uint32
 	for me := 0; me < n; me++ {
 		g := fakeGroup(n, me)
-		g.kargs, g.kargs2 = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+		g.paths.kernel.args, g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
 		req := arReq(g, count, coll.BFloat16, me%2 == 0)
 		req.Check[1] = 77
-		if err := g.twoShotWhyNot(req); err != nil {
+		if err := g.paths.twoShot.whyNot(req); err != nil {
 			t.Fatal(err)
 		}
-		chunk, err := g.fillTwoShot(req)
+		chunk, err := g.paths.twoShot.fill(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if chunk != 16 {
 			t.Fatalf("chunk %d, want 16 bytes", chunk)
 		}
-		a, b := g.kargs.Bytes(), g.kargs2.Bytes()
+		a, b := g.paths.kernel.args.Bytes(), g.paths.twoShot.second.Bytes()
 		want := uint64(0)
 		if me == 0 {
 			want = 6
@@ -579,8 +579,8 @@ func TestTwoShotOddCounts(t *testing.T) {
 			}
 		}
 		hashes = append(hashes, binary.LittleEndian.Uint32(a[argHash:]), binary.LittleEndian.Uint32(b[argHash:]))
-		g.kargs.Free()
-		g.kargs2.Free()
+		g.paths.kernel.args.Free()
+		g.paths.twoShot.second.Free()
 	}
 	for _, h := range hashes {
 		if h != hashes[0] {

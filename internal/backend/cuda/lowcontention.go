@@ -71,12 +71,22 @@ func lcSubChunk(bytes int64, n int) int64 {
 	return max(kernAlign, min(max(up(bytes/lcSubChunks), lcMinChunk), lcMaxChunk(n), up(bytes)))
 }
 
-// lcWhyNot says why the low-contention path cannot run req (nil if it can).
-func (g *Group) lcWhyNot(req backend.Request) error {
+// lcPath is the low-contention path (algorithm lc): its reduction
+// kernel's parameter block (nil without kernels) and the group's staging,
+// allocated at its first call.
+type lcPath struct {
+	g       *Group
+	args    *cudadrv.Args
+	staging *segment
+}
+
+// whyNot says why the low-contention path cannot run req (nil if it can).
+func (l *lcPath) whyNot(req backend.Request) error {
+	g := l.g
 	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
 		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
 	}
-	if g.kargs == nil {
+	if !g.paths.kernel.loaded() {
 		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	}
 	if err := reduceOpWhyNot(req); err != nil {
@@ -103,43 +113,42 @@ func allReduceSplit(count int64, n, es int) int64 {
 	return (c + per - 1) / per * per
 }
 
-// chunkOf is the part of req this rank reduces, in bytes: chunk, the
-// common size (a reduce-scatter's output, an all-reduce's allReduceSplit),
-// which sizes grids and sub-chunks alike on every rank; off, this rank's
-// offset in the tensor; n, its length (an all-reduce's last chunks are
-// shorter or empty: 0 <= n <= chunk).
-func (g *Group) chunkOf(req backend.Request) (chunk, off, n int64) {
+// chunkOf is the part of req group rank me of ranks reduces, in bytes:
+// chunk, the common size (a reduce-scatter's output, an all-reduce's
+// allReduceSplit), which sizes grids and sub-chunks alike on every rank;
+// off, this rank's offset in the tensor; n, its length (an all-reduce's
+// last chunks are shorter or empty: 0 <= n <= chunk).
+func chunkOf(req backend.Request, ranks, rank int) (chunk, off, n int64) {
 	es := int64(req.DType.Size())
-	me := int64(g.me)
+	me := int64(rank)
 	if req.Kind == coll.ReduceScatter {
 		chunk = req.Count * es
 		return chunk, me * chunk, chunk
 	}
-	chunk = allReduceSplit(req.Count, len(g.ranks), int(es)) * es
+	chunk = allReduceSplit(req.Count, ranks, int(es)) * es
 	total := req.Count * es
 	off = min(me*chunk, total)
 	return chunk, off, min(chunk, total-off)
 }
 
-// runLowContention issues req (reduce-scatter or all-reduce) on stream s.
-// The caller holds runMu and has checked lcWhyNot.
-func (g *Group) runLowContention(req backend.Request, s uint64) error {
-	if err := g.ensureStaging(s); err != nil {
+// issue issues c (reduce-scatter or all-reduce). The caller holds runMu
+// and has checked whyNot.
+func (l *lcPath) issue(c *call) error {
+	if err := l.ensureStaging(c.req.Stream); err != nil {
 		return err
 	}
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
-	if err := g.buildLowContention(p, req, s); err != nil {
+	p := l.g.newProgram()
+	if err := l.build(p, c); err != nil {
 		return err
 	}
-	return g.issue(p, s, req, "low-contention")
+	return l.g.issue(p, c, "low-contention")
 }
 
 // ensureStaging allocates the group's staging at its first lc call. During
 // stream capture it cannot: the call is refused with what to do.
-func (g *Group) ensureStaging(s uint64) error {
-	if g.staging != nil {
+func (l *lcPath) ensureStaging(s uint64) error {
+	g := l.g
+	if l.staging != nil {
 		return nil
 	}
 	if capturing, err := g.x.capturing(g.b.ctx, s); err != nil {
@@ -152,18 +161,18 @@ func (g *Group) ensureStaging(s uint64) error {
 	if err != nil {
 		return fmt.Errorf("lc staging (%d MiB): %w", lcStagingBytes>>20, err)
 	}
-	g.staging = seg
+	l.staging = seg
 	return nil
 }
 
-// buildLowContention adds req to p (pure: no driver call). g.staging must
-// exist.
-func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s uint64) error {
+// build adds c to p (pure: no driver call). The staging must exist.
+func (l *lcPath) build(p *cudadrv.Program, c *call) error {
+	g, req, s := l.g, c.req, c.req.Stream
 	n, me := len(g.ranks), g.me
 	if n-1 > len(g.h.side) {
 		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
 	}
-	common, off, chunk := g.chunkOf(req) // chunk: this rank's bytes (all-reduce: maybe fewer, or none)
+	common, off, chunk := chunkOf(req, n, me) // chunk: this rank's bytes (all-reduce: maybe fewer, or none)
 	out := req.Out.Ptr
 	if req.Kind == coll.AllReduce {
 		out += uint64(off)
@@ -179,7 +188,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	subs := int((chunk + sub - 1) / sub)
 	ctas := min(g.b.lcCTAs, kernMaxCTAs, max(1, int((sub+kernThreads*kernAlign-1)/(kernThreads*kernAlign))))
 	words := g.padPeers[me] + lcWords
-	a := g.lcArgs
+	a := l.args
 	a.PutU64(arOut, out)
 	a.PutU64(arBytes, uint64(chunk))
 	a.PutU64(argRegion, words)
@@ -188,12 +197,12 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, reduceFlags(req, true))
 	a.PutU64(lcOwn, own)
-	a.PutU64(lcStaging, g.staging.base)
+	a.PutU64(lcStaging, l.staging.base)
 	a.PutU64(lcChunk, uint64(sub))
 	a.PutU32(argUnit, unit)
 	g.putCheck(a, req) // the outer call's fingerprint, whatever this rank's chunk
 
-	g.gateWait(p, s) // the gate's approval first (gate.go)
+	g.gateWait(p, s, c.gate) // the gate's approval first (gate.go)
 	g.checkFork(p, s, req)
 	g.signal(p, s, slotReady)
 	if n > 1 {
@@ -217,7 +226,7 @@ func (g *Group) buildLowContention(p *cudadrv.Program, req backend.Request, s ui
 				p.Wait32(st, words, uint32(c-1)) // sub-chunk c-2 summed: slot c%2 is free
 			}
 			at := int64(c) * sub
-			slot := g.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
+			slot := l.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
 			p.Copy(st, slot, src+uint64(at), min(sub, chunk-at))
 			p.Write32(st, arrived, uint32(c+1))
 		}

@@ -39,8 +39,8 @@ func TestLCSubChunk(t *testing.T) {
 func lcGroup(n, me int) *Group {
 	g := fakeGroup(n, me)
 	g.b.lcCTAs = DefaultLowContentionCTAs
-	g.kargs, g.lcArgs = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
-	g.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
+	g.paths.kernel.args, g.paths.lc.args = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+	g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	side := make([]uint64, max(3, n-1))
 	joins := make([]uint64, len(side))
 	for i := range side {
@@ -61,7 +61,7 @@ func lcGroup(n, me int) *Group {
 func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv.Op) []cudadrv.Op) error {
 	const s = 7
 	p := cudadrv.NewProgram(64)
-	if err := g.buildLowContention(p, req, s); err != nil {
+	if err := g.paths.lc.build(p, onStream(req, s)); err != nil {
 		return err
 	}
 	ops := p.Ops()
@@ -69,7 +69,7 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 		ops = mutate(append([]cudadrv.Op(nil), ops...))
 	}
 	n, me := len(g.ranks), g.me
-	common, off, chunk := g.chunkOf(req)
+	common, off, chunk := chunkOf(req, len(g.ranks), g.me)
 	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
 	words := g.padPeers[me] + lcWords
@@ -174,7 +174,7 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 				if r == me {
 					continue
 				}
-				slot := g.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
+				slot := g.paths.lc.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
 				want, _ := g.peer(req.InSym.Seg, r, req.InSym.Off+off+int64(c)*sub)
 				if content[slot] != want {
 					return fmt.Errorf("CTA %d summing sub-chunk %d read slot %#x holding %#x, want rank %d's %#x", x.cta, c, slot, content[slot], r, want)
@@ -254,7 +254,7 @@ func TestLowContentionPipeline(t *testing.T) {
 			if tc.kind == coll.AllReduce {
 				req = arReq(g, tc.count, coll.BFloat16, false)
 			}
-			if err := g.lcWhyNot(req); err != nil {
+			if err := g.paths.lc.whyNot(req); err != nil {
 				t.Fatal(err)
 			}
 			for seed := int64(0); seed < 20; seed++ {
@@ -262,7 +262,7 @@ func TestLowContentionPipeline(t *testing.T) {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
 			}
-			common, _, chunk := g.chunkOf(req)
+			common, _, chunk := chunkOf(req, len(g.ranks), g.me)
 			if chunk/lcSubChunk(common, tc.n) < 3 {
 				return // two slots hold every sub-chunk: nothing to overwrite
 			}
@@ -295,7 +295,7 @@ func TestLowContentionAllReducePushes(t *testing.T) {
 	req := arReq(g, 1<<20, coll.Float16, true) // 2 MiB, in place: chunks of 512 KiB
 	const chunk = 512 << 10
 	p := cudadrv.NewProgram(64)
-	if err := g.buildLowContention(p, req, 7); err != nil {
+	if err := g.paths.lc.build(p, onStream(req, 7)); err != nil {
 		t.Fatal(err)
 	}
 	ops := p.Ops()
@@ -317,7 +317,7 @@ func TestLowContentionAllReducePushes(t *testing.T) {
 			t.Fatalf("push to rank %d's chunk %d (%#x): %v", r, me, want, pushes[want])
 		}
 	}
-	a := g.lcArgs.Bytes()
+	a := g.paths.lc.args.Bytes()
 	if got := le64(a, arOut); got != req.Out.Ptr+me*chunk {
 		t.Fatalf("kernel output %#x, want chunk %d of the output", got, me)
 	}
@@ -352,16 +352,16 @@ func TestLowContentionOddCounts(t *testing.T) {
 		for me := 0; me < n; me++ {
 			g := lcGroup(n, me)
 			req := arReq(g, count, coll.Float16, me == 1)
-			if err := g.lcWhyNot(req); err != nil {
+			if err := g.paths.lc.whyNot(req); err != nil {
 				t.Fatal(err)
 			}
 			p := cudadrv.NewProgram(64)
-			if err := g.buildLowContention(p, req, 7); err != nil {
+			if err := g.paths.lc.build(p, onStream(req, 7)); err != nil {
 				t.Fatal(err)
 			}
-			common, off, mine := g.chunkOf(req)
+			common, off, mine := chunkOf(req, len(g.ranks), g.me)
 			total += mine
-			a := g.lcArgs.Bytes()
+			a := g.paths.lc.args.Bytes()
 			if le64(a, arBytes) != uint64(mine) || le64(a, arOut) != req.Out.Ptr+uint64(off) || le64(a, lcOwn) != req.In.Ptr+uint64(off) {
 				t.Fatalf("count %d rank %d: bytes %d out %#x own %#x, want %d at %d", count, me, le64(a, arBytes), le64(a, arOut), le64(a, lcOwn), mine, off)
 			}
@@ -414,13 +414,13 @@ func TestLowContentionModes(t *testing.T) {
 	}{{0, 361, 16}, {1, 361, 2}, {2, 361, 2}, {1, 8, 16}, {1, 4, 2}} {
 		g := lcGroup(3, tc.me)
 		req := rsReq(g, tc.count)
-		if err := g.lcWhyNot(req); err != nil {
+		if err := g.paths.lc.whyNot(req); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.buildLowContention(cudadrv.NewProgram(64), req, 7); err != nil {
+		if err := g.paths.lc.build(cudadrv.NewProgram(64), onStream(req, 7)); err != nil {
 			t.Fatal(err)
 		}
-		if got := binary.LittleEndian.Uint32(g.lcArgs.Bytes()[argUnit:]); got != tc.want {
+		if got := binary.LittleEndian.Uint32(g.paths.lc.args.Bytes()[argUnit:]); got != tc.want {
 			t.Errorf("rank %d, %d bf16: unit %d, want %d", tc.me, tc.count, got, tc.want)
 		}
 	}

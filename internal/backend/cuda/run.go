@@ -31,53 +31,27 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	}
 	// The NCCL window decision is made once, here; the choice and NCCL
 	// both consume it.
-	win := g.nccl.windowed(req)
-	algo, why, err := g.chooseWin(req, win)
+	c := call{req: req, win: g.nccl.windowed(req)}
+	algo, why, err := g.chooseWin(req, c.win)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
-	req.Algo = algo // in the fingerprint (fault.go) and the gate's entry (gate.go)
-	switch algo {
-	case coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention:
+	c.req.Algo = algo // in the fingerprint (fault.go) and the gate's entry (gate.go)
+	if p := g.pathFor(algo); p != nil {
 		g.runMu.Lock()
 		if g.broken != nil {
 			g.runMu.Unlock()
 			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
 		}
-		if err = g.publish(req); err == nil {
-			switch algo {
-			case coll.AlgoCE:
-				err = g.ceAllGather(req, req.Stream)
-			case coll.AlgoKernel:
-				err = g.runKernel(req, req.Stream)
-			case coll.AlgoTwoShot:
-				err = g.runTwoShot(req, req.Stream)
-			default:
-				err = g.runLowContention(req, req.Stream)
-			}
-			if err == nil {
-				err = g.queued()
+		if err = g.publish(&c); err == nil {
+			if err = p.issue(&c); err == nil {
+				err = g.queued(c.gate)
 			}
 		}
 		g.runMu.Unlock()
-	default:
-		err = g.ncclFront(req)
-		if err == nil {
-			var p coll.Path
-			p, err = g.nccl.run(ctx, g.x, req, win)
-			if p.Algo != "" {
-				path.Algo = p.Algo
-			}
-			if g.checks(req) && g.nccl.comm != nil {
-				g.runMu.Lock()
-				jerr := g.checkBeside(req, req.Stream, true)
-				g.runMu.Unlock()
-				if err == nil {
-					err = jerr
-				}
-			}
-		}
+	} else {
+		err = g.runNCCL(ctx, &c, &path)
 	}
 	if err != nil {
 		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
@@ -91,34 +65,54 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	return path, nil
 }
 
+// runNCCL runs c on NCCL: what goes before it on its stream (ncclFront),
+// the NCCL call (path.Algo: the one NCCL reports), then, in checked mode,
+// the handshake's join.
+func (g *Group) runNCCL(ctx context.Context, c *call, path *coll.Path) error {
+	if err := g.ncclFront(c); err != nil {
+		return err
+	}
+	p, err := g.nccl.run(ctx, g.x, c.req, c.win)
+	if p.Algo != "" {
+		path.Algo = p.Algo
+	}
+	if g.checks(c.req) && g.nccl.comm != nil {
+		g.runMu.Lock()
+		jerr := g.checkBeside(c, true)
+		g.runMu.Unlock()
+		if err == nil {
+			err = jerr
+		}
+	}
+	return err
+}
+
 // ncclFront publishes an NCCL call at the gate and queues what goes before
 // it on its stream: the gate's guard when the call is not yet approved
 // (gate.go) and, in checked mode, the handshake's fork (handshake.go). A
 // broken group (a gate difference, a failed copy-engine call) refuses it.
-func (g *Group) ncclFront(req backend.Request) error {
+func (g *Group) ncclFront(c *call) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
-	if err := g.publish(req); err != nil {
+	if err := g.publish(c); err != nil {
 		return err
 	}
-	checked := g.checks(req) && g.nccl.comm != nil
-	if g.gateK == 0 && !checked {
-		return g.queued()
+	checked := g.checks(c.req) && g.nccl.comm != nil
+	if c.gate.wait == 0 && !checked {
+		return g.queued(c.gate)
 	}
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
-	g.gateWait(p, req.Stream)
+	p := g.newProgram()
+	g.gateWait(p, c.req.Stream, c.gate)
 	if checked {
-		g.checkFork(p, req.Stream, req)
+		g.checkFork(p, c.req.Stream, c.req)
 	}
-	if err := g.issue(p, req.Stream, req, "gate and handshake"); err != nil {
+	if err := g.issue(p, c, "gate and handshake"); err != nil {
 		return err
 	}
-	return g.queued()
+	return g.queued(c.gate)
 }
 
 // autoKernelWhy is auto's reason for a kernel path (constant: no formatting
@@ -141,7 +135,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	inPlace := req.Kind == coll.AllGather && req.InPlace
 	// Pull reads the peers' inputs (registered input, or in-place in a
 	// registered output); push writes into the peers' outputs.
-	ceOK := req.Kind == coll.AllGather && g.ce && (req.InSym.OK || req.OutSym.OK)
+	ceOK := g.paths.ce.serves(req)
 	// NCCL's symmetric kernels run whatever lies in windows (ncclwindow.go):
 	// a known-wrong shape may reach them through nccl-window, or through
 	// nccl when there is no window-free communicator (bad). Auto gives
@@ -152,27 +146,13 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	}
 	bad := verdict == windowWrong && g.nccl.plain == nil
 	winAuto := win && verdict == windowGood
+	if p := g.pathFor(req.Algo); p != nil {
+		if err := p.whyNot(req); err != nil {
+			return req.Algo, "", fmt.Errorf("%s requested but %w: %w", req.Algo, err, backend.ErrRefused)
+		}
+		return req.Algo, string(req.Algo) + " requested", nil
+	}
 	switch req.Algo {
-	case coll.AlgoKernel:
-		if kernErr := g.kernelWhyNot(req); kernErr != nil {
-			return coll.AlgoKernel, "", fmt.Errorf("kernel requested but %w: %w", kernErr, backend.ErrRefused)
-		}
-		return coll.AlgoKernel, "kernel requested", nil
-	case coll.AlgoTwoShot:
-		if err := g.twoShotWhyNot(req); err != nil {
-			return coll.AlgoTwoShot, "", fmt.Errorf("two-shot requested but %w: %w", err, backend.ErrRefused)
-		}
-		return coll.AlgoTwoShot, "two-shot requested", nil
-	case coll.AlgoLowContention:
-		if err := g.lcWhyNot(req); err != nil {
-			return coll.AlgoLowContention, "", fmt.Errorf("lc requested but %w: %w", err, backend.ErrRefused)
-		}
-		return coll.AlgoLowContention, "lc requested", nil
-	case coll.AlgoCE:
-		if !ceOK {
-			return coll.AlgoCE, "", fmt.Errorf("ce requested but %s: %w: %w", g.ceWhyNot(req), errNotSymmetric, backend.ErrRefused)
-		}
-		return coll.AlgoCE, "ce requested", nil
 	case coll.AlgoNCCLWindow:
 		if g.nccl.comm == nil {
 			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
@@ -206,7 +186,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	kernChecked, kernServes := false, false
 	kernel := func() bool {
 		if !kernChecked {
-			kernChecked, kernServes = true, g.kernelWhyNot(req) == nil
+			kernChecked, kernServes = true, g.paths.kernel.whyNot(req) == nil
 		}
 		return kernServes
 	}
@@ -242,11 +222,11 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 			switch {
 			case oneShot && kernel():
 				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
-			case req.Kind == coll.AllReduce && g.twoShotWhyNot(req) == nil:
+			case req.Kind == coll.AllReduce && g.paths.twoShot.whyNot(req) == nil:
 				return coll.AlgoTwoShot, "auto: NCCL unavailable, symmem's two-shot all-reduce", nil
 			case kernel():
 				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
-			case g.lcWhyNot(req) == nil:
+			case g.paths.lc.whyNot(req) == nil:
 				return coll.AlgoLowContention, "auto: NCCL unavailable, symmem's low-contention path", nil
 			}
 		}
@@ -256,7 +236,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		if bad {
 			return coll.AlgoAuto, "", ErrNCCLWindowWrong
 		}
-		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.ceWhyNot(req), ErrNotSupported)
+		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.paths.ce.why(req), ErrNotSupported)
 	}
 	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && winAuto {
 		return coll.AlgoNCCLWindow, "auto: NCCL on windows (autotable.go)", nil
@@ -268,16 +248,6 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		return coll.AlgoNCCL, "auto: plain NCCL, buffers are not symmetric pool blocks", nil
 	}
 	return coll.AlgoNCCL, "auto: plain NCCL (autotable.go)", nil
-}
-
-func (g *Group) ceWhyNot(req backend.Request) string {
-	switch {
-	case req.Kind != coll.AllGather:
-		return "copy engines serve all_gather only"
-	case !g.ce:
-		return "copy engines unavailable: " + g.ceWhy
-	}
-	return "the buffers are not pool blocks registered with this group"
 }
 
 func (g *Group) winWhy(symOK bool) string {

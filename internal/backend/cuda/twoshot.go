@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // The two-shot all-reduce (algorithm two-shot) on symmem's SM kernels: the
@@ -23,12 +24,20 @@ import (
 // last ones shorter or empty; a rank with an empty chunk still takes part
 // in every signal round. Both grids come from the common chunk size.
 
-// twoShotWhyNot says why the two-shot path cannot run req (nil if it can).
-func (g *Group) twoShotWhyNot(req backend.Request) error {
+// twoShotPath is the two-shot path. Its first launch uses the kernel
+// path's parameter block, its second its own (nil without kernels).
+type twoShotPath struct {
+	g      *Group
+	second *cudadrv.Args
+}
+
+// whyNot says why the two-shot path cannot run req (nil if it can).
+func (t *twoShotPath) whyNot(req backend.Request) error {
+	g := t.g
 	switch {
 	case req.Kind != coll.AllReduce:
 		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
-	case g.kargs == nil:
+	case !g.paths.kernel.loaded():
 		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
 	case !req.InSym.OK || !req.OutSym.OK:
 		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", g.name, errNotSymmetric)
@@ -39,40 +48,39 @@ func (g *Group) twoShotWhyNot(req backend.Request) error {
 	return elemAlignWhyNot(req)
 }
 
-// runTwoShot issues req on stream s. The caller holds runMu and has checked
-// twoShotWhyNot.
-func (g *Group) runTwoShot(req backend.Request, s uint64) error {
-	chunk, err := g.fillTwoShot(req)
+// issue issues c. The caller holds runMu and has checked whyNot.
+func (t *twoShotPath) issue(c *call) error {
+	g, s := t.g, c.req.Stream
+	chunk, err := t.fill(c.req)
 	if err != nil {
 		return err
 	}
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
-	p.Launch(s, g.b.kern.ar, g.kargs, allReduceCTAs(chunk), kernThreads)
-	p.Launch(s, g.b.kern.ag, g.kargs2, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
-	return g.issue(p, s, req, "two-shot")
+	p := g.newProgram()
+	p.Launch(s, g.b.kern.ar, g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
+	p.Launch(s, g.b.kern.ag, t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
+	return g.issue(p, c, "two-shot")
 }
 
-// fillTwoShot writes both launches' parameter blocks (pure: no driver call)
-// and returns the common chunk in bytes (the grids' size).
-func (g *Group) fillTwoShot(req backend.Request) (int64, error) {
-	chunk, off, n := g.chunkOf(req)
+// fill writes both launches' parameter blocks (pure: no driver call) and
+// returns the common chunk in bytes (the grids' size).
+func (t *twoShotPath) fill(req backend.Request) (int64, error) {
+	g, k := t.g, &t.g.paths.kernel
+	chunk, off, n := chunkOf(req, len(g.ranks), g.me)
 	at := req.Out.Ptr + uint64(off)
-	if err := g.fillAllReduceArgs(g.kargs, req, at, off, n, true); err != nil {
+	if err := k.fillAllReduceArgs(k.args, req, at, off, n, true); err != nil {
 		return 0, err
 	}
 	// The fingerprint is the outer call's (Check, Algo): the same on every
 	// rank, whatever its chunk's length.
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: n / int64(req.DType.Size()),
 		In: coll.Span{Ptr: at, Len: n}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
-	if err := g.fillAllGatherAt(g.kargs2, ag, off, n); err != nil {
+	if err := k.fillAllGatherAt(t.second, ag, off, n); err != nil {
 		return 0, err
 	}
 	// Two launches: a mismatch found by the first makes the second end
 	// uncounted (ptxgen/layout.go, flagFirst), so the epochs stay in step
 	// with a peer that ran a one-launch path.
-	g.kargs.PutU32(arFlags, reduceFlags(req, true)|kernFlagFirst)
-	g.kargs2.PutU32(arFlags, kernFlagSecond)
+	k.args.PutU32(arFlags, reduceFlags(req, true)|kernFlagFirst)
+	t.second.PutU32(arFlags, kernFlagSecond)
 	return chunk, nil
 }
