@@ -38,16 +38,6 @@ func ceModeFor(req backend.Request) ceMode {
 	return modePull
 }
 
-// word is the address of pad word (slot, from) in rank r's pad.
-func (g *Group) word(r, slot, from int) uint64 {
-	return g.padPeers[r] + uint64(4*(slot*len(g.ranks)+from))
-}
-
-type xfer struct {
-	dst, src uint64
-	n        int64
-}
-
 // maxCERanks bounds the group size of the copy-engine path (fixed arrays
 // keep the issue path free of allocations).
 const maxCERanks = 64
@@ -110,15 +100,6 @@ func (ce *cePath) issue(c *call) error {
 	ce.epoch++
 	return nil
 }
-
-// Signals of the copy-engine path carry no epoch, so a call captured into a
-// CUDA graph replays correctly: a rank writes 1 into its word of each peer's
-// pad, waits until every peer's word in its own pad is 1, and sets those
-// words back to 0 before it goes on. Rank r writes word (slot, r) of rank p's
-// pad for call k+1 only after it saw p's done of call k, which p wrote after
-// resetting that word for call k (writes are fenced, in stream order), so a
-// 1 is never lost to a late reset; the same holds for the done words.
-const signalOn = 1
 
 // build adds c, one all-gather, to p (pure: no driver call).
 func (ce *cePath) build(p *cudadrv.Program, c *call) error {
@@ -190,82 +171,4 @@ func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err 
 		nx++
 	}
 	return xs, nx, nil
-}
-
-// transfers issues xs spread over s and the side streams (fork and join by
-// events): s first, then side[1:].
-func (g *Group) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
-	nstreams := min(len(xs), len(g.h.side))
-	if nstreams > 1 {
-		p.Record(s, g.h.forkX)
-		for i := 1; i < nstreams; i++ {
-			p.WaitEvent(g.h.side[i], g.h.forkX)
-		}
-	}
-	for i, x := range xs {
-		st := s
-		if j := i % nstreams; j > 0 {
-			st = g.h.side[j]
-		}
-		p.Copy(st, x.dst, x.src, x.n)
-	}
-	for i := 1; i < nstreams; i++ {
-		p.Record(g.h.side[i], g.h.joins[i])
-		p.WaitEvent(s, g.h.joins[i])
-	}
-}
-
-// signal adds one signal round on slot: tell every peer, wait for every
-// peer, reset the words waited on.
-func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
-	n, me := len(g.ranks), g.me
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Write32(s, g.word(r, slot, me), signalOn)
-		}
-	}
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Wait32EQ(s, g.word(me, slot, r), signalOn)
-		}
-	}
-	for r := 0; r < n; r++ {
-		if r != me {
-			p.Write32(s, g.word(me, slot, r), 0)
-		}
-	}
-}
-
-// track makes the collective just built into p (on stream s) visible to
-// quiesce. The backend's own stream is remembered and fenced later (no extra
-// driver call). A caller's stream may be destroyed before the group is done
-// (its handle then dangles), so a fence event of the group's is recorded on
-// it at the end of the program instead — unless the stream is being
-// captured (captured work runs when the graph is replayed, and the caller
-// keeps the buffers alive while the graph exists): the Fence op decides
-// that inside the program's one cgo call.
-func (g *Group) track(p *cudadrv.Program, s uint64) error {
-	if s == g.b.stream.Handle() {
-		g.usedOwn = true
-		return nil
-	}
-	for _, f := range g.fences {
-		if f.stream == s {
-			p.Fence(s, f.ev.Handle())
-			return nil
-		}
-	}
-	ev, err := cudadrv.NewEvent(g.b.ctx, false)
-	if err != nil {
-		return fmt.Errorf("fence for stream %#x: %w", s, err)
-	}
-	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
-	p.Fence(s, ev.Handle())
-	return nil
-}
-
-// streamFence is the group's fence event on one caller stream.
-type streamFence struct {
-	stream uint64
-	ev     *cudadrv.Event
 }

@@ -21,7 +21,7 @@
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
 //     moves the data, so no SM runs; the whole sequence of one call is issued
 //     in one cgo call (cudadrv.Program), a caller's stream fenced inside it
-//     unless it is being captured (track, ce.go);
+//     unless it is being captured (track, streams.go);
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
@@ -48,6 +48,20 @@
 //   - the backend contract's Device part (device.go): writes that are
 //     visible to peers when they return, reads, local copies, ordinary
 //     device memory, fences and synchronisation.
+//
+// The route of a call (Run, run.go): the request becomes a call (call.go:
+// the request as it runs, the window decision, its ticket at the gate),
+// built once and passed down; chooseWin picks the algorithm (forced: the
+// path's whyNot; auto: autotable.go and the fallbacks after it); symmem's
+// paths are types behind one interface (path.go: kernelPath in kernel.go
+// and allreduce.go, twoShotPath in twoshot.go, lcPath in lowcontention.go,
+// cePath in ce.go), each holding what only it uses; Run publishes the call
+// at the gate, the path builds its whole stream program and Group.issue
+// hands it to the executor (edge.go: the driver, one cgo call; tests
+// record instead, golden_test.go), and the gate is told it is queued.
+// NCCL calls run through runNCCL (the gate's guard and checked mode's
+// handshake around nccl.go's call). Signals and transfers the copy-engine
+// paths share are in signals.go, the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).

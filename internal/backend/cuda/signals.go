@@ -1,0 +1,71 @@
+package cuda
+
+import "github.com/symmem/symmem/internal/native/cudadrv"
+
+// The signals and transfers the copy-engine paths (ce, lc) share: the pad
+// words ranks signal each other through, a signal round, and copies spread
+// over the side streams.
+
+// word is the address of pad word (slot, from) in rank r's pad.
+func (g *Group) word(r, slot, from int) uint64 {
+	return g.padPeers[r] + uint64(4*(slot*len(g.ranks)+from))
+}
+
+// xfer is one copy: n bytes from src to dst.
+type xfer struct {
+	dst, src uint64
+	n        int64
+}
+
+// Signals of the copy-engine path carry no epoch, so a call captured into a
+// CUDA graph replays correctly: a rank writes 1 into its word of each peer's
+// pad, waits until every peer's word in its own pad is 1, and sets those
+// words back to 0 before it goes on. Rank r writes word (slot, r) of rank p's
+// pad for call k+1 only after it saw p's done of call k, which p wrote after
+// resetting that word for call k (writes are fenced, in stream order), so a
+// 1 is never lost to a late reset; the same holds for the done words.
+const signalOn = 1
+
+// signal adds one signal round on slot: tell every peer, wait for every
+// peer, reset the words waited on.
+func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
+	n, me := len(g.ranks), g.me
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(r, slot, me), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Wait32EQ(s, g.word(me, slot, r), signalOn)
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != me {
+			p.Write32(s, g.word(me, slot, r), 0)
+		}
+	}
+}
+
+// transfers issues xs spread over s and the side streams (fork and join by
+// events): s first, then side[1:].
+func (g *Group) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
+	nstreams := min(len(xs), len(g.h.side))
+	if nstreams > 1 {
+		p.Record(s, g.h.forkX)
+		for i := 1; i < nstreams; i++ {
+			p.WaitEvent(g.h.side[i], g.h.forkX)
+		}
+	}
+	for i, x := range xs {
+		st := s
+		if j := i % nstreams; j > 0 {
+			st = g.h.side[j]
+		}
+		p.Copy(st, x.dst, x.src, x.n)
+	}
+	for i := 1; i < nstreams; i++ {
+		p.Record(g.h.side[i], g.h.joins[i])
+		p.WaitEvent(s, g.h.joins[i])
+	}
+}
