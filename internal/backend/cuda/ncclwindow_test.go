@@ -71,8 +71,8 @@ func TestChooseWindowShapes(t *testing.T) {
 		return g
 	}
 	g, noPlain, kg := withNCCL(true), withNCCL(false), withNCCL(true)
-	kg.kargs = cudadrv.NewArgs(kernArgBytes)
-	defer kg.kargs.Free()
+	kg.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
+	defer kg.paths.kernel.args.Free()
 	rsIn := func(g *Group, count int64, dt coll.DType) backend.Request {
 		r := rsReq(g, count)
 		r.DType = dt
