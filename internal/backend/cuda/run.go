@@ -115,6 +115,13 @@ func (g *Group) ncclFront(c *call) error {
 	return g.queued(c.gate)
 }
 
+// requestedWhy is the reason of a forced path of symmem's (constant: no
+// formatting per call).
+var requestedWhy = map[coll.Algo]string{
+	coll.AlgoKernel: "kernel requested", coll.AlgoTwoShot: "two-shot requested",
+	coll.AlgoLowContention: "lc requested", coll.AlgoCE: "ce requested",
+}
+
 // autoKernelWhy is auto's reason for a kernel path (constant: no formatting
 // per call).
 var autoKernelWhy = map[coll.Kind]string{
@@ -150,7 +157,7 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 		if err := p.whyNot(req); err != nil {
 			return req.Algo, "", fmt.Errorf("%s requested but %w: %w", req.Algo, err, backend.ErrRefused)
 		}
-		return req.Algo, string(req.Algo) + " requested", nil
+		return req.Algo, requestedWhy[req.Algo], nil
 	}
 	switch req.Algo {
 	case coll.AlgoNCCLWindow:
