@@ -2,11 +2,10 @@ package symmem
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/pool"
 )
 
 // Explain says which path a call of kind k moving bytes (the full gathered /
@@ -36,56 +35,20 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 		g.name, g.staging.Len>>10, max(rounds, 1), p.Reason)}
 }
 
-// Report is what `symmem doctor` prints: the state of this rank and the
-// path each op and size would take.
-type Report struct {
-	Backend   string        // "cpu" or "cuda"
-	Why       string        // why this backend (auto's choice)
-	Detail    string        // the backend's own description (devices, links, groups)
-	Rank      int           // world rank
-	Size      int           // world size
-	LocalRank int           // rank on this host
-	LocalSize int           // ranks on this host
-	JobID     string        // job id from the environment
-	Timeout   time.Duration // bound on every wait
-	Checked   bool          // cross-rank checking of every call
-	Staging   int64         // staging buffer bytes per group (0: disabled)
-	Groups    []GroupReport // in creation order, the world first
-	Pool      pool.Stats    // the process's pool
-	Paths     []PathReport  // world group: every op × size × {symmetric, ordinary}
-}
-
-// GroupReport describes one group from this rank's view.
-type GroupReport struct {
-	Name   string
-	Ranks  []int // world ranks of the members
-	Member bool  // this rank belongs to it
-	Rank   int   // this rank's group rank (-1 if not a member)
-}
-
-// PathReport is one line of the path table.
-type PathReport struct {
-	Kind      coll.Kind
-	Bytes     int64
-	Symmetric bool
-	Path      coll.Path
-}
-
-// DoctorSizes are the sizes the path table covers.
-var DoctorSizes = []int64{4 << 10, 1 << 20, 64 << 20}
-
-// Doctor collects a Report (local, not collective).
-func (w *World) Doctor() Report {
-	r := Report{Backend: w.Backend(), Why: w.why, Detail: w.be.Describe(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
+// Doctor collects a doctor.Report (local, not collective): this rank's
+// state and the path each of doctor.Kinds × doctor.Sizes would take on the
+// world group for symmetric and ordinary buffers.
+func (w *World) Doctor() doctor.Report {
+	r := doctor.Report{Backend: w.Backend(), Why: w.why, Detail: w.be.Describe(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
 		LocalSize: w.env.LocalWorldSize, JobID: w.env.JobID, Timeout: w.opts.Timeout, Checked: w.opts.Checked,
 		Staging: max(w.opts.StagingBytes, 0), Pool: w.pool.Stats()}
 	for _, g := range w.Groups() {
-		r.Groups = append(r.Groups, GroupReport{Name: g.name, Ranks: g.Ranks(), Member: g.IsMember(), Rank: g.rank})
+		r.Groups = append(r.Groups, doctor.Group{Name: g.name, Ranks: g.Ranks(), Member: g.IsMember(), Rank: g.rank})
 	}
-	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
-		for _, b := range DoctorSizes {
+	for _, k := range doctor.Kinds {
+		for _, b := range doctor.Sizes {
 			for _, sym := range []bool{true, false} {
-				r.Paths = append(r.Paths, PathReport{Kind: k, Bytes: b, Symmetric: sym, Path: w.Explain(k, b, sym)})
+				r.Paths = append(r.Paths, doctor.Path{Kind: k, Bytes: b, Symmetric: sym, Path: w.Explain(k, b, sym)})
 			}
 		}
 	}

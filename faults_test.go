@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -184,7 +185,7 @@ func roleErrors(ctx context.Context) error {
 	// Doctor and Explain describe the setup and the paths.
 	rep := w.Doctor()
 	if rep.Backend != "cpu" || rep.Rank != w.Rank() || rep.Size != 2 || len(rep.Groups) != 2 || rep.Pool.Segments == 0 ||
-		len(rep.Paths) != 4*len(DoctorSizes)*2 || !rep.Groups[1].Member == (w.Rank() == 0) {
+		len(rep.Paths) != len(doctor.Kinds)*len(doctor.Sizes)*2 || !rep.Groups[1].Member == (w.Rank() == 0) {
 		return fmt.Errorf("doctor report: %+v", rep)
 	}
 	if p := w.Explain(coll.AllGather, 1<<20, false); !p.Staged || p.Algo != coll.AlgoDirect || !strings.Contains(p.Reason, "staged") {

@@ -59,7 +59,8 @@ func symmem_explain(gh C.uint64_t, kind C.int, bytes C.size_t, symmetric C.int, 
 	return putJSON(buf, capacity, toPathJSON(g.g.Explain(k, int64(bytes), symmetric != 0)))
 }
 
-// doctorJSON is symmem.Report with names instead of enum values.
+// doctorJSON is doctor.Report (World.Doctor) with names instead of enum
+// values; python's symmem.doctor() parses it, so its keys and shape stay.
 type doctorJSON struct {
 	Backend    string      `json:"backend"`
 	Why        string      `json:"why"`    // why this backend (auto's choice)

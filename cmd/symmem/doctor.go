@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
+	"github.com/symmem/symmem/doctor"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -81,7 +82,7 @@ func emit(rank int, prefix bool, report string) {
 }
 
 // writeDoctor prints a doctor report.
-func writeDoctor(out io.Writer, r symmem.Report) {
+func writeDoctor(out io.Writer, r doctor.Report) {
 	fmt.Fprintf(out, "symmem doctor: rank %d of %d (local %d of %d), job %s\n", r.Rank, r.Size, r.LocalRank, r.LocalSize, r.JobID)
 	fmt.Fprintf(out, "backend:  %s (%s)\n", r.Backend, r.Why)
 	fmt.Fprintf(out, "host:     %s\n", hostInfo())

@@ -18,7 +18,7 @@ const module = "github.com/symmem/symmem"
 // is x and every package below it, anything else one package.
 var (
 	foundation = []string{"internal/errs", "internal/wait", "internal/native/..."}
-	public     = []string{"coll/...", "reduce/...", "pool/...", "rendezvous/...", "launch/..."}
+	public     = []string{"coll/...", "reduce/...", "pool/...", "rendezvous/...", "launch/...", "doctor"}
 )
 
 func join(lists ...[]string) []string { return slices.Concat(lists...) }
@@ -48,6 +48,8 @@ var rules = []rule{
 	{name: "coll is vocabulary and imports nothing of symmem", pkgs: []string{"coll/..."}},
 	{name: "the public packages below the backends import no backend, no user API, no harness",
 		pkgs: []string{"reduce/...", "pool/...", "rendezvous/...", "launch/..."}, allow: join(foundation, public)},
+	{name: "doctor is the user API's report types: vocabulary and the pool's stats only", pkgs: []string{"doctor"},
+		allow: []string{"coll", "pool"}},
 	{name: "the backends import nothing above them (user API, harness, programs, launcher)", pkgs: []string{"internal/backend/..."},
 		allow: join(foundation, []string{"coll/...", "reduce/...", "pool/...", "rendezvous/...", "internal/backend/..."}),
 		never: []string{"bench/..."}},

@@ -1,0 +1,58 @@
+// Package doctor holds what World.Doctor returns: the state of one rank of a
+// job (backend, ranks, groups, pool) and the path each op and size would take
+// on the world group, and why. `symmem doctor` prints it as a table and the C
+// ABI's symmem_doctor (python's symmem.doctor()) as JSON.
+//
+// The types live here rather than in package symmem so that the user API's
+// root stays narrow: a program that runs collectives never names them.
+package doctor
+
+import (
+	"time"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
+)
+
+// Report is what `symmem doctor` prints: the state of this rank and the
+// path each op and size would take.
+type Report struct {
+	Backend   string        // "cpu" or "cuda"
+	Why       string        // why this backend (auto's choice)
+	Detail    string        // the backend's own description (devices, links, groups)
+	Rank      int           // world rank
+	Size      int           // world size
+	LocalRank int           // rank on this host
+	LocalSize int           // ranks on this host
+	JobID     string        // job id from the environment
+	Timeout   time.Duration // bound on every wait
+	Checked   bool          // cross-rank checking of every call
+	Staging   int64         // staging buffer bytes per group (0: disabled)
+	Groups    []Group       // in creation order, the world first
+	Pool      pool.Stats    // the process's pool
+	Paths     []Path        // world group: every op × Sizes × {symmetric, ordinary}
+}
+
+// Group describes one group from this rank's view.
+type Group struct {
+	Name   string
+	Ranks  []int // world ranks of the members
+	Member bool  // this rank belongs to it
+	Rank   int   // this rank's group rank (-1 if not a member)
+}
+
+// Path is one line of the path table: the path a call of Kind moving Bytes
+// (the full gathered / pre-reduction tensor) on symmetric or ordinary
+// buffers would take, and why (World.Explain's answer).
+type Path struct {
+	Kind      coll.Kind
+	Bytes     int64
+	Symmetric bool
+	Path      coll.Path
+}
+
+// Kinds are the ops the path table covers, in its order.
+var Kinds = []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}
+
+// Sizes are the sizes the path table covers.
+var Sizes = []int64{4 << 10, 1 << 20, 64 << 20}
