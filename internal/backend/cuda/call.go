@@ -1,6 +1,9 @@
 package cuda
 
-import "github.com/symmem/symmem/internal/backend"
+import (
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+)
 
 // call is one collective on its way through Run: built there once and
 // passed down, so no step depends on state another step left in the group.
@@ -10,10 +13,31 @@ type call struct {
 	// stream it runs on (the backend's when the caller gave none).
 	req backend.Request
 	// win: both buffers lie in NCCL windows, decided once for the choice
-	// and for NCCL.
-	win bool
+	// and for NCCL; verdict is what NCCL's symmetric kernels make of the
+	// call there (ncclwindow.go; windowGood off windows).
+	win     bool
+	verdict windowVerdict
 	// gate is its place at the call gate, set by publish.
 	gate ticket
+	// ran is the path as NCCL reports it (nccl-window where a plain nccl
+	// call ran on the windowed communicator); "" for symmem's paths.
+	ran coll.Algo
+}
+
+// newCall is req as a call, its buffers in NCCL windows or not (win),
+// judged against NCCL version v (0: none).
+func newCall(req backend.Request, win bool, v int) call {
+	c := call{req: req, win: win}
+	if win {
+		c.verdict = judgeWindow(req, v)
+	}
+	return c
+}
+
+// symmetric reports whether req's buffers are pool blocks registered with
+// the group (a broadcast's output only: it has no input of its own).
+func symmetric(req backend.Request) bool {
+	return req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
 }
 
 // ticket is a call's place at the call gate (gate.go): its number, and the

@@ -45,6 +45,7 @@ const maxCERanks = 64
 // cePath is the copy-engine all-gather (algorithm ce); epoch counts its
 // calls (named in a failure).
 type cePath struct {
+	whole
 	g     *Group
 	epoch uint32
 }
@@ -62,6 +63,8 @@ func (c *cePath) whyNot(req backend.Request) error {
 	}
 	return fmt.Errorf("%s: %w", c.why(req), errNotSymmetric)
 }
+
+func (ce *cePath) refuse(c *call) error { return refused(c, ce.whyNot(c.req)) }
 
 // why says why copy engines cannot run req, which they do not serve.
 func (c *cePath) why(req backend.Request) string {

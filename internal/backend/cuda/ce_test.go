@@ -262,7 +262,7 @@ func TestChoose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
 			req.Algo = tc.algo
-			got, why, err := tc.g.choose(req)
+			got, why, err := chooseReq(tc.g, req, tc.g.nccl.windowed(req))
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v, want error %v", err, tc.err)
 			}
@@ -469,7 +469,7 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 	} {
 		req := tc.req
 		req.Algo = tc.algo
-		_, _, err := g.choose(req)
+		_, _, err := chooseReq(g, req, g.nccl.windowed(req))
 		if err == nil {
 			t.Fatalf("%s: no error", tc.name)
 		}
@@ -502,7 +502,7 @@ func BenchmarkChoose(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				g.choose(c.req)
+				chooseReq(g, c.req, g.nccl.windowed(c.req))
 			}
 		})
 	}

@@ -50,18 +50,22 @@
 //     device memory, fences and synchronisation.
 //
 // The route of a call (Run, run.go): the request becomes a call (call.go:
-// the request as it runs, the window decision, its ticket at the gate),
-// built once and passed down; chooseWin picks the algorithm (forced: the
-// path's whyNot; auto: autotable.go and the fallbacks after it); symmem's
-// paths are types behind one interface (path.go: kernelPath in kernel.go
-// and allreduce.go, twoShotPath in twoshot.go, lcPath in lowcontention.go,
-// cePath in ce.go), each holding what only it uses; Run publishes the call
-// at the gate, the path builds its whole stream program and Group.issue
-// hands it to the executor (edge.go: the driver, one cgo call; tests
-// record instead, golden_test.go), and the gate is told it is queued.
-// NCCL calls run through runNCCL (the gate's guard and checked mode's
-// handshake around nccl.go's call). Signals and transfers the copy-engine
-// paths share are in signals.go, the streams' fences in streams.go.
+// the request as it runs, its NCCL window status and verdict, its ticket
+// at the gate), built once and passed down; choose picks the algorithm
+// (forced: the path's refuse; auto: autotable.go and the fallbacks after
+// it). Every algorithm is a path, a type behind one interface (path.go):
+// symmem's kernelPath (kernel.go, allreduce.go), twoShotPath (twoshot.go),
+// lcPath (lowcontention.go) and cePath (ce.go), NCCL's ncclPath (nccl.go)
+// and ncclWindowPath (ncclwindow.go), each holding what only it uses.
+// Holding runMu, Run publishes the call at the gate and the path issues
+// what goes on the stream now: symmem's paths their whole stream program,
+// NCCL's the gate's guard and checked mode's handshake fork; Group.issue
+// hands a program to the executor (edge.go: the driver, one cgo call;
+// tests record instead, golden_test.go), and the gate is told it is
+// queued. With runMu released the path finishes the call: NCCL's call on
+// its communicator and the handshake's join after it (nothing for
+// symmem's paths). Signals and transfers the copy-engine paths share are
+// in signals.go, the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).

@@ -219,6 +219,13 @@ func goldenAgreement(t testing.TB, n, me int) *members.HostAgreement {
 	return as[me]
 }
 
+// chooseReq is what Run would choose for req, its buffers in NCCL windows
+// or not (win).
+func chooseReq(g *Group, req backend.Request, win bool) (coll.Algo, string, error) {
+	c := newCall(req, win, g.b.nccl.version())
+	return g.choose(&c)
+}
+
 // goldenReq is a named request.
 type goldenReq struct {
 	name string
@@ -418,7 +425,7 @@ func TestGoldenChoose(t *testing.T) {
 					req.Algo = a
 					var res [2]string
 					for i, win := range []bool{false, true} {
-						algo, why, err := g.chooseWin(req, win)
+						algo, why, err := chooseReq(g, req, win)
 						res[i] = fmt.Sprintf("%s/%s/%s", algo, st.id(why), st.err(err))
 					}
 					fmt.Fprintf(&w, " %s=%s", a, res[0])
@@ -470,7 +477,7 @@ func TestGoldenRun(t *testing.T) {
 							// Peers never publish: a rank may run at most
 							// 256 calls ahead at the gate. Only paths that
 							// publish count.
-							if _, _, err := g.choose(req); err == nil {
+							if _, _, err := chooseReq(g, req, g.nccl.windowed(req)); err == nil {
 								calls++
 							}
 							if calls > 250 {

@@ -62,19 +62,14 @@ func (g *Group) checkJoin(p *cudadrv.Program, s uint64, req backend.Request) {
 // checks reports whether req runs with the handshake beside it.
 func (g *Group) checks(req backend.Request) bool { return req.Checked && g.hsArgs != nil }
 
-// checkBeside runs the handshake for c beside a call of another path
-// (NCCL) on c's stream: fork (before the call is enqueued) or join (after).
-// The caller holds runMu.
-func (g *Group) checkBeside(c *call, join bool) error {
+// checkAfter joins the handshake into c's stream after NCCL's call (the
+// fork went before it, ncclRun.issue). The caller holds runMu.
+func (g *Group) checkAfter(c *call) error {
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	p := g.newProgram()
-	if join {
-		g.checkJoin(p, c.req.Stream, c.req)
-	} else {
-		g.checkFork(p, c.req.Stream, c.req)
-	}
+	g.checkJoin(p, c.req.Stream, c.req)
 	return g.issue(p, c, "handshake")
 }
 

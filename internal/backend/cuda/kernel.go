@@ -149,6 +149,7 @@ func allGatherCTAs(slice int64, limit int) int {
 // reduce-scatter. Its parameter block is nil where the group has no
 // kernels (g.kernWhy says why); two-shot's first launch shares it.
 type kernelPath struct {
+	whole
 	g    *Group
 	args *cudadrv.Args
 }
@@ -174,6 +175,8 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	}
 	return nil
 }
+
+func (k *kernelPath) refuse(c *call) error { return refused(c, k.whyNot(c.req)) }
 
 // issue issues c's kernel (all-gather, all-reduce or reduce-scatter): one
 // cuLaunchKernel. The caller holds runMu and has checked whyNot.

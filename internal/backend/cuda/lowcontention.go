@@ -75,6 +75,7 @@ func lcSubChunk(bytes int64, n int) int64 {
 // kernel's parameter block (nil without kernels) and the group's staging,
 // allocated at its first call.
 type lcPath struct {
+	whole
 	g       *Group
 	args    *cudadrv.Args
 	staging *segment
@@ -100,6 +101,8 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	}
 	return elemAlignWhyNot(req)
 }
+
+func (l *lcPath) refuse(c *call) error { return refused(c, l.whyNot(c.req)) }
 
 // allReduceSplit is the chunk, in elements, that each of n ranks reduces of
 // an all-reduce of count elements of es bytes (two-shot, lc): ceil(count/n)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/native/libnccl"
@@ -134,21 +133,71 @@ func (n *ncclGroup) close(ctx context.Context) error {
 	return errors.Join(perr, err)
 }
 
-// run runs req on NCCL; win is the cuda path's one window decision.
-func (n *ncclGroup) run(ctx context.Context, x executor, req backend.Request, win bool) (coll.Path, error) {
-	if n.comm == nil {
-		return coll.Path{}, fmt.Errorf("NCCL is not available for this group: %v: %w", n.err, ErrNotSupported)
-	}
-	if req.Algo == coll.AlgoNCCL && n.plain != nil {
-		return x.nccl(ctx, n.plain, req, false) // regular kernels even on pool buffers
-	}
-	return x.nccl(ctx, n.comm, req, win)
-}
-
 // windowed reports whether both buffers of req lie in NCCL windows.
 func (n *ncclGroup) windowed(req backend.Request) bool {
 	if n.comm == nil || !n.windows {
 		return false
 	}
 	return n.comm.Windowed(req.In.Ptr, req.In.Len) && n.comm.Windowed(req.Out.Ptr, req.Out.Len)
+}
+
+// ncclRun is what both NCCL paths do around NCCL's call.
+type ncclRun struct{ g *Group }
+
+// issue queues what goes before NCCL's call on c's stream: the gate's
+// guard when the call is not yet approved (gate.go) and, in checked mode,
+// the handshake's fork (handshake.go); nothing when neither is needed.
+func (r ncclRun) issue(c *call) error {
+	g := r.g
+	if c.gate.wait == 0 && !g.checks(c.req) {
+		return nil
+	}
+	p := g.newProgram()
+	g.gateWait(p, c.req.Stream, c.gate)
+	g.checkFork(p, c.req.Stream, c.req)
+	return g.issue(p, c, "gate and handshake")
+}
+
+// run makes NCCL's call on comm (win: its buffers in windows, as NCCL is
+// told) and, in checked mode, joins the handshake after it, also when the
+// call failed (the fork is queued). NCCL's report of the path is kept
+// (c.ran).
+func (r ncclRun) run(ctx context.Context, c *call, comm *bnccl.Comm, win bool) error {
+	g := r.g
+	p, err := g.x.nccl(ctx, comm, c.req, win)
+	c.ran = p.Algo
+	if g.checks(c.req) {
+		g.runMu.Lock()
+		jerr := g.checkAfter(c)
+		g.runMu.Unlock()
+		if err == nil {
+			err = jerr
+		}
+	}
+	return err
+}
+
+// ncclPath is plain NCCL (algorithm nccl): on the window-free communicator
+// where the group has one, so NCCL runs its regular kernels even on pool
+// buffers (ncclGroup.plain says why); else on the windowed one, where NCCL
+// runs its symmetric kernels on buffers in windows (and reports
+// nccl-window).
+type ncclPath struct{ ncclRun }
+
+func (n *ncclPath) refuse(c *call) error {
+	g := n.g
+	switch {
+	case g.nccl.comm == nil:
+		return fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+	case c.verdict == windowWrong && g.nccl.plain == nil:
+		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
+	}
+	return nil
+}
+
+func (n *ncclPath) finish(ctx context.Context, c *call) error {
+	if p := n.g.nccl.plain; p != nil {
+		return n.run(ctx, c, p, false) // regular kernels even on pool buffers
+	}
+	return n.run(ctx, c, n.g.nccl.comm, c.win)
 }

@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
@@ -67,4 +69,37 @@ func judgeWindow(req backend.Request, v int) windowVerdict {
 		return windowSlow
 	}
 	return windowGood
+}
+
+// ncclWindowPath is NCCL on windows (algorithm nccl-window): the windowed
+// communicator on buffers in its windows, where NCCL runs its symmetric
+// kernels; shapes they are known to get wrong are refused.
+type ncclWindowPath struct{ ncclRun }
+
+func (w *ncclWindowPath) refuse(c *call) error {
+	g, req := w.g, c.req
+	switch {
+	case g.nccl.comm == nil:
+		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+	case !c.win:
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, backend.ErrRefused)
+	case c.verdict == windowWrong:
+		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
+	}
+	return nil
+}
+
+// offWhy says why req's buffers are not in the group's windows.
+func (w *ncclWindowPath) offWhy(req backend.Request) string {
+	switch {
+	case !symmetric(req):
+		return "not pool blocks registered with this group"
+	case w.g.nccl.winWhy != "":
+		return w.g.nccl.winWhy
+	}
+	return "outside the registered windows"
+}
+
+func (w *ncclWindowPath) finish(ctx context.Context, c *call) error {
+	return w.run(ctx, c, w.g.nccl.comm, c.win)
 }

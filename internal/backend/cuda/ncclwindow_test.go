@@ -114,7 +114,7 @@ func TestChooseWindowShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
 			req.Algo = tc.algo
-			got, why, err := tc.g.chooseWin(req, true)
+			got, why, err := chooseReq(tc.g, req, true)
 			if tc.wrong != errors.Is(err, ErrNCCLWindowWrong) {
 				t.Fatalf("err = %v, want ErrNCCLWindowWrong %v", err, tc.wrong)
 			}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
@@ -8,16 +9,37 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// path is one of symmem's own ways to run a collective on the GPU (kernel,
-// two-shot, lc, ce; NCCL's run through nccl.go). Run finds the chosen
+// path is one way to run a collective on the GPU: symmem's (kernel,
+// two-shot, lc, ce) and NCCL's (nccl, nccl-window). Run finds the chosen
 // algorithm's path in the group's table (pathFor) and, holding runMu with
-// the call published at the gate, asks it to issue the call.
+// the call published at the gate, asks it to issue the call, then to
+// finish it with runMu released.
 type path interface {
-	// whyNot says why the path cannot run req (nil if it can); a forced
-	// call it cannot run is refused with it (backend.ErrRefused).
-	whyNot(req backend.Request) error
-	// issue builds c's whole stream program and executes it (Group.issue).
+	// refuse is why a call forced onto the path cannot run (nil if it
+	// can): the error choose returns.
+	refuse(c *call) error
+	// issue queues what goes on c's stream now: symmem's paths their
+	// whole stream program, NCCL's what goes before NCCL's call. The
+	// caller holds runMu and has published c at the gate.
 	issue(c *call) error
+	// finish runs what follows with runMu released: NCCL's call (its
+	// communicator serialises it) and checked mode's join after it.
+	finish(ctx context.Context, c *call) error
+}
+
+// whole is embedded by symmem's paths: issue queues the whole call as one
+// stream program, so nothing is left to finish.
+type whole struct{}
+
+func (whole) finish(context.Context, *call) error { return nil }
+
+// refused is the error of a call forced onto one of symmem's paths, which
+// says why it cannot run it (whyNot; nil: it can).
+func refused(c *call, whyNot error) error {
+	if whyNot != nil {
+		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, backend.ErrRefused)
+	}
+	return nil
 }
 
 // paths are a group's paths, each holding what only it uses.
@@ -26,14 +48,16 @@ type paths struct {
 	twoShot twoShotPath
 	lc      lcPath
 	ce      cePath
+	nccl    ncclPath
+	window  ncclWindowPath
 }
 
 func newPaths(g *Group) paths {
-	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ce: cePath{g: g}}
+	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ce: cePath{g: g},
+		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}}
 }
 
-// pathFor is the path of symmem's own that runs algorithm a (nil: NCCL's,
-// or none).
+// pathFor is the path that runs algorithm a (nil: auto, or no path).
 func (g *Group) pathFor(a coll.Algo) path {
 	switch a {
 	case coll.AlgoKernel:
@@ -44,6 +68,10 @@ func (g *Group) pathFor(a coll.Algo) path {
 		return &g.paths.lc
 	case coll.AlgoCE:
 		return &g.paths.ce
+	case coll.AlgoNCCL:
+		return &g.paths.nccl
+	case coll.AlgoNCCLWindow:
+		return &g.paths.window
 	}
 	return nil
 }

@@ -31,27 +31,30 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	}
 	// The NCCL window decision is made once, here; the choice and NCCL
 	// both consume it.
-	c := call{req: req, win: g.nccl.windowed(req)}
-	algo, why, err := g.chooseWin(req, c.win)
+	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
+	algo, why, err := g.choose(&c)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	c.req.Algo = algo // in the fingerprint (fault.go) and the gate's entry (gate.go)
-	if p := g.pathFor(algo); p != nil {
-		g.runMu.Lock()
-		if g.broken != nil {
-			g.runMu.Unlock()
-			return path, fmt.Errorf("cuda: group %q: %w: %w", g.name, ErrBroken, g.broken)
+	p := g.pathFor(algo)
+	g.runMu.Lock()
+	// A broken group (a gate difference, a failed copy-engine call)
+	// refuses every call.
+	if g.broken != nil {
+		err = fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	} else if err = g.publish(&c); err == nil {
+		if err = p.issue(&c); err == nil {
+			err = g.queued(c.gate)
 		}
-		if err = g.publish(&c); err == nil {
-			if err = p.issue(&c); err == nil {
-				err = g.queued(c.gate)
-			}
-		}
-		g.runMu.Unlock()
-	} else {
-		err = g.runNCCL(ctx, &c, &path)
+	}
+	g.runMu.Unlock()
+	if err == nil {
+		err = p.finish(ctx, &c)
+	}
+	if c.ran != "" {
+		path.Algo = c.ran
 	}
 	if err != nil {
 		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
@@ -65,61 +68,12 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	return path, nil
 }
 
-// runNCCL runs c on NCCL: what goes before it on its stream (ncclFront),
-// the NCCL call (path.Algo: the one NCCL reports), then, in checked mode,
-// the handshake's join.
-func (g *Group) runNCCL(ctx context.Context, c *call, path *coll.Path) error {
-	if err := g.ncclFront(c); err != nil {
-		return err
-	}
-	p, err := g.nccl.run(ctx, g.x, c.req, c.win)
-	if p.Algo != "" {
-		path.Algo = p.Algo
-	}
-	if g.checks(c.req) && g.nccl.comm != nil {
-		g.runMu.Lock()
-		jerr := g.checkBeside(c, true)
-		g.runMu.Unlock()
-		if err == nil {
-			err = jerr
-		}
-	}
-	return err
-}
-
-// ncclFront publishes an NCCL call at the gate and queues what goes before
-// it on its stream: the gate's guard when the call is not yet approved
-// (gate.go) and, in checked mode, the handshake's fork (handshake.go). A
-// broken group (a gate difference, a failed copy-engine call) refuses it.
-func (g *Group) ncclFront(c *call) error {
-	g.runMu.Lock()
-	defer g.runMu.Unlock()
-	if g.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
-	}
-	if err := g.publish(c); err != nil {
-		return err
-	}
-	checked := g.checks(c.req) && g.nccl.comm != nil
-	if c.gate.wait == 0 && !checked {
-		return g.queued(c.gate)
-	}
-	p := g.newProgram()
-	g.gateWait(p, c.req.Stream, c.gate)
-	if checked {
-		g.checkFork(p, c.req.Stream, c.req)
-	}
-	if err := g.issue(p, c, "gate and handshake"); err != nil {
-		return err
-	}
-	return g.queued(c.gate)
-}
-
-// requestedWhy is the reason of a forced path of symmem's (constant: no
-// formatting per call).
+// requestedWhy is the reason of a forced path (constant: no formatting per
+// call).
 var requestedWhy = map[coll.Algo]string{
 	coll.AlgoKernel: "kernel requested", coll.AlgoTwoShot: "two-shot requested",
 	coll.AlgoLowContention: "lc requested", coll.AlgoCE: "ce requested",
+	coll.AlgoNCCL: "nccl requested", coll.AlgoNCCLWindow: "nccl-window requested",
 }
 
 // autoKernelWhy is auto's reason for a kernel path (constant: no formatting
@@ -130,59 +84,33 @@ var autoKernelWhy = map[coll.Kind]string{
 	coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (autotable.go)",
 }
 
-// choose resolves req.Algo to the path that runs, with the reason.
-func (g *Group) choose(req backend.Request) (coll.Algo, string, error) {
-	return g.chooseWin(req, g.nccl.windowed(req))
-}
-
-// chooseWin is choose with the buffers' window status given (win).
-func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, error) {
-	n := len(g.ranks)
-	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
-	inPlace := req.Kind == coll.AllGather && req.InPlace
-	// Pull reads the peers' inputs (registered input, or in-place in a
-	// registered output); push writes into the peers' outputs.
-	ceOK := g.paths.ce.serves(req)
-	// NCCL's symmetric kernels run whatever lies in windows (ncclwindow.go):
-	// a known-wrong shape may reach them through nccl-window, or through
-	// nccl when there is no window-free communicator (bad). Auto gives
-	// windows only the shapes they do well (winAuto).
-	verdict := windowGood
-	if win {
-		verdict = judgeWindow(req, g.b.nccl.version())
-	}
-	bad := verdict == windowWrong && g.nccl.plain == nil
-	winAuto := win && verdict == windowGood
+// choose resolves c's algorithm (c.req.Algo) to the path that runs, with
+// the reason: a forced path unless it refuses the call (path.refuse), or
+// auto's choice.
+func (g *Group) choose(c *call) (coll.Algo, string, error) {
+	req := c.req
 	if p := g.pathFor(req.Algo); p != nil {
-		if err := p.whyNot(req); err != nil {
-			return req.Algo, "", fmt.Errorf("%s requested but %w: %w", req.Algo, err, backend.ErrRefused)
+		if err := p.refuse(c); err != nil {
+			return req.Algo, "", err
 		}
 		return req.Algo, requestedWhy[req.Algo], nil
 	}
 	switch req.Algo {
-	case coll.AlgoNCCLWindow:
-		if g.nccl.comm == nil {
-			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
-		}
-		if !win {
-			return coll.AlgoNCCLWindow, "", fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", g.winWhy(symOK), errNotSymmetric, backend.ErrRefused)
-		}
-		if verdict == windowWrong {
-			return coll.AlgoNCCLWindow, "", fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
-		}
-		return coll.AlgoNCCLWindow, "nccl-window requested", nil
-	case coll.AlgoNCCL:
-		if g.nccl.comm == nil {
-			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
-		}
-		if bad {
-			return coll.AlgoNCCL, "", fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
-		}
-		return coll.AlgoNCCL, "nccl requested", nil
 	case coll.AlgoAuto, coll.AlgoDirect, "":
-	default:
-		return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
+		return g.auto(c)
 	}
+	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
+}
+
+// auto is auto's choice for c.
+func (g *Group) auto(c *call) (coll.Algo, string, error) {
+	req, win, verdict := c.req, c.win, c.verdict
+	n := len(g.ranks)
+	symOK := symmetric(req)
+	inPlace := req.Kind == coll.AllGather && req.InPlace
+	ceOK := g.paths.ce.serves(req)
+	bad := verdict == windowWrong && g.nccl.plain == nil
+	winAuto := win && verdict == windowGood
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
 		total = req.Out.Len
@@ -257,23 +185,13 @@ func (g *Group) chooseWin(req backend.Request, win bool) (coll.Algo, string, err
 	return coll.AlgoNCCL, "auto: plain NCCL (autotable.go)", nil
 }
 
-func (g *Group) winWhy(symOK bool) string {
-	if !symOK {
-		return "not pool blocks registered with this group"
-	}
-	if g.nccl.winWhy != "" {
-		return g.nccl.winWhy
-	}
-	return "outside the registered windows"
-}
-
 // Explain reports the path Run would take for req, without running it (for
 // `symmem doctor`): symmetric spans count as pool blocks registered with the
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
 // explains why.
 func (g *Group) Explain(req backend.Request) coll.Path {
-	symOK := req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
-	algo, why, err := g.chooseWin(req, symOK && g.nccl.comm != nil && g.nccl.windows)
+	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
+	algo, why, err := g.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()
 	}

@@ -27,6 +27,7 @@ import (
 // twoShotPath is the two-shot path. Its first launch uses the kernel
 // path's parameter block, its second its own (nil without kernels).
 type twoShotPath struct {
+	whole
 	g      *Group
 	second *cudadrv.Args
 }
@@ -47,6 +48,8 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	}
 	return elemAlignWhyNot(req)
 }
+
+func (t *twoShotPath) refuse(c *call) error { return refused(c, t.whyNot(c.req)) }
 
 // issue issues c. The caller holds runMu and has checked whyNot.
 func (t *twoShotPath) issue(c *call) error {
