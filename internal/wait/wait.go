@@ -3,10 +3,13 @@
 // GPU and NCCL backends) applies to a wait for peers when its caller gives
 // none. It sits below every backend and imports nothing of symmem.
 //
-// It is also where the one waiting primitive is to live (spin briefly, then
-// block on a futex or sleep, every step bounded by the clock), so that every
-// wait in symmem has the same shape and the same bound; today each backend
-// still has its own loop.
+// It also holds the one waiting primitive, Until: poll a condition in a
+// short spin, then sleep (on a futex word that whoever meets the condition
+// wakes, or in growing naps), every step bounded by ctx and a deadline, with
+// a Check hook before each sleep that lets the caller end the wait in its
+// own words (a peer that is gone, the timeout). Spin is its spin phase alone,
+// for a caller that then blocks on a channel or a sync.Cond. Every wait for
+// peers or helpers on the CPU side has this shape and this bound.
 package wait
 
 import "time"
