@@ -321,6 +321,35 @@ func TestAutoTable(t *testing.T) {
 	}
 }
 
+// TestAutoOrders: every path the table names has a fallback order, and
+// every order ends in NCCL's turn, whose last step always holds (auto
+// never runs out of steps).
+func TestAutoOrders(t *testing.T) {
+	for _, tab := range []map[coll.Kind][]autoRow{autoTable, autoTableWide} {
+		for k, rows := range tab {
+			for _, r := range rows {
+				if len(autoFallback[r.algo]) == 0 {
+					t.Errorf("%v: %s has no fallback order", k, r.algo)
+				}
+			}
+		}
+	}
+	for a, order := range autoFallback {
+		if order[0] != a || order[len(order)-1] != coll.AlgoNCCL {
+			t.Errorf("%s's order %v: want it first and nccl last", a, order)
+		}
+		for _, turn := range order {
+			if len(autoTurns[turn]) == 0 {
+				t.Errorf("%s's order: %s has no turn", a, turn)
+			}
+		}
+	}
+	steps := autoTurns[coll.AlgoNCCL]
+	if last := steps[len(steps)-1]; len(last.when) != 0 || last.algo != coll.AlgoNCCL {
+		t.Errorf("NCCL's turn ends with %+v, want plain NCCL unconditionally", last)
+	}
+}
+
 func TestProviderRejectsBadInput(t *testing.T) {
 	p := newProvider(&cudadrv.Context{}, 2<<20)
 	for _, size := range []int64{0, -1, 4096, 3 << 20} {

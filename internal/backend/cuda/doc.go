@@ -43,8 +43,9 @@
 //     staging while a few CTAs sum them as they land (any count, as the
 //     kernels above);
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
-//     engines and the kernels, from measurements recorded in autotable.go
-//     (run.go);
+//     engines and the kernels: a table from measurements, a fallback order
+//     per path and the conditions its steps ask, read by one function
+//     (autotable.go: auto);
 //   - the backend contract's Device part (device.go): writes that are
 //     visible to peers when they return, reads, local copies, ordinary
 //     device memory, fences and synchronisation.
@@ -52,8 +53,9 @@
 // The route of a call (Run, run.go): the request becomes a call (call.go:
 // the request as it runs, its NCCL window status and verdict, its ticket
 // at the gate), built once and passed down; choose picks the algorithm
-// (forced: the path's refuse; auto: autotable.go and the fallbacks after
-// it). Every algorithm is a path, a type behind one interface (path.go):
+// (forced: the path's refuse; auto: autotable.go, the table's path
+// for the op and size, then the turns of the paths in its fallback order,
+// where the special rules are named conditions). Every algorithm is a path, a type behind one interface (path.go):
 // symmem's kernelPath (kernel.go, allreduce.go), twoShotPath (twoshot.go),
 // lcPath (lowcontention.go) and cePath (ce.go), NCCL's ncclPath (nccl.go)
 // and ncclWindowPath (ncclwindow.go), each holding what only it uses.

@@ -76,17 +76,9 @@ var requestedWhy = map[coll.Algo]string{
 	coll.AlgoNCCL: "nccl requested", coll.AlgoNCCLWindow: "nccl-window requested",
 }
 
-// autoKernelWhy is auto's reason for a kernel path (constant: no formatting
-// per call).
-var autoKernelWhy = map[coll.Kind]string{
-	coll.AllGather:     "auto: symmem's all_gather kernel for small messages (autotable.go)",
-	coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (autotable.go)",
-	coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (autotable.go)",
-}
-
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // the reason: a forced path unless it refuses the call (path.refuse), or
-// auto's choice.
+// auto's choice (autotable.go).
 func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	req := c.req
 	if p := g.pathFor(req.Algo); p != nil {
@@ -102,89 +94,6 @@ func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
 }
 
-// auto is auto's choice for c.
-func (g *Group) auto(c *call) (coll.Algo, string, error) {
-	req, win, verdict := c.req, c.win, c.verdict
-	n := len(g.ranks)
-	symOK := symmetric(req)
-	inPlace := req.Kind == coll.AllGather && req.InPlace
-	ceOK := g.paths.ce.serves(req)
-	bad := verdict == windowWrong && g.nccl.plain == nil
-	winAuto := win && verdict == windowGood
-	total := req.In.Len // the full tensor: all-gather's output
-	if req.Kind == coll.AllGather {
-		total = req.Out.Len
-	}
-	pick := autoPick(req.Kind, total, n, inPlace)
-	// Only kernel rows pay for the kernel check (it formats an error when
-	// the kernel cannot run), and at most once.
-	kernChecked, kernServes := false, false
-	kernel := func() bool {
-		if !kernChecked {
-			kernChecked, kernServes = true, g.paths.kernel.whyNot(req) == nil
-		}
-		return kernServes
-	}
-	if pick == coll.AlgoKernel && g.nccl.comm != nil && !bad && reduceElementwise(req) {
-		return coll.AlgoNCCL, "auto: plain NCCL, symmem's reduction kernel would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)", nil
-	}
-	kernOK := (pick == coll.AlgoKernel || (pick == coll.AlgoNCCLWindow && !winAuto && req.Kind == coll.AllGather)) && kernel()
-	if pick == coll.AlgoKernel {
-		if kernOK {
-			return coll.AlgoKernel, autoKernelWhy[req.Kind], nil
-		}
-		pick = coll.AlgoNCCLWindow // the next best there (autotable.go)
-	}
-	if pick == coll.AlgoCE && ceOK {
-		return coll.AlgoCE, "auto: copy engines for all_gather on symmetric buffers (autotable.go)", nil
-	}
-	if pick == coll.AlgoNCCLWindow && !winAuto && req.Kind == coll.AllGather {
-		if kernOK {
-			return coll.AlgoKernel, "auto: symmem's all-gather kernel (buffers not in NCCL windows)", nil
-		}
-		if ceOK {
-			return coll.AlgoCE, "auto: copy engines (buffers not in NCCL windows)", nil
-		}
-	}
-	if g.nccl.comm == nil || bad {
-		// Without NCCL (none loaded, or ranks sharing a GPU) a reduction
-		// that the auto table gives to NCCL still runs on symmem's
-		// kernels: one-shot up to oneShotMax, then two-shot, which reads
-		// each peer byte once where one-shot reads n-1 whole inputs; lc
-		// where the kernels cannot (e.g. an ordinary reduce-scatter output).
-		if req.Kind != coll.AllGather && g.nccl.comm == nil {
-			oneShot := req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(req, n)
-			switch {
-			case oneShot && kernel():
-				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
-			case req.Kind == coll.AllReduce && g.paths.twoShot.whyNot(req) == nil:
-				return coll.AlgoTwoShot, "auto: NCCL unavailable, symmem's two-shot all-reduce", nil
-			case kernel():
-				return coll.AlgoKernel, "auto: NCCL unavailable, symmem's reduction kernel", nil
-			case g.paths.lc.whyNot(req) == nil:
-				return coll.AlgoLowContention, "auto: NCCL unavailable, symmem's low-contention path", nil
-			}
-		}
-		if ceOK {
-			return coll.AlgoCE, "auto: NCCL unavailable or unsafe here, copy engines", nil
-		}
-		if bad {
-			return coll.AlgoAuto, "", ErrNCCLWindowWrong
-		}
-		return coll.AlgoAuto, "", fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.paths.ce.why(req), ErrNotSupported)
-	}
-	if (pick == coll.AlgoNCCLWindow || pick == coll.AlgoCE) && winAuto {
-		return coll.AlgoNCCLWindow, "auto: NCCL on windows (autotable.go)", nil
-	}
-	if win && verdict != windowGood {
-		return coll.AlgoNCCL, "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape (ncclwindow.go)", nil
-	}
-	if !symOK {
-		return coll.AlgoNCCL, "auto: plain NCCL, buffers are not symmetric pool blocks", nil
-	}
-	return coll.AlgoNCCL, "auto: plain NCCL (autotable.go)", nil
-}
-
 // Explain reports the path Run would take for req, without running it (for
 // `symmem doctor`): symmetric spans count as pool blocks registered with the
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
@@ -196,17 +105,4 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 		why = "refused: " + err.Error()
 	}
 	return coll.Path{Algo: algo, Reason: why}
-}
-
-// oneShotMax is the largest all-reduce (bytes per rank) auto gives to the
-// one-shot kernel without NCCL: on 2 ranks out of place, up to where
-// two-shot catches up (measured with 2 ranks sharing one H100:
-// results/gpu-reduce-2026-11-23.md). In place the one-shot
-// kernel holds at most arMaxBytes; wider groups are not measured and read
-// (n-1) inputs, so they switch at arMaxBytes too.
-func oneShotMax(req backend.Request, n int) int64 {
-	if n <= 2 && !req.InPlace {
-		return 64 << 20
-	}
-	return arMaxBytes
 }
