@@ -133,28 +133,38 @@ var autoTurns = map[coll.Algo][]autoStep{
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
 func (g *Group) auto(c *call) (coll.Algo, string, error) {
-	req := c.req
+	req := &c.req
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
 		total = req.Out.Len
 	}
 	f := autoFacts{g: g, c: c}
-	for _, turn := range autoFallback[autoPick(req.Kind, total, len(g.ranks), req.Kind == coll.AllGather && req.InPlace)] {
-		for _, s := range autoTurns[turn] {
-			if !f.all(s.when) {
-				continue
-			}
-			switch {
-			case s.algo == coll.AlgoAuto:
-				return coll.AlgoAuto, "", f.noPath()
-			case s.kindWhy != nil:
-				return s.algo, s.kindWhy[req.Kind], nil
-			}
-			return s.algo, s.why, nil
+	for _, s := range autoSteps[autoPick(req.Kind, total, len(g.ranks), req.Kind == coll.AllGather && req.InPlace)] {
+		if !f.all(s.when) {
+			continue
 		}
+		switch {
+		case s.algo == coll.AlgoAuto:
+			return coll.AlgoAuto, "", f.noPath()
+		case s.kindWhy != nil:
+			return s.algo, s.kindWhy[req.Kind], nil
+		}
+		return s.algo, s.why, nil
 	}
 	panic("cuda: auto: every fallback order ends in NCCL's turn, whose last step always holds")
 }
+
+// autoSteps are the steps of each fallback order, its turns one after the
+// other, joined once: auto runs on every call.
+var autoSteps = func() map[coll.Algo][]autoStep {
+	m := map[coll.Algo][]autoStep{}
+	for a, order := range autoFallback {
+		for _, turn := range order {
+			m[a] = append(m[a], autoTurns[turn]...)
+		}
+	}
+	return m
+}()
 
 // autoCond is a condition of auto's steps (autoFacts.holds says when it
 // holds).
@@ -202,7 +212,7 @@ func (f *autoFacts) all(cs []autoCond) bool {
 // (reduceElementwise), no NCCL on groups without a communicator (NCCL not
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
 func (f *autoFacts) holds(c autoCond) bool {
-	g, req := f.g, f.c.req
+	g, req := f.g, &f.c.req
 	// NCCL is unsafe for a shape its symmetric kernels get wrong when the
 	// call cannot avoid them (no window-free communicator).
 	wrong := f.c.verdict == windowWrong && g.nccl.plain == nil
@@ -220,11 +230,11 @@ func (f *autoFacts) holds(c autoCond) bool {
 	case poorWindows:
 		return f.c.win && f.c.verdict != windowGood
 	case notSymmetric:
-		return !symmetric(req)
+		return !symmetric(*req)
 	case elementwise:
-		return reduceElementwise(req)
+		return reduceElementwise(*req)
 	case oneShot:
-		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(req, len(g.ranks))
+		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(*req, len(g.ranks))
 	case allGather:
 		return req.Kind == coll.AllGather
 	case notAllGather:
@@ -233,15 +243,15 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind == coll.AllReduce
 	case kernelServes:
 		if !f.kernAsked {
-			f.kernAsked, f.kern = true, g.paths.kernel.whyNot(req) == nil
+			f.kernAsked, f.kern = true, g.paths.kernel.whyNot(*req) == nil
 		}
 		return f.kern
 	case twoShotServes:
-		return g.paths.twoShot.whyNot(req) == nil
+		return g.paths.twoShot.whyNot(*req) == nil
 	case lcServes:
-		return g.paths.lc.whyNot(req) == nil
+		return g.paths.lc.whyNot(*req) == nil
 	case ceServes:
-		return g.paths.ce.serves(req)
+		return g.paths.ce.serves(*req)
 	}
 	panic(fmt.Sprintf("cuda: auto: condition %d", c))
 }

@@ -19,9 +19,6 @@ type call struct {
 	verdict windowVerdict
 	// gate is its place at the call gate, set by publish.
 	gate ticket
-	// ran is the path as NCCL reports it (nccl-window where a plain nccl
-	// call ran on the windowed communicator); "" for symmem's paths.
-	ran coll.Algo
 }
 
 // newCall is req as a call, its buffers in NCCL windows or not (win),

@@ -64,7 +64,7 @@ func (c *cePath) whyNot(req backend.Request) error {
 	return fmt.Errorf("%s: %w", c.why(req), errNotSymmetric)
 }
 
-func (ce *cePath) refuse(c *call) error { return refused(c, ce.whyNot(c.req)) }
+func (ce *cePath) refuse(c call) error { return refused(c, ce.whyNot(c.req)) }
 
 // why says why copy engines cannot run req, which they do not serve.
 func (c *cePath) why(req backend.Request) string {
@@ -92,12 +92,12 @@ func (c *cePath) why(req backend.Request) string {
 //	join side0
 //
 // track lets quiesce fence the stream later.
-func (ce *cePath) issue(c *call) error {
+func (ce *cePath) issue(c call) error {
 	p := ce.g.newProgram() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (see above)
-	if err := ce.build(p, c); err != nil {
+	if err := ce.build(p, &c); err != nil {
 		return err
 	}
-	if err := ce.g.issue(p, c, fmt.Sprintf("copy-engine all-gather #%d", ce.epoch+1)); err != nil {
+	if err := ce.g.issue(p, &c, fmt.Sprintf("copy-engine all-gather #%d", ce.epoch+1)); err != nil {
 		return err
 	}
 	ce.epoch++

@@ -176,11 +176,11 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	return nil
 }
 
-func (k *kernelPath) refuse(c *call) error { return refused(c, k.whyNot(c.req)) }
+func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }
 
 // issue issues c's kernel (all-gather, all-reduce or reduce-scatter): one
 // cuLaunchKernel. The caller holds runMu and has checked whyNot.
-func (k *kernelPath) issue(c *call) error {
+func (k *kernelPath) issue(c call) error {
 	g, req, s := k.g, c.req, c.req.Stream
 	fn, ctas := g.b.kern.ag, 0
 	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {
@@ -196,7 +196,7 @@ func (k *kernelPath) issue(c *call) error {
 	}
 	p := g.newProgram()
 	p.Launch(s, fn, k.args, ctas, kernThreads)
-	return g.issue(p, c, "kernel")
+	return g.issue(p, &c, "kernel")
 }
 
 // fillAllGatherArgs writes an all-gather's parameter block into a (pure:

@@ -102,7 +102,7 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	return elemAlignWhyNot(req)
 }
 
-func (l *lcPath) refuse(c *call) error { return refused(c, l.whyNot(c.req)) }
+func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
 // allReduceSplit is the chunk, in elements, that each of n ranks reduces of
 // an all-reduce of count elements of es bytes (two-shot, lc): ceil(count/n)
@@ -136,15 +136,15 @@ func chunkOf(req backend.Request, ranks, rank int) (chunk, off, n int64) {
 
 // issue issues c (reduce-scatter or all-reduce). The caller holds runMu
 // and has checked whyNot.
-func (l *lcPath) issue(c *call) error {
+func (l *lcPath) issue(c call) error {
 	if err := l.ensureStaging(c.req.Stream); err != nil {
 		return err
 	}
 	p := l.g.newProgram()
-	if err := l.build(p, c); err != nil {
+	if err := l.build(p, &c); err != nil {
 		return err
 	}
-	return l.g.issue(p, c, "low-contention")
+	return l.g.issue(p, &c, "low-contention")
 }
 
 // ensureStaging allocates the group's staging at its first lc call. During

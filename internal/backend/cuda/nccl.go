@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/native/libnccl"
@@ -147,7 +148,7 @@ type ncclRun struct{ g *Group }
 // issue queues what goes before NCCL's call on c's stream: the gate's
 // guard when the call is not yet approved (gate.go) and, in checked mode,
 // the handshake's fork (handshake.go); nothing when neither is needed.
-func (r ncclRun) issue(c *call) error {
+func (r ncclRun) issue(c call) error {
 	g := r.g
 	if c.gate.wait == 0 && !g.checks(c.req) {
 		return nil
@@ -155,26 +156,25 @@ func (r ncclRun) issue(c *call) error {
 	p := g.newProgram()
 	g.gateWait(p, c.req.Stream, c.gate)
 	g.checkFork(p, c.req.Stream, c.req)
-	return g.issue(p, c, "gate and handshake")
+	return g.issue(p, &c, "gate and handshake")
 }
 
 // run makes NCCL's call on comm (win: its buffers in windows, as NCCL is
 // told) and, in checked mode, joins the handshake after it, also when the
-// call failed (the fork is queued). NCCL's report of the path is kept
-// (c.ran).
-func (r ncclRun) run(ctx context.Context, c *call, comm *bnccl.Comm, win bool) error {
+// call failed (the fork is queued). It returns the path as NCCL reports
+// it.
+func (r ncclRun) run(ctx context.Context, c call, comm *bnccl.Comm, win bool) (coll.Algo, error) {
 	g := r.g
 	p, err := g.x.nccl(ctx, comm, c.req, win)
-	c.ran = p.Algo
 	if g.checks(c.req) {
 		g.runMu.Lock()
-		jerr := g.checkAfter(c)
+		jerr := g.checkAfter(&c)
 		g.runMu.Unlock()
 		if err == nil {
 			err = jerr
 		}
 	}
-	return err
+	return p.Algo, err
 }
 
 // ncclPath is plain NCCL (algorithm nccl): on the window-free communicator
@@ -184,7 +184,7 @@ func (r ncclRun) run(ctx context.Context, c *call, comm *bnccl.Comm, win bool) e
 // nccl-window).
 type ncclPath struct{ ncclRun }
 
-func (n *ncclPath) refuse(c *call) error {
+func (n *ncclPath) refuse(c call) error {
 	g := n.g
 	switch {
 	case g.nccl.comm == nil:
@@ -195,7 +195,7 @@ func (n *ncclPath) refuse(c *call) error {
 	return nil
 }
 
-func (n *ncclPath) finish(ctx context.Context, c *call) error {
+func (n *ncclPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 	if p := n.g.nccl.plain; p != nil {
 		return n.run(ctx, c, p, false) // regular kernels even on pool buffers
 	}

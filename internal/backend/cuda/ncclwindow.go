@@ -76,7 +76,7 @@ func judgeWindow(req backend.Request, v int) windowVerdict {
 // kernels; shapes they are known to get wrong are refused.
 type ncclWindowPath struct{ ncclRun }
 
-func (w *ncclWindowPath) refuse(c *call) error {
+func (w *ncclWindowPath) refuse(c call) error {
 	g, req := w.g, c.req
 	switch {
 	case g.nccl.comm == nil:
@@ -100,6 +100,6 @@ func (w *ncclWindowPath) offWhy(req backend.Request) string {
 	return "outside the registered windows"
 }
 
-func (w *ncclWindowPath) finish(ctx context.Context, c *call) error {
+func (w *ncclWindowPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 	return w.run(ctx, c, w.g.nccl.comm, c.win)
 }

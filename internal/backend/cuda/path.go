@@ -17,25 +17,30 @@ import (
 type path interface {
 	// refuse is why a call forced onto the path cannot run (nil if it
 	// can): the error choose returns.
-	refuse(c *call) error
+	refuse(c call) error
 	// issue queues what goes on c's stream now: symmem's paths their
 	// whole stream program, NCCL's what goes before NCCL's call. The
 	// caller holds runMu and has published c at the gate.
-	issue(c *call) error
+	issue(c call) error
 	// finish runs what follows with runMu released: NCCL's call (its
-	// communicator serialises it) and checked mode's join after it.
-	finish(ctx context.Context, c *call) error
+	// communicator serialises it) and checked mode's join after it. ran
+	// is the path as NCCL reports it (nccl-window where a plain nccl call
+	// ran on the windowed communicator); "" for symmem's paths.
+	finish(ctx context.Context, c call) (ran coll.Algo, err error)
 }
+
+// The call goes to a path by value: through an interface a pointer to it
+// would escape, and Run would allocate it on every call.
 
 // whole is embedded by symmem's paths: issue queues the whole call as one
 // stream program, so nothing is left to finish.
 type whole struct{}
 
-func (whole) finish(context.Context, *call) error { return nil }
+func (whole) finish(context.Context, call) (coll.Algo, error) { return "", nil }
 
 // refused is the error of a call forced onto one of symmem's paths, which
 // says why it cannot run it (whyNot; nil: it can).
-func refused(c *call, whyNot error) error {
+func refused(c call, whyNot error) error {
 	if whyNot != nil {
 		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, backend.ErrRefused)
 	}

@@ -45,16 +45,16 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if g.broken != nil {
 		err = fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	} else if err = g.publish(&c); err == nil {
-		if err = p.issue(&c); err == nil {
+		if err = p.issue(c); err == nil {
 			err = g.queued(c.gate)
 		}
 	}
 	g.runMu.Unlock()
 	if err == nil {
-		err = p.finish(ctx, &c)
-	}
-	if c.ran != "" {
-		path.Algo = c.ran
+		var ran coll.Algo
+		if ran, err = p.finish(ctx, c); ran != "" {
+			path.Algo = ran
+		}
 	}
 	if err != nil {
 		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
@@ -82,7 +82,7 @@ var requestedWhy = map[coll.Algo]string{
 func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	req := c.req
 	if p := g.pathFor(req.Algo); p != nil {
-		if err := p.refuse(c); err != nil {
+		if err := p.refuse(*c); err != nil {
 			return req.Algo, "", err
 		}
 		return req.Algo, requestedWhy[req.Algo], nil

@@ -49,10 +49,10 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	return elemAlignWhyNot(req)
 }
 
-func (t *twoShotPath) refuse(c *call) error { return refused(c, t.whyNot(c.req)) }
+func (t *twoShotPath) refuse(c call) error { return refused(c, t.whyNot(c.req)) }
 
 // issue issues c. The caller holds runMu and has checked whyNot.
-func (t *twoShotPath) issue(c *call) error {
+func (t *twoShotPath) issue(c call) error {
 	g, s := t.g, c.req.Stream
 	chunk, err := t.fill(c.req)
 	if err != nil {
@@ -61,7 +61,7 @@ func (t *twoShotPath) issue(c *call) error {
 	p := g.newProgram()
 	p.Launch(s, g.b.kern.ar, g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
 	p.Launch(s, g.b.kern.ag, t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
-	return g.issue(p, c, "two-shot")
+	return g.issue(p, &c, "two-shot")
 }
 
 // fill writes both launches' parameter blocks (pure: no driver call) and
