@@ -155,7 +155,7 @@ func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, reduceFlags(req, direct))
 	a.PutU32(argUnit, unit)
-	g.putCheck(a, req)
+	g.faults.put(a, req)
 	return nil
 }
 

@@ -113,8 +113,8 @@ func (ce *cePath) build(p *cudadrv.Program, c *call) error {
 	}
 	me := g.me
 	slice := req.Count * int64(req.DType.Size())
-	g.gateWait(p, s, c.gate) // the gate's approval first (gate.go)
-	g.checkFork(p, s, req)
+	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
+	g.hs.fork(p, s, req)
 	localJoin := uint64(0)
 	if !req.InPlace {
 		// The local copy runs on a side stream, beside the peers' transfers.
@@ -128,7 +128,7 @@ func (ce *cePath) build(p *cudadrv.Program, c *call) error {
 	}
 	g.signal(p, s, slotReady)
 	g.transfers(p, s, xs[:nx])
-	g.checkJoin(p, s, req)
+	g.hs.join(p, s, req)
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)

@@ -21,7 +21,7 @@ func fakeGroup(n, me int) *Group {
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.paths = newPaths(g)
+	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
@@ -552,11 +552,11 @@ func seg1(g *Group) *peerSeg {
 func TestCopyEngineHandshake(t *testing.T) {
 	for _, inPlace := range []bool{true, false} {
 		g := fakeGroup(3, 1)
-		g.hsArgs = cudadrv.NewArgs(kernArgBytes)
-		defer g.hsArgs.Free()
-		g.fillHandshake(g.hsArgs)
+		g.hs.args = cudadrv.NewArgs(kernArgBytes)
+		defer g.hs.args.Free()
+		g.hs.fill()
 		g.b.kern.hs = 77
-		g.h.check, g.h.checkEv = 41, [2]uint64{42, 43}
+		g.hs.stream, g.hs.ev = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
 		req.Check[1] = 12345
 		const s = 7
@@ -564,7 +564,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range g.prog.Ops() {
-			if o.Kind == cudadrv.OpLaunch || o.Stream == g.h.check {
+			if o.Kind == cudadrv.OpLaunch || o.Stream == g.hs.stream {
 				t.Fatalf("in-place %v: outside checked mode the program has %+v", inPlace, o)
 			}
 		}
@@ -595,7 +595,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		if joined < 0 || waits != 4 { // ready and done: one wait per peer each
 			t.Errorf("in-place %v: join at %d, %d waits; want a join and 4 waits", inPlace, joined, waits)
 		}
-		b := g.hsArgs.Bytes()
+		b := g.hs.args.Bytes()
 		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
 		if want := recordHash(signature{req.Check, req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
 			t.Errorf("fingerprint %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)

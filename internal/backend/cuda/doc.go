@@ -9,13 +9,15 @@
 //     comparison of scope ends (members.HostAgreement, agreeingGroup);
 //   - the kernels' in-band argument check: fingerprints travel with the
 //     ready signals, a mismatch is reported through mapped host words and
-//     named by swapping the two calls' records through the store (fault.go);
-//   - the call gate for ranks on one host (gate.go over
+//     named by swapping the two calls' records through the store (fault.go:
+//     faults, which the group holds);
+//   - the call gate for ranks on one host (gate.go: callGate, over
 //     members.CallGate): every collective publishes its record and path,
 //     copy-engine and NCCL calls not yet approved run a guard kernel first
 //     that traps on a difference, so no data of a mismatched call moves;
 //   - in checked mode, the handshake kernel beside copy-engine and NCCL calls,
-//     which traps on a difference (handshake.go, ptx/handshake.ptx);
+//     which traps on a difference (handshake.go: handshake;
+//     ptx/handshake.ptx);
 //   - the copy-engine all-gather: stream memory operations signal readiness
 //     and completion through the pads (set, wait, reset: no host-chosen
 //     values, so a captured graph replays correctly) and cuMemcpyDtoDAsync
@@ -51,23 +53,25 @@
 //     device memory, fences and synchronisation.
 //
 // The route of a call (Run, run.go): the request becomes a call (call.go:
-// the request as it runs, its NCCL window status and verdict, its ticket
-// at the gate), built once and passed down; choose picks the algorithm
-// (forced: the path's refuse; auto: autotable.go, the table's path
-// for the op and size, then the turns of the paths in its fallback order,
-// where the special rules are named conditions). Every algorithm is a path, a type behind one interface (path.go):
-// symmem's kernelPath (kernel.go, allreduce.go), twoShotPath (twoshot.go),
-// lcPath (lowcontention.go) and cePath (ce.go), NCCL's ncclPath (nccl.go)
-// and ncclWindowPath (ncclwindow.go), each holding what only it uses.
-// Holding runMu, Run publishes the call at the gate and the path issues
-// what goes on the stream now: symmem's paths their whole stream program,
-// NCCL's the gate's guard and checked mode's handshake fork; Group.issue
-// hands a program to the executor (edge.go: the driver, one cgo call;
-// tests record instead, golden_test.go), and the gate is told it is
-// queued. With runMu released the path finishes the call: NCCL's call on
-// its communicator and the handshake's join after it (nothing for
-// symmem's paths). Signals and transfers the copy-engine paths share are
-// in signals.go, the streams' fences in streams.go.
+// the request as it runs, its NCCL window status and verdict, its ticket at
+// the gate), built once and passed down by value; choose picks the algorithm
+// (forced: the path's refuse; auto: autotable.go, the table's path for the
+// op and size, then the turns of the paths in its fallback order, where the
+// special rules are named conditions). Every algorithm is a path, a type
+// behind one interface (path.go): symmem's kernelPath (kernel.go,
+// allreduce.go), twoShotPath (twoshot.go), lcPath (lowcontention.go) and
+// cePath (ce.go), NCCL's ncclPath (nccl.go) and ncclWindowPath
+// (ncclwindow.go), each holding what only it uses. Holding runMu, Run
+// publishes the call at the gate (callGate.publish: its ticket) and the path
+// issues what goes on the stream now: symmem's paths their whole stream
+// program, NCCL's the gate's guard and checked mode's handshake fork;
+// Group.issue hands a program to the executor (edge.go: the driver, one cgo
+// call; tests record instead, golden_test.go), and the gate is told it is
+// queued (callGate.enqueued). With runMu released the path finishes the
+// call: NCCL's call on its communicator and the handshake's join after it
+// (nothing for symmem's paths). Run then reports a mismatch the kernels
+// found earlier (Group.Fault, fault.go). Signals and transfers the copy-
+// engine paths share are in signals.go, the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).

@@ -45,6 +45,18 @@ const recentCalls = 256
 // timeout if smaller): the error is due now, the names are a courtesy.
 const faultSwapWait = 3 * time.Second
 
+// faults is where a group's kernels report a mismatch, and what the host
+// keeps to name it. The caller holds runMu for every method.
+type faults struct {
+	g      *Group
+	words  *cudadrv.HostMapped // where the kernels write a report (nil: no kernels)
+	recent callRing            // the recent fingerprinted calls
+	// stopped is the mismatch that made the handshake stop the device
+	// (handshake.go): it explains every later launch failure, also after
+	// the call that reported it.
+	stopped error
+}
+
 // callRing holds the group's most recent fingerprinted calls (the caller
 // holds runMu). No allocation per call.
 type callRing struct {
@@ -102,12 +114,11 @@ func recordHash(c signature) uint32 {
 	return uint32(h ^ h>>32)
 }
 
-// checkHash is the fingerprint a launch of req carries; it keeps req's
-// record among the recent calls to name a mismatch with. The caller holds
-// runMu.
-func (g *Group) checkHash(req *backend.Request) uint32 {
+// hash is the fingerprint a launch of req carries; it keeps req's record
+// among the recent calls to name a mismatch with.
+func (f *faults) hash(req *backend.Request) uint32 {
 	fp := recordHash(signature{req.Check, req.Algo})
-	g.recent.add(fp, &req.Check, req.Algo)
+	f.recent.add(fp, &req.Check, req.Algo)
 	return fp
 }
 
@@ -119,26 +130,41 @@ type faultReport struct {
 	stopped             bool // the handshake wrote it and trapped (handshake.go)
 }
 
-// takeReport reads (and clears) the report a kernel of the group wrote
-// since the last look; ok is false if there is none. One CTA per launch
-// writes a report, clearing set first and setting it last (layout in
+// take returns (and clears) the mismatch the group's kernels reported,
+// nil if none. A report of the handshake also breaks the group: it
+// trapped, so this process's context is lost.
+func (f *faults) take() error {
+	rep, ok := f.read()
+	if !ok {
+		return nil
+	}
+	err := f.explain(rep)
+	if rep.stopped {
+		f.g.broken, f.stopped = err, err
+	}
+	return err
+}
+
+// read reads (and clears) the report a kernel of the group wrote since
+// the last look; ok is false if there is none. One CTA per launch writes a
+// report, clearing set first and setting it last (layout in
 // kernel_layout.go), so a report read whole has the same set before and
 // after its fields; a newer one being written meanwhile is left for the
-// next look (the clear is a compare-and-swap). The caller holds runMu.
-func (g *Group) takeReport() (rep faultReport, ok bool) {
-	f := g.fault
-	if f == nil {
+// next look (the clear is a compare-and-swap).
+func (f *faults) read() (rep faultReport, ok bool) {
+	w := f.words
+	if w == nil {
 		return rep, false
 	}
 	for range 1000 {
-		s := f.Load(faultSet)
+		s := w.Load(faultSet)
 		if s == 0 {
 			return rep, false
 		}
-		rep = faultReport{peer: int(int32(f.Load(faultPeer))), mine: f.Load(faultMine), theirs: f.Load(faultTheirs),
-			epoch: f.Load(faultEpoch), stopped: f.Load(faultStopped) != 0}
-		if f.Load(faultSet) == s {
-			f.CompareAndSwap(faultSet, s, 0)
+		rep = faultReport{peer: int(int32(w.Load(faultPeer))), mine: w.Load(faultMine), theirs: w.Load(faultTheirs),
+			epoch: w.Load(faultEpoch), stopped: w.Load(faultStopped) != 0}
+		if w.Load(faultSet) == s {
+			w.CompareAndSwap(faultSet, s, 0)
 			return rep, true
 		}
 	}
@@ -148,27 +174,28 @@ func (g *Group) takeReport() (rep faultReport, ok bool) {
 // explain turns a kernel's report into the user's error: the argument that
 // differs with both values where the records can be had, the fingerprints
 // otherwise.
-func (g *Group) explain(rep faultReport) error {
+func (f *faults) explain(rep faultReport) error {
 	outcome := "did nothing: its outputs were not written"
 	if rep.stopped {
 		outcome = "was stopped by the handshake beside it (copy engines or NCCL: some copies may have run, nothing ordered after the call did): this process's CUDA context is lost, restart it"
 	}
-	kind, what := g.difference(rep)
+	kind, what := f.difference(rep)
 	return fmt.Errorf("cuda: group %q: an earlier %s (launch %d of symmem's kernels on this group) %s; %s: %w",
-		g.name, kind, rep.epoch, outcome, what, errs.Mismatch)
+		f.g.name, kind, rep.epoch, outcome, what, errs.Mismatch)
 }
 
 // difference names the reported call's kind and what differs, with the fix:
 // the argument with both values, or the paths, where the two records can be
 // had; the fingerprints and why not otherwise.
-func (g *Group) difference(rep faultReport) (kind, what string) {
+func (f *faults) difference(rep faultReport) (kind, what string) {
+	g := f.g
 	rank := rep.peer
 	if rep.peer >= 0 && rep.peer < len(g.ranks) {
 		rank = g.ranks[rep.peer]
 	}
 	me := g.ranks[g.me]
-	mine, ok := g.recent.find(rep.mine)
-	theirs, err := g.swapRecords(rep, mine, ok)
+	mine, ok := f.recent.find(rep.mine)
+	theirs, err := f.swap(rep, mine, ok)
 	if err == nil {
 		kind = backend.CallKind(mine.rec).String()
 		if what, ok := callDifference(rank, theirs, me, mine); ok {
@@ -204,13 +231,14 @@ func callDifference(ra int, a signature, rb int, b signature) (what string, ok b
 		ra, backend.CallKind(b.rec), arg, va, rb, arg, vb), true
 }
 
-// swapRecords publishes this rank's record of the reported call (empty if
+// swap publishes this rank's record of the reported call (empty if
 // it is no longer among the recent calls) and returns the peer's, waiting
 // at most faultSwapWait. Keys are the group's, by fingerprint and rank: a
 // record is the same whenever its fingerprint is, so a key left by an
 // earlier report is still right (they stay in the store, 48 bytes each,
 // one per differing call and rank).
-func (g *Group) swapRecords(rep faultReport, mine signature, have bool) (signature, error) {
+func (f *faults) swap(rep faultReport, mine signature, have bool) (signature, error) {
+	g := f.g
 	var theirs signature
 	switch {
 	case g.store == nil:
@@ -228,10 +256,10 @@ func (g *Group) swapRecords(rep faultReport, mine signature, have bool) (signatu
 		}
 		val = append(val, mine.algo...)
 	}
-	if err := g.store.Set(ctx, g.faultKey(rep.mine, g.me), val); err != nil {
+	if err := g.store.Set(ctx, f.key(rep.mine, g.me), val); err != nil {
 		return theirs, fmt.Errorf("publishing this rank's record: %w", err)
 	}
-	vals, err := g.store.Wait(ctx, g.faultKey(rep.theirs, rep.peer))
+	vals, err := g.store.Wait(ctx, f.key(rep.theirs, rep.peer))
 	if err != nil {
 		return theirs, fmt.Errorf("rank %d's record: %w", g.ranks[rep.peer], err)
 	}
@@ -255,32 +283,32 @@ func (g *Group) swapRecords(rep faultReport, mine signature, have bool) (signatu
 	return theirs, nil
 }
 
-// faultKey is where group rank r publishes its record of the call with
+// key is where group rank r publishes its record of the call with
 // fingerprint fp.
-func (g *Group) faultKey(fp uint32, r int) string {
-	return g.prefix + "/mismatch/" + strconv.FormatUint(uint64(fp), 16) + "/" + strconv.Itoa(r)
+func (f *faults) key(fp uint32, r int) string {
+	return f.g.prefix + "/mismatch/" + strconv.FormatUint(uint64(fp), 16) + "/" + strconv.Itoa(r)
 }
 
 // Fault reports a mismatch the group's kernels found since the last call
 // (Synchronize asks every group). The usual answer, none, costs one atomic
 // load and no lock: it runs after every collective.
 func (g *Group) Fault() error {
-	if g.fault == nil || g.fault.Load(faultSet) == 0 {
+	if w := g.faults.words; w == nil || w.Load(faultSet) == 0 {
 		return nil
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
-	return g.takeFault()
+	return g.faults.take()
 }
 
-// putCheck writes the header fields every kernel reads the same way: the
+// put writes the header fields every kernel reads the same way: the
 // watchdog, the call's fingerprint and where a mismatch is reported.
-func (g *Group) putCheck(a *cudadrv.Args, req backend.Request) {
-	a.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
-	a.PutU32(argHash, g.checkHash(&req))
+func (f *faults) put(a *cudadrv.Args, req backend.Request) {
+	a.PutU64(argTimeout, uint64(f.g.b.watchdog.Nanoseconds()))
+	a.PutU32(argHash, f.hash(&req))
 	var dev uint64
-	if g.fault != nil {
-		dev = g.fault.Device()
+	if f.words != nil {
+		dev = f.words.Device()
 	}
 	a.PutU64(argFault, dev)
 }

@@ -53,7 +53,7 @@ func BenchmarkCheckHash(b *testing.B) {
 	var sink uint32
 	for i := 0; b.Loop(); i++ {
 		req.Check[2] = uint64(i) // a new call each time (no repeat to skip)
-		sink += g.checkHash(&req)
+		sink += g.faults.hash(&req)
 	}
 	_ = sink
 }
@@ -75,6 +75,7 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 		}
 		t.Cleanup(c.Close)
 		gs[r] = &Group{name: "t", ranks: make([]int, n), me: r, store: c, prefix: "test/cuda/t#0", timeout: timeout}
+		gs[r].faults.g = gs[r]
 		for q := range n {
 			gs[r].ranks[q] = 10 + q // world ranks differ from group ranks
 		}
@@ -101,7 +102,7 @@ func TestFaultNamesArgument(t *testing.T) {
 				defer wg.Done()
 				g.runMu.Lock()
 				defer g.runMu.Unlock()
-				out[r] = g.explain(reps[r])
+				out[r] = g.faults.explain(reps[r])
 			}()
 		}
 		wg.Wait()
@@ -115,10 +116,10 @@ func TestFaultNamesArgument(t *testing.T) {
 			g.runMu.Lock()
 			for i := range 10 { // other calls around it
 				x := callRec(coll.AllGather, coll.Float32, uint64(i))
-				g.checkHash(&backend.Request{Check: x})
+				g.faults.hash(&backend.Request{Check: x})
 			}
-			g.checkHash(&backend.Request{Check: recs[r]})
-			g.checkHash(&backend.Request{Check: callRec(coll.AllGather, coll.Float32, 77)})
+			g.faults.hash(&backend.Request{Check: recs[r]})
+			g.faults.hash(&backend.Request{Check: callRec(coll.AllGather, coll.Float32, 77)})
 			g.runMu.Unlock()
 		}
 		// Rank 0's CTAs met rank 2 first; ranks 1 and 2 met rank 0.
@@ -150,7 +151,7 @@ func TestFaultNamesArgument(t *testing.T) {
 		ag := callRec(coll.AllGather, coll.Float32, 4096)
 		recs := []pool.Record{f32, ag}
 		for r, g := range gs {
-			g.checkHash(&backend.Request{Check: recs[r]})
+			g.faults.hash(&backend.Request{Check: recs[r]})
 		}
 		errs2 := run(gs, []faultReport{{peer: 1, mine: h32, theirs: recordHash(signature{rec: ag})}, {peer: 0, mine: recordHash(signature{rec: ag}), theirs: h32}})
 		if err := errs2[0]; !strings.Contains(fmt.Sprint(err), "rank 11 called all_gather, rank 10 all_reduce") {
@@ -163,7 +164,7 @@ func TestFaultNamesArgument(t *testing.T) {
 		algos := []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot}
 		fps := make([]uint32, 2)
 		for r, g := range gs {
-			fps[r] = g.checkHash(&backend.Request{Check: f32, Algo: algos[r]})
+			fps[r] = g.faults.hash(&backend.Request{Check: f32, Algo: algos[r]})
 		}
 		if fps[0] == fps[1] {
 			t.Fatal("one fingerprint for two paths")
@@ -181,7 +182,7 @@ func TestFaultNamesArgument(t *testing.T) {
 
 	t.Run("aged out", func(t *testing.T) {
 		gs := reportGroups(t, 2, time.Minute)
-		gs[0].checkHash(&backend.Request{Check: f32}) // rank 1 lost its record
+		gs[0].faults.hash(&backend.Request{Check: f32}) // rank 1 lost its record
 		start := time.Now()
 		for r, err := range run(gs, []faultReport{{peer: 1, mine: h32, theirs: h16}, {peer: 0, mine: h16, theirs: h32}}) {
 			if !errors.Is(err, errs.Mismatch) || !strings.Contains(err.Error(), fmt.Sprintf("%08x vs %08x", []uint32{h16, h32}[r], []uint32{h32, h16}[r])) ||
@@ -196,7 +197,7 @@ func TestFaultNamesArgument(t *testing.T) {
 
 	t.Run("peer silent", func(t *testing.T) {
 		gs := reportGroups(t, 2, 300*time.Millisecond) // the bound is the timeout when smaller
-		gs[0].checkHash(&backend.Request{Check: f32})
+		gs[0].faults.hash(&backend.Request{Check: f32})
 		start := time.Now()
 		err := run(gs, []faultReport{{peer: 1, mine: h32, theirs: h16}, {peer: -1}})[0]
 		el := time.Since(start)

@@ -54,6 +54,7 @@ import (
 // and get no guard (capturing); their replays are not compared (checked
 // mode's handshake compares replays).
 type callGate struct {
+	g        *Group
 	c        *members.CallGate
 	reg      *cudadrv.HostRegistered // rank 0's page, registered here
 	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
@@ -70,30 +71,29 @@ type callGate struct {
 // that is not yet approved (a difference wakes it at once).
 const gateTick = 100 * time.Millisecond
 
-// setupGate creates the group's gate where it can stop a wait: ranks on
-// one host (the agreement) and symmem's modules loaded (the guard).
-func (g *Group) setupGate() error {
+// newCallGate creates g's gate where it can stop a wait (nil where it
+// cannot): ranks on one host (the agreement) and symmem's modules loaded
+// (the guard).
+func newCallGate(g *Group) (*callGate, error) {
 	if g.agreement == nil || g.b.kern.guard == 0 {
-		return nil
+		return nil, nil
 	}
 	c := g.agreement.Gate()
 	reg, err := cudadrv.RegisterHost(g.b.ctx, c.SharedPage())
 	if err != nil {
-		return fmt.Errorf("call gate: %w", err)
+		return nil, fmt.Errorf("call gate: %w", err)
 	}
-	gt := &callGate{c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt := &callGate{g: g, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, reg.Device()+members.ApprovedOffset)
 	gt.args.PutU64(guardFailed, reg.Device()+members.FailedOffset)
 	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
-	g.gate = gt
-	go g.watchGate(gt)
-	return nil
+	go gt.watch()
+	return gt, nil
 }
 
-// closeGate ends the watcher and, with unregister, unregisters the page
-// (before the agreement unmaps it).
-func (g *Group) closeGate(unregister bool) {
-	gt := g.gate
+// close ends the watcher and, with unregister, unregisters the page
+// (before the agreement unmaps it). Nothing without a gate.
+func (gt *callGate) close(unregister bool) {
 	if gt == nil {
 		return
 	}
@@ -136,14 +136,14 @@ func gated(a coll.Algo) bool {
 }
 
 // publish numbers c (on path c.req.Algo) at the gate and sets its ticket:
-// its number and the number its stream must wait for (0: none). The caller
-// holds runMu and, once the call's work is queued, calls queued.
-func (g *Group) publish(c *call) error {
-	req := c.req
-	gt := g.gate
+// its number and the number its stream must wait for (0: none; always,
+// without a gate). The caller holds runMu and, once the call's work is
+// queued, calls enqueued.
+func (gt *callGate) publish(c *call) error {
 	if gt == nil {
 		return nil
 	}
+	req := &c.req
 	if p := gt.stopped.Load(); p != nil {
 		return *p
 	}
@@ -152,12 +152,12 @@ func (g *Group) publish(c *call) error {
 	if err != nil {
 		var m *members.GateMismatch
 		if errors.As(err, &m) {
-			return g.gateFailed(m)
+			return gt.fail(m)
 		}
 		return err
 	}
 	c.gate = ticket{n: k}
-	if wait && !gt.approvedSoon(k) && !g.capturing(req.Stream) {
+	if wait && !gt.approvedSoon(k) && !gt.capturing(req.Stream) {
 		c.gate.wait = k
 	}
 	return nil
@@ -169,8 +169,8 @@ func (g *Group) publish(c *call) error {
 // so captured calls get none: they were compared when published. An
 // error to ask counts as not capturing: the guard is queued (its launch
 // then reports what is wrong with the stream).
-func (g *Group) capturing(s uint64) bool {
-	c, err := g.x.capturing(g.b.ctx, s)
+func (gt *callGate) capturing(s uint64) bool {
+	c, err := gt.g.x.capturing(gt.g.b.ctx, s)
 	return err == nil && c
 }
 
@@ -217,22 +217,20 @@ func (gt *callGate) approvedSoon(k uint64) bool {
 	}
 }
 
-// gateWait runs the guard on stream s for the call with ticket t when it
-// was not approved at publish (nothing otherwise, or without a gate). It
-// must be the call's first stream operation.
-func (g *Group) gateWait(p *cudadrv.Program, s uint64, t ticket) {
+// guard runs the guard on stream s for the call with ticket t when it was
+// not approved at publish (nothing otherwise, or without a gate: t.wait is
+// 0). It must be the call's first stream operation.
+func (gt *callGate) guard(p *cudadrv.Program, s uint64, t ticket) {
 	if t.wait == 0 {
 		return
 	}
-	gt := g.gate
 	gt.args.PutU32(guardCall, uint32(t.wait))
-	p.Launch(s, g.b.kern.guard, gt.args, 1, 1)
+	p.Launch(s, gt.g.b.kern.guard, gt.args, 1, 1)
 }
 
-// queued notes that the call with ticket t is on the GPU; a difference
+// enqueued notes that the call with ticket t is on the GPU; a difference
 // found meanwhile stops it now. The caller holds runMu.
-func (g *Group) queued(t ticket) error {
-	gt := g.gate
+func (gt *callGate) enqueued(t ticket) error {
 	if gt == nil {
 		return nil
 	}
@@ -241,31 +239,31 @@ func (g *Group) queued(t ticket) error {
 		gt.waiting.Store(t.wait)
 	}
 	if m := gt.c.Failed(); m != nil {
-		return g.gateFailed(m)
+		return gt.fail(m)
 	}
 	return nil
 }
 
-// gateFailed is the error for difference m: where this rank queued work
-// for the call (or after it), its context is stopped first. The caller
-// holds runMu; the group is broken either way (the ranks' calls diverged).
-func (g *Group) gateFailed(m *members.GateMismatch) error {
-	gt := g.gate
+// fail is the error for difference m: where this rank queued work for the
+// call (or after it), its context is stopped first. The caller holds
+// runMu; the group is broken either way (the ranks' calls diverged).
+func (gt *callGate) fail(m *members.GateMismatch) error {
 	var err error
 	if gt.queued.Load() >= m.Call {
-		err = g.stopDevice(g.gateError(m, true))
+		err = gt.stopDevice(gt.mismatch(m, true))
 	} else {
-		err = g.gateError(m, false)
+		err = gt.mismatch(m, false)
 	}
-	g.broken = err
+	gt.g.broken = err
 	return err
 }
 
-// gateError names the difference: the argument with both values, or the
+// mismatch names the difference: the argument with both values, or the
 // paths; stopped says whether this rank's context was stopped for it.
-func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
+func (gt *callGate) mismatch(m *members.GateMismatch, stopped bool) error {
+	g := gt.g
 	if m.Abandoned {
-		return g.gateExited(m.Call, m.Missing, stopped)
+		return gt.exited(m.Call, m.Missing, stopped)
 	}
 	kind := backend.CallKind(m.Rank0.Rec)
 	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
@@ -284,10 +282,11 @@ func (g *Group) gateError(m *members.GateMismatch, stopped bool) error {
 	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, outcome, errs.Mismatch)
 }
 
-// gateExited is the error of a call abandoned because group rank q will
-// never make it: its process exited, or it closed or failed (its state
-// word says which).
-func (g *Group) gateExited(k uint64, q int, stopped bool) error {
+// exited is the error of a call abandoned because group rank q will never
+// make it: its process exited, or it closed or failed (its state word
+// says which).
+func (gt *callGate) exited(k uint64, q int, stopped bool) error {
+	g := gt.g
 	outcome := "nothing was queued for it on this rank, and the group cannot be used any more: close it"
 	if stopped {
 		outcome = "this rank's stream waited for it, so its guard stopped this process's CUDA context (lost): restart it"
@@ -304,10 +303,11 @@ func (g *Group) gateExited(k uint64, q int, stopped bool) error {
 	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, outcome, errs.PeerExited)
 }
 
-// gateStall is the error of a guard's watchdog: call k was not approved
-// in time.
-func (g *Group) gateStall(k uint64) error {
-	q, _ := g.gate.c.Missing(k)
+// stall is the error of a guard's watchdog: call k was not approved in
+// time.
+func (gt *callGate) stall(k uint64) error {
+	g := gt.g
+	q, _ := gt.c.Missing(k)
 	rank := "every rank made it, yet it was not approved"
 	if q >= 0 {
 		rank = fmt.Sprintf("rank %d did not make it", g.ranks[q])
@@ -316,11 +316,10 @@ func (g *Group) gateStall(k uint64) error {
 		"its guard stopped this process's CUDA context (lost): restart it: %w", g.name, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
 }
 
-// gateStopped explains a launch failure after the gate stopped this rank
-// (nil if it did not): the difference or abandonment it recorded, else a
-// guard's watchdog.
-func (g *Group) gateStopped() error {
-	gt := g.gate
+// stoppedErr explains a launch failure after the gate stopped this rank
+// (nil if it did not, or without a gate): the difference or abandonment
+// it recorded, else a guard's watchdog.
+func (gt *callGate) stoppedErr() error {
 	if gt == nil {
 		return nil
 	}
@@ -329,12 +328,12 @@ func (g *Group) gateStopped() error {
 	}
 	if m := gt.c.Failed(); m != nil {
 		if gt.queued.Load() >= m.Call {
-			return g.gateError(m, true)
+			return gt.mismatch(m, true)
 		}
 		return nil
 	}
 	if a := gt.c.Approved(); gt.waiting.Load() > a {
-		return g.gateStall(a + 1)
+		return gt.stall(a + 1)
 	}
 	return nil
 }
@@ -342,11 +341,10 @@ func (g *Group) gateStopped() error {
 // stopDevice ends every wait this process's streams are in by trapping (the
 // context is lost) and returns why, once: later calls return the first
 // reason.
-func (g *Group) stopDevice(why error) error {
-	gt := g.gate
+func (gt *callGate) stopDevice(why error) error {
 	gt.stopOnce.Do(func() {
 		gt.stopped.Store(&why)
-		if err := g.trap(); err != nil {
+		if err := gt.trap(); err != nil {
 			why = fmt.Errorf("%w (and stopping the device failed: %v)", why, err)
 			gt.stopped.Store(&why)
 		}
@@ -357,12 +355,12 @@ func (g *Group) stopDevice(why error) error {
 // trap launches a guard that stops at once (a call the approval cannot
 // reach before the gate's recorded failure) on a stream of its own. Best
 // effort: when the device's work queues are blocked it may not start.
-func (g *Group) trap() error {
+func (gt *callGate) trap() error {
+	g := gt.g
 	s, err := cudadrv.NewStream(g.b.ctx, 0)
 	if err != nil {
 		return err
 	}
-	gt := g.gate
 	args := cudadrv.NewArgs(kernArgBytes)
 	copy(args.Bytes(), gt.args.Bytes())
 	args.PutU32(guardCall, uint32(gt.c.Approved()+1<<30))
@@ -372,7 +370,7 @@ func (g *Group) trap() error {
 	return g.x.program(p) // the stream and args stay: the context is lost anyway
 }
 
-// watchGate is the gate's watcher (one goroutine per group, asleep on the
+// watch is the gate's watcher (one goroutine per group, asleep on the
 // gate's futex): when a call this rank queued is not approved and the rank
 // it waits for has exited, closed or failed, it abandons the call (every
 // guard from it on stops its context, and a kernel queued for it is
@@ -380,7 +378,7 @@ func (g *Group) trap() error {
 // was found while this rank's own kernel is queued for the call (a kernel
 // waits for peers that took a gated path), it tries to stop this rank's
 // context at once.
-func (g *Group) watchGate(gt *callGate) {
+func (gt *callGate) watch() {
 	defer close(gt.done)
 	for {
 		gt.c.Sleep(gateTick)
@@ -394,7 +392,7 @@ func (g *Group) watchGate(gt *callGate) {
 		}
 		if m := gt.c.Failed(); m != nil {
 			if gt.queued.Load() >= m.Call && gt.waiting.Load() < m.Call {
-				g.stopDevice(g.gateError(m, true))
+				gt.stopDevice(gt.mismatch(m, true))
 			}
 			continue
 		}

@@ -33,7 +33,7 @@ func TestGatePaths(t *testing.T) {
 // ranks, say whether this rank's context was stopped, and wrap the
 // sentinels users test for.
 func TestGateErrors(t *testing.T) {
-	g := &Group{name: "tp", ranks: []int{4, 5, 6}}
+	gt := &callGate{g: &Group{name: "tp", ranks: []int{4, 5, 6}}}
 	ag := callRec(coll.AllGather, coll.BFloat16, 4096)
 	half := callRec(coll.AllGather, coll.BFloat16, 2048)
 	ar := callRec(coll.AllReduce, coll.BFloat16, 4096)
@@ -55,7 +55,7 @@ func TestGateErrors(t *testing.T) {
 			true, []string{"rank 6 exited before it made collective 7", "restart"}, errs.PeerExited},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := g.gateError(&c.m, c.stopped)
+			err := gt.mismatch(&c.m, c.stopped)
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("%v\nwant %q in it", err, w)

@@ -142,15 +142,16 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	for i := range side {
 		side[i], joins[i] = uint64(0x100+i), uint64(0x200+i)
 	}
-	g.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303, check: 0x401, checkEv: [2]uint64{0x402, 0x403}}
+	g.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303}
+	g.hs.stream, g.hs.ev = 0x401, [2]uint64{0x402, 0x403}
 	g.ceWhy = "every rank is on this host and P2P-reachable"
 	if !c.ce {
 		g.ce, g.ceWhy = false, "rank 0 runs on another host"
 	}
 	switch {
 	case c.kern && c.ce:
-		g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hsArgs = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
-		g.fillHandshake(g.hsArgs)
+		g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hs.args = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+		g.hs.fill()
 		g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	case c.ce:
 		g.kernWhy = "rank 0 cannot load it"
@@ -174,7 +175,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g.fences = []streamFence{{stream: callerStream, ev: &cudadrv.Event{}}}
 	if c.gate {
 		g.agreement = goldenAgreement(t, n, me)
-		gt := &callGate{c: g.agreement.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+		gt := &callGate{g: g, c: g.agreement.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 		gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
 		gt.args.PutU64(guardFailed, 0xFA00_0000+members.FailedOffset)
 		gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))

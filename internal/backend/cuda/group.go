@@ -66,15 +66,13 @@ type Group struct {
 	joins   []*cudadrv.Event
 	last    *cudadrv.Event    // fence recorded by quiesce
 	check   *cudadrv.Stream   // where the handshake runs beside a copy-engine or NCCL call (handshake.go)
-	checkEv [2]*cudadrv.Event // its fork and join
+	checkEv [2]*cudadrv.Event // its fork and join (hs holds their handles)
 	usedOwn bool              // collectives ran on the backend's stream since the last quiesce
 	fences  []streamFence     // fence events on callers' streams (track)
 	h       handles           // raw handles of side, joins, fork, forkX, last
 	broken  error
-	hsArgs  *cudadrv.Args       // the handshake's block (handshake.go; nil: no kernels, kernWhy says why)
-	stopped error               // the mismatch that made the handshake stop the device (handshake.go)
-	fault   *cudadrv.HostMapped // where the kernels report a mismatch (fault.go)
-	recent  callRing            // the recent fingerprinted calls, to name a mismatch (fault.go)
+	hs      handshake // checked mode's handshake (handshake.go; no block without kernels, kernWhy says why)
+	faults  faults    // the kernels' mismatch reports (fault.go)
 	kernWhy string
 	gate    *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
 
@@ -88,8 +86,6 @@ type Group struct {
 type handles struct {
 	side, joins       []uint64
 	fork, forkX, last uint64
-	check             uint64    // the handshake's stream
-	checkEv           [2]uint64 // its fork and join events
 }
 
 // peerSeg is every rank's mapping of one registered segment.
@@ -121,7 +117,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		prog:   cudadrv.NewProgram(64), x: driver{},
 	}
-	g.paths = newPaths(g)
+	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
@@ -200,20 +196,20 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			return err
 		}
 		if kern {
-			if g.fault, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
+			if g.faults.words, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
 				return fmt.Errorf("kernel mismatch report: %w", err)
 			}
 			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
 			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
 			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
-			g.hsArgs = cudadrv.NewArgs(kernArgBytes)
-			g.fillHandshake(g.hsArgs)
+			g.hs.args = cudadrv.NewArgs(kernArgBytes)
+			g.hs.fill()
 		}
 	} else if kern {
 		g.kernWhy = "it needs peer mappings: " + g.ceWhy
 	}
 	if guard { // every rank has the guard, so every rank publishes at the gate
-		if err := g.setupGate(); err != nil {
+		if g.gate, err = newCallGate(g); err != nil {
 			return err
 		}
 	}
@@ -259,9 +255,9 @@ func (g *Group) setupCE(ctx context.Context) error {
 		if g.checkEv[i], err = cudadrv.NewEvent(c, false); err != nil {
 			return err
 		}
-		g.h.checkEv[i] = g.checkEv[i].Handle()
+		g.hs.ev[i] = g.checkEv[i].Handle()
 	}
-	g.h.check = g.check.Handle()
+	g.hs.stream = g.check.Handle()
 	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
@@ -487,7 +483,7 @@ func (g *Group) Close() error {
 			// Streams may still read peer memory: leak mappings rather than
 			// unmap memory in use.
 			err = fmt.Errorf("cuda: group %q: closing with work in flight: %w", g.name, qerr)
-			g.closeGate(false) // the page stays registered and mapped: a stream may wait on it
+			g.gate.close(false) // the page stays registered and mapped: a stream may wait on it
 			g.b.forget(g)
 			return
 		}
@@ -504,7 +500,7 @@ func (g *Group) Close() error {
 				s.Destroy()
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hsArgs} {
+		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hs.args} {
 			if a != nil {
 				a.Free()
 			}
@@ -512,10 +508,10 @@ func (g *Group) Close() error {
 		if g.paths.lc.staging != nil {
 			g.paths.lc.staging.release(g.b.ctx)
 		}
-		if g.fault != nil {
-			g.fault.Free()
+		if g.faults.words != nil {
+			g.faults.words.Free()
 		}
-		g.closeGate(true)
+		g.gate.close(true)
 		if g.agreement != nil {
 			g.agreement.Close()
 		}

@@ -29,9 +29,20 @@ import (
 // results/gpu-handshake-2026-11-24.md). Groups without the
 // kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
-// fillHandshake writes the parts of the handshake's parameter block that
-// never change for the group (pure: no driver call).
-func (g *Group) fillHandshake(a *cudadrv.Args) {
+// handshake is a group's handshake: its parameter block (nil: the group
+// has no kernels, so no handshake), and the raw handles of its stream and
+// of the events that fork and join it (the group owns them: setupCE).
+type handshake struct {
+	g      *Group
+	args   *cudadrv.Args
+	stream uint64
+	ev     [2]uint64 // fork, join
+}
+
+// fill writes the parts of the parameter block that never change for the
+// group (pure: no driver call).
+func (h *handshake) fill() {
+	g, a := h.g, h.args
 	for r := range g.ranks {
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
@@ -40,62 +51,48 @@ func (g *Group) fillHandshake(a *cudadrv.Args) {
 	a.PutU32(argN, uint32(len(g.ranks)))
 }
 
-// checkFork starts the handshake for req beside stream s (nothing outside
-// checked mode or without the kernels); checkJoin makes s wait for it.
-func (g *Group) checkFork(p *cudadrv.Program, s uint64, req backend.Request) {
-	if !g.checks(req) {
+// on reports whether req runs with the handshake beside it.
+func (h *handshake) on(req backend.Request) bool { return req.Checked && h.args != nil }
+
+// fork starts the handshake for req beside stream s (nothing outside
+// checked mode or without the kernels); join makes s wait for it.
+func (h *handshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
+	if !h.on(req) {
 		return
 	}
-	g.putCheck(g.hsArgs, req)
-	p.Record(s, g.h.checkEv[0])
-	p.WaitEvent(g.h.check, g.h.checkEv[0])
-	p.Launch(g.h.check, g.b.kern.hs, g.hsArgs, 1, hsThreads)
-	p.Record(g.h.check, g.h.checkEv[1])
+	h.g.faults.put(h.args, req)
+	p.Record(s, h.ev[0])
+	p.WaitEvent(h.stream, h.ev[0])
+	p.Launch(h.stream, h.g.b.kern.hs, h.args, 1, hsThreads)
+	p.Record(h.stream, h.ev[1])
 }
 
-func (g *Group) checkJoin(p *cudadrv.Program, s uint64, req backend.Request) {
-	if g.checks(req) {
-		p.WaitEvent(s, g.h.checkEv[1])
+func (h *handshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
+	if h.on(req) {
+		p.WaitEvent(s, h.ev[1])
 	}
 }
 
-// checks reports whether req runs with the handshake beside it.
-func (g *Group) checks(req backend.Request) bool { return req.Checked && g.hsArgs != nil }
-
-// checkAfter joins the handshake into c's stream after NCCL's call (the
-// fork went before it, ncclRun.issue). The caller holds runMu.
-func (g *Group) checkAfter(c *call) error {
+// after joins the handshake into c's stream after NCCL's call (the fork
+// went before it, ncclRun.issue). The caller holds runMu.
+func (h *handshake) after(c *call) error {
+	g := h.g
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	p := g.newProgram()
-	g.checkJoin(p, c.req.Stream, c.req)
+	h.join(p, c.req.Stream, c.req)
 	return g.issue(p, c, "handshake")
-}
-
-// takeFault returns (and clears) the mismatch the group's kernels reported,
-// nil if none. A report of the handshake also breaks the group: it trapped,
-// so this process's context is lost. The caller holds runMu.
-func (g *Group) takeFault() error {
-	rep, ok := g.takeReport()
-	if !ok {
-		return nil
-	}
-	err := g.explain(rep)
-	if rep.stopped {
-		g.broken, g.stopped = err, err
-	}
-	return err
 }
 
 // stoppedErr is the mismatch that made the handshake stop the device (nil
 // if none): it explains every later launch failure, also after the call
 // that reported it.
 func (g *Group) stoppedErr() error {
-	if err := g.gateStopped(); err != nil {
+	if err := g.gate.stoppedErr(); err != nil {
 		return err // the gate stopped it (gate.go)
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
-	return g.stopped
+	return g.faults.stopped
 }

@@ -243,7 +243,7 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)
 	a.PutU32(arFlags, 0) // the block may have held an all-reduce's flags
-	g.putCheck(a, req)
+	g.faults.put(a, req)
 	return nil
 }
 

@@ -203,10 +203,10 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	a.PutU64(lcStaging, l.staging.base)
 	a.PutU64(lcChunk, uint64(sub))
 	a.PutU32(argUnit, unit)
-	g.putCheck(a, req) // the outer call's fingerprint, whatever this rank's chunk
+	g.faults.put(a, req) // the outer call's fingerprint, whatever this rank's chunk
 
-	g.gateWait(p, s, c.gate) // the gate's approval first (gate.go)
-	g.checkFork(p, s, req)
+	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
+	g.hs.fork(p, s, req)
 	g.signal(p, s, slotReady)
 	if n > 1 {
 		p.Record(s, g.h.forkX)
@@ -259,7 +259,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		}
 		g.transfers(p, s, xs[:nx])
 	}
-	g.checkJoin(p, s, req)
+	g.hs.join(p, s, req)
 	g.signal(p, s, slotDone)
 	return nil
 }

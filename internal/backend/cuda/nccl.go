@@ -150,12 +150,12 @@ type ncclRun struct{ g *Group }
 // the handshake's fork (handshake.go); nothing when neither is needed.
 func (r ncclRun) issue(c call) error {
 	g := r.g
-	if c.gate.wait == 0 && !g.checks(c.req) {
+	if c.gate.wait == 0 && !g.hs.on(c.req) {
 		return nil
 	}
 	p := g.newProgram()
-	g.gateWait(p, c.req.Stream, c.gate)
-	g.checkFork(p, c.req.Stream, c.req)
+	g.gate.guard(p, c.req.Stream, c.gate)
+	g.hs.fork(p, c.req.Stream, c.req)
 	return g.issue(p, &c, "gate and handshake")
 }
 
@@ -166,9 +166,9 @@ func (r ncclRun) issue(c call) error {
 func (r ncclRun) run(ctx context.Context, c call, comm *bnccl.Comm, win bool) (coll.Algo, error) {
 	g := r.g
 	p, err := g.x.nccl(ctx, comm, c.req, win)
-	if g.checks(c.req) {
+	if g.hs.on(c.req) {
 		g.runMu.Lock()
-		jerr := g.checkAfter(&c)
+		jerr := g.hs.after(&c)
 		g.runMu.Unlock()
 		if err == nil {
 			err = jerr

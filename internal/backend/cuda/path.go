@@ -97,7 +97,7 @@ func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
 		return err
 	}
 	if err := g.x.program(p); err != nil {
-		if ferr := g.takeFault(); ferr != nil { // the handshake trapped: that is why
+		if ferr := g.faults.take(); ferr != nil { // the handshake trapped: that is why
 			return ferr
 		}
 		g.broken = fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err)

@@ -44,9 +44,9 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// refuses every call.
 	if g.broken != nil {
 		err = fmt.Errorf("%w: %w", ErrBroken, g.broken)
-	} else if err = g.publish(&c); err == nil {
+	} else if err = g.gate.publish(&c); err == nil {
 		if err = p.issue(c); err == nil {
-			err = g.queued(c.gate)
+			err = g.gate.enqueued(c.gate)
 		}
 	}
 	g.runMu.Unlock()
