@@ -9,12 +9,13 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/wait"
 )
 
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: DefaultTimeout,
+	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: wait.DefaultTimeout,
 		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n)}
 	for r := range g.ranks {
 		g.ranks[r] = r

@@ -9,6 +9,7 @@ import (
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/wait"
 )
 
 var _ backend.Device = (*Backend)(nil)
@@ -32,7 +33,7 @@ func waitFor(ctx context.Context) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
 		return time.Until(d)
 	}
-	return DefaultTimeout
+	return wait.DefaultTimeout
 }
 
 // Write copies src to dst and returns once the bytes are in device memory
@@ -136,7 +137,7 @@ func (b *Backend) FreeLocal(ptr uint64) error {
 	if !ok {
 		return fmt.Errorf("cuda backend: FreeLocal(%#x): not from AllocLocal", ptr)
 	}
-	if err := b.stream.Wait(context.Background(), DefaultTimeout); err != nil {
+	if err := b.stream.Wait(context.Background(), wait.DefaultTimeout); err != nil {
 		return fmt.Errorf("cuda backend: FreeLocal(%#x): %w", ptr, err)
 	}
 	return s.release(b.ctx)

@@ -22,6 +22,7 @@ import (
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/native/libnccl"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -207,7 +208,7 @@ func goldenAgreement(t testing.TB, n, me int) *members.HostAgreement {
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			as[r], errs[r] = members.NewHostAgreement(context.Background(), "golden", xs[r], "golden", ranks, r, DefaultTimeout)
+			as[r], errs[r] = members.NewHostAgreement(context.Background(), "golden", xs[r], "golden", ranks, r, wait.DefaultTimeout)
 		})
 	}
 	wg.Wait()

@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
@@ -12,7 +11,9 @@ import (
 
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -24,9 +25,6 @@ var ErrBroken = errs.Broken
 // ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
 // was not allowed (Options.ShareDevice). It matches ErrNotSupported too.
 var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
-
-// DefaultTimeout bounds waits when the GroupConfig gives none.
-const DefaultTimeout = 60 * time.Second
 
 // Group is the GPU backend side of one group.
 type Group struct {
@@ -109,7 +107,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = wait.DefaultTimeout
 	}
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
