@@ -186,7 +186,8 @@ func TestUntil(t *testing.T) {
 				go c.after(e)
 			}
 			start := time.Now()
-			err := Until(ctx, cond, c.opts(e))
+			o := c.opts(e)
+			err := Until(ctx, cond, &o)
 			took := time.Since(start)
 			switch {
 			case c.want == nil && err != nil:
@@ -204,6 +205,46 @@ func TestUntil(t *testing.T) {
 	}
 }
 
+// TestUntilTarget: with no cond, the wait is for the futex word to reach
+// Options.Target (wrap-aware), spinning on the word and then sleeping on it.
+func TestUntilTarget(t *testing.T) {
+	cases := []struct {
+		name       string
+		start, set uint32 // the word's value at first, and what the signaller stores
+		target     uint32
+		spin       time.Duration
+		want       error
+		minT, maxT time.Duration
+	}{
+		{name: "reached already", start: 7, target: 7, spin: time.Millisecond},
+		{name: "reached during the spin", start: 0, set: 1, target: 1, spin: time.Second, maxT: 100 * time.Millisecond},
+		{name: "reached while asleep", start: 0, set: 1, target: 1, minT: 20 * time.Millisecond, maxT: 100 * time.Millisecond},
+		{name: "wraps around", start: ^uint32(0) - 1, set: 2, target: 1, maxT: 100 * time.Millisecond},
+		{name: "behind: times out", start: 5, set: 0, target: 6, want: context.DeadlineExceeded, minT: 50 * time.Millisecond, maxT: 50 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWord()
+			atomic.StoreUint32(w.val(), c.start)
+			if c.set != 0 {
+				go func() { time.Sleep(20 * time.Millisecond); w.set(c.set) }()
+			}
+			start := time.Now()
+			err := Until(context.Background(), nil, &Options{Spin: c.spin, Futex: w.addr(), Target: c.target, Sleepers: w.addr() + 4, Timeout: 50 * time.Millisecond})
+			took := time.Since(start)
+			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+				t.Fatalf("err %v, want %v", err, c.want)
+			}
+			if took < c.minT || took > c.maxT+slack {
+				t.Errorf("took %v, want %v to %v (+%v slack)", took, c.minT, c.maxT, slack)
+			}
+		})
+	}
+	if err := Until(context.Background(), nil, &Options{}); err == nil {
+		t.Error("no cond and no word: nil error")
+	}
+}
+
 // TestUntilSharedDeadline: waits that share a Deadline share one bound,
 // set by the first that sleeps.
 func TestUntilSharedDeadline(t *testing.T) {
@@ -216,7 +257,7 @@ func TestUntilSharedDeadline(t *testing.T) {
 		}
 		return nil
 	}}
-	if err := Until(context.Background(), never, o); !errors.Is(err, errGone) {
+	if err := Until(context.Background(), never, &o); !errors.Is(err, errGone) {
 		t.Fatalf("first wait: %v", err)
 	}
 	if deadline.IsZero() || deadline.Sub(start) > 60*time.Millisecond+slack {
@@ -224,7 +265,7 @@ func TestUntilSharedDeadline(t *testing.T) {
 	}
 	set := deadline
 	o.Check = nil
-	if err := Until(context.Background(), never, o); !errors.Is(err, context.DeadlineExceeded) {
+	if err := Until(context.Background(), never, &o); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second wait: %v", err)
 	}
 	if deadline != set {
@@ -282,7 +323,7 @@ func TestUntilAllocs(t *testing.T) {
 	n := 0
 	cond := func() (bool, error) { n++; return n%3 == 0, nil }
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := Until(context.Background(), cond, Options{Spin: time.Millisecond, Futex: w.addr(), Sleepers: w.addr() + 4, Timeout: time.Second}); err != nil {
+		if err := Until(context.Background(), cond, &Options{Spin: time.Millisecond, Futex: w.addr(), Sleepers: w.addr() + 4, Timeout: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	})

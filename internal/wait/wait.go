@@ -8,8 +8,12 @@
 // wakes, or in growing naps), every step bounded by ctx and a deadline, with
 // a Check hook before each sleep that lets the caller end the wait in its
 // own words (a peer that is gone, the timeout). Spin is its spin phase alone,
-// for a caller that then blocks on a channel or a sync.Cond. Every wait for
-// peers or helpers on the CPU side has this shape and this bound.
+// for a caller that then blocks on a channel or a sync.Cond. The CPU side's
+// waits for peers and helpers use them: the CPU backend's signal pads and
+// worker crew, the host agreement, call gate and all-gather watch of
+// internal/backend/internal/members, the pool's fence wait. The GPU
+// backend's polls do not yet, nor do the native layer's (libnccl's
+// in-progress poll, cudadrv's stream poll), which sits below this package.
 package wait
 
 import "time"
