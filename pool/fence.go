@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"context"
 	"fmt"
-	"runtime"
 	"time"
+
+	"github.com/symmem/symmem/internal/wait"
 )
 
 // Stream-ordered reuse without breaking symmetry.
@@ -37,8 +39,10 @@ func (p *Pool) dropDoneLocked() {
 }
 
 // awaitLocked waits for every pending fence overlapping [off, off+size) of
-// s (size < 0: the whole segment) and forgets them. It polls: fences are
-// backend events and the pool cannot block on them otherwise.
+// s (size < 0: the whole segment) and forgets them. It polls (wait.Until:
+// 64 polls that yield after each, then 20 us naps, bounded by the pool's
+// timeout): fences are backend events and the pool cannot block on them
+// otherwise.
 func (p *Pool) awaitLocked(s *segment, off, size int64) error {
 	if len(p.pending) == 0 {
 		return nil
@@ -46,27 +50,25 @@ func (p *Pool) awaitLocked(s *segment, off, size int64) error {
 	overlaps := func(pd pending) bool {
 		return pd.seg == s && (size < 0 || (pd.off < off+size && off < pd.off+pd.size))
 	}
-	deadline := time.Now().Add(p.opts.Timeout)
-	for spins := 0; ; spins++ {
-		busy := false
+	err := wait.Until(context.Background(), func() (bool, error) {
 		for _, pd := range p.pending {
 			if overlaps(pd) && !pd.fence.Done() {
-				busy = true
-				break
+				return false, nil
 			}
 		}
-		if !busy {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pool: a fence guarding segment %d offset %d did not complete within %v (is the stream that frees it stuck?)",
-				s.seg.ID, off, p.opts.Timeout)
-		}
-		if spins < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
+		return true, nil
+	}, &wait.Options{
+		Rounds: 64, YieldEvery: 1, Timeout: p.opts.Timeout, Nap: 20 * time.Microsecond, MaxNap: 20 * time.Microsecond,
+		Check: func(_ error, expired bool) error {
+			if expired {
+				return fmt.Errorf("pool: a fence guarding segment %d offset %d did not complete within %v (is the stream that frees it stuck?)",
+					s.seg.ID, off, p.opts.Timeout)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
 	}
 	keep := p.pending[:0]
 	for _, pd := range p.pending {

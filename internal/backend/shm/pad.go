@@ -2,7 +2,6 @@ package shm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -24,10 +24,7 @@ import (
 // StateFailed), which a peer's wait reads between sleeps. Values only grow (epochs): in a call with
 // epoch base E, a Signal of phase k stores E+k+1 and a Wait for phase k
 // returns once the word is >= E+k+1 (wrap-aware), so nothing is ever reset.
-const (
-	padLine  = 64                    // bytes per target: one cache line, no false sharing
-	napSlice = 20 * time.Millisecond // futex sleep slice between liveness checks
-)
+const padLine = 64 // bytes per target: one cache line, no false sharing
 
 // waitSpin is how long a Wait polls before it sleeps on the futex, for a
 // process that shares this host with localRanks ranks. Waking a sleeping
@@ -102,7 +99,7 @@ func (p *pads) setState(bits uint32) {
 }
 
 // reached reports whether counter v has reached target (wrap-safe).
-func reached(v, target uint32) bool { return int32(v-target) >= 0 }
+func reached(v, target uint32) bool { return wait.Reached(v, target) }
 
 // arrived reports whether from has signalled at least v (no waiting).
 func (p *pads) arrived(from int, v uint32) bool {
@@ -110,60 +107,40 @@ func (p *pads) arrived(from int, v uint32) bool {
 }
 
 // wait returns once from's signal to this rank reaches v (acquire). It polls
-// for p.spin, then sleeps on the futex in slices, checking between slices that
-// the peer still takes part (alive: its process lives, it did not close or
-// fail; it wakes this sleep when it closes or fails) and that neither ctx
-// nor deadline passed.
+// for p.spin, then sleeps on the futex in slices (wait.Until), checking
+// between slices that the peer still takes part (alive: its process lives,
+// it did not close or fail; it wakes this sleep when it closes or fails) and
+// that neither ctx nor deadline passed.
 func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time, alive func(int) error) error {
 	a := p.word(from, p.me)
 	w := hostmem.Uint32At(a)
 	if reached(atomic.LoadUint32(w), v) {
 		return nil
 	}
-	spinEnd := time.Now().Add(p.spin)
-	for k := 1; ; k++ {
-		if reached(atomic.LoadUint32(w), v) {
+	var ended bool // Check ended the wait: its error is worded already
+	err := wait.Until(ctx, nil, &wait.Options{
+		Spin: p.spin, Deadline: &deadline,
+		Futex: a, Target: v, Sleepers: a + 4, // slices of wait.Slice between liveness checks
+		Check: func(ctxErr error, expired bool) error {
+			ended = true
+			switch {
+			case ctxErr != nil:
+				return fmt.Errorf("waiting for rank %d: %w", from, ctxErr)
+			case expired:
+				return fmt.Errorf("did not signal within the timeout (waited for signal %d, last seen %d): %w",
+					v, atomic.LoadUint32(w), context.DeadlineExceeded)
+			}
+			if err := alive(from); err != nil {
+				return err // unless it signalled, then left: not a failure (Until looks once more)
+			}
+			ended = false
 			return nil
-		}
-		if k%clockEvery == 0 {
-			if time.Now().After(spinEnd) {
-				break
-			}
-			if k%yieldEvery == 0 {
-				runtime.Gosched()
-			}
-		}
+		},
+	})
+	if err != nil && !ended {
+		return fmt.Errorf("waiting for rank %d: %w", from, err) // the futex failed
 	}
-	sleepers := hostmem.Uint32At(a + 4)
-	for {
-		cur := atomic.LoadUint32(w)
-		if reached(cur, v) {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("waiting for rank %d: %w", from, err)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return fmt.Errorf("did not signal within the timeout (waited for signal %d, last seen %d): %w",
-				v, cur, context.DeadlineExceeded)
-		}
-		if err := alive(from); err != nil {
-			if reached(atomic.LoadUint32(w), v) {
-				return nil // it signalled, then left: not a failure
-			}
-			return err
-		}
-		atomic.AddUint32(sleepers, 1)
-		var err error
-		if cur = atomic.LoadUint32(w); !reached(cur, v) {
-			err = hostmem.FutexWait(a, cur, min(left, napSlice))
-		}
-		atomic.AddUint32(sleepers, ^uint32(0))
-		if err != nil && !errors.Is(err, hostmem.ErrTimeout) {
-			return fmt.Errorf("waiting for rank %d: %w", from, err)
-		}
-	}
+	return err
 }
 
 func (p *pads) close() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/reduce"
 )
 
@@ -15,20 +16,6 @@ import (
 const (
 	maxPiece   = 2 << 20 // largest piece handed to a worker (>= 1 MiB: Go's memmove then uses non-temporal stores)
 	maxWorkers = 16      // one socket's memory bandwidth takes about 8-16 cores streaming at once
-)
-
-// Polling loops (waits on peers, idle helpers, the caller waiting for the
-// helpers' pieces) read the clock every clockEvery rounds and yield
-// (runtime.Gosched) only every yieldEvery rounds, tens of microseconds. A
-// Gosched goes through the scheduler's global run queue, under one lock,
-// and wakes a thread for an idle P: with 8-16 goroutines of a process
-// polling at once (a crew on a many-core host), yielding every few rounds
-// queued them all on that lock. The Go runtime preempts a goroutine that
-// polls for long anyway; the rare yield only lets other goroutines of a
-// process with fewer Ps than goroutines (ranks as goroutines in tests) in.
-const (
-	clockEvery = 64
-	yieldEvery = 1 << 14
 )
 
 // split says how a stage's data work is shared among goroutines.
@@ -174,25 +161,14 @@ func (c *crew) helper() {
 }
 
 // await returns the stage count once it differs from seen: it polls for
-// split.spin, then sleeps. It returns seen when the crew stopped.
+// split.spin (wait.Spin), then sleeps. It returns seen when the crew stopped.
 func (c *crew) await(seen uint64) uint64 {
-	var end time.Time
-	for k := 1; ; k++ {
-		if g := c.gen.Load(); g != seen || c.stopped.Load() {
-			return g
-		}
-		if k%clockEvery == 0 {
-			now := time.Now()
-			if end.IsZero() {
-				end = now.Add(c.s.spin)
-			}
-			if now.After(end) {
-				break
-			}
-			if k%yieldEvery == 0 {
-				runtime.Gosched()
-			}
-		}
+	var g uint64
+	if wait.Spin(c.s.spin, func() bool {
+		g = c.gen.Load()
+		return g != seen || c.stopped.Load()
+	}) {
+		return g
 	}
 	// Sleep. The publisher bumps gen, then reads sleepers; a helper adds
 	// itself to sleepers, then reads gen (under mu): one of the two sees
@@ -275,28 +251,10 @@ func (c *crew) run(tasks []task, dt coll.DType, op coll.ReduceOp) error {
 
 // finish returns once every piece of the stage is done. The pieces still
 // running on helpers end within a piece's time: poll for up to
-// split.spin, then sleep until the last one is counted off.
+// split.spin (wait.Spin), then sleep until the last one is counted off.
 func (c *crew) finish() {
-	if c.left.Load() == 0 {
+	if c.left.Load() == 0 || wait.Spin(c.s.spin, func() bool { return c.left.Load() == 0 }) {
 		return
-	}
-	var end time.Time
-	for k := 1; c.s.spin > 0; k++ {
-		if c.left.Load() == 0 {
-			return
-		}
-		if k%clockEvery == 0 {
-			now := time.Now()
-			if end.IsZero() {
-				end = now.Add(c.s.spin)
-			}
-			if now.After(end) {
-				break
-			}
-			if k%yieldEvery == 0 {
-				runtime.Gosched()
-			}
-		}
 	}
 	c.waiting.Store(true)
 	for c.left.Load() != 0 {

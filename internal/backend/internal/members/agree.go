@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -211,59 +211,34 @@ func (a *HostAgreement) disagreement(k uint64) error {
 // soon on a busy host (measured: results/gpu-single-2026-11-23/run22/scope-end.txt).
 const agreeSpin = 200 * time.Microsecond
 
-// wait polls peer q's slot until it holds agreement k: spinning first (the
-// ranks usually arrive together), then sleeping in growing steps, checking
-// between sleeps that q's process lives. While it spins it yields to this
-// process's other goroutines every 256 polls and reads the clock every
-// 1024: each costs tens of nanoseconds, and done more often they delayed
-// seeing the peer's post by that much (measured:
-// results/verify-cost-2026-11-24.md). deadline is set at the first
-// sleep (the timeout, or ctx's deadline if sooner), shared by the waits of
-// one agreement.
+// wait polls peer q's slot until it holds agreement k (wait.Until):
+// spinning first (the ranks usually arrive together), then sleeping in
+// growing naps (wait.Nap to wait.MaxNap), checking between naps that q's
+// process lives. While it spins it yields to this process's other
+// goroutines every 256 polls and reads the clock every 1024: each costs
+// tens of nanoseconds, and done more often they delayed seeing the peer's
+// post by that much (measured: results/verify-cost-2026-11-24.md).
+// deadline is set at the first sleep (the timeout from then), shared by the
+// waits of one agreement.
 func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *time.Time) error {
 	w := &a.slot(q, k)[0]
-	nap := time.Microsecond
-	var spinUntil time.Time
-	for i := 0; ; i++ {
-		if atomic.LoadUint64(w) == k {
+	return wait.Until(ctx, func() (bool, error) { return atomic.LoadUint64(w) == k, nil }, &wait.Options{
+		Spin: agreeSpin, YieldEvery: 256, ClockEvery: 1024,
+		Timeout: a.timeout, Deadline: deadline,
+		Check: func(ctxErr error, expired bool) error {
+			if ctxErr != nil {
+				return fmt.Errorf("%s: waiting for rank %d to compare: %w", a.what, a.ranks[q], ctxErr)
+			}
+			if err := a.Gone(q, false); err != nil {
+				return fmt.Errorf("%s: before the comparison: %w", a.what, err) // unless it posted, then left: not a failure (Until looks once more)
+			}
+			if expired {
+				return fmt.Errorf("%s: rank %d did not arrive at the comparison within %v (it is not making the same call, or it stopped): %w",
+					a.what, a.ranks[q], a.timeout, rendezvous.ErrTimeout)
+			}
 			return nil
-		}
-		if i%256 != 255 {
-			continue
-		}
-		runtime.Gosched()
-		if i%1024 != 1023 {
-			continue
-		}
-		now := time.Now()
-		if spinUntil.IsZero() {
-			spinUntil = now.Add(agreeSpin)
-		}
-		if now.Before(spinUntil) {
-			continue
-		}
-		if deadline.IsZero() {
-			*deadline = now.Add(a.timeout)
-			if d, ok := ctx.Deadline(); ok && d.Before(*deadline) {
-				*deadline = d
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: waiting for rank %d to compare: %w", a.what, a.ranks[q], err)
-		}
-		if err := a.Gone(q, false); err != nil {
-			if atomic.LoadUint64(w) == k {
-				return nil // it posted, then left: not a failure
-			}
-			return fmt.Errorf("%s: before the comparison: %w", a.what, err)
-		}
-		if now.After(*deadline) {
-			return fmt.Errorf("%s: rank %d did not arrive at the comparison within %v (it is not making the same call, or it stopped): %w",
-				a.what, a.ranks[q], a.timeout, rendezvous.ErrTimeout)
-		}
-		time.Sleep(nap)
-		nap = min(2*nap, time.Millisecond)
-	}
+		},
+	})
 }
 
 // Exited returns the lowest group rank whose process has exited, -1 if

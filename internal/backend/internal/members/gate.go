@@ -3,13 +3,13 @@ package members
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -259,44 +259,38 @@ func (c *CallGate) advance(upto uint64) {
 }
 
 // catchUp advances the approval to k, waiting for the peers that have not
-// published it: a spin, then sleeps, bounded by the timeout; a peer that
-// exited is reported at once.
+// published it (wait.Until): 1000 polls that yield after each, then naps,
+// bounded by the timeout; a peer that exited is reported at once.
 func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
-	var deadline time.Time
-	nap := time.Microsecond
-	for i := 0; ; i++ {
+	return wait.Until(ctx, func() (bool, error) {
 		c.advance(k)
 		if c.Approved() >= k {
-			return nil
+			return true, nil
 		}
 		if m := c.Failed(); m != nil {
-			return m
+			return false, m
 		}
-		if i < 1000 {
-			runtime.Gosched()
-			continue
-		}
-		q, gone := c.Missing(c.Approved() + 1)
-		if q < 0 {
-			continue // every rank published it: the next advance approves it
-		}
-		if gone != nil {
-			return fmt.Errorf("%s: before call %d: %w", c.a.what, c.Approved()+1, gone)
-		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(c.a.timeout)
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: waiting for rank %d to make call %d: %w", c.a.what, c.a.ranks[q], c.Approved()+1, err)
-		}
-		if now.After(deadline) {
-			return fmt.Errorf("%s: this rank is %d collectives ahead of rank %d, which did not make call %d within %v (it is not making the same calls, or it stopped): %w",
-				c.a.what, gateRing, c.a.ranks[q], c.Approved()+1, c.a.timeout, rendezvous.ErrTimeout)
-		}
-		time.Sleep(nap)
-		nap = min(2*nap, time.Millisecond)
-	}
+		return false, nil
+	}, &wait.Options{
+		Rounds: 1000, YieldEvery: 1, Timeout: c.a.timeout,
+		Check: func(ctxErr error, expired bool) error {
+			q, gone := c.Missing(c.Approved() + 1)
+			if q < 0 {
+				return nil // every rank published it: the next advance approves it
+			}
+			if gone != nil {
+				return fmt.Errorf("%s: before call %d: %w", c.a.what, c.Approved()+1, gone)
+			}
+			if ctxErr != nil {
+				return fmt.Errorf("%s: waiting for rank %d to make call %d: %w", c.a.what, c.a.ranks[q], c.Approved()+1, ctxErr)
+			}
+			if expired {
+				return fmt.Errorf("%s: this rank is %d collectives ahead of rank %d, which did not make call %d within %v (it is not making the same calls, or it stopped): %w",
+					c.a.what, gateRing, c.a.ranks[q], c.Approved()+1, c.a.timeout, rendezvous.ErrTimeout)
+			}
+			return nil
+		},
+	})
 }
 
 // Abandon marks the gate failed at call k (unless it failed already): a

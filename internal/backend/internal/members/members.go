@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -199,32 +200,36 @@ func (a *Gather) wait(ctx context.Context, keys []string, leaving bool) ([][]byt
 	return nil, fmt.Errorf("the part of rank(s) %s never arrived: %w", strings.Join(missing, ", "), err)
 }
 
-// watch checks the peers every watchTick until quit closes, and returns
-// why a peer that has not posted its part (keys, by group rank) never will
-// (nil once quit closes).
+// watch checks the peers every watchTick until quit closes (wait.Until:
+// naps of watchTick that quit ends), and returns why a peer that has not
+// posted its part (keys, by group rank) never will (nil once quit closes).
 func (a *Gather) watch(ctx context.Context, keys []string, leaving bool, quit <-chan struct{}) error {
-	t := time.NewTicker(watchTick)
-	defer t.Stop()
-	for {
-		for q := range a.ranks {
-			if q == a.me {
-				continue
-			}
-			err := a.gone(q, leaving)
-			if err == nil {
-				continue
-			}
-			// A part posted before its rank left is read as usual.
-			if _, gerr := a.store.Get(ctx, keys[q]); errors.Is(gerr, rendezvous.ErrNotFound) {
-				return err
-			}
-		}
+	return wait.Until(context.Background(), func() (bool, error) {
 		select {
 		case <-quit:
-			return nil
-		case <-t.C:
+			return true, nil
+		default:
+			return false, nil
 		}
-	}
+	}, &wait.Options{
+		Nap: watchTick, MaxNap: watchTick, Wake: quit,
+		Check: func(error, bool) error {
+			for q := range a.ranks {
+				if q == a.me {
+					continue
+				}
+				err := a.gone(q, leaving)
+				if err == nil {
+					continue
+				}
+				// A part posted before its rank left is read as usual.
+				if _, gerr := a.store.Get(ctx, keys[q]); errors.Is(gerr, rendezvous.ErrNotFound) {
+					return err
+				}
+			}
+			return nil
+		},
+	})
 }
 
 // Peer states: bits a rank sets (never clears) in a word of its shared
