@@ -49,13 +49,6 @@ type call struct {
 	count   int64 // backend.Request.Count, set by validate
 }
 
-// fingerprint describes the call for checked mode. In-place and staged
-// must agree too: the direct path reads peers' buffers at this rank's
-// offsets.
-func fingerprint(req backend.Request, staged bool) string {
-	return fmt.Sprintf("%v(dtype=%v count=%d op=%v root=%d in-place=%v staged=%v)", req.Kind, req.DType, req.Count, req.Op, req.Root, req.InPlace, staged)
-}
-
 func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
 	if err := g.w.alive(); err != nil {
 		return coll.Path{}, err
@@ -112,11 +105,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	req.Check = c.record(req, staged)
 	req.Checked = g.w.opts.Checked
 	if g.w.opts.Checked {
-		all, err := g.bg.AllGather(ctx, []byte(fingerprint(req, staged)))
-		if err != nil {
-			return coll.Path{}, fmt.Errorf("symmem: %v on group %q: checked mode: %w", c.kind, g.name, err)
-		}
-		if err := firstDiff(fmt.Sprintf("%v on group %q (checked mode)", c.kind, g.name), g.ranks, all); err != nil {
+		if err := g.checkedExchange(ctx, c, req.Check); err != nil {
 			return coll.Path{}, err
 		}
 	}
@@ -135,7 +124,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	}
 	if err != nil { // AsDisagreement allocates its target
 		if d := pool.AsDisagreement(err); d != nil {
-			return coll.Path{}, g.mismatch(c, d)
+			return coll.Path{}, g.mismatch(c, d, "")
 		}
 	}
 	if staged && g.w.host {

@@ -6,7 +6,9 @@
 //     cgo and unsafe code: host memory, the CUDA driver, NCCL, cuBLAS);
 //  2. the public packages below the backends: coll (vocabulary), reduce,
 //     pool, rendezvous, launch;
-//  3. the backends, internal/backend/... (CPU shared memory, CUDA, NCCL);
+//  3. the backends, internal/backend/... (CPU shared memory, CUDA, NCCL,
+//     and internal/backend/agree, the agreement subsystem they and the
+//     user API share);
 //  4. the user API, package symmem (the module root);
 //  5. the benchmark harness: bench drives any bench.Target through
 //     interfaces; bench/worldtarget implements one on the user API;

@@ -53,6 +53,8 @@ var rules = []rule{
 	{name: "the backends import nothing above them (user API, harness, programs, launcher)", pkgs: []string{"internal/backend/..."},
 		allow: join(foundation, []string{"coll/...", "reduce/...", "pool/...", "rendezvous/...", "internal/backend/..."}),
 		never: []string{"bench/..."}},
+	{name: "the agreement subsystem (records, digest, naming a difference) depends on no backend, transport or user API", pkgs: []string{"internal/backend/agree"},
+		allow: []string{"coll", "pool", "internal/errs"}},
 	{name: "the user API builds on the backends, never on the harness or the programs", pkgs: []string{"."},
 		allow: join(foundation, public, []string{"internal/backend/..."}),
 		never: []string{"bench/...", "cmd/...", "std:image/png"}},

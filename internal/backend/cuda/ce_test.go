@@ -8,6 +8,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
 )
@@ -598,7 +599,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		}
 		b := g.hs.args.Bytes()
 		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
-		if want := recordHash(signature{req.Check, req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
+		if want := agree.Digest(agree.Call{Record: req.Check, Path: req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
 			t.Errorf("fingerprint %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)
 		}
 		if u64(argRegion) != g.padPeers[1]+kernRegion || u64(argPeerRegion+16) != g.padPeers[2]+kernRegion {

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
@@ -66,58 +66,31 @@ type callRing struct {
 
 type ringEntry struct {
 	fp   uint32
-	rec  pool.Record
-	algo coll.Algo
+	call agree.Call
 }
 
 // add records a call. A two-shot's second launch adds its call again: one
 // entry more, cheaper than comparing.
 func (r *callRing) add(fp uint32, rec *pool.Record, algo coll.Algo) {
 	e := &r.e[r.n%recentCalls]
-	e.fp, e.rec, e.algo = fp, *rec, algo
+	e.fp, e.call.Record, e.call.Path = fp, *rec, algo
 	r.n++
 }
 
 // find returns the newest call with fingerprint fp.
-func (r *callRing) find(fp uint32) (signature, bool) {
+func (r *callRing) find(fp uint32) (agree.Call, bool) {
 	for k := uint64(1); k <= min(r.n, recentCalls); k++ {
 		if e := &r.e[(r.n-k)%recentCalls]; e.fp == fp {
-			return signature{e.rec, e.algo}, true
+			return e.call, true
 		}
 	}
-	return signature{}, false
-}
-
-// signature is what a fingerprint covers: the record and the path that ran it.
-type signature struct {
-	rec  pool.Record
-	algo coll.Algo
-}
-
-// recordHash folds a call's record (backend.Request.Check) and the path
-// that runs it (Run sets req.Algo) into the 32-bit fingerprint its launches
-// carry: ranks that force other algorithms, or whose arguments make auto
-// choose differently, launch different kernels that must not pair up (they
-// share one signal region, kernel.go). It mixes each word in whole (a
-// bijection of the state per word, so records that differ in one word
-// differ before the final fold): ~4x faster than byte-wise FNV-1a, and only
-// the hosts compute it.
-func recordHash(c signature) uint32 {
-	h := uint64(0x243f6a8885a308d3)
-	for _, w := range c.rec {
-		h = (h ^ w) * 0x9e3779b97f4a7c15
-		h ^= h >> 29
-	}
-	for i := 0; i < len(c.algo); i++ {
-		h = (h ^ uint64(c.algo[i])) * 0x9e3779b97f4a7c15
-	}
-	return uint32(h ^ h>>32)
+	return agree.Call{}, false
 }
 
 // hash is the fingerprint a launch of req carries; it keeps req's record
 // among the recent calls to name a mismatch with.
 func (f *faults) hash(req *backend.Request) uint32 {
-	fp := recordHash(signature{req.Check, req.Algo})
+	fp := agree.Digest(agree.Call{Record: req.Check, Path: req.Algo})
 	f.recent.add(fp, &req.Check, req.Algo)
 	return fp
 }
@@ -197,8 +170,8 @@ func (f *faults) difference(rep faultReport) (kind, what string) {
 	mine, ok := f.recent.find(rep.mine)
 	theirs, err := f.swap(rep, mine, ok)
 	if err == nil {
-		kind = backend.CallKind(mine.rec).String()
-		if what, ok := callDifference(rank, theirs, me, mine); ok {
+		kind = agree.Kind(mine.Record).String()
+		if what, ok := agree.Explain(rank, theirs, me, mine); ok {
 			return kind, what
 		}
 		err = errors.New("the records are equal (a fingerprint collision)")
@@ -208,38 +181,15 @@ func (f *faults) difference(rep faultReport) (kind, what string) {
 		rank, me, rep.theirs, rep.mine, err)
 }
 
-// callDifference names how call a of global rank ra differs from call b of
-// rank rb, with the fix: the paths, or the argument with both values; ok
-// is false when they are equal. The kernels' reports and the call gate
-// (gate.go) say it alike.
-func callDifference(ra int, a signature, rb int, b signature) (what string, ok bool) {
-	if a.rec == b.rec {
-		if a.algo == b.algo {
-			return "", false
-		}
-		return fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
-			ra, a.algo, rb, b.algo), true
-	}
-	arg, va, vb, ok := backend.CallDiff(a.rec, b.rec)
-	switch {
-	case !ok:
-		return "", false
-	case arg == "collective":
-		return fmt.Sprintf("rank %d called %v, rank %d %v (every rank must make the same collectives in the same order)", ra, va, rb, vb), true
-	}
-	return fmt.Sprintf("rank %d called %v with %s=%v, rank %d with %s=%v (every rank must pass the same; buffers at the same pool offset: allocate them with the same Alloc calls in the same order)",
-		ra, backend.CallKind(b.rec), arg, va, rb, arg, vb), true
-}
-
 // swap publishes this rank's record of the reported call (empty if
 // it is no longer among the recent calls) and returns the peer's, waiting
 // at most faultSwapWait. Keys are the group's, by fingerprint and rank: a
 // record is the same whenever its fingerprint is, so a key left by an
 // earlier report is still right (they stay in the store, 48 bytes each,
 // one per differing call and rank).
-func (f *faults) swap(rep faultReport, mine signature, have bool) (signature, error) {
+func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, error) {
 	g := f.g
-	var theirs signature
+	var theirs agree.Call
 	switch {
 	case g.store == nil:
 		return theirs, errors.New("no store to swap records through")
@@ -250,11 +200,7 @@ func (f *faults) swap(rep faultReport, mine signature, have bool) (signature, er
 	defer cancel()
 	var val []byte
 	if have {
-		val = make([]byte, 0, 8*len(mine.rec)+len(mine.algo))
-		for _, w := range mine.rec {
-			val = binary.LittleEndian.AppendUint64(val, w)
-		}
-		val = append(val, mine.algo...)
+		val = mine.Append(make([]byte, 0, agree.RecordBytes+len(mine.Path)))
 	}
 	if err := g.store.Set(ctx, f.key(rep.mine, g.me), val); err != nil {
 		return theirs, fmt.Errorf("publishing this rank's record: %w", err)
@@ -263,18 +209,13 @@ func (f *faults) swap(rep faultReport, mine signature, have bool) (signature, er
 	if err != nil {
 		return theirs, fmt.Errorf("rank %d's record: %w", g.ranks[rep.peer], err)
 	}
-	v := vals[0]
-	switch {
-	case len(v) == 0:
+	if len(vals[0]) == 0 {
 		return theirs, fmt.Errorf("rank %d no longer holds that call's arguments", g.ranks[rep.peer])
-	case len(v) < 8*len(theirs.rec):
-		return theirs, fmt.Errorf("rank %d sent a record of %d bytes", g.ranks[rep.peer], len(v))
 	}
-	for i := range theirs.rec {
-		theirs.rec[i] = binary.LittleEndian.Uint64(v[8*i:])
+	if theirs, err = agree.DecodeCall(vals[0]); err != nil {
+		return theirs, fmt.Errorf("rank %d sent %w", g.ranks[rep.peer], err)
 	}
-	theirs.algo = coll.Algo(v[8*len(theirs.rec):])
-	if recordHash(theirs) != rep.theirs {
+	if agree.Digest(theirs) != rep.theirs {
 		return theirs, fmt.Errorf("rank %d's record does not have the reported fingerprint", g.ranks[rep.peer])
 	}
 	if !have {

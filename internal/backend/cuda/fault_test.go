@@ -11,6 +11,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -27,20 +28,20 @@ func TestCallRing(t *testing.T) {
 		t.Fatal("an empty ring found a record")
 	}
 	first := callRec(coll.AllReduce, coll.Float32, 1)
-	r.add(recordHash(signature{rec: first}), &first, "")
+	r.add(agree.Digest(agree.Call{Record: first}), &first, "")
 	for i := range uint64(recentCalls - 1) {
 		rec := callRec(coll.AllGather, coll.BFloat16, 100+i)
-		r.add(recordHash(signature{rec: rec}), &rec, "")
+		r.add(agree.Digest(agree.Call{Record: rec}), &rec, "")
 	}
-	if got, ok := r.find(recordHash(signature{rec: first})); !ok || got.rec != first {
+	if got, ok := r.find(agree.Digest(agree.Call{Record: first})); !ok || got.Record != first {
 		t.Fatalf("the oldest of %d calls: find = %x, %v; want it", recentCalls, got, ok)
 	}
 	last := callRec(coll.AllGather, coll.BFloat16, 99)
-	r.add(recordHash(signature{rec: last}), &last, "")
-	if _, ok := r.find(recordHash(signature{rec: first})); ok {
+	r.add(agree.Digest(agree.Call{Record: last}), &last, "")
+	if _, ok := r.find(agree.Digest(agree.Call{Record: first})); ok {
 		t.Fatalf("a call %d calls old was still found", recentCalls+1)
 	}
-	if got, ok := r.find(recordHash(signature{rec: last})); !ok || got.rec != last {
+	if got, ok := r.find(agree.Digest(agree.Call{Record: last})); !ok || got.Record != last {
 		t.Fatalf("the newest call: find = %x, %v", got, ok)
 	}
 }
@@ -89,7 +90,7 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 // or a peer that never answers leaves the fingerprints, within the bound.
 func TestFaultNamesArgument(t *testing.T) {
 	f32, bf16 := callRec(coll.AllReduce, coll.Float32, 4096), callRec(coll.AllReduce, coll.BFloat16, 8192)
-	h32, h16 := recordHash(signature{rec: f32}), recordHash(signature{rec: bf16})
+	h32, h16 := agree.Digest(agree.Call{Record: f32}), agree.Digest(agree.Call{Record: bf16})
 	run := func(gs []*Group, reps []faultReport) []error {
 		out := make([]error, len(gs))
 		var wg sync.WaitGroup
@@ -153,7 +154,7 @@ func TestFaultNamesArgument(t *testing.T) {
 		for r, g := range gs {
 			g.faults.hash(&backend.Request{Check: recs[r]})
 		}
-		errs2 := run(gs, []faultReport{{peer: 1, mine: h32, theirs: recordHash(signature{rec: ag})}, {peer: 0, mine: recordHash(signature{rec: ag}), theirs: h32}})
+		errs2 := run(gs, []faultReport{{peer: 1, mine: h32, theirs: agree.Digest(agree.Call{Record: ag})}, {peer: 0, mine: agree.Digest(agree.Call{Record: ag}), theirs: h32}})
 		if err := errs2[0]; !strings.Contains(fmt.Sprint(err), "rank 11 called all_gather, rank 10 all_reduce") {
 			t.Errorf("rank 0: %v", err)
 		}

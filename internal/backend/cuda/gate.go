@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
@@ -106,26 +106,6 @@ func (gt *callGate) close(unregister bool) {
 	}
 }
 
-// algos is coll.Algos, read once: pathCode runs on every call.
-var algos = coll.Algos()
-
-// pathCode is the path's code in a gate entry (its place in coll.Algos).
-func pathCode(a coll.Algo) uint8 {
-	for i, x := range algos {
-		if x == a {
-			return uint8(i + 1)
-		}
-	}
-	return 0
-}
-
-func pathName(c uint8) coll.Algo {
-	if c >= 1 && int(c) <= len(algos) {
-		return algos[c-1]
-	}
-	return coll.Algo(fmt.Sprintf("path %d", c))
-}
-
 // gated reports whether calls on path a wait for the gate's approval.
 func gated(a coll.Algo) bool {
 	switch a {
@@ -148,7 +128,7 @@ func (gt *callGate) publish(c *call) error {
 		return *p
 	}
 	wait := gated(req.Algo)
-	k, err := gt.c.Publish(context.Background(), members.GateEntry{Rec: req.Check, Path: pathCode(req.Algo), Gated: wait})
+	k, err := gt.c.Publish(context.Background(), members.GateEntry{Rec: req.Check, Path: agree.PathCode(req.Algo), Gated: wait})
 	if err != nil {
 		var m *members.GateMismatch
 		if errors.As(err, &m) {
@@ -265,13 +245,13 @@ func (gt *callGate) mismatch(m *members.GateMismatch, stopped bool) error {
 	if m.Abandoned {
 		return gt.exited(m.Call, m.Missing, stopped)
 	}
-	kind := backend.CallKind(m.Rank0.Rec)
+	kind := agree.Kind(m.Rank0.Rec)
 	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
 	if m.Rank >= 0 {
 		var ok bool
 		r0, rq := g.ranks[0], g.ranks[m.Rank]
-		theirs, mine := signature{m.Theirs.Rec, pathName(m.Theirs.Path)}, signature{m.Rank0.Rec, pathName(m.Rank0.Path)}
-		if what, ok = callDifference(rq, theirs, r0, mine); !ok {
+		theirs, mine := agree.Call{Record: m.Theirs.Rec, Path: agree.PathOf(m.Theirs.Path)}, agree.Call{Record: m.Rank0.Rec, Path: agree.PathOf(m.Rank0.Path)}
+		if what, ok = agree.Explain(rq, theirs, r0, mine); !ok {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Rec, r0, m.Rank0.Rec)
 		}
 	}

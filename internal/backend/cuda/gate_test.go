@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 )
@@ -14,16 +15,16 @@ import (
 // exactly the copy-engine and NCCL paths wait for approval.
 func TestGatePaths(t *testing.T) {
 	for _, a := range coll.Algos() {
-		c := pathCode(a)
-		if c == 0 || pathName(c) != a {
-			t.Errorf("%s: code %d names %q", a, c, pathName(c))
+		c := agree.PathCode(a)
+		if c == 0 || agree.PathOf(c) != a {
+			t.Errorf("%s: code %d names %q", a, c, agree.PathOf(c))
 		}
 		want := a == coll.AlgoCE || a == coll.AlgoLowContention || a == coll.AlgoNCCL || a == coll.AlgoNCCLWindow
 		if gated(a) != want {
 			t.Errorf("%s: gated %v, want %v", a, gated(a), want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { pathCode(coll.AlgoNCCLWindow) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { agree.PathCode(coll.AlgoNCCLWindow) }); n != 0 {
 		t.Errorf("pathCode allocates %v times per call (it runs on every collective)", n)
 	}
 }
@@ -37,7 +38,7 @@ func TestGateErrors(t *testing.T) {
 	ag := callRec(coll.AllGather, coll.BFloat16, 4096)
 	half := callRec(coll.AllGather, coll.BFloat16, 2048)
 	ar := callRec(coll.AllReduce, coll.BFloat16, 4096)
-	ce, kern := pathCode(coll.AlgoCE), pathCode(coll.AlgoKernel)
+	ce, kern := agree.PathCode(coll.AlgoCE), agree.PathCode(coll.AlgoKernel)
 	for _, c := range []struct {
 		name    string
 		m       members.GateMismatch
