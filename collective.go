@@ -6,6 +6,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -122,7 +123,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	} else {
 		p, err = g.bg.Run(ctx, req)
 	}
-	if err != nil { // AsDisagreement allocates its target
+	if err != nil && g.w.caps.Calls == agree.CallsInBand { // AsDisagreement allocates its target
 		if d := pool.AsDisagreement(err); d != nil {
 			return coll.Path{}, g.mismatch(c, d, "")
 		}

@@ -67,8 +67,8 @@ func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) er
 // agree compares an empty call's record (no data moves, so no signals carry
 // it) where the backend can do so in-band.
 func (g *Group) agree(ctx context.Context, c call, rec pool.Record) error {
-	a, ok := g.bg.(pool.Agreer)
-	if !ok || g.Size() == 1 {
+	a := g.bg.Agreer()
+	if a == nil || g.Size() == 1 {
 		return nil
 	}
 	err := a.Agree(ctx, rec)

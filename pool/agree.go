@@ -22,12 +22,12 @@ const (
 // What returns the kind of record (its top byte).
 func (r Record) What() uint8 { return uint8(r[0] >> 56) }
 
-// Agreer is implemented by groups that compare a Record across their ranks
-// in-band, without a store round trip (the CPU backend uses its signal
-// pads). Agree is collective over the group: it returns nil when every rank
-// passed the same record, and otherwise an error wrapping a *Disagreement,
-// which every rank receives alike. Groups without Agreer are checked through
-// Exchanger.AllGather.
+// Agreer compares a Record across the ranks of a group in-band, without a
+// store round trip (the CPU backend uses its signal pads): a group's
+// agreement where it has one (Group.Agreer). Agree is collective over the
+// group: it returns nil when every rank passed the same record, and
+// otherwise an error wrapping a *Disagreement, which every rank receives
+// alike. Groups without one are compared through Exchanger.AllGather.
 type Agreer interface {
 	Agree(ctx context.Context, mine Record) error
 }

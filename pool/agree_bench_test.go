@@ -10,6 +10,7 @@ import (
 type agreeNop struct{ *member }
 
 func (agreeNop) Agree(context.Context, Record) error { return nil }
+func (a agreeNop) Agreer() Agreer                    { return a }
 
 // BenchmarkScopeEndInBand: OpenScope + End creating no segment, the pool's
 // host work (record and bookkeeping) without the peers' signals.

@@ -35,7 +35,7 @@
 // every segment) and an allocation log of every Alloc and Free. Every
 // Scope.End (also one with nothing to register) first compares across the
 // group's ranks the state and the segments about to be registered: in-band
-// through Agreer where the group has it (one signal phase on the CPU
+// through the group's Agreer where it has one (one signal phase on the CPU
 // backend), otherwise through Exchanger.AllGather; every Trim that releases
 // segments compares likewise through Exchanger.AllGather, and every group
 // removal compares the segments to deregister. On any difference every rank

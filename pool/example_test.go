@@ -48,6 +48,10 @@ type soloGroup struct{ name string }
 func (g soloGroup) Rank() int    { return 0 }
 func (g soloGroup) Size() int    { return 1 }
 func (g soloGroup) Name() string { return g.name }
+
+// Agreer is nil: the group compares through AllGather (a backend whose
+// ranks share memory compares in-band here).
+func (g soloGroup) Agreer() pool.Agreer { return nil }
 func (g soloGroup) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	return [][]byte{mine}, nil
 }

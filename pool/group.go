@@ -108,7 +108,7 @@ func (s *Scope) Group() (id GroupID, ok bool) {
 // package documentation). Every End is collective over the group's members,
 // also one that registers nothing, so it behaves alike on every rank whatever
 // each allocated: on a difference every rank returns an error wrapping
-// ErrMismatch. Groups that implement Agreer compare in-band (no store round
+// ErrMismatch. Groups with an Agreer (Group.Agreer) compare in-band (no store round
 // trip); others exchange through Exchanger.AllGather. An out-of-order End
 // (an inner scope of the same group still open) leaves the scope open; any
 // other error ends it.
@@ -199,14 +199,14 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 }
 
 // agree verifies that g's ranks hold the same allocations (st) and are
-// about to register the same segments: in-band where the group is an
+// about to register the same segments: in-band where the group has an
 // Agreer, through the store otherwise. The caller holds g.cmu.
 func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocState, from, to mark) error {
 	fp := func() fingerprint {
 		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), state: st, logN: to.seq - from.seq, logH: rangeHash(from, to)}
 	}
-	a, ok := g.g.(Agreer)
-	if !ok { // every End costs a store round trip
+	a := g.g.Agreer()
+	if a == nil { // every End costs a store round trip
 		ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 		defer cancel()
 		return p.verify(ctx, g, fp(), from)

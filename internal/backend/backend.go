@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -52,6 +53,15 @@ type Capabilities struct {
 	// Request.Algo besides coll.AlgoAuto. Any other algorithm is
 	// ErrNotSupported before the backend sees the call.
 	Algos map[coll.Kind][]coll.Algo
+	// Calls declares how the backend's groups agree on each collective's
+	// record (Request.Record): agree.CallsInBand (Run compares it before any
+	// data moves and fails with a *pool.Disagreement, which the user API
+	// names) or agree.CallsByDigest (the backend's kernels and call gate
+	// compare it and name a difference themselves). Records outside a call
+	// (scope ends, empty calls) are compared through Group's Agreer, or
+	// through the store where it is nil; checked mode exchanges every
+	// call's record through the store on any backend.
+	Calls agree.Calls
 	// Device is nil when buffers are host memory (Buffer.Bytes works,
 	// calls complete before they return, ordinary memory is staged through
 	// the pool by the user API). Otherwise buffers live on a device and the
@@ -147,10 +157,9 @@ type Request struct {
 	// the output is this rank's chunk of the input (ReduceScatter), In is
 	// Out (AllReduce); always true for Broadcast.
 	InPlace bool
-	// Check describes the call as every rank must make it (the user API's
-	// argument record). Backends that implement pool.Agreer compare it
-	// across the ranks in-band before any data moves and fail with a
-	// *pool.Disagreement otherwise. The zero value checks nothing.
+	// Check is the call's record (agree.CallRecord): the call as every
+	// rank must make it. How the backend compares it is declared in
+	// Capabilities.Calls. The zero value compares nothing.
 	Check pool.Record
 	// Checked: the user asked for checked mode (Options.Checked), where
 	// backends add the checks that cost time on every call (the GPU
@@ -191,7 +200,10 @@ func (r Request) Shaped(n, rank int) Request {
 	return r
 }
 
-// Group is the backend side of one group.
+// Group is the backend side of one group. Its Agreer (pool.Group) is
+// declared per group: the in-band comparison of records outside a call
+// (scope ends, empty calls), nil where the group has none (the GPU
+// backend's ranks on several hosts: the store then).
 type Group interface {
 	pool.Group
 	// Run executes req. Backends that need symmetric buffers for a path say

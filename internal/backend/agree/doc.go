@@ -1,6 +1,9 @@
 // Package agree is symmem's agreement subsystem: the records ranks compare
-// before they act, their encodings and digest, and the naming of a
-// difference. The transports that carry the
+// before they act, their encodings and digest, the naming of a difference,
+// and how a backend declares the way its groups agree: Calls, in
+// backend.Capabilities, for every collective's record, and pool.Group's
+// Agreer, per group, for records outside a call (scope ends, empty calls).
+// Nothing is discovered by a type assertion. The transports that carry the
 // records stay with what they ride on (listed below); they carry this
 // package's records and digest and name differences with Explain.
 //
@@ -53,13 +56,14 @@
 //     calls and scope ends run one all-to-all phase for it. Every rank
 //     reads every record before it reads any peer's data, so a difference
 //     stops the call before data moves, and the group stays usable. The
-//     pads' waits notice a peer that exited or left. The group is its own
-//     pool.Agreer.
+//     pads' waits notice a peer that exited or left. Calls: CallsInBand;
+//     the group is its own Agreer.
 //   - Host page (members.HostAgreement; GPU backend, ranks on one host): a
 //     shared page per rank with two record slots; compares scope ends and
 //     empty calls (~1 us; a pidfd per peer reports an exit at once). It is
-//     the GPU group's pool.Agreer where the ranks share a host, and none
-//     where they do not (the store then).
+//     the GPU group's Agreer where the ranks share a host, and none where
+//     they do not (the store then). Calls: CallsByDigest (the two
+//     transports below).
 //   - Gate ring (members.CallGate, on the same pages): every GPU collective
 //     publishes its call (record and path code, PathCode) and goes on
 //     (18-43 ns); whichever rank finds every peer's entry compares them

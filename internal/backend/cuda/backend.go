@@ -162,9 +162,6 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 	b.mu.Lock()
 	b.groups = append(b.groups, g)
 	b.mu.Unlock()
-	if g.agreement != nil {
-		return agreeingGroup{g}, nil
-	}
 	return g, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
@@ -25,7 +26,7 @@ var gpuAlgos = map[coll.Kind][]coll.Algo{
 
 // Capabilities: device memory, the GPU algorithms.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Algos: gpuAlgos, Device: b}
+	return backend.Capabilities{Algos: gpuAlgos, Calls: agree.CallsByDigest, Device: b}
 }
 
 // waitFor is how long a device wait may take under ctx.

@@ -6,7 +6,7 @@
 //     every peer over rendezvous.FDExchange, peers import and map it and keep
 //     the peer addresses per segment), signal pads (a small VMM segment per
 //     group, peer-mapped), Run, and for ranks on one host the in-band
-//     comparison of scope ends (members.HostAgreement, agreeingGroup);
+//     comparison of scope ends (members.HostAgreement, Group.Agreer);
 //   - the kernels' in-band argument check: fingerprints travel with the
 //     ready signals, a mismatch is reported through mapped host words and
 //     named by swapping the two calls' records through the store (fault.go:

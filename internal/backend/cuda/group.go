@@ -49,7 +49,7 @@ type Group struct {
 	segs members.Segments[*peerSeg] // registered segments
 
 	// agreement compares records in-band when every rank is on this host
-	// (pool.Agreer through agreeingGroup); nil otherwise (the store).
+	// (Agreer); nil otherwise (the store).
 	agreement *members.HostAgreement
 
 	pad      *segment // this rank's signal pad
@@ -526,14 +526,13 @@ func (g *Group) Close() error {
 	return err
 }
 
-// agreeingGroup is a Group whose ranks share this host: it compares
-// records (scope ends, empty calls) in-band through shared memory, about a
-// microsecond, instead of a store round trip (pool.Agreer).
-type agreeingGroup struct{ *Group }
-
-var _ pool.Agreer = agreeingGroup{}
-
-// Agree compares rec across the group's ranks (pool.Agreer).
-func (a agreeingGroup) Agree(ctx context.Context, rec pool.Record) error {
-	return a.agreement.Agree(ctx, rec)
+// Agreer is the group's in-band agreement (pool.Group): where every rank
+// shares this host, the host page compares records (scope ends, empty
+// calls) in about a microsecond instead of a store round trip; nil
+// otherwise (the store).
+func (g *Group) Agreer() pool.Agreer {
+	if g.agreement == nil {
+		return nil
+	}
+	return g.agreement
 }

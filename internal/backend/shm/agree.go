@@ -72,6 +72,9 @@ func (p *pads) compare(k uint64) *pool.Disagreement {
 	return nil
 }
 
+// Agreer is the group's in-band agreement (pool.Group): the signal pads.
+func (g *Group) Agreer() pool.Agreer { return g }
+
 // Agree compares rec across the group's ranks in one all-to-all phase of the
 // signal pads (pool.Agreer).
 func (g *Group) Agree(ctx context.Context, rec pool.Record) error {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 )
 
 // cpuAlgos: the CPU backend has one path, direct, for every op.
@@ -17,7 +18,7 @@ var cpuAlgos = map[coll.Kind][]coll.Algo{
 
 // Capabilities: host memory (no Device), the direct path only.
 func (b *Backend) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Algos: cpuAlgos}
+	return backend.Capabilities{Algos: cpuAlgos, Calls: agree.CallsInBand}
 }
 
 // Describe reports the backend's segments and groups (`symmem doctor`).

@@ -125,9 +125,10 @@ func startChild(t testing.TB, role, tok, job string, rank, n int, extra ...strin
 // it registers nothing (a fake provider's segments).
 type agreeGroup struct{ *HostAgreement }
 
-func (g agreeGroup) Rank() int    { return g.me }
-func (g agreeGroup) Size() int    { return len(g.ranks) }
-func (g agreeGroup) Name() string { return "world" }
+func (g agreeGroup) Rank() int           { return g.me }
+func (g agreeGroup) Size() int           { return len(g.ranks) }
+func (g agreeGroup) Name() string        { return "world" }
+func (g agreeGroup) Agreer() pool.Agreer { return g.HostAgreement }
 func (g agreeGroup) AllGather(context.Context, []byte) ([][]byte, error) {
 	return nil, errors.New("agreeGroup: no store")
 }
