@@ -2,21 +2,31 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/tune"
 )
 
-// autoRow says which algorithm `auto` picks for one op below a size.
-type autoRow struct {
-	upTo        int64     // total bytes (nccl-tests "size": the gathered output for all-gather), inclusive
-	algo        coll.Algo // preferred; falls back when it does not take the call (autoFallback)
-	inPlaceOnly bool      // the row applies to in-place calls only (out-of-place ones read on)
-}
+//go:generate go run ../../tune/gen -dir ../../../results/auto -pkg cuda -var builtinTable -o autotable_builtin.go
 
-// autoTable is the fastest path per op and size for 2 ranks, from `symmem
-// bench` (bf16, through the launcher) on 2x H200 against NCCL 2.28.9
-// (measured: results/gpu-kernel-2026-11-21.md). All-gather: symmem's kernel
+// auto's table says which path to start from per op, dtype class, rank
+// count, placement and size (package tune: its format, lookup and how it
+// is built). builtinTable (autotable_builtin.go) is generated from the
+// measurement files in results/auto by internal/tune/gen; a table the user
+// points to (Options.AutoTable: symmem.Options.GPU.AutoTable or
+// SYMMEM_AUTO_TABLE, written by `symmem tune`) is asked first, and where
+// it has no row for a call the built-in one answers, and where neither
+// does, plain NCCL. The table only says where auto starts: the fallback
+// orders and the conditions below stay code and apply after it.
+//
+// The built-in rows today are a transcription of the hand-written table
+// they replace (results/auto/transcribed-2026-11-21.seed.json), from
+// `symmem bench` (bf16, through the launcher) on 2x H200 against NCCL
+// 2.28.9 (results/gpu-kernel-2026-11-21.md). All-gather: symmem's kernel
 // up to 16 MiB, except in place around 4 MiB, where NCCL's window kernel is
 // faster; above 16 MiB the kernel and copy engines are close and copy
 // engines use no SMs, so they take over. All-reduce: symmem's one-shot
@@ -24,46 +34,76 @@ type autoRow struct {
 // same kernel up to 4 MiB of input (2 MiB out per rank), windows to 8 MiB.
 // Above, plain NCCL on the window-free communicator: NCCL's symmetric
 // kernels are slower for large reductions (4x H200:
-// results/gpu-scale-2026-11-21.md).
-var autoTable = map[coll.Kind][]autoRow{
-	coll.AllGather: {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow, inPlaceOnly: true},
-		{upTo: 16 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
-	coll.ReduceScatter: {{upTo: 4 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
-	coll.AllReduce:     {{upTo: 2 << 20, algo: coll.AlgoKernel}, {upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
-	coll.Broadcast:     {{upTo: 1 << 62, algo: coll.AlgoNCCL}},
-}
+// results/gpu-scale-2026-11-21.md). Wider groups (3 ranks and more): on
+// 4x H200 the all-gather kernel matches or beats NCCL windows up to 64 MiB
+// and copy engines win from 256 MiB; the all-reduce kernel reads (n-1)
+// whole inputs over NVLink and it (and its reduce-scatter) was measured on
+// 2 ranks only, so wider groups keep NCCL.
 
-// autoTableWide replaces rows for groups of more than 2 ranks: on 4x H200
-// the all-gather kernel matches or beats NCCL windows up to 64 MiB and copy
-// engines win from 256 MiB (measured: results/gpu-kernel-2026-11-21.md, 4
-// ranks; results/gpu-scale-2026-11-21.md).
-var autoTableWide = map[coll.Kind][]autoRow{
-	coll.AllGather: {{upTo: 64 << 20, algo: coll.AlgoKernel}, {upTo: 1 << 62, algo: coll.AlgoCE}},
-	// The all-reduce kernel reads (n-1) whole inputs over NVLink; it (and
-	// its reduce-scatter) is measured on 2 ranks only, so wider groups keep
-	// NCCL.
-	coll.AllReduce:     {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
-	coll.ReduceScatter: {{upTo: 8 << 20, algo: coll.AlgoNCCLWindow}, {upTo: 1 << 62, algo: coll.AlgoNCCL}},
-}
-
-// autoPick is the table's path for op k of total bytes on n ranks.
-func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {
-	rows := autoTable[k]
-	if w, ok := autoTableWide[k]; ok && n > 2 {
-		rows = w
+// autoPick is the path auto starts from for a call of op k on dt moving
+// total bytes on n ranks: user's table (nil: none) first, then the
+// built-in one, then plain NCCL.
+func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, inPlace bool) coll.Algo {
+	if a, ok := user.Pick(k, dt, n, inPlace, total); ok {
+		return a
 	}
-	for _, r := range rows {
-		if total <= r.upTo && (inPlace || !r.inPlaceOnly) {
-			return r.algo
-		}
+	if a, ok := builtinTable.Pick(k, dt, n, inPlace, total); ok {
+		return a
 	}
 	return coll.AlgoNCCL
+}
+
+// CheckAutoTable reports why this backend refuses t on machine m: a path
+// auto cannot start from (it has no fallback order: the CPU's direct), or
+// a table measured elsewhere: another backend, another GPU model, or
+// another NCCL release series (major.minor: NCCL's major has been 2 since
+// 2018; its minor releases change algorithms and thresholds). The link,
+// the GPU count and the driver are not compared: doctor shows them. The
+// error wraps errs.Invalid.
+func CheckAutoTable(t *tune.Table, m tune.Machine) error {
+	for _, a := range t.Algos() {
+		if len(autoFallback[a]) == 0 {
+			return fmt.Errorf("auto table: path %q is not one the GPU backend's auto can start from (%v): %w", a, autoStarts(), errs.Invalid)
+		}
+	}
+	tm := t.Machine
+	switch {
+	case tm.Backend != "cuda":
+		return fmt.Errorf("auto table measured on the %q backend, not cuda: %w", tm.Backend, errs.Invalid)
+	case tm.GPU != "" && !strings.EqualFold(strings.TrimSpace(tm.GPU), strings.TrimSpace(m.GPU)):
+		return fmt.Errorf("auto table measured on %s, this rank has %s: re-run `symmem tune` here: %w", tm.GPU, m.GPU, errs.Invalid)
+	case tm.NCCL != "" && m.NCCL != "" && ncclSeries(tm.NCCL) != ncclSeries(m.NCCL):
+		return fmt.Errorf("auto table measured with NCCL %s, this rank loaded NCCL %s (another release series): re-run `symmem tune` here: %w",
+			tm.NCCL, m.NCCL, errs.Invalid)
+	}
+	return nil
+}
+
+// ncclSeries is "2.28" of "2.28.9".
+func ncclSeries(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// autoStarts lists the paths with a fallback order, sorted.
+func autoStarts() []coll.Algo {
+	var out []coll.Algo
+	for a := range autoFallback {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // The fallback order: where the table's path does not take the call, auto
 // tries the next path in its order:
 //
 //	kernel      -> nccl-window -> nccl
+//	two-shot    -> nccl-window -> nccl
+//	lc          -> nccl-window -> nccl
 //	ce          -> nccl-window -> nccl
 //	nccl-window -> nccl
 //	nccl
@@ -77,10 +117,14 @@ func autoPick(k coll.Kind, total int64, n int, inPlace bool) coll.Algo {
 // takes a call copy engines refused: the kernel needs the peer mappings
 // and a registered output, with which copy engines serve an all-gather.
 var autoFallback = map[coll.Algo][]coll.Algo{
-	coll.AlgoKernel:     {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoCE:         {coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoNCCLWindow: {coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoNCCL:       {coll.AlgoNCCL},
+	coll.AlgoKernel: {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AlgoCE:     {coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	// two-shot and lc start auto only where a measured table says they
+	// are fastest (the transcribed rows never name them).
+	coll.AlgoTwoShot:       {coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AlgoLowContention: {coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AlgoNCCLWindow:    {coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AlgoNCCL:          {coll.AlgoNCCL},
 }
 
 // autoStep is one step of a path's turn.
@@ -105,6 +149,16 @@ var autoTurns = map[coll.Algo][]autoStep{
 	},
 	coll.AlgoCE: {
 		{algo: coll.AlgoCE, when: []autoCond{ceServes}, why: "auto: copy engines for all_gather on symmetric buffers (autotable.go)"},
+	},
+	coll.AlgoTwoShot: {
+		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
+			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
+		{algo: coll.AlgoTwoShot, when: []autoCond{twoShotServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (autotable.go)"},
+	},
+	coll.AlgoLowContention: {
+		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
+			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
+		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (autotable.go)"},
 	},
 	coll.AlgoNCCLWindow: {
 		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (autotable.go)"},
@@ -139,7 +193,7 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		total = req.Out.Len
 	}
 	f := autoFacts{g: g, c: c}
-	for _, s := range autoSteps[autoPick(req.Kind, total, len(g.ranks), req.Kind == coll.AllGather && req.InPlace)] {
+	for _, s := range autoSteps[autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace)] {
 		if !f.all(s.when) {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/tune"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -47,6 +48,10 @@ type Options struct {
 	// sums while copy engines move the data); 0 means
 	// DefaultLowContentionCTAs, at most 64.
 	LowContentionCTAs int
+	// AutoTable is the table auto reads before the built-in one (nil:
+	// the built-in one alone). New refuses one measured elsewhere
+	// (CheckAutoTable) with an error wrapping errs.Invalid.
+	AutoTable *tune.Table
 }
 
 // DefaultWatchdog is the kernels' wait limit when Options.Watchdog is 0
@@ -65,8 +70,9 @@ type Backend struct {
 	kern   kernels
 	// watchdog is Options.Watchdog (kernel parameter).
 	watchdog time.Duration
-	share    bool // Options.ShareDevice
-	lcCTAs   int  // Options.LowContentionCTAs, defaulted
+	share    bool        // Options.ShareDevice
+	lcCTAs   int         // Options.LowContentionCTAs, defaulted
+	table    *tune.Table // Options.AutoTable (nil: the built-in table alone)
 
 	mu       sync.Mutex
 	copyProg *cudadrv.Program    // Copy's program (under mu)
@@ -126,8 +132,54 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	} else {
 		b.nccl.load(opts.NCCLMulticast)
 	}
+	if t := opts.AutoTable; t != nil {
+		if err := CheckAutoTable(t, b.Machine()); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("cuda backend: %w", err)
+		}
+		b.table = t
+	}
 	return b, nil
 }
+
+// Machine describes this rank's machine the way auto tables record it:
+// the device's name, the visible GPUs, the link between them (nvlink where
+// every pair has native atomics, pcie where every pair has peer access
+// only, else none), the driver and the loaded NCCL.
+func (b *Backend) Machine() tune.Machine {
+	m := tune.Machine{Backend: "cuda", GPU: b.info.Name, Link: "none"}
+	m.Count, _ = cudadrv.DeviceCount()
+	if v := cudadrv.DriverVersion(); v > 0 {
+		m.Driver = fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+	}
+	if b.nccl.lib != nil {
+		m.NCCL = b.nccl.lib.VersionString()
+	}
+	if p2p, err := cudadrv.P2PMatrix(); err == nil && len(p2p) > 1 {
+		access, atomics := true, true
+		for a := range p2p {
+			for c := range p2p[a] {
+				if a != c {
+					access = access && p2p[a][c].Access
+					atomics = atomics && p2p[a][c].NativeAtomics
+				}
+			}
+		}
+		switch {
+		case access && atomics:
+			m.Link = "nvlink"
+		case access:
+			m.Link = "pcie"
+		}
+	} else if m.Count <= 1 {
+		m.Link = ""
+	}
+	return m
+}
+
+// AutoTable is the table auto reads before the built-in one (nil: none)
+// and the built-in one.
+func (b *Backend) AutoTable() (user, builtin *tune.Table) { return b.table, builtinTable }
 
 // Name is "cuda".
 func (b *Backend) Name() string { return "cuda" }

@@ -307,18 +307,18 @@ func rsPlainOut(g *Group) backend.Request {
 }
 
 func TestAutoTable(t *testing.T) {
+	if err := CheckAutoTable(builtinTable, builtinTable.Machine); err != nil {
+		t.Fatalf("the built-in table: %v", err)
+	}
 	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
-		rows := autoTable[k]
-		if len(rows) == 0 {
-			t.Fatalf("%v: no rows", k)
-		}
-		for i := 1; i < len(rows); i++ {
-			if rows[i].upTo <= rows[i-1].upTo {
-				t.Fatalf("%v: rows not ascending", k)
+		for _, n := range []int{1, 2, 3, 4, 8, 64} {
+			for _, dt := range coll.DTypes() {
+				for _, in := range []bool{false, true} {
+					if _, ok := builtinTable.Pick(k, dt, n, in, 1<<61); !ok {
+						t.Fatalf("%v %v n=%d in-place %v: the built-in table has no row for huge sizes", k, dt, n, in)
+					}
+				}
 			}
-		}
-		if autoPick(k, 1<<61, 2, false) == "" {
-			t.Fatalf("%v: no pick for huge sizes", k)
 		}
 	}
 }
@@ -327,13 +327,9 @@ func TestAutoTable(t *testing.T) {
 // every order ends in NCCL's turn, whose last step always holds (auto
 // never runs out of steps).
 func TestAutoOrders(t *testing.T) {
-	for _, tab := range []map[coll.Kind][]autoRow{autoTable, autoTableWide} {
-		for k, rows := range tab {
-			for _, r := range rows {
-				if len(autoFallback[r.algo]) == 0 {
-					t.Errorf("%v: %s has no fallback order", k, r.algo)
-				}
-			}
+	for _, a := range builtinTable.Algos() {
+		if len(autoFallback[a]) == 0 {
+			t.Errorf("the built-in table's %s has no fallback order", a)
 		}
 	}
 	for a, order := range autoFallback {
@@ -465,7 +461,7 @@ func TestAutoPickBySizeAndRanks(t *testing.T) {
 		{coll.AllReduce, 1 << 20, 4, false, coll.AlgoNCCLWindow},
 	}
 	for _, tt := range tests {
-		if got := autoPick(tt.k, tt.total, tt.n, tt.inPlace); got != tt.want {
+		if got := autoPick(nil, tt.k, coll.BFloat16, tt.total, tt.n, tt.inPlace); got != tt.want {
 			t.Errorf("autoPick(%v, %d, n=%d, inPlace=%v) = %v, want %v", tt.k, tt.total, tt.n, tt.inPlace, got, tt.want)
 		}
 	}
@@ -547,7 +543,7 @@ func seg1(g *Group) *peerSeg {
 
 // TestCopyEngineHandshake: in checked mode, with the kernels, a copy-engine
 // collective forks
-// one handshake launch carrying the call's fingerprint and the kernels'
+// one handshake launch carrying the call's digest and the kernels'
 // shared regions onto the check stream before anything else, keeps its
 // ready round of memory operations, and joins the handshake before its
 // done round.
@@ -560,7 +556,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		g.b.kern.hs = 77
 		g.hs.stream, g.hs.ev = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
-		req.Check[1] = 12345
+		req.Record[1] = 12345
 		const s = 7
 		if err := g.paths.ce.build(g.prog, onStream(req, s)); err != nil {
 			t.Fatal(err)
@@ -599,8 +595,8 @@ func TestCopyEngineHandshake(t *testing.T) {
 		}
 		b := g.hs.args.Bytes()
 		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }
-		if want := agree.Digest(agree.Call{Record: req.Check, Path: req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
-			t.Errorf("fingerprint %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)
+		if want := agree.Digest(agree.Call{Record: req.Record, Path: req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
+			t.Errorf("digest %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)
 		}
 		if u64(argRegion) != g.padPeers[1]+kernRegion || u64(argPeerRegion+16) != g.padPeers[2]+kernRegion {
 			t.Errorf("regions %#x / %#x, want the pads' kernel regions", u64(argRegion), u64(argPeerRegion+16))

@@ -1,0 +1,88 @@
+package cuda
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/tune"
+)
+
+// TestBuiltinTableGenerated: the committed autotable_builtin.go is what
+// the generator writes from results/auto (run `go generate
+// ./internal/backend/cuda` after changing the files there).
+func TestBuiltinTableGenerated(t *testing.T) {
+	want, err := tune.Generate("../../../results/auto", "cuda", "builtinTable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("autotable_builtin.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("autotable_builtin.go is not the generator's output for results/auto: run go generate ./internal/backend/cuda\n--- generated:\n%s", want)
+	}
+}
+
+// TestAutoPickUserTable: a user's table answers first; where it has no row
+// (another op, a size above its bounds) the built-in one does.
+func TestAutoPickUserTable(t *testing.T) {
+	user := &tune.Table{Format: tune.FormatVersion, Machine: tune.Machine{Backend: "cuda", GPU: "NVIDIA H100 80GB HBM3", NCCL: "2.28.9"},
+		Rows: []tune.Row{
+			{Op: coll.AllReduce, Class: tune.F16, Ranks: tune.Ranks{Min: 2, Max: 2}, UpTo: 64 << 20, Algo: coll.AlgoTwoShot},
+			{Op: coll.AllGather, Ranks: tune.Ranks{Min: 2}, Algo: coll.AlgoNCCL},
+		}}
+	if err := user.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		k     coll.Kind
+		dt    coll.DType
+		total int64
+		n     int
+		want  coll.Algo
+	}{
+		{coll.AllReduce, coll.BFloat16, 1 << 20, 2, coll.AlgoTwoShot},
+		{coll.AllReduce, coll.Float32, 1 << 20, 2, coll.AlgoKernel}, // no 32-bit-float rows in the user's table: built-in
+		{coll.AllReduce, coll.BFloat16, 1 << 30, 2, coll.AlgoNCCL},  // above the user's bound: built-in
+		{coll.AllGather, coll.BFloat16, 1 << 10, 4, coll.AlgoNCCL},
+		{coll.ReduceScatter, coll.BFloat16, 1 << 20, 2, coll.AlgoKernel}, // built-in
+	}
+	for _, tt := range tests {
+		if got := autoPick(user, tt.k, tt.dt, tt.total, tt.n, false); got != tt.want {
+			t.Errorf("autoPick(user, %v, %v, %d, n=%d) = %s, want %s", tt.k, tt.dt, tt.total, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestCheckAutoTable(t *testing.T) {
+	here := tune.Machine{Backend: "cuda", GPU: "NVIDIA H100 80GB HBM3", Count: 2, Link: "nvlink", Driver: "12.8", NCCL: "2.28.9"}
+	mk := func(m tune.Machine, a coll.Algo) *tune.Table {
+		t := &tune.Table{Format: tune.FormatVersion, Machine: m, Rows: []tune.Row{{Op: coll.AllReduce, Ranks: tune.Ranks{Min: 2}, Algo: a}}}
+		return tune.Must(t)
+	}
+	other := here
+	other.Count, other.Driver, other.Link, other.NCCL = 8, "13.0", "pcie", "2.28.3"
+	if err := CheckAutoTable(mk(other, coll.AlgoKernel), here); err != nil {
+		t.Errorf("count, driver, link and NCCL patch differ: %v", err)
+	}
+	for _, c := range []struct {
+		m    tune.Machine
+		a    coll.Algo
+		want string
+	}{
+		{here, coll.AlgoDirect, `path "direct" is not one the GPU backend's auto can start from`},
+		{tune.Machine{Backend: "cpu"}, coll.AlgoNCCL, `measured on the "cpu" backend`},
+		{tune.Machine{Backend: "cuda", GPU: "NVIDIA H200"}, coll.AlgoNCCL, "measured on NVIDIA H200, this rank has NVIDIA H100 80GB HBM3"},
+		{tune.Machine{Backend: "cuda", GPU: here.GPU, NCCL: "2.27.3"}, coll.AlgoNCCL, "NCCL 2.27.3, this rank loaded NCCL 2.28.9"},
+	} {
+		err := CheckAutoTable(mk(c.m, c.a), here)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errs.Invalid) {
+			t.Errorf("%+v %s: %v, want an Invalid error containing %q", c.m, c.a, err, c.want)
+		}
+	}
+}

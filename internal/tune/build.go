@@ -1,0 +1,463 @@
+package tune
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/symmem/symmem/coll"
+)
+
+// Tie is how close two paths' times must be for the preference order to
+// decide between them: within 3% of the fastest.
+const Tie = 0.03
+
+// Preference is the order in which paths win a tie (Tie): copy engines
+// first (they use no SMs, which stay free for the compute beside the
+// collective), then symmem's kernels (kernel; two-shot and lc, which the
+// table names only where they measured fastest), then NCCL on windows,
+// then plain NCCL; any other path (the CPU's direct) last.
+var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL}
+
+func prefRank(a coll.Algo) int {
+	if i := slices.Index(Preference, a); i >= 0 {
+		return i
+	}
+	return len(Preference)
+}
+
+// Measurement is one path timed at one point.
+type Measurement struct {
+	Op      coll.Kind
+	Class   Class
+	Ranks   int
+	InPlace bool
+	Bytes   int64 // nccl-tests' size
+	Algo    coll.Algo
+	TimeUs  float64
+}
+
+// Input is one file the table is built from: measurements (a bench report)
+// or a seed table (rows to keep where nothing is measured).
+type Input struct {
+	Name         string
+	Machine      Machine
+	Date         string
+	Command      string
+	Measurements []Measurement
+	Seed         *Table
+}
+
+// benchReport is what Build reads of a `symmem bench -J` report (bench's
+// Report, schema version 2; bench itself is above the backends, which read
+// this package, so its layout is mirrored here and a test checks the two
+// agree).
+type benchReport struct {
+	Schema    int    `json:"schema_version"`
+	Backend   string `json:"backend"`
+	Ranks     int    `json:"ranks"`
+	DType     string `json:"dtype"`
+	Symmetric bool   `json:"symmetric"`
+	Date      string `json:"date"`
+	Command   string `json:"command"`
+	Machine   *struct {
+		GPU    string `json:"gpu"`
+		Count  int    `json:"count"`
+		Link   string `json:"link"`
+		Driver string `json:"driver"`
+		NCCL   string `json:"nccl"`
+	} `json:"machine"`
+	Results []struct {
+		Op         string        `json:"op"`
+		Algo       string        `json:"algo"`
+		Bytes      int64         `json:"bytes"`
+		OutOfPlace *benchMeasure `json:"out_of_place"`
+		InPlace    *benchMeasure `json:"in_place"`
+	} `json:"results"`
+}
+
+type benchMeasure struct {
+	TimeUs  float64 `json:"time_us"`
+	Wrong   int64   `json:"wrong"`
+	Refused string  `json:"refused"`
+}
+
+// benchSchema is the bench report schema version Build reads.
+const benchSchema = 2
+
+// ReadInput decodes one input file: a bench report (it has
+// "schema_version") or a table (it has "format"), used as a seed.
+func ReadInput(name string, data []byte) (Input, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return Input{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if _, ok := probe["format"]; ok {
+		t, err := Parse(data)
+		if err != nil {
+			return Input{}, fmt.Errorf("%s: %w", name, err)
+		}
+		return Input{Name: name, Machine: t.Machine, Date: t.Date, Command: t.Command, Seed: t}, nil
+	}
+	if _, ok := probe["schema_version"]; !ok {
+		return Input{}, fmt.Errorf("%s: neither a bench report (schema_version) nor an auto table (format)", name)
+	}
+	var r benchReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Input{}, fmt.Errorf("%s: %w", name, err)
+	}
+	switch {
+	case r.Schema != benchSchema:
+		return Input{}, fmt.Errorf("%s: bench schema version %d, this symmem reads %d", name, r.Schema, benchSchema)
+	case !r.Symmetric:
+		return Input{}, fmt.Errorf("%s: measured on ordinary buffers (--plain); auto's table is measured on symmetric ones", name)
+	case r.Ranks < 1:
+		return Input{}, fmt.Errorf("%s: %d ranks", name, r.Ranks)
+	}
+	dt, err := coll.ParseDType(r.DType)
+	if err != nil {
+		return Input{}, fmt.Errorf("%s: %w", name, err)
+	}
+	in := Input{Name: name, Date: r.Date, Command: r.Command, Machine: Machine{Backend: r.Backend}}
+	if m := r.Machine; m != nil {
+		in.Machine = Machine{Backend: r.Backend, GPU: m.GPU, Count: m.Count, Link: m.Link, Driver: m.Driver, NCCL: m.NCCL}
+	}
+	for i, res := range r.Results {
+		a := coll.Algo(res.Algo)
+		if a == coll.AlgoAuto {
+			continue // auto is not a path: it is what the table decides
+		}
+		op, err := coll.ParseKind(res.Op)
+		if err != nil {
+			return Input{}, fmt.Errorf("%s: result %d: %w", name, i, err)
+		}
+		for _, p := range []struct {
+			m  *benchMeasure
+			in bool
+		}{{res.OutOfPlace, false}, {res.InPlace, true}} {
+			// A refused call has no time; a path that gave wrong
+			// results never wins.
+			if p.m == nil || p.m.Refused != "" || p.m.Wrong != 0 || p.m.TimeUs <= 0 {
+				continue
+			}
+			in.Measurements = append(in.Measurements, Measurement{Op: op, Class: ClassOf(dt), Ranks: r.Ranks, InPlace: p.in,
+				Bytes: res.Bytes, Algo: a, TimeUs: p.m.TimeUs})
+		}
+	}
+	return in, nil
+}
+
+// concrete is a key without wildcards in class and placement.
+type concrete struct {
+	op    coll.Kind
+	class Class // F16, F32 or Other
+	place Place // OutOfPlace or InPlace
+}
+
+// span is rows over a rank range for one concrete key.
+type span struct {
+	ranks Ranks
+	rows  []Row // UpTo and Algo only
+}
+
+// Build makes a table's rows from inputs. The rule, per op, dtype class,
+// rank count and placement:
+//
+//  1. At each measured size the fastest path wins; paths within Tie (3%)
+//     of the fastest win by Preference instead (ce, kernel, two-shot, lc,
+//     nccl-window, nccl). A refused call or one with wrong elements is not
+//     a candidate; auto's own rows are ignored.
+//  2. Consecutive sizes with the same winner merge into one row bounded by
+//     the largest of them (a size between two measured ones takes the
+//     larger one's winner); the last row has no bound.
+//  3. Measurements on n ranks stand for Bucket(n) (2, 3-4, 5-8, ...); two
+//     rank counts of one bucket are an error.
+//  4. Seed tables fill what nothing measured covers: their rows, cut to the
+//     rank counts, classes and placements without measurements (earlier
+//     inputs first).
+//  5. Keys with the same rows are written once: one row set for every
+//     class and placement, else one per placement, else per class (one
+//     for both placements where they agree).
+func Build(inputs []Input) ([]Row, error) {
+	got := map[concrete][]span{}
+	// 1-3: measurements.
+	type point struct {
+		c     concrete
+		ranks Ranks
+	}
+	times := map[point]map[int64]map[coll.Algo]float64{}
+	counts := map[point]int{}
+	for _, in := range inputs {
+		for _, m := range in.Measurements {
+			place := OutOfPlace
+			if m.InPlace {
+				place = InPlace
+			}
+			p := point{concrete{m.Op, m.Class, place}, Bucket(m.Ranks)}
+			if n, ok := counts[p]; ok && n != m.Ranks {
+				return nil, fmt.Errorf("%s: %v %s on %d ranks and on %d: both stand for ranks %s; keep one", in.Name, m.Op, m.Class, n, m.Ranks, p.ranks)
+			}
+			counts[p] = m.Ranks
+			if times[p] == nil {
+				times[p] = map[int64]map[coll.Algo]float64{}
+			}
+			if times[p][m.Bytes] == nil {
+				times[p][m.Bytes] = map[coll.Algo]float64{}
+			}
+			if t, ok := times[p][m.Bytes][m.Algo]; !ok || m.TimeUs < t {
+				times[p][m.Bytes][m.Algo] = m.TimeUs
+			}
+		}
+	}
+	for p, bySize := range times {
+		sizes := make([]int64, 0, len(bySize))
+		for s := range bySize {
+			sizes = append(sizes, s)
+		}
+		slices.Sort(sizes)
+		var rows []Row
+		for _, s := range sizes {
+			w := winner(bySize[s])
+			if n := len(rows); n > 0 && rows[n-1].Algo == w {
+				rows[n-1].UpTo = s
+				continue
+			}
+			rows = append(rows, Row{UpTo: s, Algo: w})
+		}
+		rows[len(rows)-1].UpTo = 0
+		got[p.c] = append(got[p.c], span{p.ranks, rows})
+	}
+	// 4: seeds, where nothing is measured.
+	for _, in := range inputs {
+		if in.Seed == nil {
+			continue
+		}
+		for _, sr := range seedSpans(in.Seed) {
+			for _, r := range subtract(sr.ranks, got[sr.c]) {
+				got[sr.c] = append(got[sr.c], span{r, sr.rows})
+			}
+		}
+	}
+	return compact(got), nil
+}
+
+// winner is the fastest path of times, or the most preferred within Tie.
+func winner(times map[coll.Algo]float64) coll.Algo {
+	best := math.Inf(1)
+	for _, t := range times {
+		best = min(best, t)
+	}
+	var w coll.Algo
+	for a, t := range times {
+		if t > best*(1+Tie) {
+			continue
+		}
+		if w == "" || prefRank(a) < prefRank(w) || (prefRank(a) == prefRank(w) && (t < times[w] || (t == times[w] && a < w))) {
+			w = a
+		}
+	}
+	return w
+}
+
+type seedSpan struct {
+	c     concrete
+	ranks Ranks
+	rows  []Row
+}
+
+// seedSpans expands a table's keys to concrete classes and placements.
+func seedSpans(t *Table) []seedSpan {
+	var out []seedSpan
+	byKey := map[key][]Row{}
+	var keys []key
+	for _, r := range t.Rows {
+		k := r.key()
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], Row{UpTo: r.UpTo, Algo: r.Algo})
+	}
+	for _, k := range keys {
+		for _, c := range []Class{F16, F32, Other} {
+			for _, p := range []Place{OutOfPlace, InPlace} {
+				if k.class.matches(c) && (k.place == AnyPlace || k.place == p) {
+					out = append(out, seedSpan{concrete{k.op, c, p}, k.ranks, byKey[k]})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// subtract is r without the rank ranges of have.
+func subtract(r Ranks, have []span) []Ranks {
+	parts := []Ranks{r}
+	for _, h := range have {
+		var next []Ranks
+		for _, p := range parts {
+			if !p.overlaps(h.ranks) {
+				next = append(next, p)
+				continue
+			}
+			if p.Min < h.ranks.Min {
+				next = append(next, Ranks{p.Min, h.ranks.Min - 1})
+			}
+			if h.ranks.Max != 0 && p.hi() > h.ranks.Max {
+				next = append(next, Ranks{h.ranks.Max + 1, p.Max})
+			}
+		}
+		parts = next
+	}
+	return parts
+}
+
+// compact writes the spans as rows, each row set once for the widest
+// wildcard whose keys all have it, ordered by op, rank range, class,
+// placement and size.
+func compact(got map[concrete][]span) []Row {
+	type opRanks struct {
+		op    coll.Kind
+		ranks Ranks
+	}
+	sets := map[opRanks]map[concrete][]Row{}
+	for c, spans := range got {
+		for _, s := range spans {
+			k := opRanks{c.op, s.ranks}
+			if sets[k] == nil {
+				sets[k] = map[concrete][]Row{}
+			}
+			sets[k][c] = s.rows
+		}
+	}
+	var out []Row
+	for k, set := range sets {
+		add := func(rows []Row) {
+			for _, r := range rows {
+				r.Op, r.Ranks = k.op, k.ranks
+				out = append(out, r)
+			}
+		}
+		// One row set for every class and placement, else one per
+		// placement, else per class: one for both placements where they
+		// agree, else one each.
+		if rows, ok := partition(set, k.op, []key{{class: AnyClass, place: AnyPlace}}); ok {
+			add(rows)
+			continue
+		}
+		if rows, ok := partition(set, k.op, []key{{class: AnyClass, place: OutOfPlace}, {class: AnyClass, place: InPlace}}); ok {
+			add(rows)
+			continue
+		}
+		for _, c := range []Class{F16, F32, Other} {
+			rows, ok := partition(set, k.op, []key{{class: c, place: AnyPlace}})
+			if !ok {
+				rows, _ = partition(set, k.op, []key{{class: c, place: OutOfPlace}, {class: c, place: InPlace}})
+			}
+			add(rows)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Op, b.Op), cmp.Compare(a.Ranks.Min, b.Ranks.Min), cmp.Compare(a.Ranks.hi(), b.Ranks.hi()),
+			cmp.Compare(a.Class, b.Class), cmp.Compare(a.Place, b.Place))
+	})
+	return out
+}
+
+// partition writes set's rows under the keys of part when every concrete
+// key a part covers has the same rows (or none, where nothing is known);
+// it fails when two covered keys differ, or when a part would claim a
+// concrete key set lacks while covering one it has (a wildcard must not
+// invent rows for an unmeasured dtype class that a seed did not cover).
+func partition(set map[concrete][]Row, op coll.Kind, part []key) ([]Row, bool) {
+	var out []Row
+	for _, p := range part {
+		var rows []Row
+		covered, missing := 0, 0
+		for _, c := range []Class{F16, F32, Other} {
+			for _, pl := range []Place{OutOfPlace, InPlace} {
+				if !p.class.matches(c) || !(p.place == AnyPlace || p.place == pl) {
+					continue
+				}
+				r, ok := set[concrete{op, c, pl}]
+				if !ok {
+					missing++
+					continue
+				}
+				covered++
+				if rows == nil {
+					rows = r
+				} else if !slices.Equal(rows, r) {
+					return nil, false
+				}
+			}
+		}
+		if covered == 0 {
+			continue
+		}
+		if missing > 0 && (p.class == AnyClass || p.place == AnyPlace) {
+			return nil, false
+		}
+		for _, r := range rows {
+			r.Class, r.Place = p.class, p.place
+			out = append(out, r)
+		}
+	}
+	return out, true
+}
+
+// mergeMachines describes the machines of several inputs as one: a field
+// they agree on is kept, differing ones are joined with " / "; Count is
+// the largest.
+func mergeMachines(ms []Machine) Machine {
+	var out Machine
+	join := func(dst *string, v string) {
+		if v == "" || slices.Contains(strings.Split(*dst, " / "), v) {
+			return
+		}
+		if *dst == "" {
+			*dst = v
+		} else {
+			*dst += " / " + v
+		}
+	}
+	for _, m := range ms {
+		join(&out.Backend, m.Backend)
+		join(&out.GPU, m.GPU)
+		join(&out.Link, m.Link)
+		join(&out.Driver, m.Driver)
+		join(&out.NCCL, m.NCCL)
+		out.Count = max(out.Count, m.Count)
+	}
+	return out
+}
+
+// NewTable builds a table from inputs (Build), with the inputs' machines,
+// the latest of their dates, and command and sources as given.
+func NewTable(inputs []Input, command string, sources []string) (*Table, error) {
+	rows, err := Build(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("tune: the inputs measured no path (every call refused, or wrong)")
+	}
+	t := &Table{Format: FormatVersion, Command: command, Sources: sources, Rows: rows}
+	var ms []Machine
+	var notes []string
+	for _, in := range inputs {
+		ms = append(ms, in.Machine)
+		t.Date = max(t.Date, in.Date)
+		if in.Seed != nil && in.Seed.Note != "" {
+			notes = append(notes, in.Name+": "+in.Seed.Note)
+		}
+	}
+	t.Machine = mergeMachines(ms)
+	t.Note = strings.Join(notes, "; ")
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("tune: the built table: %w", err)
+	}
+	return t, nil
+}

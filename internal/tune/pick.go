@@ -1,0 +1,174 @@
+package tune
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/symmem/symmem/coll"
+)
+
+// key is what a row is about, besides its size bound.
+type key struct {
+	op    coll.Kind
+	class Class
+	ranks Ranks
+	place Place
+}
+
+func (r Row) key() key { return key{r.Op, r.Class, r.Ranks, r.Place} }
+
+func (k key) String() string {
+	return fmt.Sprintf("%v %s ranks %s %s", k.op, k.class, k.ranks, k.place)
+}
+
+// group is the rows of one key, ascending.
+type group struct {
+	key
+	upTo []int64 // inclusive; math.MaxInt64 for no bound
+	algo []coll.Algo
+}
+
+// index is a validated table arranged for Pick: the groups of each op.
+type index struct {
+	ops [coll.Broadcast + 1][]group
+}
+
+// Validate checks every row and builds the lookup: a known op, dtype class,
+// placement and path (not auto); ranks from 1; the rows of one key (op,
+// class, ranks, placement) ascending in size, only the last without a
+// bound; no two keys overlapping (the same op, overlapping rank ranges,
+// classes and placements that both cover some call). Errors name the row
+// (its index in Rows, from 0).
+func (t *Table) Validate() error {
+	if t.Format != FormatVersion {
+		return fmt.Errorf("auto table format version %d: this symmem reads version %d (re-run `symmem tune`)", t.Format, FormatVersion)
+	}
+	if len(t.Rows) == 0 {
+		return fmt.Errorf("auto table: no rows")
+	}
+	idx := &index{}
+	first := map[key]int{} // the first row of each key
+	for i, r := range t.Rows {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("auto table row %d (%s): %s", i, r, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case r.Op < coll.AllGather || r.Op > coll.Broadcast:
+			return bad("unknown op")
+		case int(r.Class) >= len(classNames):
+			return bad("unknown dtype class")
+		case int(r.Place) >= len(placeNames):
+			return bad("unknown placement")
+		case r.Ranks.Min < 1 || (r.Ranks.Max != 0 && r.Ranks.Max < r.Ranks.Min):
+			return bad("rank range %d-%d", r.Ranks.Min, r.Ranks.Max)
+		case r.UpTo < 0:
+			return bad("negative size bound %d", r.UpTo)
+		case r.Algo == coll.AlgoAuto || !slices.Contains(coll.Algos(), r.Algo):
+			return bad("path %q: want one of %v other than auto", r.Algo, coll.Algos()[1:])
+		}
+		k := r.key()
+		gs := idx.ops[r.Op]
+		gi := slices.IndexFunc(gs, func(g group) bool { return g.key == k })
+		if gi < 0 {
+			for _, g := range gs {
+				if g.ranks.overlaps(k.ranks) && (g.class.matches(k.class) || k.class.matches(g.class)) &&
+					(g.place == AnyPlace || k.place == AnyPlace || g.place == k.place) {
+					return bad("overlaps row %d (%s ranks %s %s): two rows would answer the same call", first[g.key], g.class, g.ranks, g.place)
+				}
+			}
+			first[k] = i
+			idx.ops[r.Op] = append(gs, group{key: k})
+			gi = len(gs)
+		}
+		g := &idx.ops[r.Op][gi]
+		up := r.UpTo
+		if up == 0 {
+			up = math.MaxInt64
+		}
+		if n := len(g.upTo); n > 0 {
+			if g.upTo[n-1] == math.MaxInt64 {
+				return bad("follows a row of the same key without a size bound (only the last row of a key may have none)")
+			}
+			if up <= g.upTo[n-1] {
+				return bad("size bound not above the previous row's %s (rows of a key ascend)", FormatBytes(g.upTo[n-1]))
+			}
+		}
+		g.upTo = append(g.upTo, up)
+		g.algo = append(g.algo, r.Algo)
+	}
+	t.idx = idx
+	return nil
+}
+
+// Must validates t and returns it; it panics on an invalid table (the
+// built-in one, whose test checks it).
+func Must(t *Table) *Table {
+	if err := t.Validate(); err != nil {
+		panic("tune: " + err.Error())
+	}
+	return t
+}
+
+// Pick is the path the table starts auto from for a call of op on
+// dtype dt, n ranks, in place or not, moving total bytes, and false when
+// the table has no row for it (no row of that op, class and placement, or
+// total above every bound). Among the keys that cover the call's class and
+// placement it takes the one whose rank range holds n; failing that the
+// nearest measured below n (the widest range under it), failing that the
+// nearest above. It allocates nothing (auto runs it on every call).
+func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total int64) (coll.Algo, bool) {
+	if t == nil || t.idx == nil || op < 0 || op > coll.Broadcast {
+		return "", false
+	}
+	class := ClassOf(dt)
+	var in, below, above *group
+	gs := t.idx.ops[op]
+	for i := range gs {
+		g := &gs[i]
+		if !g.class.matches(class) || !g.place.matches(inPlace) {
+			continue
+		}
+		switch {
+		case g.ranks.contains(n):
+			in = g
+		case g.ranks.hi() < n:
+			if below == nil || g.ranks.hi() > below.ranks.hi() {
+				below = g
+			}
+		case above == nil || g.ranks.Min < above.ranks.Min:
+			above = g
+		}
+		if in != nil {
+			break
+		}
+	}
+	g := in
+	if g == nil {
+		g = below
+	}
+	if g == nil {
+		g = above
+	}
+	if g == nil {
+		return "", false
+	}
+	for i, up := range g.upTo {
+		if total <= up {
+			return g.algo[i], true
+		}
+	}
+	return "", false
+}
+
+// Algos lists the paths the table names (each once, in order of first
+// use).
+func (t *Table) Algos() []coll.Algo {
+	var out []coll.Algo
+	for _, r := range t.Rows {
+		if !slices.Contains(out, r.Algo) {
+			out = append(out, r.Algo)
+		}
+	}
+	return out
+}
