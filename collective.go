@@ -103,15 +103,15 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
 		}
 	}
-	req.Check = c.record(req, staged)
+	req.Record = c.record(req, staged)
 	req.Checked = g.w.opts.Checked
 	if g.w.opts.Checked {
-		if err := g.checkedExchange(ctx, c, req.Check); err != nil {
+		if err := g.checkedExchange(ctx, c, req.Record); err != nil {
 			return coll.Path{}, err
 		}
 	}
 	if c.count == 0 {
-		if err := g.agree(ctx, c, req.Check); err != nil {
+		if err := g.agree(ctx, c, req.Record); err != nil {
 			return coll.Path{}, err
 		}
 		return coll.Path{Algo: coll.AlgoDirect, Reason: "empty call: nothing to move"}, nil

@@ -719,7 +719,7 @@ func roleGPUPeerDies(ctx context.Context) error {
 // arguments: another type of the same bytes (rank 0 float32, the others
 // bfloat16: the same grid), or a quarter of the count (a smaller grid: rank
 // 0's extra CTAs have no peer CTA to meet, and must not wait for one). The
-// kernels compare the calls' fingerprints in-band: nothing is written (the
+// kernels compare the calls' digests in-band: nothing is written (the
 // outputs keep their fill), Synchronize reports ErrMismatch on every rank
 // naming the argument (dtype or count) with both values, and the group then
 // runs a matching call correctly. For the all-gather,

@@ -22,12 +22,15 @@ type Options struct {
 	// Pool configures the process's one pool (its Timeout defaults to
 	// Timeout).
 	Pool pool.Options
-	// Checked makes every collective exchange a small fingerprint (kind,
-	// dtype, count, op, root, path) through the store first and fail with
-	// ErrMismatch naming the first rank that differs. It costs a store
-	// round trip per call. (The CPU backend always compares each call's
-	// arguments, buffer offsets included, in-band at no such cost; on the
-	// GPU backend Checked is the only argument check.)
+	// Checked makes every collective exchange its call record (collective,
+	// dtype, op, root, count, in-place, staged, the buffers' pool offsets)
+	// through the store first and fail with ErrMismatch naming the first
+	// rank that differs and the argument. It costs a store round trip per
+	// call. (The CPU backend always compares each call's record in-band at
+	// no such cost; the GPU backend compares it in its kernels and, for
+	// ranks on one host, at the call gate; there Checked also runs a
+	// handshake kernel beside copy-engine and NCCL calls, which compares
+	// CUDA graph replays too.)
 	Checked bool
 	// StagingBytes is the size of each group's symmetric staging buffer,
 	// through which ordinary memory is staged (larger calls run in rounds).

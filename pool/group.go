@@ -202,14 +202,14 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 // about to register the same segments: in-band where the group has an
 // Agreer, through the store otherwise. The caller holds g.cmu.
 func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocState, from, to mark) error {
-	fp := func() fingerprint {
-		return fingerprint{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), state: st, logN: to.seq - from.seq, logH: rangeHash(from, to)}
+	rec := func() storeRecord {
+		return storeRecord{act: actRegister, xseq: g.xseq, segs: onlyIDSize(segs), state: st, logN: to.seq - from.seq, logH: rangeHash(from, to)}
 	}
 	a := g.g.Agreer()
 	if a == nil { // every End costs a store round trip
 		ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 		defer cancel()
-		return p.verify(ctx, g, fp(), from)
+		return p.verify(ctx, g, rec(), from)
 	}
 	err := a.Agree(ctx, scopeRecord(st, segs))
 	if err == nil {
@@ -232,7 +232,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 	// a mismatch).
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	if verr := p.verify(ctx, g, fp(), from); verr != nil {
+	if verr := p.verify(ctx, g, rec(), from); verr != nil {
 		return verr
 	}
 	return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
@@ -293,8 +293,8 @@ func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	fp := fingerprint{act: actRemove, xseq: g.xseq, segs: onlyIDSize(segs)}
-	if err := p.verify(ctx, g, fp, mark{}); err != nil {
+	rec := storeRecord{act: actRemove, xseq: g.xseq, segs: onlyIDSize(segs)}
+	if err := p.verify(ctx, g, rec, mark{}); err != nil {
 		return err
 	}
 	if err := p.deregister(ctx, g, segs); err != nil {

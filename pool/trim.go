@@ -105,8 +105,8 @@ func (p *Pool) Trim(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	for _, w := range ws {
-		fp := fingerprint{act: actTrim, xseq: w.g.xseq, segs: onlyIDSize(w.segs), state: w.st, logN: w.to.seq - w.from.seq, logH: rangeHash(w.from, w.to)}
-		if err := p.verify(ctx, w.g, fp, w.from); err != nil {
+		rec := storeRecord{act: actTrim, xseq: w.g.xseq, segs: onlyIDSize(w.segs), state: w.st, logN: w.to.seq - w.from.seq, logH: rangeHash(w.from, w.to)}
+		if err := p.verify(ctx, w.g, rec, w.from); err != nil {
 			restore()
 			return err
 		}

@@ -18,14 +18,14 @@ import (
 // 1024 entries bound both the memory (40 KiB) and that second message.
 
 const (
-	opAlloc  uint8 = 1
-	opFree   uint8 = 2
-	logKeep        = 1024
-	logBase        = 0x100000001b3 // odd
-	entrySz        = 1 + 8*4
-	fpMagic        = 0x31504d53 // "SMP1"
-	fpVerify uint8 = 1          // round 1: fingerprint
-	fpDetail uint8 = 2          // round 2: log entries
+	opAlloc     uint8 = 1
+	opFree      uint8 = 2
+	logKeep           = 1024
+	logBase           = 0x100000001b3 // odd
+	entrySz           = 1 + 8*4
+	recMagic          = 0x31504d53 // "SMP1"
+	roundRecord uint8 = 1          // round 1: the records
+	roundDetail uint8 = 2          // round 2: log entries
 )
 
 type logEntry struct {
@@ -143,7 +143,12 @@ func (a action) doing() string {
 	return [...]string{"", "ending a scope", "trimming", "removing the group"}[a]
 }
 
-type fingerprint struct {
+// storeRecord is a group's record as the pool exchanges it through the
+// store (Exchanger.AllGather): what the rank is about to do (act), its
+// position (xseq), the segments, the allocation state, and the log range
+// since the group's last check (to name the first differing Alloc/Free).
+// The in-band agreement carries the fixed-size form (scopeRecord).
+type storeRecord struct {
 	act   action
 	xseq  uint64 // collectives this group has run on this rank
 	segs  []Segment
@@ -152,9 +157,9 @@ type fingerprint struct {
 	logH  uint64
 }
 
-func (f *fingerprint) encode() []byte {
-	b := binary.LittleEndian.AppendUint32(nil, fpMagic)
-	b = append(b, fpVerify, byte(f.act))
+func (f *storeRecord) encode() []byte {
+	b := binary.LittleEndian.AppendUint32(nil, recMagic)
+	b = append(b, roundRecord, byte(f.act))
 	b = binary.LittleEndian.AppendUint64(b, f.xseq)
 	b = binary.LittleEndian.AppendUint64(b, f.logN)
 	b = binary.LittleEndian.AppendUint64(b, f.logH)
@@ -168,10 +173,10 @@ func (f *fingerprint) encode() []byte {
 	return b
 }
 
-func decodeFingerprint(b []byte) (fingerprint, error) {
-	var f fingerprint
-	if len(b) < 50 || binary.LittleEndian.Uint32(b) != fpMagic || b[4] != fpVerify {
-		return f, errors.New("not a pool fingerprint")
+func decodeStoreRecord(b []byte) (storeRecord, error) {
+	var f storeRecord
+	if len(b) < 50 || binary.LittleEndian.Uint32(b) != recMagic || b[4] != roundRecord {
+		return f, errors.New("not a pool record")
 	}
 	f.act = action(b[5])
 	f.xseq = binary.LittleEndian.Uint64(b[6:])
@@ -182,7 +187,7 @@ func decodeFingerprint(b []byte) (fingerprint, error) {
 	n := int(binary.LittleEndian.Uint32(b[46:]))
 	b = b[50:]
 	if len(b) != 16*n {
-		return f, fmt.Errorf("fingerprint holds %d bytes for %d segments", len(b), n)
+		return f, fmt.Errorf("record holds %d bytes for %d segments", len(b), n)
 	}
 	for i := range n {
 		f.segs = append(f.segs, Segment{ID: SegmentID(binary.LittleEndian.Uint64(b[16*i:])), Size: int64(binary.LittleEndian.Uint64(b[16*i+8:]))})
@@ -220,23 +225,23 @@ func sameSegs(a, b []Segment) bool {
 	return true
 }
 
-// verify exchanges fp with the group and returns nil when every rank sent
+// verify exchanges rec with the group and returns nil when every rank sent
 // the same, or an error wrapping ErrMismatch that names the first differing
 // rank. from is the log position of the group's last check. The caller holds
 // g.cmu.
-func (p *Pool) verify(ctx context.Context, g *group, fp fingerprint, from mark) error {
-	all, err := g.g.AllGather(ctx, fp.encode())
+func (p *Pool) verify(ctx context.Context, g *group, rec storeRecord, from mark) error {
+	all, err := g.g.AllGather(ctx, rec.encode())
 	g.xseq++
 	if err != nil {
-		return fmt.Errorf("pool: group %q: exchanging fingerprints before %s: %w; nothing was done", g.name, fp.act.doing(), err)
+		return fmt.Errorf("pool: group %q: exchanging records before %s: %w; nothing was done", g.name, rec.act.doing(), err)
 	}
 	if len(all) != g.size {
-		return fmt.Errorf("%w: group %q: exchange returned %d fingerprints for %d ranks", ErrMismatch, g.name, len(all), g.size)
+		return fmt.Errorf("%w: group %q: exchange returned %d records for %d ranks", ErrMismatch, g.name, len(all), g.size)
 	}
-	fps := make([]fingerprint, len(all))
+	fps := make([]storeRecord, len(all))
 	for r, b := range all {
-		if fps[r], err = decodeFingerprint(b); err != nil {
-			return fmt.Errorf("%w: group %q: rank %d sent an unreadable fingerprint (%v); nothing was done", ErrMismatch, g.name, r, err)
+		if fps[r], err = decodeStoreRecord(b); err != nil {
+			return fmt.Errorf("%w: group %q: rank %d sent an unreadable record (%v); nothing was done", ErrMismatch, g.name, r, err)
 		}
 	}
 	var why []string
@@ -257,7 +262,7 @@ func (p *Pool) verify(ctx context.Context, g *group, fp fingerprint, from mark) 
 	}
 	// The allocation state decides; the logs since the group's last check
 	// only name the first differing call (every rank runs that second round
-	// alike: all saw the same fingerprints).
+	// alike: all saw the same records).
 	stateDiffers, logDiffers := -1, false
 	for r, f := range fps[1:] {
 		if f.state != f0.state && stateDiffers < 0 {
@@ -273,7 +278,7 @@ func (p *Pool) verify(ctx context.Context, g *group, fp fingerprint, from mark) 
 				why = append(why, fmt.Sprintf("rank %d has created %d segments, rank 0 %d, %s", stateDiffers, f.state.next, f0.state.next, forGood))
 			}
 		case logDiffers:
-			why = append(why, p.logDetail(ctx, g, from, fp.logN))
+			why = append(why, p.logDetail(ctx, g, from, rec.logN))
 		default:
 			why = append(why, fmt.Sprintf("rank %d's live allocations differ from rank 0's, though their Alloc/Free calls since the group's last check match: a difference reported before was not undone", stateDiffers))
 		}
@@ -282,23 +287,23 @@ func (p *Pool) verify(ctx context.Context, g *group, fp fingerprint, from mark) 
 		return nil
 	}
 	next := ""
-	if fp.act == actRegister && !strings.Contains(why[len(why)-1], forGood) {
+	if rec.act == actRegister && !strings.Contains(why[len(why)-1], forGood) {
 		next = " by this scope end (what earlier ones registered stays): free what differs on every rank, and a later Scope.End registers it"
 	}
-	return fmt.Errorf("%w: group %q, before %s: %s; nothing was %s%s", ErrMismatch, g.name, fp.act.doing(), strings.Join(why, "; "), fp.act.done(), next)
+	return fmt.Errorf("%w: group %q, before %s: %s; nothing was %s%s", ErrMismatch, g.name, rec.act.doing(), strings.Join(why, "; "), rec.act.done(), next)
 }
 
 // forGood says what to do about segments that differ between ranks.
 const forGood = "which no Free undoes (segment ids are never reused, and the ranks cannot agree to release them): close the world and create it again"
 
 // logDetail runs the second round (every rank runs it: all saw the same
-// fingerprints) and describes the first differing log entry.
+// records) and describes the first differing log entry.
 func (p *Pool) logDetail(ctx context.Context, g *group, from mark, n uint64) string {
 	p.mu.RLock()
 	first, es := p.log.kept(from.seq, from.seq+n)
 	p.mu.RUnlock()
-	b := binary.LittleEndian.AppendUint32(nil, fpMagic)
-	b = append(b, fpDetail)
+	b := binary.LittleEndian.AppendUint32(nil, recMagic)
+	b = append(b, roundDetail)
 	b = binary.LittleEndian.AppendUint64(b, first)
 	b = binary.LittleEndian.AppendUint64(b, n)
 	for _, e := range es {
@@ -318,7 +323,7 @@ func (p *Pool) logDetail(ctx context.Context, g *group, from mark, n uint64) str
 	}
 	logs := make([]rlog, len(all))
 	for r, b := range all {
-		if len(b) < 21 || binary.LittleEndian.Uint32(b) != fpMagic || b[4] != fpDetail || (len(b)-21)%entrySz != 0 {
+		if len(b) < 21 || binary.LittleEndian.Uint32(b) != recMagic || b[4] != roundDetail || (len(b)-21)%entrySz != 0 {
 			return fmt.Sprintf("allocation logs differ (rank %d sent unreadable details)", r)
 		}
 		l := rlog{first: binary.LittleEndian.Uint64(b[5:]), total: binary.LittleEndian.Uint64(b[13:])}

@@ -157,10 +157,10 @@ type Request struct {
 	// the output is this rank's chunk of the input (ReduceScatter), In is
 	// Out (AllReduce); always true for Broadcast.
 	InPlace bool
-	// Check is the call's record (agree.CallRecord): the call as every
+	// Record is the call's record (agree.CallRecord): the call as every
 	// rank must make it. How the backend compares it is declared in
 	// Capabilities.Calls. The zero value compares nothing.
-	Check pool.Record
+	Record pool.Record
 	// Checked: the user asked for checked mode (Options.Checked), where
 	// backends add the checks that cost time on every call (the GPU
 	// backend's handshake beside copy-engine and NCCL calls).

@@ -39,7 +39,8 @@
 //     (the first differing argument and both values), Explain and
 //     Disagreement (the sentence, one for every place that names one).
 //   - mismatch: the error a disagreement becomes (errs.Mismatch, the user's
-//     ErrMismatch). Nothing else is called a mismatch.
+//     ErrMismatch); the GPU's findings (a kernel's report, the gate's
+//     members.GateMismatch) are such errors from the start.
 //   - transport: where records or digests travel (below).
 //   - gate: the call gate, a transport that numbers a group's calls and
 //     approves each once every rank published it alike.

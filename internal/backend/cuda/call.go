@@ -9,7 +9,7 @@ import (
 // passed down, so no step depends on state another step left in the group.
 type call struct {
 	// req is the request as it runs: Algo is the path chosen (in the
-	// fingerprint, fault.go, and the gate's entry, gate.go), Stream the
+	// digest, fault.go, and the gate's entry, gate.go), Stream the
 	// stream it runs on (the backend's when the caller gave none).
 	req backend.Request
 	// win: both buffers lie in NCCL windows, decided once for the choice

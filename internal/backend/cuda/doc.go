@@ -7,7 +7,7 @@
 //     the peer addresses per segment), signal pads (a small VMM segment per
 //     group, peer-mapped), Run, and for ranks on one host the in-band
 //     comparison of scope ends (members.HostAgreement, Group.Agreer);
-//   - the kernels' in-band argument check: fingerprints travel with the
+//   - the kernels' in-band argument check: digests travel with the
 //     ready signals, a mismatch is reported through mapped host words and
 //     named by swapping the two calls' records through the store (fault.go:
 //     faults, which the group holds);

@@ -16,27 +16,27 @@ import (
 )
 
 // In-band argument check of symmem's kernels. Every kernel launch carries a
-// 32-bit fingerprint of the call's arguments (backend.Request.Check: kind,
+// 32-bit digest of the call's arguments (backend.Request.Record: kind,
 // type, count, op, root, in-place, pool offsets); each CTA sends it with its
 // ready signal and compares the one each peer sent before it moves any
 // data. On a difference every CTA of every rank ends without touching the
-// outputs and writes a report (the peer, both fingerprints, the launch)
+// outputs and writes a report (the peer, both digests, the launch)
 // into the group's mapped host words, which the host reads on the group's
 // next call and on Synchronize: ErrMismatch on every rank, the outputs as
 // they were, the group still usable. It costs the host one atomic load per
 // call, plus one entry in a ring of the group's recent calls (recent).
 //
 // To name the argument that differs, the host finds its own record by
-// fingerprint in that ring and swaps records with the reporting peer
+// digest in that ring and swaps records with the reporting peer
 // through the store (every rank of a differing pair gets a report, so both
 // publish), waiting at most faultSwapWait; a record aged out of the ring
 // (more than recentCalls calls were queued behind it, or a CUDA graph
 // replayed it long after capture), or a peer that does not answer in time,
-// leaves the fingerprints in the message instead. Copy-engine paths and
+// leaves the digests in the message instead. Copy-engine paths and
 // NCCL calls are checked by the call gate (gate.go), and in checked mode
 // also by the handshake kernel beside them (handshake.go).
 
-// recentCalls is how many of the group's fingerprinted calls the host keeps
+// recentCalls is how many of the group's calls with a digest the host keeps
 // (about 14 KiB per group): a report arrives once the GPU has run the
 // mismatched launch, so this bounds how far the host may have queued ahead.
 const recentCalls = 256
@@ -50,14 +50,14 @@ const faultSwapWait = 3 * time.Second
 type faults struct {
 	g      *Group
 	words  *cudadrv.HostMapped // where the kernels write a report (nil: no kernels)
-	recent callRing            // the recent fingerprinted calls
+	recent callRing            // the recent calls with a digest
 	// stopped is the mismatch that made the handshake stop the device
 	// (handshake.go): it explains every later launch failure, also after
 	// the call that reported it.
 	stopped error
 }
 
-// callRing holds the group's most recent fingerprinted calls (the caller
+// callRing holds the group's most recent calls with a digest (the caller
 // holds runMu). No allocation per call.
 type callRing struct {
 	n uint64 // calls added so far
@@ -65,38 +65,38 @@ type callRing struct {
 }
 
 type ringEntry struct {
-	fp   uint32
-	call agree.Call
+	digest uint32
+	call   agree.Call
 }
 
 // add records a call. A two-shot's second launch adds its call again: one
 // entry more, cheaper than comparing.
-func (r *callRing) add(fp uint32, rec *pool.Record, algo coll.Algo) {
+func (r *callRing) add(d uint32, rec *pool.Record, algo coll.Algo) {
 	e := &r.e[r.n%recentCalls]
-	e.fp, e.call.Record, e.call.Path = fp, *rec, algo
+	e.digest, e.call.Record, e.call.Path = d, *rec, algo
 	r.n++
 }
 
-// find returns the newest call with fingerprint fp.
-func (r *callRing) find(fp uint32) (agree.Call, bool) {
+// find returns the newest call with digest d.
+func (r *callRing) find(d uint32) (agree.Call, bool) {
 	for k := uint64(1); k <= min(r.n, recentCalls); k++ {
-		if e := &r.e[(r.n-k)%recentCalls]; e.fp == fp {
+		if e := &r.e[(r.n-k)%recentCalls]; e.digest == d {
 			return e.call, true
 		}
 	}
 	return agree.Call{}, false
 }
 
-// hash is the fingerprint a launch of req carries; it keeps req's record
-// among the recent calls to name a mismatch with.
-func (f *faults) hash(req *backend.Request) uint32 {
-	fp := agree.Digest(agree.Call{Record: req.Check, Path: req.Algo})
-	f.recent.add(fp, &req.Check, req.Algo)
-	return fp
+// digest is the digest a launch of req carries; it keeps req's record
+// among the recent calls to name a difference with.
+func (f *faults) digest(req *backend.Request) uint32 {
+	d := agree.Digest(agree.Call{Record: req.Record, Path: req.Algo})
+	f.recent.add(d, &req.Record, req.Algo)
+	return d
 }
 
 // faultReport is what a kernel wrote: group rank peer launched launch
-// epoch of the kernel with fingerprint theirs where this rank had mine.
+// epoch of the kernel with digest theirs where this rank had mine.
 type faultReport struct {
 	peer                int
 	mine, theirs, epoch uint32
@@ -145,7 +145,7 @@ func (f *faults) read() (rep faultReport, ok bool) {
 }
 
 // explain turns a kernel's report into the user's error: the argument that
-// differs with both values where the records can be had, the fingerprints
+// differs with both values where the records can be had, the digests
 // otherwise.
 func (f *faults) explain(rep faultReport) error {
 	outcome := "did nothing: its outputs were not written"
@@ -159,7 +159,7 @@ func (f *faults) explain(rep faultReport) error {
 
 // difference names the reported call's kind and what differs, with the fix:
 // the argument with both values, or the paths, where the two records can be
-// had; the fingerprints and why not otherwise.
+// had; the digests and why not otherwise.
 func (f *faults) difference(rep faultReport) (kind, what string) {
 	g := f.g
 	rank := rep.peer
@@ -174,17 +174,17 @@ func (f *faults) difference(rep faultReport) (kind, what string) {
 		if what, ok := agree.Explain(rank, theirs, me, mine); ok {
 			return kind, what
 		}
-		err = errors.New("the records are equal (a fingerprint collision)")
+		err = errors.New("the records are equal (a digest collision)")
 	}
-	return "collective", fmt.Sprintf("rank %d called it with other arguments than rank %d (argument fingerprints %08x vs %08x: "+
+	return "collective", fmt.Sprintf("rank %d called it with other arguments than rank %d (argument digests %08x vs %08x: "+
 		"kind, type, count, op, root, in-place, pool offsets and path must match; which one differs is unknown: %v; Options.Checked names it)",
 		rank, me, rep.theirs, rep.mine, err)
 }
 
 // swap publishes this rank's record of the reported call (empty if
 // it is no longer among the recent calls) and returns the peer's, waiting
-// at most faultSwapWait. Keys are the group's, by fingerprint and rank: a
-// record is the same whenever its fingerprint is, so a key left by an
+// at most faultSwapWait. Keys are the group's, by digest and rank: a
+// record is the same whenever its digest is, so a key left by an
 // earlier report is still right (they stay in the store, 48 bytes each,
 // one per differing call and rank).
 func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, error) {
@@ -216,7 +216,7 @@ func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, 
 		return theirs, fmt.Errorf("rank %d sent %w", g.ranks[rep.peer], err)
 	}
 	if agree.Digest(theirs) != rep.theirs {
-		return theirs, fmt.Errorf("rank %d's record does not have the reported fingerprint", g.ranks[rep.peer])
+		return theirs, fmt.Errorf("rank %d's record does not have the reported digest", g.ranks[rep.peer])
 	}
 	if !have {
 		return theirs, errors.New("this rank no longer holds that call's arguments")
@@ -225,9 +225,9 @@ func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, 
 }
 
 // key is where group rank r publishes its record of the call with
-// fingerprint fp.
-func (f *faults) key(fp uint32, r int) string {
-	return f.g.prefix + "/mismatch/" + strconv.FormatUint(uint64(fp), 16) + "/" + strconv.Itoa(r)
+// digest d.
+func (f *faults) key(d uint32, r int) string {
+	return f.g.prefix + "/mismatch/" + strconv.FormatUint(uint64(d), 16) + "/" + strconv.Itoa(r)
 }
 
 // Fault reports a mismatch the group's kernels found since the last call
@@ -243,10 +243,10 @@ func (g *Group) Fault() error {
 }
 
 // put writes the header fields every kernel reads the same way: the
-// watchdog, the call's fingerprint and where a mismatch is reported.
+// watchdog, the call's digest and where a mismatch is reported.
 func (f *faults) put(a *cudadrv.Args, req backend.Request) {
 	a.PutU64(argTimeout, uint64(f.g.b.watchdog.Nanoseconds()))
-	a.PutU32(argHash, f.hash(&req))
+	a.PutU32(argHash, f.digest(&req))
 	var dev uint64
 	if f.words != nil {
 		dev = f.words.Device()

@@ -21,7 +21,7 @@ func callRec(k coll.Kind, dt coll.DType, count uint64) pool.Record {
 	return pool.Record{pool.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(coll.Sum)<<32, 0, count, 1<<48 | 0x1000, 1<<48 | 0x2000}
 }
 
-// TestCallRing: the newest record of a fingerprint is found, and a call older than recentCalls is gone.
+// TestCallRing: the newest record of a digest is found, and a call older than recentCalls is gone.
 func TestCallRing(t *testing.T) {
 	var r callRing
 	if _, ok := r.find(1); ok {
@@ -46,15 +46,15 @@ func TestCallRing(t *testing.T) {
 	}
 }
 
-// BenchmarkCheckHash is the host work a kernel launch adds for the check:
-// the fingerprint and the ring entry.
-func BenchmarkCheckHash(b *testing.B) {
+// BenchmarkCallDigest is the host work a kernel launch adds for the check:
+// the digest and the ring entry.
+func BenchmarkCallDigest(b *testing.B) {
 	g := &Group{}
-	req := backend.Request{Check: callRec(coll.AllReduce, coll.Float32, 1024)}
+	req := backend.Request{Record: callRec(coll.AllReduce, coll.Float32, 1024)}
 	var sink uint32
 	for i := 0; b.Loop(); i++ {
-		req.Check[2] = uint64(i) // a new call each time (no repeat to skip)
-		sink += g.faults.hash(&req)
+		req.Record[2] = uint64(i) // a new call each time (no repeat to skip)
+		sink += g.faults.digest(&req)
 	}
 	_ = sink
 }
@@ -87,7 +87,7 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 // TestFaultNamesArgument: the kernels' report becomes an error naming the
 // differing argument with both values on every rank (both sides of each
 // differing pair swap records through the store); a record the ring lost
-// or a peer that never answers leaves the fingerprints, within the bound.
+// or a peer that never answers leaves the digests, within the bound.
 func TestFaultNamesArgument(t *testing.T) {
 	f32, bf16 := callRec(coll.AllReduce, coll.Float32, 4096), callRec(coll.AllReduce, coll.BFloat16, 8192)
 	h32, h16 := agree.Digest(agree.Call{Record: f32}), agree.Digest(agree.Call{Record: bf16})
@@ -117,10 +117,10 @@ func TestFaultNamesArgument(t *testing.T) {
 			g.runMu.Lock()
 			for i := range 10 { // other calls around it
 				x := callRec(coll.AllGather, coll.Float32, uint64(i))
-				g.faults.hash(&backend.Request{Check: x})
+				g.faults.digest(&backend.Request{Record: x})
 			}
-			g.faults.hash(&backend.Request{Check: recs[r]})
-			g.faults.hash(&backend.Request{Check: callRec(coll.AllGather, coll.Float32, 77)})
+			g.faults.digest(&backend.Request{Record: recs[r]})
+			g.faults.digest(&backend.Request{Record: callRec(coll.AllGather, coll.Float32, 77)})
 			g.runMu.Unlock()
 		}
 		// Rank 0's CTAs met rank 2 first; ranks 1 and 2 met rank 0.
@@ -152,7 +152,7 @@ func TestFaultNamesArgument(t *testing.T) {
 		ag := callRec(coll.AllGather, coll.Float32, 4096)
 		recs := []pool.Record{f32, ag}
 		for r, g := range gs {
-			g.faults.hash(&backend.Request{Check: recs[r]})
+			g.faults.digest(&backend.Request{Record: recs[r]})
 		}
 		errs2 := run(gs, []faultReport{{peer: 1, mine: h32, theirs: agree.Digest(agree.Call{Record: ag})}, {peer: 0, mine: agree.Digest(agree.Call{Record: ag}), theirs: h32}})
 		if err := errs2[0]; !strings.Contains(fmt.Sprint(err), "rank 11 called all_gather, rank 10 all_reduce") {
@@ -163,15 +163,15 @@ func TestFaultNamesArgument(t *testing.T) {
 	t.Run("paths differ", func(t *testing.T) {
 		gs := reportGroups(t, 2, time.Minute)
 		algos := []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot}
-		fps := make([]uint32, 2)
+		ds := make([]uint32, 2)
 		for r, g := range gs {
-			fps[r] = g.faults.hash(&backend.Request{Check: f32, Algo: algos[r]})
+			ds[r] = g.faults.digest(&backend.Request{Record: f32, Algo: algos[r]})
 		}
-		if fps[0] == fps[1] {
-			t.Fatal("one fingerprint for two paths")
+		if ds[0] == ds[1] {
+			t.Fatal("one digest for two paths")
 		}
 		// Rank 1's report comes from the handshake, which stopped its device.
-		errs2 := run(gs, []faultReport{{peer: 1, mine: fps[0], theirs: fps[1]}, {peer: 0, mine: fps[1], theirs: fps[0], stopped: true}})
+		errs2 := run(gs, []faultReport{{peer: 1, mine: ds[0], theirs: ds[1]}, {peer: 0, mine: ds[1], theirs: ds[0], stopped: true}})
 		if err := errs2[0]; !errors.Is(err, errs.Mismatch) || !strings.Contains(fmt.Sprint(err), "rank 11 ran it on two-shot, rank 10 on kernel") ||
 			!strings.Contains(fmt.Sprint(err), "were not written") {
 			t.Errorf("rank 0: %v", err)
@@ -183,12 +183,12 @@ func TestFaultNamesArgument(t *testing.T) {
 
 	t.Run("aged out", func(t *testing.T) {
 		gs := reportGroups(t, 2, time.Minute)
-		gs[0].faults.hash(&backend.Request{Check: f32}) // rank 1 lost its record
+		gs[0].faults.digest(&backend.Request{Record: f32}) // rank 1 lost its record
 		start := time.Now()
 		for r, err := range run(gs, []faultReport{{peer: 1, mine: h32, theirs: h16}, {peer: 0, mine: h16, theirs: h32}}) {
 			if !errors.Is(err, errs.Mismatch) || !strings.Contains(err.Error(), fmt.Sprintf("%08x vs %08x", []uint32{h16, h32}[r], []uint32{h32, h16}[r])) ||
 				!strings.Contains(err.Error(), "no longer holds") {
-				t.Errorf("rank %d: %v\nwant the fingerprints and why", r, err)
+				t.Errorf("rank %d: %v\nwant the digests and why", r, err)
 			}
 		}
 		if el := time.Since(start); el > time.Second {
@@ -198,7 +198,7 @@ func TestFaultNamesArgument(t *testing.T) {
 
 	t.Run("peer silent", func(t *testing.T) {
 		gs := reportGroups(t, 2, 300*time.Millisecond) // the bound is the timeout when smaller
-		gs[0].faults.hash(&backend.Request{Check: f32})
+		gs[0].faults.digest(&backend.Request{Record: f32})
 		start := time.Now()
 		err := run(gs, []faultReport{{peer: 1, mine: h32, theirs: h16}, {peer: -1}})[0]
 		el := time.Since(start)

@@ -18,7 +18,7 @@ import (
 
 // The call gate, always on for a group whose ranks share this host
 // (members.CallGate over the HostAgreement's pages). Every collective
-// publishes its record (backend.Request.Check) and path before it is
+// publishes its record (backend.Request.Record) and path before it is
 // queued; whichever rank finds every peer's entry for the next call
 // compares them and approves it. The kernels keep their in-band check
 // (fault.go); the gate catches what that check cannot: ranks that took
@@ -128,7 +128,7 @@ func (gt *callGate) publish(c *call) error {
 		return *p
 	}
 	wait := gated(req.Algo)
-	k, err := gt.c.Publish(context.Background(), members.GateEntry{Rec: req.Check, Path: agree.PathCode(req.Algo), Gated: wait})
+	k, err := gt.c.Publish(context.Background(), members.GateEntry{Record: req.Record, Path: agree.PathCode(req.Algo), Gated: wait})
 	if err != nil {
 		var m *members.GateMismatch
 		if errors.As(err, &m) {
@@ -245,14 +245,14 @@ func (gt *callGate) mismatch(m *members.GateMismatch, stopped bool) error {
 	if m.Abandoned {
 		return gt.exited(m.Call, m.Missing, stopped)
 	}
-	kind := agree.Kind(m.Rank0.Rec)
+	kind := agree.Kind(m.Rank0.Record)
 	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
 	if m.Rank >= 0 {
 		var ok bool
 		r0, rq := g.ranks[0], g.ranks[m.Rank]
-		theirs, mine := agree.Call{Record: m.Theirs.Rec, Path: agree.PathOf(m.Theirs.Path)}, agree.Call{Record: m.Rank0.Rec, Path: agree.PathOf(m.Rank0.Path)}
+		theirs, mine := agree.Call{Record: m.Theirs.Record, Path: agree.PathOf(m.Theirs.Path)}, agree.Call{Record: m.Rank0.Record, Path: agree.PathOf(m.Rank0.Path)}
 		if what, ok = agree.Explain(rq, theirs, r0, mine); !ok {
-			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Rec, r0, m.Rank0.Rec)
+			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Record, r0, m.Rank0.Record)
 		}
 	}
 	outcome := "nothing was queued for it on this rank, and the group cannot be used any more (the ranks' calls diverged): close it"

@@ -46,11 +46,11 @@ func TestGateErrors(t *testing.T) {
 		want    []string
 		is      error
 	}{
-		{"count", members.GateMismatch{Call: 9, Rank: 2, Theirs: members.GateEntry{Rec: half, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: ce}},
+		{"count", members.GateMismatch{Call: 9, Rank: 2, Theirs: members.GateEntry{Record: half, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: ce}},
 			false, []string{"collective 9", "rank 6 called all_gather with count=2048, rank 4 with count=4096", "nothing was queued"}, errs.Mismatch},
-		{"paths", members.GateMismatch{Call: 3, Rank: 1, Theirs: members.GateEntry{Rec: ag, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: kern}},
+		{"paths", members.GateMismatch{Call: 3, Rank: 1, Theirs: members.GateEntry{Record: ag, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: kern}},
 			true, []string{"rank 5 ran it on ce, rank 4 on kernel", "context is lost"}, errs.Mismatch},
-		{"collective", members.GateMismatch{Call: 5, Rank: 1, Theirs: members.GateEntry{Rec: ar, Path: ce}, Rank0: members.GateEntry{Rec: ag, Path: ce}},
+		{"collective", members.GateMismatch{Call: 5, Rank: 1, Theirs: members.GateEntry{Record: ar, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: ce}},
 			true, []string{"rank 5 called all_reduce, rank 4 all_gather"}, errs.Mismatch},
 		{"exited", members.GateMismatch{Call: 7, Rank: -1, Abandoned: true, Missing: 2},
 			true, []string{"rank 6 exited before it made collective 7", "restart"}, errs.PeerExited},

@@ -11,7 +11,7 @@ import (
 // and NCCL calls run the handshake kernel (ptx/handshake.ptx) beside them
 // where the group has symmem's kernels: one CTA, on a stream of its own
 // forked from the call's stream at its start, exchanges the call's
-// fingerprint (record and path) with every peer and compares, in the signal
+// digest (record and path) with every peer and compares, in the signal
 // region the kernels share (kernel.go); the call's stream joins it before
 // its last step (the done round, or right after the NCCL call), so no call
 // completes before its check passed. Stream memory operations and NCCL's

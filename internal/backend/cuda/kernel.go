@@ -32,7 +32,7 @@ var (
 // numbers all their launches of the group (a group's collectives run one
 // after the other on the GPU, as Run requires), so a rank whose arguments
 // send it down another kernel than its peers meets them in the same launch
-// header, sees another fingerprint and reports at once instead of waiting in
+// header, sees another digest and reports at once instead of waiting in
 // its own region until the watchdog. The parameter blocks and the region's
 // inside are fixed by the PTX (kernel_layout.go).
 const (

@@ -14,7 +14,7 @@ const (
 	// Header, the same in every kernel.
 	argRegion, argMe, argN    = 16, 24, 28
 	argPeerRegion, argTimeout = 104, 168
-	argHash, argFault         = 176, 184 // the call's fingerprint; where a mismatch is reported
+	argHash, argFault         = 176, 184 // the call's digest; where a mismatch is reported
 	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
 	// bytes), reductions 16 (vectors, then a tail of elements) or the
 	// element size (every element alone).

@@ -541,7 +541,7 @@ func TestAllReduceSplit(t *testing.T) {
 // TestTwoShotOddCounts: a count not divisible by n: rank r reduces and
 // pushes [r x chunk, min((r+1) x chunk, count)); a rank past the end
 // launches both kernels with 0 bytes (it takes part in every signal round);
-// both grids come from the common chunk; the fingerprint is the outer
+// both grids come from the common chunk; the digest is the outer
 // call's on every rank.
 func TestTwoShotOddCounts(t *testing.T) {
 	const n, count = 4, 3 // bf16: chunks of 8 elements, rank 0 owns all three
@@ -550,7 +550,7 @@ func TestTwoShotOddCounts(t *testing.T) {
 		g := fakeGroup(n, me)
 		g.paths.kernel.args, g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
 		req := arReq(g, count, coll.BFloat16, me%2 == 0)
-		req.Check[1] = 77
+		req.Record[1] = 77
 		if err := g.paths.twoShot.whyNot(req); err != nil {
 			t.Fatal(err)
 		}
@@ -584,7 +584,7 @@ func TestTwoShotOddCounts(t *testing.T) {
 	}
 	for _, h := range hashes {
 		if h != hashes[0] {
-			t.Fatalf("fingerprints differ between ranks or launches: %v", hashes)
+			t.Fatalf("digests differ between ranks or launches: %v", hashes)
 		}
 	}
 }

@@ -203,7 +203,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	a.PutU64(lcStaging, l.staging.base)
 	a.PutU64(lcChunk, uint64(sub))
 	a.PutU32(argUnit, unit)
-	g.faults.put(a, req) // the outer call's fingerprint, whatever this rank's chunk
+	g.faults.put(a, req) // the outer call's digest, whatever this rank's chunk
 
 	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
 	g.hs.fork(p, s, req)

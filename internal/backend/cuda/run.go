@@ -37,7 +37,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
-	c.req.Algo = algo // in the fingerprint (fault.go) and the gate's entry (gate.go)
+	c.req.Algo = algo // in the digest (fault.go) and the gate's entry (gate.go)
 	p := g.pathFor(algo)
 	g.runMu.Lock()
 	// A broken group (a gate difference, a failed copy-engine call)

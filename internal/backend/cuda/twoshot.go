@@ -73,10 +73,10 @@ func (t *twoShotPath) fill(req backend.Request) (int64, error) {
 	if err := k.fillAllReduceArgs(k.args, req, at, off, n, true); err != nil {
 		return 0, err
 	}
-	// The fingerprint is the outer call's (Check, Algo): the same on every
+	// The digest is the outer call's (Record, Algo): the same on every
 	// rank, whatever its chunk's length.
 	ag := backend.Request{Kind: coll.AllGather, DType: req.DType, Count: n / int64(req.DType.Size()),
-		In: coll.Span{Ptr: at, Len: n}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Check: req.Check, Algo: req.Algo}
+		In: coll.Span{Ptr: at, Len: n}, Out: req.Out, OutSym: req.OutSym, InPlace: true, Record: req.Record, Algo: req.Algo}
 	if err := k.fillAllGatherAt(t.second, ag, off, n); err != nil {
 		return 0, err
 	}

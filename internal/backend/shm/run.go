@@ -96,15 +96,15 @@ const (
 	reasonTwoShot = reasonDirect + " (two-shot)"
 )
 
-// check arranges the in-band comparison of req.Check (agree.go): on the
+// check arranges the in-band comparison of req.Record (agree.go): on the
 // plan's phase 0 when every peer waits for every other there before reading
 // peer data, else in an agreement phase of its own, run now.
 func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
-	if req.Check == (pool.Record{}) || g.pads.n == 1 {
+	if req.Record == (pool.Record{}) || g.pads.n == 1 {
 		return nil
 	}
 	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
-		err := g.agreeLocked(x.ctx, req.Check, x.deadline)
+		err := g.agreeLocked(x.ctx, req.Record, x.deadline)
 		if err != nil && pool.AsDisagreement(err) == nil {
 			err = g.rootCause(err)
 		}
@@ -112,7 +112,7 @@ func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
 	}
 	x.check, x.rec = true, g.records
 	g.records++
-	g.pads.put(x.rec, g.epoch+1, req.Check)
+	g.pads.put(x.rec, g.epoch+1, req.Record)
 	return nil
 }
 

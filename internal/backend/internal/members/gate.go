@@ -93,9 +93,9 @@ func (c *CallGate) SharedPage() []byte { return c.a.pages[0] }
 
 // GateEntry is one rank's entry for a call.
 type GateEntry struct {
-	Rec   pool.Record
-	Path  uint8 // the caller's code for the path that runs the call
-	Gated bool  // the rank's GPU waits for the call's approval
+	Record pool.Record
+	Path   uint8 // the gate code of the path that runs the call (agree.PathCode)
+	Gated  bool  // the rank's GPU waits for the call's approval
 }
 
 func (e GateEntry) word() uint64 {
@@ -107,7 +107,7 @@ func (e GateEntry) word() uint64 {
 }
 
 func entryOf(w []uint64) GateEntry {
-	return GateEntry{Rec: pool.Record(w[1:7]), Path: uint8(w[7]), Gated: w[7]&gatedBit != 0}
+	return GateEntry{Record: pool.Record(w[1:7]), Path: uint8(w[7]), Gated: w[7]&gatedBit != 0}
 }
 
 // GateMismatch is the first call on which the ranks differ: group rank
@@ -128,7 +128,7 @@ func (m *GateMismatch) Error() string {
 		return fmt.Sprintf("call %d abandoned: group rank %d did not make it", m.Call, m.Missing)
 	}
 	return fmt.Sprintf("call %d: group rank %d made it with record %x path %d, rank 0 with %x path %d",
-		m.Call, m.Rank, m.Theirs.Rec, m.Theirs.Path, m.Rank0.Rec, m.Rank0.Path)
+		m.Call, m.Rank, m.Theirs.Record, m.Theirs.Path, m.Rank0.Record, m.Rank0.Path)
 }
 
 func (m *GateMismatch) Unwrap() error { return errs.Mismatch }
@@ -191,7 +191,7 @@ func (c *CallGate) Publish(ctx context.Context, e GateEntry) (uint64, error) {
 		}
 	}
 	w := c.entry(c.a.me, k)
-	copy(w[1:7], e.Rec[:])
+	copy(w[1:7], e.Record[:])
 	w[7] = e.word()
 	atomic.StoreUint64(&w[0], k)
 	atomic.StoreUint64(c.myPub, k)

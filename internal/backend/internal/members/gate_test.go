@@ -22,7 +22,7 @@ func gates(as []*HostAgreement) []*CallGate {
 }
 
 func entry(i int, gated bool) GateEntry {
-	return GateEntry{Rec: pool.Record{pool.RecCall << 56, 0, uint64(i)}, Path: 4, Gated: gated}
+	return GateEntry{Record: pool.Record{pool.RecCall << 56, 0, uint64(i)}, Path: 4, Gated: gated}
 }
 
 // TestCallGate: ranks that publish the same calls see them approved in
@@ -40,7 +40,7 @@ func TestCallGate(t *testing.T) {
 		for i := 1; i <= calls; i++ {
 			e := entry(i, i%5 == 0) // every fifth call waits on the GPU
 			if i == 101 && r == 1 {
-				e.Rec[2] = 999 // kernels everywhere: left to the in-band check
+				e.Record[2] = 999 // kernels everywhere: left to the in-band check
 			}
 			k, err := g.Publish(ctx, e)
 			if err != nil {
@@ -68,7 +68,7 @@ func TestCallGate(t *testing.T) {
 	res := eachGate(gs, func(r int, g *CallGate) error {
 		e := entry(7, true)
 		if r == 2 {
-			e.Rec[2] = 8
+			e.Record[2] = 8
 		}
 		_, err := g.Publish(ctx, e)
 		return err
@@ -76,7 +76,7 @@ func TestCallGate(t *testing.T) {
 	var seen *GateMismatch
 	for r := range gs {
 		m := gs[r].Failed()
-		if m == nil || m.Call != k0 || m.Rank != 2 || m.Theirs.Rec[2] != 8 || m.Rank0.Rec[2] != 7 || !errors.Is(m, errs.Mismatch) {
+		if m == nil || m.Call != k0 || m.Rank != 2 || m.Theirs.Record[2] != 8 || m.Rank0.Record[2] != 7 || !errors.Is(m, errs.Mismatch) {
 			t.Fatalf("rank %d: Failed() = %v (Publish: %v), want call %d, rank 2's count 8 against 7", r, m, res[r], k0)
 		}
 		seen = m

@@ -307,7 +307,7 @@ func TestCallGateProcs(t *testing.T) {
 		t.Fatalf("rank 1: %v: %s", err, kid.out.String())
 	}
 	t.Logf("rank 0 woken after %v; rank 1's Publish: %s", el, strings.TrimSpace(kid.out.String()))
-	if m == nil || m.Call != 51 || m.Rank != 1 || m.Theirs.Rec[2] != 52 || m.Rank0.Rec[2] != 51 {
+	if m == nil || m.Call != 51 || m.Rank != 1 || m.Theirs.Record[2] != 52 || m.Rank0.Record[2] != 51 {
 		t.Fatalf("rank 0 sees %v, want call 51: rank 1's count 52 against 51", m)
 	}
 	if !strings.Contains(kid.out.String(), "call 51") {

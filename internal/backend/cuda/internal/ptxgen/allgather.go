@@ -30,7 +30,7 @@ Signal values are launch epochs kept on the device (the launch word of
 this rank's region, advanced by the last CTA of each launch), so a captured
 CUDA graph replays correctly: the kernel never depends on a value chosen by
 the host. CTA 0 announces each launch to every peer with the call's
-fingerprint (P.hash); a CTA compares it with its own before it moves data,
+digest (P.hash); a CTA compares it with its own before it moves data,
 and on a difference (other arguments: also a different grid) every CTA
 ends and reports through P.fault (fault.go) instead of running or waiting
 for CTAs the peer never launched.

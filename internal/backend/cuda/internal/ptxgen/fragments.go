@@ -70,7 +70,7 @@ func (p *ptx) loadParams() {
 	p.f("\tld.param.u32    %%r6, [P+%d];", pN)
 	p.f("\tld.param.u32    %%r7, [P+%d];", pMode)
 	p.f("\tld.param.u64    %%rd38, [P+%d];               // watchdog (ns)", pTimeout)
-	p.f("\tld.param.u32    %%r15, [P+%d];                // the call's fingerprint", pHash)
+	p.f("\tld.param.u32    %%r15, [P+%d];                // the call's digest", pHash)
 	p.f("\tmul.lo.u32      %%r9, %%r2, %d;                  // b*%d", maxRanks, maxRanks)
 }
 
@@ -119,12 +119,12 @@ L_setup_done:
 }
 
 // signalReady: thread k < n, k != me: in CTA 0, announces the launch to
-// peer k (its header[me]: the call's fingerprint, then e, release); in
+// peer k (its header[me]: the call's digest, then e, release); in
 // every CTA, stores e into peer k's ready[b][me] (release) and computes the
 // done addresses for later. Then it waits until peer k's header carries e
-// and, when the fingerprints match, until its ready[b][k] reaches e; a
-// different fingerprint is a mismatch (recorded in sfault) — also for a CTA
-// whose peer launched fewer CTAs (equal fingerprints mean equal grids). The
+// and, when the digests match, until its ready[b][k] reaches e; a
+// different digest is a mismatch (recorded in sfault) — also for a CTA
+// whose peer launched fewer CTAs (equal digests mean equal grids). The
 // CTA meets at a barrier and leaves through L_fault on a mismatch. regions
 // is the shared table of peer regions.
 func (p *ptx) signalReady(comment, regions string) {
@@ -142,7 +142,7 @@ func (p *ptx) signalReady(comment, regions string) {
 	mul.wide.u32    %rd44, %r5, 8;
 	add.u64         %rd44, %rd19, %rd44;`)
 	p.f(`	add.u64         %%rd44, %%rd44, %d;            // peer k's header[me]
-	st.relaxed.sys.global.u32 [%%rd44+4], %%r15;   // the fingerprint, published by
+	st.relaxed.sys.global.u32 [%%rd44+4], %%r15;   // the digest, published by
 	st.release.sys.global.u32 [%%rd44], %%r8;      // the epoch
 L_header_sent:
 	add.u32         %%r10, %%r9, %%r5;               // b*8+me
@@ -256,10 +256,10 @@ func (p *ptx) lastCTA(label, last string) {
 	p.w(last)
 }
 
-// faultShared declares the CTA's mismatch flag (set, peer, its fingerprint).
+// faultShared declares the CTA's mismatch flag (set, peer, its digest).
 func (p *ptx) faultShared() { p.w(".shared .align 4 .b32 sfault[3];") }
 
-// faultExit is where a CTA goes when a peer's fingerprint differs: thread 0
+// faultExit is where a CTA goes when a peer's digest differs: thread 0
 // writes the report into the mapped host words (every CTA of every rank
 // that sees a difference writes the same), and the CTA ends through L_end
 // without moving data or sending done. Every rank sees a difference when

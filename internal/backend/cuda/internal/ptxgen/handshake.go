@@ -18,8 +18,8 @@ last step (PTX from internal/backend/cuda/internal/ptxgen).
 One CTA of %[6]d threads; thread k talks to peer k with the all-gather
 kernel's ready protocol in the region all signalling kernels share
 (allgather.ptx, the same fragments; a launch of another kernel on a peer
-carries another fingerprint, so a rank that took another path is found
-too): it announces the launch with the call's fingerprint (P.hash) in peer
+carries another digest, so a rank that took another path is found
+too): it announces the launch with the call's digest (P.hash) in peer
 k's header, waits for peer k's announcement and compares the two. Equal on
 every rank: the kernel ends and the call's last step may run. A difference:
 thread 0 writes the report into P.fault (fault.go), every thread tells its

@@ -28,7 +28,7 @@ const (
 	pPtrs     = 40                     // [maxRanks]u64: all-gather targets / all-reduce sources
 	pPeerRegs = pPtrs + 8*maxRanks     // [maxRanks]u64: rank k's region as mapped here
 	pTimeout  = pPeerRegs + 8*maxRanks // u64: watchdog, ns of %globaltimer
-	pHash     = pTimeout + 8           // u32: fingerprint of the call's arguments (every rank's must match)
+	pHash     = pTimeout + 8           // u32: digest of the call's arguments (every rank's must match)
 	pUnit     = pHash + 4              // u32: bytes per access (see below)
 	pFault    = pHash + 8              // u64: mapped host words where a mismatch is reported (fault.go)
 	pSize     = pFault + 8
@@ -84,7 +84,7 @@ const (
 // Signal region of one kernel: the launch word (the epoch of this rank's
 // last finished launch; every CTA of a launch uses it + 1), the finished
 // count (CTAs of the running launch that ended), header[maxRanks] {epoch,
-// fingerprint} u32 pairs (what rank k's CTA 0 announced for its launch),
+// digest} u32 pairs (what rank k's CTA 0 announced for its launch),
 // the skip word (flagFirst), the reported word, then ready[maxCTAs][maxRanks]
 // u32 and done[maxCTAs][maxRanks] u32.
 const (
@@ -99,7 +99,7 @@ const (
 )
 
 // The mapped host words of a mismatch report (pFault), u32: set, the peer
-// that differs (group rank), this rank's fingerprint, the peer's, the epoch,
+// that differs (group rank), this rank's digest, the peer's, the epoch,
 // and stopped (1: the reporter trapped, the context is lost). One CTA per
 // launch writes a report: set to 0, the fields, then set to the epoch with
 // the top bit on (never 0), so the host can tell a report it read whole
@@ -128,7 +128,7 @@ const (
 	// Header, the same in every kernel.
 	argRegion, argMe, argN    = %d, %d, %d
 	argPeerRegion, argTimeout = %d, %d
-	argHash, argFault         = %d, %d // the call's fingerprint; where a mismatch is reported
+	argHash, argFault         = %d, %d // the call's digest; where a mismatch is reported
 	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
 	// bytes), reductions 16 (vectors, then a tail of elements) or the
 	// element size (every element alone).
