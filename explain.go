@@ -41,7 +41,7 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 func (w *World) Doctor() doctor.Report {
 	r := doctor.Report{Backend: w.Backend(), Why: w.why, Detail: w.be.Describe(), Rank: w.env.Rank, Size: w.env.WorldSize, LocalRank: w.env.LocalRank,
 		LocalSize: w.env.LocalWorldSize, JobID: w.env.JobID, Timeout: w.opts.Timeout, Checked: w.opts.Checked,
-		Staging: max(w.opts.StagingBytes, 0), Pool: w.pool.Stats()}
+		Staging: max(w.opts.StagingBytes, 0), Pool: w.pool.Stats(), Machine: w.machine, AutoTable: w.auto}
 	for _, g := range w.Groups() {
 		r.Groups = append(r.Groups, doctor.Group{Name: g.name, Ranks: g.Ranks(), Member: g.IsMember(), Rank: g.rank})
 	}

@@ -72,6 +72,16 @@ type GPUOptions struct {
 	// backend. Off by default: symmem sets NCCL_NVLS_ENABLE=0 when that
 	// variable is unset (one you set is kept); `symmem doctor` says which.
 	NCCLMulticast bool
+	// AutoTable is the file of a table `auto` reads before its built-in
+	// one (written by `symmem tune` on this machine). Where it has no row
+	// for a call the built-in table answers. Empty: the environment
+	// variable SYMMEM_AUTO_TABLE, for jobs started by torchrun whose
+	// program does not set options; unset too, the built-in table alone.
+	// Init fails with ErrInvalid when the file does not parse or validate,
+	// or was measured on another GPU model or NCCL release series (a
+	// table from other hardware would steer auto wrong silently: re-run
+	// `symmem tune`). `symmem doctor` says which table is in force.
+	AutoTable string
 }
 
 // Defaults.

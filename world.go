@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
@@ -29,6 +30,8 @@ type World struct {
 	pool    *pool.Pool
 	host    bool              // buffers are host memory (Buffer.Bytes works)
 	why     string            // why this backend (doctor)
+	auto    doctor.AutoTable  // the table auto reads (doctor)
+	machine doctor.Machine    // this rank's machine (doctor)
 	local   map[uint64][]byte // AllocLocal's host allocations (kept alive)
 
 	mu     sync.Mutex
@@ -81,7 +84,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	if w.be, w.why, err = newBackend(opts.Backend, env, opts); err != nil {
+	if w.be, w.why, w.auto, w.machine, err = newBackend(opts.Backend, env, opts); err != nil {
 		w.fdx.Close()
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)

@@ -31,6 +31,36 @@ type Report struct {
 	Groups    []Group       // in creation order, the world first
 	Pool      pool.Stats    // the process's pool
 	Paths     []Path        // world group: every op × Sizes × {symmetric, ordinary}
+	Machine   Machine       // this rank's machine, as auto tables record it
+	AutoTable AutoTable     // the table auto reads, and where it came from
+}
+
+// Machine describes a machine the way auto tables record it.
+type Machine struct {
+	Backend string // "cuda" or "cpu"
+	GPU     string // device name
+	Count   int    // GPUs visible on the host
+	Link    string // "nvlink", "pcie", "none"
+	Driver  string // CUDA driver version
+	NCCL    string // NCCL version ("" none loaded)
+}
+
+// AutoTable says which table `auto` reads and where it came from.
+type AutoTable struct {
+	// Source is "built-in" (generated from measurement files in the
+	// repository, Sources), a file's path (Options.GPU.AutoTable or
+	// SYMMEM_AUTO_TABLE, From says which), or "" when the backend reads
+	// no table (the CPU backend's auto has one path; Note says so).
+	Source  string
+	From    string
+	Sources []string // the measurement files it was built from
+	Machine Machine  // where it was measured
+	Date    string
+	Command string // what produced it
+	Note    string
+	// Builtin is the built-in table, which answers calls a file's table
+	// has no row for (nil unless Source is a file).
+	Builtin *AutoTable
 }
 
 // Group describes one group from this rank's view.

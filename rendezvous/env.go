@@ -37,6 +37,9 @@ type Env struct {
 	// TokenFrom says where Token came from: VarToken, or VarRunID when it
 	// was derived from torchrun's run id (a job name, not a secret).
 	TokenFrom string
+	// AutoTable is SYMMEM_AUTO_TABLE: the file of the table the GPU
+	// backend's auto reads when symmem.Options.GPU.AutoTable is empty.
+	AutoTable string
 }
 
 // Environment variable names.
@@ -60,6 +63,9 @@ const (
 	// VarShareDevice=1 lets several ranks of the job use one GPU (symmem's
 	// own paths only; NCCL needs a GPU per rank). Unset or 0: refused.
 	VarShareDevice = "SYMMEM_SHARE_DEVICE"
+	// VarAutoTable names an auto table file (`symmem tune`'s output) for
+	// the GPU backend; symmem.Options.GPU.AutoTable, when set, wins.
+	VarAutoTable = "SYMMEM_AUTO_TABLE"
 	// VarRunID is torchrun's job name; with it, SYMMEM_TOKEN and
 	// SYMMEM_JOB_ID may be left unset.
 	VarRunID = "TORCHELASTIC_RUN_ID"
@@ -125,6 +131,7 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 	if e.JobID == "" && e.Token != "" {
 		e.JobID = derive("job", e.Token)[:16]
 	}
+	e.AutoTable = opt(VarAutoTable)
 	e.Store = opt(VarStore)
 	if opt(VarStoreHosted) == "1" && e.Store == "" && e.MasterAddr != "" && e.MasterPort > 0 {
 		e.Store = e.StoreAddr()

@@ -108,7 +108,8 @@ func TestDoctorEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("symmem doctor: %v\n%s\n%s", err, out, errs)
 	}
-	for _, want := range []string{"backend:  cpu", "rank 0 of 2", "world", "pool:", "all_gather", "broadcast", "direct+staged"} {
+	for _, want := range []string{"backend:  cpu", "rank 0 of 2", "world", "pool:", "all_gather", "broadcast", "direct+staged",
+		"auto:     no table: the cpu backend's auto has one path (direct)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
@@ -321,7 +322,7 @@ func cleanEnv() []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN", "SYMMEM_JOB_ID",
-			"SYMMEM_STORE_HOSTED", "SYMMEM_STORE", "SYMMEM_PORT", "TORCHELASTIC_RUN_ID":
+			"SYMMEM_STORE_HOSTED", "SYMMEM_STORE", "SYMMEM_PORT", "TORCHELASTIC_RUN_ID", "SYMMEM_AUTO_TABLE":
 			continue
 		}
 		env = append(env, kv)

@@ -104,6 +104,7 @@ func writeDoctor(out io.Writer, r doctor.Report) {
 	if r.Detail != "" {
 		fmt.Fprint(out, r.Detail)
 	}
+	writeAutoTable(out, r)
 	fmt.Fprintf(out, "paths on the world group (what a call would do, and why):\n")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  op\tsize\tbuffers\tpath\twhy\n")
@@ -119,4 +120,61 @@ func writeDoctor(out io.Writer, r doctor.Report) {
 		fmt.Fprintf(tw, "  %v\t%s\t%s\t%s\t%s\n", pr.Kind, bench.FormatSize(pr.Bytes), mem, path, pr.Path.Reason)
 	}
 	tw.Flush()
+}
+
+// writeAutoTable says which table auto reads and where it came from.
+func writeAutoTable(out io.Writer, r doctor.Report) {
+	if m := r.Machine; m.GPU != "" {
+		fmt.Fprintf(out, "machine:  %s (as auto tables record it)\n", describeMachine(m))
+	}
+	a := r.AutoTable
+	switch a.Source {
+	case "":
+		fmt.Fprintf(out, "auto:     no table: %s\n", a.Note)
+		return
+	case "built-in":
+		fmt.Fprintf(out, "auto:     built-in table, %s\n", describeTable(a))
+	default:
+		fmt.Fprintf(out, "auto:     table %s (%s), %s\n", a.Source, a.From, describeTable(a))
+		if a.Command != "" {
+			fmt.Fprintf(out, "          made by: %s\n", a.Command)
+		}
+		if b := a.Builtin; b != nil {
+			fmt.Fprintf(out, "          where it has no row: the built-in table, %s\n", describeTable(*b))
+		}
+	}
+	if a.Note != "" {
+		fmt.Fprintf(out, "          note: %s\n", a.Note)
+	}
+}
+
+// describeTable is where a table was measured, when, and from what.
+func describeTable(a doctor.AutoTable) string {
+	s := fmt.Sprintf("measured on %s, %s", describeMachine(a.Machine), a.Date)
+	if len(a.Sources) > 0 {
+		s += " (from " + strings.Join(a.Sources, ", ") + ")"
+	}
+	return s
+}
+
+func describeMachine(m doctor.Machine) string {
+	var parts []string
+	switch {
+	case m.GPU != "" && m.Count > 0:
+		parts = append(parts, fmt.Sprintf("%dx %s", m.Count, m.GPU))
+	case m.GPU != "":
+		parts = append(parts, m.GPU)
+	default:
+		parts = append(parts, "the "+m.Backend+" backend")
+	}
+	if m.Link != "" {
+		parts = append(parts, m.Link)
+	}
+	if m.Driver != "" {
+		parts = append(parts, "driver "+m.Driver)
+	}
+	if m.NCCL != "" {
+		parts = append(parts, "NCCL "+m.NCCL)
+	}
+	return strings.Join(parts, ", ")
 }
