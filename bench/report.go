@@ -27,12 +27,24 @@ type Report struct {
 	Rounds    int      `json:"rounds"` // each row is the fastest of this many rounds
 	// MemcpyThreads is how many threads each rank's memcpy baseline used
 	// (0: not known to the harness).
-	MemcpyThreads int      `json:"memcpy_threads,omitempty"`
-	Date          string   `json:"date"`
-	Seconds       float64  `json:"seconds"` // wall time of the sweep
-	Command       string   `json:"command,omitempty"`
-	Host          string   `json:"host,omitempty"`
-	Results       []Result `json:"results"`
+	MemcpyThreads int     `json:"memcpy_threads,omitempty"`
+	Date          string  `json:"date"`
+	Seconds       float64 `json:"seconds"` // wall time of the sweep
+	Command       string  `json:"command,omitempty"`
+	Host          string  `json:"host,omitempty"`
+	// Machine is the GPU machine the sweep ran on, as auto tables record
+	// it (the program fills it in; nil on the CPU backend).
+	Machine *Machine `json:"machine,omitempty"`
+	Results []Result `json:"results"`
+}
+
+// Machine describes a GPU machine (internal/tune reads these fields).
+type Machine struct {
+	GPU    string `json:"gpu"`
+	Count  int    `json:"count"`
+	Link   string `json:"link"`
+	Driver string `json:"driver"`
+	NCCL   string `json:"nccl"`
 }
 
 // Result is one op/algo/size row.
@@ -72,6 +84,51 @@ type Measure struct {
 	// Refused says why a forced algorithm could not run this call (the
 	// backend's error); the row then has no timing.
 	Refused string `json:"refused,omitempty"`
+	// AutoVsBest is set on auto's rows when the sweep measured other
+	// algorithms too: the fastest other algorithm's time at this size and
+	// placement over auto's (auto's speed relative to the best: 1 matches
+	// it, below 1 is slower; the goal is 0.97 or more). BestAlgo and
+	// BestUs are that algorithm and its time.
+	AutoVsBest float64 `json:"auto_vs_best,omitempty"`
+	BestAlgo   string  `json:"best_algo,omitempty"`
+	BestUs     float64 `json:"best_time_us,omitempty"`
+}
+
+// fillAutoBest sets AutoVsBest, BestAlgo and BestUs on the auto rows of
+// results from the other algorithms' rows of the same op and size.
+func fillAutoBest(results []Result) {
+	for i := range results {
+		a := &results[i]
+		if a.Algo != "auto" {
+			continue
+		}
+		for _, inPlace := range []bool{false, true} {
+			am := a.placement(inPlace)
+			if am == nil || am.Refused != "" || am.TimeUs <= 0 {
+				continue
+			}
+			am.AutoVsBest, am.BestAlgo, am.BestUs = 0, "", 0
+			for _, o := range results {
+				m := o.placement(inPlace)
+				if o.Algo == "auto" || o.Op != a.Op || o.Bytes != a.Bytes || m == nil || m.Refused != "" || m.TimeUs <= 0 {
+					continue
+				}
+				if am.BestUs == 0 || m.TimeUs < am.BestUs {
+					am.BestAlgo, am.BestUs = o.Algo, m.TimeUs
+				}
+			}
+			if am.BestUs > 0 {
+				am.AutoVsBest = am.BestUs / am.TimeUs
+			}
+		}
+	}
+}
+
+func (r *Result) placement(inPlace bool) *Measure {
+	if inPlace {
+		return r.InPlace
+	}
+	return r.OutOfPlace
 }
 
 // WrongTotal sums #wrong over every measurement.

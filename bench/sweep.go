@@ -165,6 +165,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
 	row := 0
 	for _, k := range cfg.Ops {
+		first := len(rep.Results)
 		for ai, a := range cfg.Algos {
 			for si, size := range cfg.Sizes {
 				row++
@@ -187,6 +188,9 @@ func Run(t Target, cfg Config) (*Report, error) {
 				}
 			}
 		}
+		// Every algorithm of op k is measured: auto's rows get auto/best
+		// (before the next op's first row, which prints k's summary).
+		fillAutoBest(rep.Results[first:])
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil

@@ -60,6 +60,9 @@ func (t *Table) Row(rep *Report, res Result) error {
 	if res.Op != t.op || res.Algo != t.algo {
 		if t.op != "" {
 			t.footer(&b)
+			if res.Op != t.op {
+				writeAutoBest(&b, rep, t.op)
+			}
 		}
 		t.op, t.algo = res.Op, res.Algo
 		writeHeader(&b, res)
@@ -104,10 +107,50 @@ func (t *Table) Close(rep *Report) error {
 	}
 	if t.op != "" {
 		t.footer(&b)
+		writeAutoBest(&b, rep, t.op)
 	}
 	fmt.Fprintf(&b, "# symmem: %d rows in %.1f s, %d wrong elements in total\n", len(rep.Results), rep.Seconds, rep.WrongTotal())
 	t.write(b.String())
 	return t.err
+}
+
+// writeAutoBest writes, after the last block of op, a "#" line per size of
+// auto's block with auto/best (Measure.AutoVsBest): nothing when the sweep
+// measured auto alone or no other algorithm. "#" lines keep parsers of
+// nccl-tests' rows working, and the numbers need every algorithm of the
+// size, which the rows of auto's own block (measured first) cannot wait
+// for. The lines avoid the word "algo", which scripts/gpu-allreduce-4.sh
+// greps for block headers.
+func writeAutoBest(b *strings.Builder, rep *Report, op string) {
+	head := false
+	for _, res := range rep.Results {
+		if res.Op != op || res.Algo != "auto" {
+			continue
+		}
+		var parts []string
+		for _, m := range res.measures() {
+			if m.AutoVsBest == 0 {
+				continue
+			}
+			name := "out-of-place"
+			if m == res.InPlace {
+				name = "in-place"
+			}
+			parts = append(parts, fmt.Sprintf("%s %.2f (auto %s %s us, best %s %s us)", name, m.AutoVsBest, m.path(),
+				strings.TrimSpace(fmtTime(m.TimeUs)), m.BestAlgo, strings.TrimSpace(fmtTime(m.BestUs))))
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		if !head {
+			head = true
+			fmt.Fprintf(b, "# auto/best, %s: the fastest other path's time over auto's at each size (1.00: auto matches it)\n", op)
+		}
+		fmt.Fprintf(b, "#   auto/best %12d  %s\n", res.Bytes, strings.Join(parts, ", "))
+	}
+	if head {
+		b.WriteString("#\n")
+	}
 }
 
 // footer is nccl-tests' closing lines of one block.

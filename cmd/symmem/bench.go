@@ -314,7 +314,7 @@ func benchRank(f *benchFlags, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
-	t, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, GPU: symmem.GPUOptions{LowContentionCTAs: f.lcCTAs}})
+	t, w, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, GPU: symmem.GPUOptions{LowContentionCTAs: f.lcCTAs}})
 	if err != nil {
 		return err
 	}
@@ -326,8 +326,9 @@ func benchRank(f *benchFlags, args []string) error {
 	// Rows go to stdout (unbuffered) as each size completes.
 	command, host := strings.TrimSpace("symmem bench "+strings.Join(args, " ")), hostInfo()
 	table := bench.NewTable(os.Stdout)
+	machine := benchMachine(w)
 	cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
-		rep.Command, rep.Host = command, host
+		rep.Command, rep.Host, rep.Machine = command, host, machine
 		return table.Row(rep, res)
 	}
 	rep, err := bench.Run(t, cfg)
@@ -337,7 +338,7 @@ func benchRank(f *benchFlags, args []string) error {
 	if t.Rank() != 0 {
 		return nil
 	}
-	rep.Command, rep.Host, rep.Version, rep.Args = command, host, versionString(), append([]string{"bench"}, args...)
+	rep.Command, rep.Host, rep.Version, rep.Args, rep.Machine = command, host, versionString(), append([]string{"bench"}, args...), machine
 	if err := table.Close(rep); err != nil {
 		return err
 	}
@@ -385,20 +386,30 @@ func resolveBackend(backend string) string {
 
 // openTarget joins the job through the user API on the chosen backend
 // (collective over the ranks).
-func openTarget(ctx context.Context, o symmem.Options) (bench.Target, func() error, error) {
+func openTarget(ctx context.Context, o symmem.Options) (bench.Target, *symmem.World, func() error, error) {
 	w, err := symmem.Init(ctx, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	t, err := worldtarget.New(ctx, w)
 	if err != nil {
 		w.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return t, func() error {
+	return t, w, func() error {
 		t.Close()
 		return w.Close()
 	}, nil
+}
+
+// benchMachine is the GPU machine w runs on, for the report (nil without
+// a GPU).
+func benchMachine(w *symmem.World) *bench.Machine {
+	m := w.Doctor().Machine
+	if m.GPU == "" {
+		return nil
+	}
+	return &bench.Machine{GPU: m.GPU, Count: m.Count, Link: m.Link, Driver: m.Driver, NCCL: m.NCCL}
 }
 
 // hostInfo describes the machine: CPU count and model, Go version.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 )
 
@@ -382,5 +383,39 @@ func TestGoSource(t *testing.T) {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("source lacks %q:\n%s", want, src)
 		}
+	}
+}
+
+// TestReadsBenchJSON: what bench.WriteJSON writes is what ReadInput reads
+// (the layout is mirrored here: the backends read this package, bench is
+// above them).
+func TestReadsBenchJSON(t *testing.T) {
+	rep := &bench.Report{Schema: bench.SchemaVersion, Backend: "cuda", Ranks: 4, DType: bench.TypeName(coll.Float16), Symmetric: true,
+		Date: "2026-12-01T00:00:00Z", Command: "symmem tune", Machine: &bench.Machine{GPU: "NVIDIA H100", Count: 8, Link: "nvlink", Driver: "12.8", NCCL: "2.28.9"},
+		Results: []bench.Result{
+			{Op: "all_gather", Algo: "ce", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 7}, InPlace: &bench.Measure{Refused: "no"}},
+			{Op: "all_gather", Algo: "auto", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 6}},
+			{Op: "all_gather", Algo: "kernel", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 6, Wrong: 1}, InPlace: &bench.Measure{TimeUs: 5}},
+		}}
+	var b strings.Builder
+	if err := bench.WriteJSON(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	in, err := ReadInput("r.json", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Measurement{
+		{Op: coll.AllGather, Class: F16, Ranks: 4, Bytes: 1 << 20, Algo: coll.AlgoCE, TimeUs: 7},
+		{Op: coll.AllGather, Class: F16, Ranks: 4, InPlace: true, Bytes: 1 << 20, Algo: coll.AlgoKernel, TimeUs: 5},
+	}
+	if !slices.Equal(in.Measurements, want) {
+		t.Errorf("measurements %+v, want %+v", in.Measurements, want)
+	}
+	if in.Machine != (Machine{Backend: "cuda", GPU: "NVIDIA H100", Count: 8, Link: "nvlink", Driver: "12.8", NCCL: "2.28.9"}) || in.Date != rep.Date {
+		t.Errorf("machine %+v, date %s", in.Machine, in.Date)
+	}
+	if benchSchema != bench.SchemaVersion {
+		t.Errorf("tune reads bench schema %d, bench writes %d: update benchReport", benchSchema, bench.SchemaVersion)
 	}
 }
