@@ -360,6 +360,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"launch", "-n", "1", "sh", "-c", "exit 7"}, 7, ""},
 		{[]string{"doctor", "-backend", "tpu"}, 2, "want auto, cpu or cuda"},
 		{[]string{"bench", "--backend", "cpu", "-G", "4"}, 2, "-G 4: CUDA graphs need the cuda backend (this run uses cpu)"},
+		{[]string{"tune", "-h"}, 0, "--dtypes"},
+		{[]string{"tune"}, 2, "-o/--out: name the table file to write"},
+		{[]string{"tune", "-o", "t.json", "--dtypes", "bf16,half"}, 2, "bfloat16 and half are both 16-bit-float"},
+		{[]string{"tune", "-o", "t.json", "--algo", "fast"}, 2, `unknown algorithm "fast"`},
+		{[]string{"tune", "-o", "/nonexistent/dir/t.json"}, 2, "-o /nonexistent/dir/t.json"},
 	} {
 		out, errs, err := cli(t, c.args...)
 		code := 0

@@ -4,6 +4,7 @@
 //	symmem launch --nproc-per-node N [--] prog args...   start N local ranks
 //	symmem bench [flags]                                 sweep collectives, nccl-tests output
 //	symmem bench overlap [flags]                         collectives beside GEMMs: how much hides (GPU)
+//	symmem tune -o FILE [flags]                          measure every path, write the table auto reads
 //	symmem doctor                                        backend, ranks, pool, chosen paths
 //	symmem version
 //	symmem completion bash|zsh|fish|powershell
@@ -65,7 +66,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.SetVersionTemplate("symmem {{.Version}}\n")
-	root.AddCommand(newLaunchCmd(), newBenchCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newLaunchCmd(), newBenchCmd(), newTuneCmd(), newDoctorCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/bench"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/tune"
+)
+
+// tuneOpts are the flags of `symmem tune`: a subset of bench's, plus the
+// dtypes (one per class) and the output.
+type tuneOpts struct {
+	b      benchOpts
+	dtypes string
+	out    string
+	algos  string
+}
+
+func (o *tuneOpts) define(fs *pflag.FlagSet) {
+	b, f := &o.b, &o.b.f
+	fs.SetNormalizeFunc(normalizeFlag)
+	fs.IntVar(&f.n, "nproc-per-node", 2, "ranks to start when not already inside a launched job (RANK unset)")
+	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
+	fs.StringVarP(&o.out, "out", "o", "", "write the table to this file (required); the bench reports go beside it as FILE.DTYPE.bench.json (FILE without .json)")
+	fs.StringVar(&b.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
+	fs.StringVar(&o.dtypes, "dtypes", "bfloat16,float,int32", "one element type per dtype class the table distinguishes: 16-bit float (bfloat16 or half), 32-bit float (float), other (double, the integers)")
+	fs.StringVar(&o.algos, "algo", "", "comma-separated algorithms to measure, where the backend has them for an op (default: every algorithm it declares per op, and auto for auto/best)")
+	fs.StringVarP(&b.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
+	fs.StringVarP(&b.e, "maxbytes", "e", "1G", "largest size")
+	fs.IntVarP(&b.fact, "stepfactor", "f", 2, "size multiplication factor between steps")
+	fs.StringVar(&b.redop, "op", "sum", "reduction for reduce_scatter and all_reduce")
+	fs.StringVar(&b.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
+	fs.IntVarP(&b.check, "check", "c", 1, "check every size against a serial reference (a path with wrong elements never wins): 1 on, 0 off")
+	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum: --budget)")
+	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
+	fs.DurationVar(&f.cfg.Budget, "budget", 100*time.Millisecond, "adaptive iterations: about this much timed work per size and path")
+	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times, keep the fastest")
+	fs.Uint64Var(&b.seed, "seed", 1, "seed of the random test data")
+	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
+}
+
+// tuneFlags are the checked flags.
+type tuneFlags struct {
+	benchFlags
+	dtypes []coll.DType
+	algos  []coll.Algo // nil: every declared algorithm, and auto
+	out    string
+}
+
+// finish checks the flags (through bench's checks for the shared ones).
+func (o *tuneOpts) finish() (*tuneFlags, error) {
+	if o.out == "" {
+		return nil, fmt.Errorf("-o/--out: name the table file to write")
+	}
+	t := &tuneFlags{out: o.out}
+	classes := map[tune.Class]coll.DType{}
+	for _, s := range strings.Split(o.dtypes, ",") {
+		dt, err := coll.ParseDType(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--dtypes: %w", err)
+		}
+		c := tune.ClassOf(dt)
+		if prev, ok := classes[c]; ok {
+			return nil, fmt.Errorf("--dtypes: %s and %s are both %s: the table has one row set per class", bench.TypeName(prev), bench.TypeName(dt), c)
+		}
+		classes[c] = dt
+		t.dtypes = append(t.dtypes, dt)
+	}
+	if o.algos != "" {
+		var err error
+		if t.algos, err = parseAlgos(o.algos); err != nil {
+			return nil, err
+		}
+	}
+	// bench's checks: sizes, placements, backend, ranks; the dtype with
+	// the largest elements bounds the smallest size.
+	b := o.b
+	b.algos, b.dtype = "auto", slices.MaxFunc(t.dtypes, func(a, c coll.DType) int { return a.Size() - c.Size() }).String()
+	f, err := b.finish()
+	if err != nil {
+		return nil, err
+	}
+	t.benchFlags = *f
+	if err := checkWritable(t.out); err != nil {
+		return nil, fmt.Errorf("-o %s: %w", t.out, err)
+	}
+	return t, nil
+}
+
+// reportPath is where the bench report of dt goes: beside the table.
+func (t *tuneFlags) reportPath(dt coll.DType) string {
+	return strings.TrimSuffix(t.out, ".json") + "." + bench.TypeName(dt) + ".bench.json"
+}
+
+const tuneLong = `Measures every path the backend declares per op (and auto, for auto/best), per dtype
+class (--dtypes: one type each for 16-bit floats, 32-bit floats and the rest), at sizes
+-b to -e and both placements, on the ranks at hand, and writes the table auto reads
+(-o FILE; point Options.GPU.AutoTable or SYMMEM_AUTO_TABLE at it) with the bench
+reports beside it (FILE.DTYPE.bench.json, inputs of go generate for the built-in
+table: docs/gpu.md). Rows print as bench prints them. Per op, class, rank count,
+placement and size the fastest path wins; paths within 3% win in the order ce, kernel,
+two-shot, lc, nccl-window, nccl; refused or wrong calls never win. Outside a launched
+job it starts --nproc-per-node local ranks of itself.`
+
+func newTuneCmd() *cobra.Command {
+	o := &tuneOpts{}
+	cmd := &cobra.Command{
+		Use:   "tune -o FILE [flags]",
+		Short: "measure every path and write the table auto reads",
+		Long:  tuneLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := o.finish()
+			if err != nil {
+				return err
+			}
+			return exitWith(tuneCmd(f, subArgs()))
+		},
+	}
+	o.define(cmd.Flags())
+	return cmd
+}
+
+// tuneCmd runs a checked tune: it starts the ranks, or is one.
+func tuneCmd(f *tuneFlags, args []string) int {
+	if os.Getenv("RANK") == "" {
+		return selfLaunch("tune", f.n, args)
+	}
+	if err := tuneRank(f, args); err != nil {
+		fmt.Fprintf(os.Stderr, "symmem tune (rank %s): %v\n", os.Getenv("RANK"), err)
+		return 1
+	}
+	return 0
+}
+
+// tuneAlgos are the algorithms measured for k: auto and every one the
+// backend declares, or those of want it declares.
+func tuneAlgos(w *symmem.World, k coll.Kind, want []coll.Algo) []coll.Algo {
+	if want == nil {
+		return append([]coll.Algo{coll.AlgoAuto}, w.Algos(k)...)
+	}
+	var out []coll.Algo
+	for _, a := range want {
+		if w.Supports(k, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func tuneRank(f *tuneFlags, args []string) error {
+	ctx := context.Background()
+	t, w, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout})
+	if err != nil {
+		return err
+	}
+	defer closeTarget()
+	rank0 := t.Rank() == 0
+	command, host, machine := strings.TrimSpace("symmem tune "+strings.Join(args, " ")), hostInfo(), benchMachine(w)
+	var inputs []tune.Input
+	var sources []string
+	var wrong int64
+	for _, dt := range f.dtypes {
+		var all *bench.Report
+		for _, k := range f.cfg.Ops {
+			cfg := f.cfg
+			cfg.Ops, cfg.DType = []coll.Kind{k}, dt
+			if cfg.Algos = tuneAlgos(w, k, f.algos); len(cfg.Algos) == 0 {
+				continue
+			}
+			if rank0 && (f.progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
+				cfg.Progress = os.Stderr
+			}
+			table := bench.NewTable(os.Stdout)
+			cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
+				rep.Command, rep.Host, rep.Machine = command, host, machine
+				return table.Row(rep, res)
+			}
+			rep, err := bench.Run(t, cfg)
+			if err != nil {
+				return err
+			}
+			if !rank0 {
+				continue
+			}
+			rep.Command, rep.Host, rep.Machine = command, host, machine
+			if err := table.Close(rep); err != nil {
+				return err
+			}
+			if all == nil {
+				all = rep
+			} else {
+				all.Results = append(all.Results, rep.Results...)
+				all.Seconds += rep.Seconds
+			}
+		}
+		if !rank0 || all == nil {
+			continue
+		}
+		all.Version, all.Args = versionString(), append([]string{"tune"}, args...)
+		wrong += all.WrongTotal()
+		var js bytes.Buffer
+		if err := bench.WriteJSON(&js, all); err != nil {
+			return err
+		}
+		path := f.reportPath(dt)
+		if err := writeJSONFile(path, func(w io.Writer) error { _, err := w.Write(js.Bytes()); return err }); err != nil {
+			return err
+		}
+		in, err := tune.ReadInput(filepath.Base(path), js.Bytes())
+		if err != nil {
+			return err
+		}
+		inputs, sources = append(inputs, in), append(sources, filepath.Base(path))
+	}
+	if !rank0 {
+		return nil
+	}
+	tb, err := tune.NewTable(inputs, command, sources)
+	if err != nil {
+		return err
+	}
+	data, err := tb.JSON()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(f.out, data, 0o644); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# symmem tune: %d rows, measured on %s, written to %s (bench reports: %s)\n", len(tb.Rows), tb.Machine, f.out, strings.Join(sources, ", "))
+	for _, r := range tb.Rows {
+		fmt.Fprintf(&b, "#   %s\n", r)
+	}
+	os.Stdout.WriteString(b.String())
+	if wrong != 0 {
+		return fmt.Errorf("%d wrong elements (see #wrong): those paths never win in the table, but they are wrong", wrong)
+	}
+	return nil
+}

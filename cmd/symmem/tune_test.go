@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/symmem/symmem/bench"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/tune"
+)
+
+// TestTuneEndToEnd: `symmem tune` on the CPU backend (2 real ranks)
+// measures auto and direct per op and dtype, writes a bench report per
+// dtype beside the table, and a table that parses: direct everywhere (the
+// CPU's one path), built from those reports.
+func TestTuneEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cpu2.json")
+	stdout, stderr, err := cli(t, "tune", "-o", out, "-b", "1K", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "--budget", "0",
+		"--dtypes", "bfloat16,float,int32")
+	if err != nil {
+		t.Fatalf("symmem tune: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	for _, want := range []string{"# all_reduce, algo auto", "# all_reduce, algo direct", "# auto/best, all_reduce", "# symmem tune: 4 rows, measured on backend cpu"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := tune.Parse(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if tb.Machine.Backend != "cpu" || !strings.HasPrefix(tb.Command, "symmem tune -o ") || len(tb.Sources) != 3 || tb.Date == "" {
+		t.Errorf("table header: %+v", tb)
+	}
+	for _, r := range tb.Rows {
+		if r.Algo != coll.AlgoDirect || r.Class != tune.AnyClass || r.Ranks != (tune.Ranks{Min: 2, Max: 2}) || r.UpTo != 0 {
+			t.Errorf("row %s: want direct for every class, 2 ranks, no bound", r)
+		}
+	}
+	if len(tb.Rows) != 4 {
+		t.Errorf("%d rows, want one per op", len(tb.Rows))
+	}
+	for _, dt := range []string{"bfloat16", "float", "int32"} {
+		path := filepath.Join(dir, "cpu2."+dt+".bench.json")
+		js, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep bench.Report
+		if err := json.Unmarshal(js, &rep); err != nil {
+			t.Fatal(err)
+		}
+		autoBest := 0
+		for _, r := range rep.Results {
+			if r.Algo == "auto" && r.OutOfPlace != nil && r.OutOfPlace.AutoVsBest > 0 {
+				autoBest++
+			}
+		}
+		if rep.DType != dt || rep.Ranks != 2 || len(rep.Results) != 4*2*3 || autoBest != 4*3 || rep.Args[0] != "tune" {
+			t.Errorf("%s: dtype %s, %d ranks, %d rows (%d with auto/best), args %q", path, rep.DType, rep.Ranks, len(rep.Results), autoBest, rep.Args)
+		}
+	}
+	// The generator reads the same directory (table and reports) into the
+	// same rows.
+	ins, _, err := tune.ReadDir(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := tune.NewTable(ins, "gen", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Rows) != len(tb.Rows) {
+		t.Errorf("the directory builds %d rows, the table has %d", len(again.Rows), len(tb.Rows))
+	}
+}
