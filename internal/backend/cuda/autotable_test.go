@@ -86,3 +86,33 @@ func TestCheckAutoTable(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoStartsFromMeasuredPaths: a table may start auto from two-shot
+// or lc (where they measured fastest); where they do not serve the call
+// it falls back in their order, down to NCCL.
+func TestAutoStartsFromMeasuredPaths(t *testing.T) {
+	user := tune.Must(&tune.Table{Format: tune.FormatVersion, Machine: tune.Machine{Backend: "cuda"}, Rows: []tune.Row{
+		{Op: coll.AllReduce, Ranks: tune.Ranks{Min: 1}, Algo: coll.AlgoTwoShot},
+		{Op: coll.ReduceScatter, Ranks: tune.Ranks{Min: 1}, Algo: coll.AlgoLowContention},
+	}})
+	for _, c := range []struct {
+		cfg       goldenCfg
+		kind      coll.Kind
+		want, why string
+	}{
+		{chooseCfgs[0], coll.AllReduce, "two-shot", "fastest here in the table"},
+		{chooseCfgs[0], coll.ReduceScatter, "lc", "fastest here in the table"},
+		{chooseCfgs[4], coll.AllReduce, "nccl-window", "NCCL on windows"}, // no kernels: two-shot does not serve, its order goes on
+	} {
+		g, _ := goldenGroup(t, c.cfg, 2, 0)
+		g.b.table = user
+		req := arReq(g, 64<<10, coll.BFloat16, false)
+		if c.kind == coll.ReduceScatter {
+			req = rsReq(g, 64<<10)
+		}
+		p := g.Explain(req)
+		if string(p.Algo) != c.want || !strings.Contains(p.Reason, c.why) {
+			t.Errorf("%s %v: %s (%s), want %s (%q)", c.cfg.name, c.kind, p.Algo, p.Reason, c.want, c.why)
+		}
+	}
+}
