@@ -209,6 +209,8 @@ class TestCollectives(Base):
         self.assertEqual((d["backend"], d["rank"], d["size"], d["checked"]), ("cpu", W.rank, W.size, CHECKED))
         self.assertEqual(d["groups"][0]["name"], "world")
         self.assertTrue(any(x["op"] == "broadcast" for x in d["paths"]))
+        self.assertEqual((d["machine"]["backend"], d["auto_table"]["source"]), ("cpu", ""))
+        self.assertIn("one path", d["auto_table"]["note"])
 
 
 class TestNumpy(Base):
