@@ -1,7 +1,8 @@
 // Package wait is the foundation's one definition of how long symmem waits:
 // DefaultTimeout, the bound every layer (the user API, the pool, the CPU,
 // GPU and NCCL backends) applies to a wait for peers when its caller gives
-// none. It sits below every backend and imports nothing of symmem.
+// none. It sits below every backend; of symmem it imports only
+// internal/native/hostmem (the futex).
 //
 // It also holds the one waiting primitive, Until: poll a condition in a
 // short spin, then sleep (on a futex word that whoever meets the condition

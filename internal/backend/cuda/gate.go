@@ -28,11 +28,11 @@ import (
 //
 // A gated call (ce, lc, NCCL) that is approved when this rank publishes it
 // (it published last, or the others' hosts were ahead), or within a short
-// wait after (gateSpin, adaptive), queues nothing more. Otherwise its stream runs the guard
-// first (symmem_gate_guard, one
-// thread): it ends when the approval comes and traps when the gate records
-// a difference at or before the call, or after the watchdog
-// (Options.GPUWatchdog) — the trap ends the context before any data of the
+// wait after (gateSpin, adaptive), queues nothing more. Otherwise its
+// stream runs the guard first (symmem_gate_guard, one thread): it ends when
+// the approval comes and traps when the gate records a difference at or
+// before the call, or after the watchdog (Options.Watchdog, the user's
+// Options.GPU.Watchdog) — the trap ends the context before any data of the
 // call moved. A running kernel is the only stop that works here: a stream
 // memory operation waiting on the approval word cannot be cancelled, and a
 // trap launched after it may never start, because waiting streams block the

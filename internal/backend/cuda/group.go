@@ -170,7 +170,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		if parts[1] == g.b.info.PCI {
 			if !g.b.share {
 				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
-					"(symmem.Options.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
 					g.ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
 			}
 			g.sharing += fmt.Sprintf(" %d", g.ranks[r])

@@ -31,10 +31,10 @@ func (s *ncclState) load(multicast bool) {
 	case set:
 		s.nvls = fmt.Sprintf("NCCL_NVLS_ENABLE=%s (set by the user, kept)", v)
 	case multicast:
-		s.nvls = "NCCL_NVLS_ENABLE unset: NCCL's default (NVLink multicast allowed by Options.NCCLMulticast)"
+		s.nvls = "NCCL_NVLS_ENABLE unset: NCCL's default (NVLink multicast allowed by symmem.Options.GPU.NCCLMulticast)"
 	default:
 		os.Setenv("NCCL_NVLS_ENABLE", "0") // before NCCL reads it; reaches C's environ (cgo)
-		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; Options.NCCLMulticast allows NVLink multicast)"
+		s.nvls = "NCCL_NVLS_ENABLE=0 set by symmem (it was unset; symmem.Options.GPU.NCCLMulticast allows NVLink multicast)"
 	}
 	s.lib, s.err = libnccl.Load()
 }
