@@ -31,6 +31,11 @@ func TestAutoTableFile(t *testing.T) {
 	if auto.Source != "" || !strings.Contains(auto.Note, "SYMMEM_AUTO_TABLE=/env/table.json ignored") || m.Backend != "cpu" {
 		t.Errorf("cpu: %+v, machine %+v", auto, m)
 	}
+	// The same note where auto fell back to the CPU backend (cpuAutoTable
+	// serves both routes); nothing named, nothing ignored.
+	if a := cpuAutoTable("", ""); a.Source != "" || strings.Contains(a.Note, "ignored") || !strings.Contains(a.Note, "reads no table") {
+		t.Errorf("cpu, no table named: %+v", a)
+	}
 }
 
 func TestLoadAutoTable(t *testing.T) {

@@ -49,11 +49,7 @@ func newBackend(name string, env rendezvous.Env, opts Options) (be backend.Backe
 	}
 	path, from := autoTableFile(opts, env)
 	if kind == "cpu" {
-		auto.Note = "the cpu backend's auto has one path (direct): it reads no table"
-		if path != "" {
-			auto.Note += fmt.Sprintf("; %s=%s ignored", from, path)
-		}
-		return shm.New(env), why, auto, doctor.Machine{Backend: "cpu"}, nil
+		return shm.New(env), why, cpuAutoTable(path, from), doctor.Machine{Backend: "cpu"}, nil
 	}
 	var table *tune.Table
 	if path != "" {
@@ -79,8 +75,17 @@ func newBackend(name string, env rendezvous.Env, opts Options) (be backend.Backe
 	case table != nil && errors.Is(err, ErrInvalid): // the table does not fit this GPU: not a reason to leave it
 		return nil, "", auto, machine, fmt.Errorf("%s %s: %w", from, path, err)
 	}
-	auto.Note = "the cpu backend's auto has one path (direct): it reads no table"
-	return shm.New(env), fmt.Sprintf("auto: the GPU backend failed to start (%v), CPU shared memory", err), auto, doctor.Machine{Backend: "cpu"}, nil
+	return shm.New(env), fmt.Sprintf("auto: the GPU backend failed to start (%v), CPU shared memory", err), cpuAutoTable(path, from), doctor.Machine{Backend: "cpu"}, nil
+}
+
+// cpuAutoTable is what doctor says of auto's table on the CPU backend: it
+// reads none, and a table named for this rank (path, from) is ignored.
+func cpuAutoTable(path, from string) doctor.AutoTable {
+	a := doctor.AutoTable{Note: "the cpu backend's auto has one path (direct): it reads no table"}
+	if path != "" {
+		a.Note += fmt.Sprintf("; %s=%s ignored", from, path)
+	}
+	return a
 }
 
 // autoTableFile is the auto table file named for this rank and what named
