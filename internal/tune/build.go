@@ -111,11 +111,11 @@ func ReadInput(name string, data []byte) (Input, error) {
 	}
 	switch {
 	case r.Schema != benchSchema:
-		return Input{}, fmt.Errorf("%s: bench schema version %d, this symmem reads %d", name, r.Schema, benchSchema)
+		return Input{}, fmt.Errorf("%s: bench schema version %d, this symmem reads %d: measure again with this build (`symmem bench -J` or `symmem tune`)", name, r.Schema, benchSchema)
 	case !r.Symmetric:
 		return Input{}, fmt.Errorf("%s: measured on ordinary buffers (--plain); auto's table is measured on symmetric ones", name)
 	case r.Ranks < 1:
-		return Input{}, fmt.Errorf("%s: %d ranks", name, r.Ranks)
+		return Input{}, fmt.Errorf("%s: the report says %d ranks, want 1 or more (a `symmem bench -J` report names the ranks it ran on)", name, r.Ranks)
 	}
 	dt, err := coll.ParseDType(r.DType)
 	if err != nil {

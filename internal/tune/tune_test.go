@@ -339,6 +339,7 @@ func TestReadInputRefuses(t *testing.T) {
 		{`{"schema_version": 1, "ranks": 2, "dtype": "float", "symmetric": true}`, "bench schema version 1"},
 		{`{"schema_version": 2, "ranks": 2, "dtype": "float", "symmetric": false}`, "ordinary buffers"},
 		{`{"schema_version": 2, "ranks": 2, "dtype": "complex", "symmetric": true}`, `unknown dtype "complex"`},
+		{`{"schema_version": 2, "ranks": 0, "dtype": "float", "symmetric": true}`, "the report says 0 ranks"},
 		{`{"hello": 1}`, "neither a bench report"},
 		{`[1]`, "x.json"},
 	} {
