@@ -512,7 +512,7 @@ func arValues(dt coll.DType, count int64, seed uint64) []byte {
 
 // roleGPUReduceKernels: all-reduce and reduce-scatter forced onto symmem's
 // kernel against reduce.ReduceN (the same float32 sums in rank order, one
-// rounding): bit-exact, fresh data, 16 B..2 MiB per rank, f32/bf16/f16,
+// rounding): bit-exact, fresh data, 16 B..48 MiB per rank, f32/bf16/f16,
 // in-place and out-of-place.
 func roleGPUReduceKernels(ctx context.Context) error {
 	w, err := gpuWorld(ctx, Options{})
@@ -522,10 +522,10 @@ func roleGPUReduceKernels(ctx context.Context) error {
 	defer w.Close()
 	g := w.World()
 	n, me := g.Size(), g.Rank()
-	// Sizes: one vector; small; divisible by 2 and 3 ranks (two-shot and
-	// lc all-reduce need count % n == 0); the held kernel's 2 MiB limit
-	// and above; several lc sub-chunks with a short last one; more than lc's
-	// 32 MiB staging.
+	// Sizes: one vector; small; split into whole vectors on 2 and 3 ranks
+	// (counts that do not split evenly: TestGPUWorldOddCounts); the held
+	// kernel's 2 MiB limit and above; several lc sub-chunks with a short
+	// last one; more than lc's 32 MiB staging.
 	sizes := []int64{16, 4096, 48 << 10, 1 << 20, 3 << 20, 24<<20 + 96, 48 << 20}
 	maxBytes := sizes[len(sizes)-1]
 	bufs, err := gpuAlloc(ctx, g, int64(n)*maxBytes+4096, int64(n)*maxBytes)

@@ -56,7 +56,7 @@ type Group struct {
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
 
 	runMu   sync.Mutex
-	paths   paths // symmem's paths (path.go)
+	paths   paths // every path, symmem's and NCCL's (path.go)
 	prog    *cudadrv.Program
 	side    []*cudadrv.Stream
 	fork    *cudadrv.Event // local-copy fork
