@@ -52,27 +52,27 @@ type cePath struct {
 
 // serves reports whether copy engines can run req: an all-gather with a
 // registered input or output, in a group whose ranks reach each other.
-func (c *cePath) serves(req backend.Request) bool {
-	return req.Kind == coll.AllGather && c.g.ce && (req.InSym.OK || req.OutSym.OK)
+func (ce *cePath) serves(req backend.Request) bool {
+	return req.Kind == coll.AllGather && ce.g.ce && (req.InSym.OK || req.OutSym.OK)
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
-func (c *cePath) whyNot(req backend.Request) error {
-	if c.serves(req) {
+func (ce *cePath) whyNot(req backend.Request) error {
+	if ce.serves(req) {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", c.why(req), errNotSymmetric)
+	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
 }
 
 func (ce *cePath) refuse(c call) error { return refused(c, ce.whyNot(c.req)) }
 
 // why says why copy engines cannot run req, which they do not serve.
-func (c *cePath) why(req backend.Request) string {
+func (ce *cePath) why(req backend.Request) string {
 	switch {
 	case req.Kind != coll.AllGather:
 		return "copy engines serve all_gather only"
-	case !c.g.ce:
-		return "copy engines unavailable: " + c.g.ceWhy
+	case !ce.g.ce:
+		return "copy engines unavailable: " + ce.g.ceWhy
 	}
 	return "the buffers are not pool blocks registered with this group"
 }
