@@ -24,7 +24,9 @@ var gpuAlgos = map[coll.Kind][]coll.Algo{
 	coll.Broadcast:     {coll.AlgoNCCLWindow, coll.AlgoNCCL},
 }
 
-// Capabilities: device memory, the GPU algorithms.
+// Capabilities reports device memory, the GPU algorithms, and calls
+// compared by their digest (agree.CallsByDigest: the kernels' signals, the
+// gate).
 func (b *Backend) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Algos: gpuAlgos, Calls: agree.CallsByDigest, Device: b}
 }
@@ -86,9 +88,10 @@ func (b *Backend) Copy(dst, src uint64, n int64, stream uint64) error {
 // Ordinal is the GPU's CUDA ordinal in this process.
 func (b *Backend) Ordinal() int { return b.ctx.Dev }
 
-// CheckLocal: an ordinary buffer must be device memory of this GPU. A host
-// address reaching a kernel or NCCL faults the context (every later call
-// fails), and another GPU's memory is not what the call's stream orders.
+// CheckLocal refuses an ordinary buffer that is not device memory of this
+// GPU. A host address reaching a kernel or NCCL faults the context (every
+// later call fails), and another GPU's memory is not what the call's stream
+// orders.
 func (b *Backend) CheckLocal(ptr uint64) error {
 	t, dev, err := cudadrv.PointerInfo(ptr)
 	if err != nil {

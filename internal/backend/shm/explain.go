@@ -16,7 +16,8 @@ var cpuAlgos = map[coll.Kind][]coll.Algo{
 	coll.Broadcast:     {coll.AlgoDirect},
 }
 
-// Capabilities: host memory (no Device), the direct path only.
+// Capabilities reports host memory (no Device), the direct path only, and
+// calls compared in-band (agree.CallsInBand: on the signal pads).
 func (b *Backend) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Algos: cpuAlgos, Calls: agree.CallsInBand}
 }
