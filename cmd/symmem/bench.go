@@ -73,7 +73,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.StringVar(&f.plot, "plot", "", "write plots (busbw and latency vs size) to this file (.svg or .png)")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.StringVar(&f.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.rankN")
-	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
+	fs.DurationVar(&f.timeout, "timeout", symmem.DefaultTimeout, "bound on every wait inside a collective")
 	fs.IntVar(&f.lcCTAs, "lc-ctas", 0, "CTAs of the GPU lc path's reduction kernel (symmem.Options.GPU.LowContentionCTAs; 0: its default, 8)")
 }
 

@@ -47,7 +47,7 @@ launched job it starts --nproc-per-node local ranks of itself.`,
 	fs.IntVarP(&n, "nproc-per-node", "n", 2, "ranks to start when not already inside a launched job (RANK unset)")
 	fs.StringVar(&backend, "backend", "auto", "backend: auto, cpu or cuda")
 	fs.BoolVar(&all, "all", false, `print every rank's report, each line prefixed "[rank r] " (default: rank 0 only)`)
-	fs.DurationVar(&timeout, "timeout", 60*time.Second, "bound on every wait")
+	fs.DurationVar(&timeout, "timeout", symmem.DefaultTimeout, "bound on every wait")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times, keep the fastest")
 	fs.Uint64Var(&b.seed, "seed", 1, "seed of the random test data")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
-	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "bound on every wait inside a collective")
+	fs.DurationVar(&f.timeout, "timeout", symmem.DefaultTimeout, "bound on every wait inside a collective")
 }
 
 // tuneFlags are the checked flags.
