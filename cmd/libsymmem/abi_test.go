@@ -207,7 +207,8 @@ func TestHeaderConstants(t *testing.T) {
 }
 
 // TestPython runs the Python package's standard-library tests on the CPU
-// backend: the standalone tests (init arguments, a world of one), then under
+// backend: the standalone tests (init arguments, a world of one), the torch
+// path and symmem.fsdp on faketorch, then under
 // the launcher the suite with 2 ranks in checked mode and with 3 ranks
 // unchecked, and the fault script (allocation mismatch, a rank that dies).
 func TestPython(t *testing.T) {
@@ -236,8 +237,9 @@ func TestPython(t *testing.T) {
 	}
 	env := []string{"SYMMEM_LIBRARY=" + filepath.Join(dir, "libsymmem.so"), "PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
 	// Plain processes: no launcher. test_torch_path.py checks the torch path
-	// against the general path on fake tensors (no torch needed).
-	for _, f := range []string{"test_standalone.py", "test_torch_path.py"} {
+	// against the general path on fake tensors, test_fsdp.py symmem.fsdp on
+	// faketorch's FSDP2 (no torch needed).
+	for _, f := range []string{"test_standalone.py", "test_torch_path.py", "test_fsdp.py"} {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(f, "test_"), ".py"), func(t *testing.T) {
 			cmd := exec.Command(py, filepath.Join(pkg, "tests", f))
 			cmd.Env = append(os.Environ(), env...)
