@@ -58,8 +58,11 @@ func (ce *cePath) serves(req backend.Request) bool {
 
 // whyNot says why copy engines cannot run req (nil if they can).
 func (ce *cePath) whyNot(req backend.Request) error {
-	if ce.serves(req) {
+	switch {
+	case ce.serves(req):
 		return nil
+	case req.Kind != coll.AllGather || !ce.g.ce:
+		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
 }
