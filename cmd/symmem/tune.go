@@ -247,7 +247,7 @@ func tuneRank(f *tuneFlags, args []string) error {
 	}
 	os.Stdout.WriteString(b.String())
 	if wrong != 0 {
-		return fmt.Errorf("%d wrong elements (see #wrong): those paths never win in the table, but they are wrong", wrong)
+		return fmt.Errorf("%d wrong elements (the rows with #wrong > 0 name the paths and sizes): the table was written without those paths, but a path that returns wrong data is a bug: rerun that row with `symmem bench --algo PATH -b SIZE -e SIZE` to confirm, and report it with the bench output", wrong)
 	}
 	return nil
 }

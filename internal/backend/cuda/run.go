@@ -13,9 +13,6 @@ import (
 // are not pool blocks registered with the group.
 var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool block)")
 
-// ErrNotSymmetric is errNotSymmetric, for callers' errors.Is.
-var ErrNotSymmetric = errNotSymmetric
-
 // Run executes req on req.Stream (the backend's stream when 0) and reports
 // the path. It returns once the work is enqueued.
 //
