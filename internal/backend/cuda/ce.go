@@ -53,7 +53,7 @@ type cePath struct {
 // serves reports whether copy engines can run req: an all-gather with a
 // registered input or output, in a group whose ranks reach each other.
 func (ce *cePath) serves(req backend.Request) bool {
-	return req.Kind == coll.AllGather && ce.g.ce && (req.InSym.OK || req.OutSym.OK)
+	return req.Kind == coll.AllGather && ce.g.ce && len(ce.g.ranks) <= maxCERanks && (req.InSym.OK || req.OutSym.OK)
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
@@ -61,7 +61,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case req.Kind != coll.AllGather || !ce.g.ce:
+	case req.Kind != coll.AllGather || !ce.g.ce || len(ce.g.ranks) > maxCERanks:
 		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
@@ -76,6 +76,8 @@ func (ce *cePath) why(req backend.Request) string {
 		return "copy engines serve all_gather only"
 	case !ce.g.ce:
 		return "copy engines unavailable: " + ce.g.ceWhy
+	case len(ce.g.ranks) > maxCERanks:
+		return fmt.Sprintf("the copy-engine all-gather serves up to %d ranks, the group has %d", maxCERanks, len(ce.g.ranks))
 	}
 	return "the buffers are not pool blocks registered with this group"
 }

@@ -606,3 +606,20 @@ func TestCopyEngineHandshake(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyEngineRankLimit: a group wider than the copy-engine all-gather's
+// limit is refused when the path is chosen, before the call is published
+// at the gate (ranks sharing GPUs can form such groups).
+func TestCopyEngineRankLimit(t *testing.T) {
+	g := fakeGroup(maxCERanks+1, 0)
+	req := gatherReq(g, 1<<10, false)
+	req.Algo = coll.AlgoCE
+	_, _, err := chooseReq(g, req, false)
+	if !errors.Is(err, backend.ErrRefused) || !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("forced ce on %d ranks: %v, want ErrRefused and ErrNotSupported", maxCERanks+1, err)
+	}
+	req.Algo = coll.AlgoAuto
+	if algo, _, _ := chooseReq(g, req, false); algo == coll.AlgoCE {
+		t.Fatalf("auto chose ce on %d ranks", maxCERanks+1)
+	}
+}
