@@ -13,6 +13,7 @@ import (
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/doctor"
+	"github.com/symmem/symmem/internal/tune"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -125,7 +126,7 @@ func writeDoctor(out io.Writer, r doctor.Report) {
 // writeAutoTable says which table auto reads and where it came from.
 func writeAutoTable(out io.Writer, r doctor.Report) {
 	if m := r.Machine; m.GPU != "" {
-		fmt.Fprintf(out, "machine:  %s (as auto tables record it)\n", describeMachine(m))
+		fmt.Fprintf(out, "machine:  %s (as auto tables record it)\n", tune.Machine(m).String())
 	}
 	a := r.AutoTable
 	switch a.Source {
@@ -150,31 +151,9 @@ func writeAutoTable(out io.Writer, r doctor.Report) {
 
 // describeTable is where a table was measured, when, and from what.
 func describeTable(a doctor.AutoTable) string {
-	s := fmt.Sprintf("measured on %s, %s", describeMachine(a.Machine), a.Date)
+	s := fmt.Sprintf("measured on %s, %s", tune.Machine(a.Machine).String(), a.Date)
 	if len(a.Sources) > 0 {
 		s += " (from " + strings.Join(a.Sources, ", ") + ")"
 	}
 	return s
-}
-
-func describeMachine(m doctor.Machine) string {
-	var parts []string
-	switch {
-	case m.GPU != "" && m.Count > 0:
-		parts = append(parts, fmt.Sprintf("%dx %s", m.Count, m.GPU))
-	case m.GPU != "":
-		parts = append(parts, m.GPU)
-	default:
-		parts = append(parts, "the "+m.Backend+" backend")
-	}
-	if m.Link != "" {
-		parts = append(parts, m.Link)
-	}
-	if m.Driver != "" {
-		parts = append(parts, "driver "+m.Driver)
-	}
-	if m.NCCL != "" {
-		parts = append(parts, "NCCL "+m.NCCL)
-	}
-	return strings.Join(parts, ", ")
 }
