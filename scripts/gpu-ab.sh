@@ -12,7 +12,8 @@
 # B=.build/symmem"); ratios are against the first. RANKS ranks
 # (default 2) share GPU 0 under MPS when there are fewer GPUs. BENCHES holds
 # `symmem bench` argument sets separated by ';'. Logs: outdir/ab.log; the
-# table (size, busbw A, busbw B, B/A, per round) is printed last.
+# table (scripts/ab-table.py: time per call of each build and round, ratios
+# of median times) is printed last.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-ab-out}}
 ROUNDS=${2:-2}
@@ -38,27 +39,4 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 [ ${#SHARE[@]} -gt 0 ] && mps_off >>"$OUTDIR/ab.log" 2>&1
-python3 - "$OUTDIR/ab.log" "${BUILDS[@]%%=*}" <<'PY'
-import re, sys
-names = sys.argv[2:]
-rows, cur = {}, None
-for line in open(sys.argv[1]):
-    m = re.match(r"### round (\d+) (\S+): bench (.*)", line)
-    if m:
-        cur = (m.group(1), m.group(3).strip(), m.group(2)); continue
-    if not line.startswith("[rank 0]"):
-        continue
-    f = line[len("[rank 0]"):].split()
-    if cur and len(f) >= 13 and f[0].isdigit():  # nccl-tests row: size count type redop root time algbw busbw ...
-        try:
-            bw = float(f[7])
-        except ValueError:  # n/a: the row failed; its error is in the log
-            bw = None
-        rows.setdefault((cur[0], cur[1], int(f[0])), {})[cur[2]] = bw
-base = names[0]
-print("round | bench | bytes | " + " | ".join(f"busbw {n}" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]))
-for (r, b, size), v in sorted(rows.items()):
-    a = v.get(base)
-    ratios = [f"{v[n] / a:.3f}" if a and v.get(n) else "-" for n in names[1:]]
-    print(f"{r} | {b} | {size} | " + " | ".join(str(v.get(n)) for n in names) + " | " + " | ".join(ratios))
-PY
+python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"
