@@ -500,3 +500,39 @@ func TestGoldenRun(t *testing.T) {
 	st.table(&w)
 	checkGolden(t, "run.golden", w.Bytes())
 }
+
+// nopExec is an executor that issues nothing: BenchmarkRunHost measures
+// the Go side of a call alone (the cgo launch is TestLaunchCost's).
+type nopExec struct{}
+
+func (nopExec) capturing(*cudadrv.Context, uint64) (bool, error) { return false, nil }
+func (nopExec) program(*cudadrv.Program) error                   { return nil }
+func (nopExec) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.Path, error) {
+	return coll.Path{Algo: coll.AlgoNCCL}, nil
+}
+
+// BenchmarkRunHost: the host cost of Group.Run up to the driver (choice,
+// call record, program build) for the small calls whose host cost the
+// GPU suite measures end to end (TestGPUUserHostCost).
+func BenchmarkRunHost(b *testing.B) {
+	g, _ := goldenGroup(b, goldenCfg{name: "bench", kern: true, ce: true, nccl: "full"}, 2, 0)
+	g.x = nopExec{}
+	for _, c := range []struct {
+		name string
+		req  backend.Request
+	}{
+		{"all_gather 64K in-place auto", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req},
+		{"all_reduce 64K auto", makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<15, false, "io", 0).req},
+		{"reduce_scatter 64K auto", makeReq(g, coll.ReduceScatter, coll.BFloat16, coll.Sum, 1<<14, false, "io", 0).req},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := g.Run(ctx, c.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
