@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +52,16 @@ type Config struct {
 	// port that is free at launch time. symmem's store is elsewhere
 	// (SYMMEM_STORE).
 	MasterPort int
+	// Hosts, above 1, makes the job act as that many hosts on this machine
+	// (the multi-host test facility): N/Hosts consecutive ranks per host,
+	// each host with its own SYMMEM_HOST and NCCL_HOSTID (so neither
+	// symmem nor NCCL lets ranks of different hosts share memory: NCCL
+	// then takes its network transport between them), LOCAL_RANK and
+	// LOCAL_WORLD_SIZE within the host, GROUP_RANK the host's index (as
+	// torchrun's node rank), and its own block of N/Hosts GPUs of
+	// CUDA_VISIBLE_DEVICES (default 0..N-1) where that list has N entries
+	// or more. 0 or 1: one host.
+	Hosts int
 	// Signals, if set, are forwarded to every running rank (the CLI feeds it
 	// from signal.Notify for SIGINT and SIGTERM). After a forwarded signal,
 	// ranks that have not exited Grace after the first failure are SIGKILLed.
@@ -71,6 +82,9 @@ type exit struct {
 func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 	if cfg.N < 1 || cfg.N > MaxRanks {
 		return 2, fmt.Errorf("%w: -n %d: need between 1 and %d ranks", ErrBadConfig, cfg.N, MaxRanks)
+	}
+	if cfg.Hosts < 0 || cfg.Hosts > cfg.N || (cfg.Hosts > 1 && cfg.N%cfg.Hosts != 0) {
+		return 2, fmt.Errorf("%w: %d hosts for %d ranks: want a divisor of the rank count (every host runs as many ranks)", ErrBadConfig, cfg.Hosts, cfg.N)
 	}
 	if cfg.Prog == "" {
 		return 2, fmt.Errorf("%w: no program given: usage: symmem launch -n N [--] prog args...", ErrBadConfig)
@@ -105,10 +119,13 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 
 	j := &job{cfg: cfg, exits: make(chan exit, cfg.N)}
 	base := append(os.Environ(), cfg.Env...)
+	var devices []string
+	if cfg.Hosts > 1 {
+		devices = visibleDevices(cfg.N, base)
+	}
 	for r := range cfg.N {
-		env := append(base[:len(base):len(base)],
-			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(cfg.N),
-			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.N),
+		env := append(base[:len(base):len(base)], rankEnv(cfg.N, cfg.Hosts, r, devices)...)
+		env = append(env,
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(masterPort),
 			rendezvous.VarStore+"="+srv.Addr(), rendezvous.VarToken+"="+token, rendezvous.VarJobID+"="+jobID,
 		)
@@ -119,6 +136,43 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 		}
 	}
 	return j.wait(ctx)
+}
+
+// rankEnv is rank r's own variables in a job of n ranks on hosts hosts
+// (Config.Hosts); devices is the GPU list the hosts split (visibleDevices).
+func rankEnv(n, hosts, r int, devices []string) []string {
+	env := []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(n)}
+	if hosts <= 1 {
+		return append(env, "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n))
+	}
+	per := n / hosts
+	h := r / per
+	name := "host" + strconv.Itoa(h)
+	env = append(env, "LOCAL_RANK="+strconv.Itoa(r%per), "LOCAL_WORLD_SIZE="+strconv.Itoa(per),
+		"GROUP_RANK="+strconv.Itoa(h), rendezvous.VarHost+"="+name, "NCCL_HOSTID="+name)
+	if len(devices) >= n {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(devices[h*per:(h+1)*per], ","))
+	}
+	return env
+}
+
+// visibleDevices is the GPU list simulated hosts split: the last
+// CUDA_VISIBLE_DEVICES of env, else 0..n-1. Fewer entries than ranks
+// (ranks sharing GPUs) leave every rank the list it has.
+func visibleDevices(n int, env []string) []string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], "CUDA_VISIBLE_DEVICES="); ok {
+			if v = strings.TrimSpace(v); v == "" {
+				return nil
+			}
+			return strings.Split(v, ",")
+		}
+	}
+	devs := make([]string, n)
+	for i := range devs {
+		devs[i] = strconv.Itoa(i)
+	}
+	return devs
 }
 
 // freePort asks the kernel for a free loopback port and releases it: torch's

@@ -35,6 +35,10 @@ func runRole(role string) int {
 		return 10
 	}
 	switch role {
+	case "hostenv": // what a rank of a simulated host sees
+		fmt.Printf("host rank=%d local=%d/%d host=%s nccl=%s group=%s gpus=%s\n", e.Rank, e.LocalRank, e.LocalWorldSize,
+			e.Host, os.Getenv("NCCL_HOSTID"), os.Getenv("GROUP_RANK"), os.Getenv("CUDA_VISIBLE_DEVICES"))
+		return 0
 	case "env":
 		// MASTER_PORT must be free for torch: every rank can bind it (one
 		// after another; torch's rank 0 would keep it).
@@ -246,11 +250,69 @@ func TestBadConfig(t *testing.T) {
 		"no program":  {N: 1},
 		"not a file":  {N: 1, Prog: "/nonexistent/symmem-prog"},
 		"not in PATH": {N: 1, Prog: "symmem-no-such-program"},
+		"hosts < 0":   {N: 2, Prog: "true", Hosts: -1},
+		"hosts > N":   {N: 2, Prog: "true", Hosts: 3},
+		"uneven":      {N: 4, Prog: "true", Hosts: 3},
 	}
 	for name, cfg := range cases {
 		code, err := Run(context.Background(), cfg)
 		if code == 0 || !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%s: code %d err %v", name, code, err)
+		}
+	}
+}
+
+// TestHosts: --hosts splits the ranks into hosts of consecutive ranks,
+// each with its own name (SYMMEM_HOST, NCCL_HOSTID), local ranks, node
+// rank and block of GPUs, as the ranks see them.
+func TestHosts(t *testing.T) {
+	var out, errOut syncBuf
+	cfg := cfgFor("hostenv", 4, &out, &errOut, "CUDA_VISIBLE_DEVICES=4,5,6,7")
+	cfg.Hosts = 2
+	code, err := Run(tctx(t), cfg)
+	if code != 0 || err != nil {
+		t.Fatalf("code %d err %v\nstdout:\n%s\nstderr:\n%s", code, err, &out, &errOut)
+	}
+	for _, want := range []string{
+		"[rank 0] host rank=0 local=0/2 host=host0 nccl=host0 group=0 gpus=4,5\n",
+		"[rank 1] host rank=1 local=1/2 host=host0 nccl=host0 group=0 gpus=4,5\n",
+		"[rank 2] host rank=2 local=0/2 host=host1 nccl=host1 group=1 gpus=6,7\n",
+		"[rank 3] host rank=3 local=1/2 host=host1 nccl=host1 group=1 gpus=6,7\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, &out)
+		}
+	}
+}
+
+func TestRankEnv(t *testing.T) {
+	for _, tc := range []struct {
+		n, hosts, r int
+		devices     []string
+		want        string
+	}{
+		{2, 0, 1, nil, "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2"},
+		{2, 1, 0, nil, "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2"},
+		{4, 2, 3, []string{"0", "1", "2", "3"}, "RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1 CUDA_VISIBLE_DEVICES=2,3"},
+		{6, 3, 2, []string{"a", "b", "c", "d", "e", "f", "g"}, "RANK=2 WORLD_SIZE=6 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1 CUDA_VISIBLE_DEVICES=c,d"},
+		// Fewer GPUs than ranks (ranks share them): the list is left alone.
+		{4, 2, 2, []string{"0"}, "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1"},
+	} {
+		if got := strings.Join(rankEnv(tc.n, tc.hosts, tc.r, tc.devices), " "); got != tc.want {
+			t.Errorf("rankEnv(%d, %d, %d, %v) = %s, want %s", tc.n, tc.hosts, tc.r, tc.devices, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "0,1,2"},
+		{[]string{"CUDA_VISIBLE_DEVICES=3,1"}, "3,1"},
+		{[]string{"CUDA_VISIBLE_DEVICES=3", "CUDA_VISIBLE_DEVICES=0,1,2,3"}, "0,1,2,3"},
+		{[]string{"CUDA_VISIBLE_DEVICES="}, ""},
+	} {
+		if got := strings.Join(visibleDevices(3, tc.env), ","); got != tc.want {
+			t.Errorf("visibleDevices(3, %v) = %s, want %s", tc.env, got, tc.want)
 		}
 	}
 }

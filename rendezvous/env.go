@@ -40,6 +40,11 @@ type Env struct {
 	// AutoTable is SYMMEM_AUTO_TABLE: the file of the table the GPU
 	// backend's auto reads when symmem.Options.GPU.AutoTable is empty.
 	AutoTable string
+	// Host is SYMMEM_HOST: the name of the host this rank acts as, for
+	// ranks that share a machine but must act as separate hosts (`symmem
+	// launch --hosts`, the multi-host test facility). Empty: the machine's
+	// own identity (HostID).
+	Host string
 }
 
 // Environment variable names.
@@ -66,6 +71,10 @@ const (
 	// VarAutoTable names an auto table file (`symmem tune`'s output) for
 	// the GPU backend; symmem.Options.GPU.AutoTable, when set, wins.
 	VarAutoTable = "SYMMEM_AUTO_TABLE"
+	// VarHost names the host a rank acts as (Env.Host): ranks with
+	// different names never share memory, as on separate machines. Unset:
+	// the machine's hostname and boot id.
+	VarHost = "SYMMEM_HOST"
 	// VarRunID is torchrun's job name; with it, SYMMEM_TOKEN and
 	// SYMMEM_JOB_ID may be left unset.
 	VarRunID = "TORCHELASTIC_RUN_ID"
@@ -132,6 +141,9 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 		e.JobID = derive("job", e.Token)[:16]
 	}
 	e.AutoTable = opt(VarAutoTable)
+	if e.Host = opt(VarHost); strings.ContainsAny(e.Host, "|/\x00 \t\n") {
+		probs = append(probs, fmt.Sprintf("%s=%q may not contain '|', '/', NUL or whitespace", VarHost, e.Host))
+	}
 	e.Store = opt(VarStore)
 	if opt(VarStoreHosted) == "1" && e.Store == "" && e.MasterAddr != "" && e.MasterPort > 0 {
 		e.Store = e.StoreAddr()
@@ -181,6 +193,18 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 			ErrBadEnv, strings.Join(probs, "; "))
 	}
 	return e, nil
+}
+
+// HostID identifies the host this rank runs on: ranks with equal IDs share
+// memory (pages, file descriptors, GPU peer mappings). It is the machine's
+// hostname and boot id, or "host:" and Env.Host where SYMMEM_HOST names one.
+func (e Env) HostID() string {
+	if e.Host != "" {
+		return "host:" + e.Host
+	}
+	h, _ := os.Hostname()
+	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return h + "/" + strings.TrimSpace(string(id))
 }
 
 // StoreAddr is MasterAddr:MasterPort (torch's store, never symmem's).

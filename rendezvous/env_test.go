@@ -50,7 +50,19 @@ func TestEnvFrom(t *testing.T) {
 		{"bad job id", with("SYMMEM_JOB_ID", "a/b"), []string{"SYMMEM_JOB_ID"}},
 		{"share device off", with("SYMMEM_SHARE_DEVICE", "0"), nil},
 		{"bad share device", with("SYMMEM_SHARE_DEVICE", "maybe"), []string{`SYMMEM_SHARE_DEVICE="maybe": want 1`}},
+		{"bad host", with("SYMMEM_HOST", "a|b"), []string{`SYMMEM_HOST="a|b" may not contain '|'`}},
+		{"host with space", with("SYMMEM_HOST", "a b"), []string{`SYMMEM_HOST="a b" may not contain`}},
 	}
+	t.Run("host identity", func(t *testing.T) {
+		e, err := envFrom(func(k string) (string, bool) { v, ok := with("SYMMEM_HOST", " node-3 ")[k]; return v, ok })
+		if err != nil || e.Host != "node-3" || e.HostID() != "host:node-3" {
+			t.Fatalf("SYMMEM_HOST=node-3: got Host %q, HostID %q, %v", e.Host, e.HostID(), err)
+		}
+		e.Host = ""
+		if id := e.HostID(); !strings.Contains(id, "/") || strings.HasPrefix(id, "host:") {
+			t.Fatalf("without SYMMEM_HOST the identity is the machine's (hostname/boot id), got %q", id)
+		}
+	})
 	t.Run("share device on", func(t *testing.T) {
 		e, err := envFrom(func(k string) (string, bool) { v, ok := with("SYMMEM_SHARE_DEVICE", "1")[k]; return v, ok })
 		if err != nil || !e.ShareDevice {

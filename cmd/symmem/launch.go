@@ -17,9 +17,9 @@ import (
 
 func newLaunchCmd() *cobra.Command {
 	var o struct {
-		n, masterPort   int
-		timeout, grace  time.Duration
-		noPrefix, share bool
+		n, masterPort, hosts int
+		timeout, grace       time.Duration
+		noPrefix, share      bool
 	}
 	cmd := &cobra.Command{
 		Use:   "launch --nproc-per-node N [flags] [--] prog args...",
@@ -48,7 +48,7 @@ rank's status.`,
 				env = append(env, rendezvous.VarShareDevice+"=1")
 			}
 			code, err := launch.Run(context.Background(), launch.Config{
-				N: o.n, Prog: rest[0], Args: rest[1:], MasterPort: o.masterPort, Env: env,
+				N: o.n, Hosts: o.hosts, Prog: rest[0], Args: rest[1:], MasterPort: o.masterPort, Env: env,
 				Timeout: o.timeout, Grace: o.grace, NoPrefix: o.noPrefix, Signals: sigs,
 			})
 			if err != nil {
@@ -65,6 +65,7 @@ rank's status.`,
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
 	fs.DurationVar(&o.grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.BoolVar(&o.noPrefix, "no-prefix", false, `do not prefix output lines with "[rank r] "`)
+	fs.IntVar(&o.hosts, "hosts", 0, "act as this many hosts on this machine (testing multi-host groups): consecutive ranks per host, each host with its own SYMMEM_HOST and NCCL_HOSTID, local ranks and block of CUDA_VISIBLE_DEVICES")
 	fs.BoolVar(&o.share, "share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")
 	return cmd
 }

@@ -127,7 +127,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // setup finds out whether copy engines can serve the group, creates and
 // exchanges the signal pads, and creates the NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	host := members.HostID()
+	host := g.b.env.HostID()
 	kern := g.loadKernel()
 	// The gate's guard needs only the modules, not the kernels' rank limit.
 	guard := kern || g.b.loadKernels() == nil

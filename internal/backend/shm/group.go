@@ -133,7 +133,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // setup checks that every member runs on this host, opens pidfds for the
 // peers and exchanges signal pads.
 func (g *Group) setup(ctx context.Context) error {
-	host := members.HostID()
+	host := g.b.env.HostID()
 	all, err := g.AllGather(ctx, []byte(host+"|"+strconv.Itoa(os.Getpid())))
 	if err != nil {
 		return err
@@ -141,7 +141,8 @@ func (g *Group) setup(ctx context.Context) error {
 	for r, v := range all {
 		h, pid, _ := strings.Cut(string(v), "|")
 		if h != host {
-			return fmt.Errorf("rank %d runs on host %q, this rank on %q: the CPU backend needs every rank of a group on one host", g.ranks[r], h, host)
+			return fmt.Errorf("rank %d runs on host %q, this rank on %q: the CPU backend is single-host (its ranks share memory pages): start every rank of the job on one host: %w",
+				g.ranks[r], h, host, errs.NotSupported)
 		}
 		if r == g.me {
 			continue

@@ -1,7 +1,7 @@
 // Package members is the group plumbing every backend shares: the store
 // namespace of a group (with a generation that never repeats within a
 // process), the store all-gather through which members agree, the fd swap
-// between local members, the host identity, the table of registered
+// between local members, the table of registered
 // segments, an in-band agreement over shared memory for members on one
 // host (agree.go), and the call gate over the same pages, which numbers and
 // approves a group's collectives (gate.go). Backends keep what differs
@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,13 +47,6 @@ func Generation(kind, job, name string) int {
 // Prefix is the store namespace of generation gen of group name.
 func Prefix(kind, job, name string, gen int) string {
 	return fmt.Sprintf("symmem/%s/%s/%s#%d", job, kind, name, gen)
-}
-
-// HostID identifies this machine boot: ranks with equal IDs share memory.
-func HostID() string {
-	h, _ := os.Hostname()
-	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return h + "/" + strings.TrimSpace(string(id))
 }
 
 // Gather is a group's store all-gather: members call AllGather in the same
