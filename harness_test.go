@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/launch"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -72,6 +73,13 @@ func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 	defer srv.Close()
 	_, port, _ := strings.Cut(srv.Addr(), ":")
 	job := rendezvous.NewJobID()
+	// SYMMEM_TEST_HOSTS=H runs the ranks as H hosts of this machine, as
+	// `symmem launch --hosts H` does (docs/multihost.md).
+	hosts := envInt("SYMMEM_TEST_HOSTS", 0)
+	if hosts > 1 && n%hosts != 0 {
+		t.Fatalf("SYMMEM_TEST_HOSTS=%d does not divide the %d ranks of this test", hosts, n)
+	}
+	devices := launch.VisibleDevices(n, os.Environ())
 	res := make([]rankResult, n)
 	var wg sync.WaitGroup
 	for r := range n {
@@ -81,6 +89,9 @@ func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, "SYMMEM_TOKEN="+token,
 			"SYMMEM_JOB_ID="+job, "SYMMEM_STORE_HOSTED=1")
+		if hosts > 1 {
+			cmd.Env = append(cmd.Env, launch.RankEnv(n, hosts, r, devices)...)
+		}
 		cmd.Env = append(cmd.Env, extra...)
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf

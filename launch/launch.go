@@ -121,10 +121,10 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 	base := append(os.Environ(), cfg.Env...)
 	var devices []string
 	if cfg.Hosts > 1 {
-		devices = visibleDevices(cfg.N, base)
+		devices = VisibleDevices(cfg.N, base)
 	}
 	for r := range cfg.N {
-		env := append(base[:len(base):len(base)], rankEnv(cfg.N, cfg.Hosts, r, devices)...)
+		env := append(base[:len(base):len(base)], RankEnv(cfg.N, cfg.Hosts, r, devices)...)
 		env = append(env,
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(masterPort),
 			rendezvous.VarStore+"="+srv.Addr(), rendezvous.VarToken+"="+token, rendezvous.VarJobID+"="+jobID,
@@ -138,9 +138,11 @@ func Run(ctx context.Context, cfg Config) (exitCode int, err error) {
 	return j.wait(ctx)
 }
 
-// rankEnv is rank r's own variables in a job of n ranks on hosts hosts
-// (Config.Hosts); devices is the GPU list the hosts split (visibleDevices).
-func rankEnv(n, hosts, r int, devices []string) []string {
+// RankEnv is rank r's own variables in a job of n ranks on hosts hosts
+// (Config.Hosts; n a multiple of hosts); devices is the GPU list the hosts
+// split (VisibleDevices). Run uses it; so may a test harness that starts
+// ranks itself.
+func RankEnv(n, hosts, r int, devices []string) []string {
 	env := []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=" + strconv.Itoa(n)}
 	if hosts <= 1 {
 		return append(env, "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n))
@@ -156,10 +158,11 @@ func rankEnv(n, hosts, r int, devices []string) []string {
 	return env
 }
 
-// visibleDevices is the GPU list simulated hosts split: the last
-// CUDA_VISIBLE_DEVICES of env, else 0..n-1. Fewer entries than ranks
+// VisibleDevices is the GPU list simulated hosts split: the last
+// CUDA_VISIBLE_DEVICES of env (an environment as os.Environ gives it),
+// else 0..n-1. Fewer entries than ranks
 // (ranks sharing GPUs) leave every rank the list it has.
-func visibleDevices(n int, env []string) []string {
+func VisibleDevices(n int, env []string) []string {
 	for i := len(env) - 1; i >= 0; i-- {
 		if v, ok := strings.CutPrefix(env[i], "CUDA_VISIBLE_DEVICES="); ok {
 			if v = strings.TrimSpace(v); v == "" {

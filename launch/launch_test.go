@@ -298,8 +298,8 @@ func TestRankEnv(t *testing.T) {
 		// Fewer GPUs than ranks (ranks share them): the list is left alone.
 		{4, 2, 2, []string{"0"}, "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1"},
 	} {
-		if got := strings.Join(rankEnv(tc.n, tc.hosts, tc.r, tc.devices), " "); got != tc.want {
-			t.Errorf("rankEnv(%d, %d, %d, %v) = %s, want %s", tc.n, tc.hosts, tc.r, tc.devices, got, tc.want)
+		if got := strings.Join(RankEnv(tc.n, tc.hosts, tc.r, tc.devices), " "); got != tc.want {
+			t.Errorf("RankEnv(%d, %d, %d, %v) = %s, want %s", tc.n, tc.hosts, tc.r, tc.devices, got, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -311,8 +311,8 @@ func TestRankEnv(t *testing.T) {
 		{[]string{"CUDA_VISIBLE_DEVICES=3", "CUDA_VISIBLE_DEVICES=0,1,2,3"}, "0,1,2,3"},
 		{[]string{"CUDA_VISIBLE_DEVICES="}, ""},
 	} {
-		if got := strings.Join(visibleDevices(3, tc.env), ","); got != tc.want {
-			t.Errorf("visibleDevices(3, %v) = %s, want %s", tc.env, got, tc.want)
+		if got := strings.Join(VisibleDevices(3, tc.env), ","); got != tc.want {
+			t.Errorf("VisibleDevices(3, %v) = %s, want %s", tc.env, got, tc.want)
 		}
 	}
 }

@@ -11,7 +11,8 @@
 # STEPS chooses steps (default: all below, in order):
 #   env native doctor world2 world3 [world4] ag10 stress2 stress3 [stress4]
 #   nccl mps verify python ecosystem cpu cestop
-# (world4 and stress4 by default where 4 or more GPUs are visible).
+# (world4 and stress4 by default where 4 or more GPUs are visible; hosts
+# and hostsstress, 4 ranks as 2 hosts, only when named).
 # world2/world3/world4 run every GPU test of the user API (root package) with
 # 2, 3 and 4 ranks; stress2/3/4 run TestGPUStress (random odd and aligned
 # counts on every path, forced and auto, two groups, graph replays) with as
@@ -67,6 +68,11 @@ S=${STRESS_SECONDS:-120}
 has stress2 && SYMMEM_GPU_TEST_RANKS=2 SYMMEM_STRESS_SECONDS=$S step stress2 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 has stress3 && SYMMEM_GPU_TEST_RANKS=3 SYMMEM_STRESS_SECONDS=$S step stress3 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 has stress4 && SYMMEM_GPU_TEST_RANKS=4 SYMMEM_STRESS_SECONDS=$S step stress4 $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
+# 4 ranks as 2 hosts of 2 GPUs (docs/multihost.md: SYMMEM_HOST and
+# NCCL_HOSTID per host, so NCCL moves data between them over its network
+# transport): the world tests and the stress test on groups that span hosts.
+has hosts && SYMMEM_TEST_HOSTS=2 SYMMEM_GPU_TEST_RANKS=4 step hosts 400 .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 390s
+has hostsstress && SYMMEM_TEST_HOSTS=2 SYMMEM_GPU_TEST_RANKS=4 SYMMEM_STRESS_SECONDS=$S step hostsstress $((S+150)) .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 if has nccl; then
   # From the package's folder, as go test runs it: TestFakeOneRank builds its
   # fake libnccl from testdata/ (run 29 ran it from the root: not found).

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/errs"
 	"os"
@@ -138,19 +139,25 @@ func (g *Group) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every host first: a rank that found another host fails and exits,
+	// and its peers must say why rather than that its pid is gone.
 	for r, v := range all {
-		h, pid, _ := strings.Cut(string(v), "|")
-		if h != host {
+		if h, _, _ := strings.Cut(string(v), "|"); h != host {
 			return fmt.Errorf("rank %d runs on host %q, this rank on %q: the CPU backend is single-host (its ranks share memory pages): start every rank of the job on one host: %w",
 				g.ranks[r], h, host, errs.NotSupported)
 		}
+	}
+	for r, v := range all {
 		if r == g.me {
 			continue
 		}
+		_, pid, _ := strings.Cut(string(v), "|")
 		if g.pids[r], err = strconv.Atoi(pid); err != nil {
 			return fmt.Errorf("rank %d sent a bad pid %q", g.ranks[r], pid)
 		}
-		if g.pidfds[r], err = unix.PidfdOpen(g.pids[r], 0); err != nil {
+		if g.pidfds[r], err = unix.PidfdOpen(g.pids[r], 0); errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("rank %d (pid %d) exited during the group's setup: %w", g.ranks[r], g.pids[r], errs.PeerExited)
+		} else if err != nil {
 			return fmt.Errorf("rank %d (pid %d): pidfd_open: %w", g.ranks[r], g.pids[r], err)
 		}
 	}
