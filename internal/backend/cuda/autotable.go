@@ -142,26 +142,26 @@ var autoTurns = map[coll.Algo][]autoStep{
 		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
 			why: "auto: plain NCCL, symmem's reduction kernel would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
 		{algo: coll.AlgoKernel, when: []autoCond{kernelServes}, kindWhy: map[coll.Kind]string{
-			coll.AllGather:     "auto: symmem's all_gather kernel for small messages (autotable.go)",
-			coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (autotable.go)",
-			coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (autotable.go)",
+			coll.AllGather:     "auto: symmem's all_gather kernel for small messages (auto table)",
+			coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (auto table)",
+			coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (auto table)",
 		}},
 	},
 	coll.AlgoCE: {
-		{algo: coll.AlgoCE, when: []autoCond{ceServes}, why: "auto: copy engines for all_gather on symmetric buffers (autotable.go)"},
+		{algo: coll.AlgoCE, when: []autoCond{ceServes}, why: "auto: copy engines for all_gather on symmetric buffers (auto table)"},
 	},
 	coll.AlgoTwoShot: {
 		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
 			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
-		{algo: coll.AlgoTwoShot, when: []autoCond{twoShotServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (autotable.go)"},
+		{algo: coll.AlgoTwoShot, when: []autoCond{twoShotServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (auto table)"},
 	},
 	coll.AlgoLowContention: {
 		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
 			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
-		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (autotable.go)"},
+		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
 	},
 	coll.AlgoNCCLWindow: {
-		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (autotable.go)"},
+		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
 		{algo: coll.AlgoKernel, when: []autoCond{allGather, offWindows, kernelServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
 		{algo: coll.AlgoCE, when: []autoCond{allGather, offWindows, ceServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
 	},
@@ -179,7 +179,7 @@ var autoTurns = map[coll.Algo][]autoStep{
 		{algo: coll.AlgoAuto, when: []autoCond{ncclUnusable}},
 		{algo: coll.AlgoNCCL, when: []autoCond{poorWindows}, why: "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape (ncclwindow.go)"},
 		{algo: coll.AlgoNCCL, when: []autoCond{notSymmetric}, why: "auto: plain NCCL, buffers are not symmetric pool blocks"},
-		{algo: coll.AlgoNCCL, why: "auto: plain NCCL (autotable.go)"},
+		{algo: coll.AlgoNCCL, why: "auto: plain NCCL (auto table)"},
 	},
 }
 
