@@ -18,6 +18,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/native/cudadrv"
@@ -175,21 +176,27 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	}
 	g.fences = []streamFence{{stream: callerStream, ev: &cudadrv.Event{}}}
 	if c.gate {
-		g.agreement = goldenAgreement(t, n, me)
-		gt := &callGate{g: g, c: g.agreement.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
-		gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
-		gt.args.PutU64(guardFailed, 0xFA00_0000+members.FailedOffset)
-		gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
-		g.gate = gt
+		attachGate(g, goldenAgreements(t, n)[me])
 	}
 	rec := &recorder{g: g, w: &bytes.Buffer{}}
 	g.x = rec
 	return g, rec
 }
 
-// goldenAgreement joins n HostAgreements in this process and returns rank
-// me's; the others never publish at the gate.
-func goldenAgreement(t testing.TB, n, me int) *members.HostAgreement {
+// attachGate gives g a call gate over agreement a (its guard's words at a
+// fake device address: nothing runs them).
+func attachGate(g *Group, a *members.HostAgreement) {
+	g.agreement = a
+	gt := &callGate{g: g, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
+	gt.args.PutU64(guardFailed, 0xFA00_0000+members.FailedOffset)
+	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
+	g.gate = gt
+}
+
+// goldenAgreements joins n HostAgreements in this process (by rank); a
+// rank whose gate nobody drives never publishes.
+func goldenAgreements(t testing.TB, n int) []*members.HostAgreement {
 	t.Helper()
 	tok, job := rendezvous.NewToken(), rendezvous.NewJobID()
 	ranks := make([]int, n)
@@ -218,7 +225,7 @@ func goldenAgreement(t testing.TB, n, me int) *members.HostAgreement {
 		}
 		t.Cleanup(as[r].Close)
 	}
-	return as[me]
+	return as
 }
 
 // chooseReq is what Run would choose for req, its buffers in NCCL windows
@@ -534,5 +541,30 @@ func BenchmarkRunHost(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRunHostGated: BenchmarkRunHost's kernel all-gather with the call
+// gate (ranks on one host), its peer publishing the same call after each
+// one: the gate's share of a call's host cost (the kernel path publishes,
+// never waits).
+func BenchmarkRunHostGated(b *testing.B) {
+	g, _ := goldenGroup(b, goldenCfg{name: "bench", kern: true, ce: true, nccl: "full"}, 2, 0)
+	g.x = nopExec{}
+	as := goldenAgreements(b, 2)
+	attachGate(g, as[0])
+	peer := as[1].Gate()
+	req := makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req
+	entry := members.GateEntry{Record: req.Record, Path: agree.PathCode(coll.AlgoKernel)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := g.Run(ctx, req)
+		if err != nil || p.Algo != coll.AlgoKernel {
+			b.Fatalf("%v via %s", err, p.Algo)
+		}
+		if _, err := peer.Publish(ctx, entry); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
