@@ -35,26 +35,20 @@ const arMaxBytes = kernMaxCTAs * kernThreads * arSlots * kernAlign
 // type or size it does not implement.
 var errKernelOp = errors.New("symmem's reduction kernels do sum and avg of float32, bfloat16 or float16 (in-place all-reduce up to 2 MiB per rank)")
 
-// elemAlignWhyNot says why the reduction kernels cannot address req's
-// buffers (nil if they can): every address must be a multiple of the
-// element size.
-func elemAlignWhyNot(req backend.Request) error {
-	if es := uint64(req.DType.Size()); (req.In.Ptr|req.Out.Ptr)%es != 0 {
-		return fmt.Errorf("input %#x, output %#x, %v elements: %w (use nccl)", req.In.Ptr, req.Out.Ptr, req.DType, errKernelAlign)
-	}
-	return nil
+// elemAligned reports whether the reduction kernels can address req's
+// buffers: every address a multiple of the element size.
+func elemAligned(req backend.Request) bool {
+	return (req.In.Ptr|req.Out.Ptr)%uint64(req.DType.Size()) == 0
 }
 
 // arDTypes maps the element types the kernel sums to its dtype codes.
 var arDTypes = map[coll.DType]uint32{coll.Float32: 0, coll.BFloat16: 1, coll.Float16: 2}
 
-// reduceOpWhyNot says why symmem's reduction kernels cannot reduce req's
-// op and type (nil if they can).
-func reduceOpWhyNot(req backend.Request) error {
-	if _, typeOK := arDTypes[req.DType]; (req.Op != coll.Sum && req.Op != coll.Avg) || !typeOK {
-		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
-	}
-	return nil
+// reducible reports whether symmem's reduction kernels reduce req's op and
+// type.
+func reducible(req backend.Request) bool {
+	_, typeOK := arDTypes[req.DType]
+	return (req.Op == coll.Sum || req.Op == coll.Avg) && typeOK
 }
 
 // reduceFlags are the kernel flags for req's op (avg) and store mode.
@@ -80,21 +74,20 @@ func arDirect(req backend.Request, me int) bool {
 	return req.Out.End() <= req.In.Ptr || req.In.End() <= req.Out.Ptr
 }
 
-// allReduceWhyNot says why the all-reduce kernel cannot run req, an
-// all-reduce or a reduce-scatter (nil if it can).
-func (k *kernelPath) allReduceWhyNot(req backend.Request) error {
-	g := k.g
-	bytes := req.Count * int64(req.DType.Size()) // output bytes per rank
-	if err := reduceOpWhyNot(req); err != nil {
-		return err
-	}
+// allReduceCheck is the kernel path's check of req, an all-reduce or a
+// reduce-scatter.
+func (k *kernelPath) allReduceCheck(req backend.Request) refusal {
 	switch {
-	case bytes > arMaxBytes && !arDirect(req, g.me):
-		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", bytes, errKernelOp)
+	case !reducible(req):
+		return refOp
+	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(req, k.g.me):
+		return refHeld
 	case !req.InSym.OK:
-		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
+		return refInNotSym
+	case !elemAligned(req):
+		return refElemAlign
 	}
-	return elemAlignWhyNot(req)
+	return served
 }
 
 // allReduceCTAs is the grid: one vector per thread up to 64 CTAs (512

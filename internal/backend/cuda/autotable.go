@@ -237,18 +237,16 @@ const (
 	allGather                    // the call is an all-gather
 	notAllGather                 // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                    // the call is an all-reduce
-	kernelServes                 // the path can run it (its whyNot is nil) ...
+	kernelServes                 // the path can run it (its check is served) ...
 	twoShotServes
 	lcServes
 	ceServes
 )
 
-// autoFacts answers auto's conditions for one call. The kernel's check is
-// asked at most once (it formats an error when the kernel cannot run).
+// autoFacts answers auto's conditions for one call.
 type autoFacts struct {
-	g               *Group
-	c               *call
-	kernAsked, kern bool
+	g *Group
+	c *call
 }
 
 // all reports whether every condition in cs holds.
@@ -296,14 +294,11 @@ func (f *autoFacts) holds(c autoCond) bool {
 	case allReduce:
 		return req.Kind == coll.AllReduce
 	case kernelServes:
-		if !f.kernAsked {
-			f.kernAsked, f.kern = true, g.paths.kernel.whyNot(*req) == nil
-		}
-		return f.kern
+		return g.paths.kernel.check(*req) == served
 	case twoShotServes:
-		return g.paths.twoShot.whyNot(*req) == nil
+		return g.paths.twoShot.check(*req) == served
 	case lcServes:
-		return g.paths.lc.whyNot(*req) == nil
+		return g.paths.lc.check(*req) == served
 	case ceServes:
 		return g.paths.ce.serves(*req)
 	}

@@ -531,6 +531,8 @@ func BenchmarkRunHost(b *testing.B) {
 		{"all_gather 64K in-place auto", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req},
 		{"all_reduce 64K auto", makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<15, false, "io", 0).req},
 		{"reduce_scatter 64K auto", makeReq(g, coll.ReduceScatter, coll.BFloat16, coll.Sum, 1<<14, false, "io", 0).req},
+		{"all_gather 64K input registered auto (ce)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "i", 0).req},
+		{"all_gather 64K unregistered auto (nccl)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "-", 0).req},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

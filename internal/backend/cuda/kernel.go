@@ -158,22 +158,37 @@ type kernelPath struct {
 // two-shot and lc paths, the handshake).
 func (k *kernelPath) loaded() bool { return k.args != nil }
 
-// whyNot says why the kernel path cannot run req (nil if it can),
-// wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
-// Every count and alignment of an all-gather is served.
-func (k *kernelPath) whyNot(req backend.Request) error {
-	g := k.g
+// check says whether the kernel path can run req. Every count and
+// alignment of an all-gather is served.
+func (k *kernelPath) check(req backend.Request) refusal {
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
-		return k.allReduceWhyNot(req)
+		return k.allReduceCheck(req)
 	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce && req.Kind != coll.ReduceScatter:
-		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return refKind
 	case !k.loaded():
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+		return refNoKernels
 	case !req.OutSym.OK:
-		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
+		return refOutNotSym
 	}
-	return nil
+	return served
+}
+
+// whyNot says why the kernel path cannot run req (nil if it can),
+// wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
+func (k *kernelPath) whyNot(req backend.Request) error {
+	switch r := k.check(req); r {
+	case served:
+		return nil
+	case refKind:
+		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+	case refOutNotSym:
+		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+	case refInNotSym:
+		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+	default:
+		return kernelsWhyNot(k.g, req, r)
+	}
 }
 
 func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }

@@ -169,7 +169,7 @@ func TestAllReduceArgs(t *testing.T) {
 			defer g.paths.kernel.args.Free()
 			const bytes = 1 << 20
 			req := arReq(g, bytes/int64(tc.dt.Size()), tc.dt, tc.inPlace)
-			if err := g.paths.kernel.allReduceWhyNot(req); err != nil {
+			if err := g.paths.kernel.whyNot(req); err != nil {
 				t.Fatal(err)
 			}
 			if err := g.paths.kernel.fillReduction(req); err != nil {

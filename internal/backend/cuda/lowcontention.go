@@ -81,25 +81,39 @@ type lcPath struct {
 	staging *segment
 }
 
+// check says whether the low-contention path can run req.
+func (l *lcPath) check(req backend.Request) refusal {
+	switch {
+	case req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+		return refKind
+	case !l.g.paths.kernel.loaded():
+		return refNoKernels
+	case !reducible(req):
+		return refOp
+	case !req.InSym.OK:
+		return refInNotSym
+	case req.Kind == coll.AllReduce && !req.OutSym.OK:
+		return refOutNotSym
+	case !elemAligned(req):
+		return refElemAlign
+	}
+	return served
+}
+
 // whyNot says why the low-contention path cannot run req (nil if it can).
 func (l *lcPath) whyNot(req backend.Request) error {
-	g := l.g
-	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
+	switch r := l.check(req); r {
+	case served:
+		return nil
+	case refKind:
 		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+	case refInNotSym:
+		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+	case refOutNotSym:
+		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+	default:
+		return kernelsWhyNot(l.g, req, r)
 	}
-	if !g.paths.kernel.loaded() {
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
-	}
-	if err := reduceOpWhyNot(req); err != nil {
-		return err
-	}
-	if !req.InSym.OK {
-		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
-	}
-	if req.Kind == coll.AllReduce && !req.OutSym.OK {
-		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", g.name, errNotSymmetric)
-	}
-	return elemAlignWhyNot(req)
 }
 
 func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }

@@ -38,6 +38,37 @@ type whole struct{}
 
 func (whole) finish(context.Context, call) (coll.Algo, error) { return "", nil }
 
+// refusal says why a path cannot run a call, as a code: auto asks every
+// path it passes on every call, so the check formats nothing; a path's
+// whyNot turns the code into the error a forced call gets.
+type refusal uint8
+
+const (
+	served       refusal = iota
+	refKind              // the path does not serve the op
+	refNoKernels         // the group has no kernels (g.kernWhy)
+	refInNotSym          // the input is not a registered pool block
+	refOutNotSym         // the output is not
+	refOp                // the kernels do not reduce this op and type
+	refHeld              // an in-place all-reduce larger than the kernel holds
+	refElemAlign         // a buffer is not element-aligned
+)
+
+// kernelsWhyNot is the error of the refusals every kernel path shares.
+func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
+	switch r {
+	case refNoKernels:
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+	case refOp:
+		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
+	case refHeld:
+		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", req.Count*int64(req.DType.Size()), errKernelOp)
+	case refElemAlign:
+		return fmt.Errorf("input %#x, output %#x, %v elements: %w (use nccl)", req.In.Ptr, req.Out.Ptr, req.DType, errKernelAlign)
+	}
+	panic(fmt.Sprintf("cuda: refusal %d has no shared wording", r))
+}
+
 // refused is the error of a call forced onto one of symmem's paths, which
 // says why it cannot run it (whyNot; nil: it can).
 func refused(c call, whyNot error) error {

@@ -32,21 +32,35 @@ type twoShotPath struct {
 	second *cudadrv.Args
 }
 
-// whyNot says why the two-shot path cannot run req (nil if it can).
-func (t *twoShotPath) whyNot(req backend.Request) error {
-	g := t.g
+// check says whether the two-shot path can run req.
+func (t *twoShotPath) check(req backend.Request) refusal {
 	switch {
 	case req.Kind != coll.AllReduce:
-		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
-	case !g.paths.kernel.loaded():
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+		return refKind
+	case !t.g.paths.kernel.loaded():
+		return refNoKernels
 	case !req.InSym.OK || !req.OutSym.OK:
-		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", g.name, errNotSymmetric)
+		return refInNotSym
+	case !reducible(req):
+		return refOp
+	case !elemAligned(req):
+		return refElemAlign
 	}
-	if err := reduceOpWhyNot(req); err != nil {
-		return err
+	return served
+}
+
+// whyNot says why the two-shot path cannot run req (nil if it can).
+func (t *twoShotPath) whyNot(req backend.Request) error {
+	switch r := t.check(req); r {
+	case served:
+		return nil
+	case refKind:
+		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
+	case refInNotSym:
+		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.name, errNotSymmetric)
+	default:
+		return kernelsWhyNot(t.g, req, r)
 	}
-	return elemAlignWhyNot(req)
 }
 
 func (t *twoShotPath) refuse(c call) error { return refused(c, t.whyNot(c.req)) }
