@@ -42,12 +42,10 @@ func ceModeFor(req backend.Request) ceMode {
 // keep the issue path free of allocations).
 const maxCERanks = 64
 
-// cePath is the copy-engine all-gather (algorithm ce); epoch counts its
-// calls (named in a failure).
+// cePath is the copy-engine all-gather (algorithm ce).
 type cePath struct {
 	whole
-	g     *Group
-	epoch uint32
+	g *Group
 }
 
 // serves reports whether copy engines can run req: an all-gather with a
@@ -102,11 +100,7 @@ func (ce *cePath) issue(c call) error {
 	if err := ce.build(p, &c); err != nil {
 		return err
 	}
-	if err := ce.g.issue(p, &c, fmt.Sprintf("copy-engine all-gather #%d", ce.epoch+1)); err != nil {
-		return err
-	}
-	ce.epoch++
-	return nil
+	return ce.g.issue(p, &c, "copy-engine all-gather")
 }
 
 // build adds c, one all-gather, to p (pure: no driver call).

@@ -518,22 +518,39 @@ func (nopExec) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.P
 	return coll.Path{Algo: coll.AlgoNCCL}, nil
 }
 
+// hostCostReqs are small auto calls on every route auto takes for them
+// with symmem's paths and NCCL loaded: kernel, ce, plain NCCL.
+func hostCostReqs(g *Group) []goldenReq {
+	return []goldenReq{
+		{"all_gather 64K in-place auto", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req},
+		{"all_reduce 64K auto", makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<15, false, "io", 0).req},
+		{"reduce_scatter 64K auto", makeReq(g, coll.ReduceScatter, coll.BFloat16, coll.Sum, 1<<14, false, "io", 0).req},
+		{"all_gather 64K input registered auto (ce)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "i", 0).req},
+		{"all_gather 64K unregistered auto (nccl)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "-", 0).req},
+	}
+}
+
+// TestRunAllocatesNothing: Group.Run's Go side, on each route of
+// hostCostReqs (a formatted reason or refusal per call would show here).
+func TestRunAllocatesNothing(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "allocs", kern: true, ce: true, nccl: "full"}, 2, 0)
+	g.x = nopExec{}
+	ctx := context.Background()
+	for _, c := range hostCostReqs(g) {
+		var err error
+		if n := testing.AllocsPerRun(100, func() { _, err = g.Run(ctx, c.req) }); n != 0 || err != nil {
+			t.Errorf("%s: %v allocations per call (want 0), err %v", c.name, n, err)
+		}
+	}
+}
+
 // BenchmarkRunHost: the host cost of Group.Run up to the driver (choice,
 // call record, program build) for the small calls whose host cost the
 // GPU suite measures end to end (TestGPUUserHostCost).
 func BenchmarkRunHost(b *testing.B) {
 	g, _ := goldenGroup(b, goldenCfg{name: "bench", kern: true, ce: true, nccl: "full"}, 2, 0)
 	g.x = nopExec{}
-	for _, c := range []struct {
-		name string
-		req  backend.Request
-	}{
-		{"all_gather 64K in-place auto", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req},
-		{"all_reduce 64K auto", makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<15, false, "io", 0).req},
-		{"reduce_scatter 64K auto", makeReq(g, coll.ReduceScatter, coll.BFloat16, coll.Sum, 1<<14, false, "io", 0).req},
-		{"all_gather 64K input registered auto (ce)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "i", 0).req},
-		{"all_gather 64K unregistered auto (nccl)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "-", 0).req},
-	} {
+	for _, c := range hostCostReqs(g) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			ctx := context.Background()

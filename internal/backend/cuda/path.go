@@ -131,7 +131,11 @@ func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
 		if ferr := g.faults.take(); ferr != nil { // the handshake trapped: that is why
 			return ferr
 		}
-		g.broken = fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err)
+		if c.gate.n > 0 { // the call's number at the gate, as its peers count it
+			g.broken = fmt.Errorf("%v %s (collective %d on the group) failed: %w", c.req.Kind, what, c.gate.n, err)
+		} else {
+			g.broken = fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err)
+		}
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
 	return nil
