@@ -137,10 +137,15 @@ type autoStep struct {
 	kindWhy map[coll.Kind]string
 }
 
+// elementwiseToNCCL leaves a reduction symmem's kernels would run element
+// by element to NCCL (reduceElementwise): the first step of every
+// reduction kernel's turn.
+var elementwiseToNCCL = autoStep{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
+	why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes)"}
+
 var autoTurns = map[coll.Algo][]autoStep{
 	coll.AlgoKernel: {
-		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
-			why: "auto: plain NCCL, symmem's reduction kernel would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
+		elementwiseToNCCL,
 		{algo: coll.AlgoKernel, when: []autoCond{kernelServes}, kindWhy: map[coll.Kind]string{
 			coll.AllGather:     "auto: symmem's all_gather kernel for small messages (auto table)",
 			coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (auto table)",
@@ -151,19 +156,19 @@ var autoTurns = map[coll.Algo][]autoStep{
 		{algo: coll.AlgoCE, when: []autoCond{ceServes}, why: "auto: copy engines for all_gather on symmetric buffers (auto table)"},
 	},
 	coll.AlgoTwoShot: {
-		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
-			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
+		elementwiseToNCCL,
 		{algo: coll.AlgoTwoShot, when: []autoCond{twoShotServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (auto table)"},
 	},
 	coll.AlgoLowContention: {
-		{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
-			why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes; autotable.go)"},
+		elementwiseToNCCL,
 		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
 	},
 	coll.AlgoNCCLWindow: {
 		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
-		{algo: coll.AlgoKernel, when: []autoCond{allGather, offWindows, kernelServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
-		{algo: coll.AlgoCE, when: []autoCond{allGather, offWindows, ceServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
+		{algo: coll.AlgoKernel, when: []autoCond{allGather, noWindows, kernelServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
+		{algo: coll.AlgoCE, when: []autoCond{allGather, noWindows, ceServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
+		{algo: coll.AlgoKernel, when: []autoCond{allGather, poorWindows, kernelServes}, why: "auto: symmem's all-gather kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
+		{algo: coll.AlgoCE, when: []autoCond{allGather, poorWindows, ceServes}, why: "auto: copy engines (NCCL's symmetric kernels are slow or wrong for this shape)"},
 	},
 	// Without NCCL a reduction still runs on symmem's kernels: one-shot up
 	// to oneShotMax, then two-shot, which reads each peer byte once where
@@ -177,7 +182,7 @@ var autoTurns = map[coll.Algo][]autoStep{
 		{algo: coll.AlgoLowContention, when: []autoCond{noNCCL, notAllGather, lcServes}, why: "auto: NCCL unavailable, symmem's low-contention path"},
 		{algo: coll.AlgoCE, when: []autoCond{ncclUnusable, ceServes}, why: "auto: NCCL unavailable or unsafe here, copy engines"},
 		{algo: coll.AlgoAuto, when: []autoCond{ncclUnusable}},
-		{algo: coll.AlgoNCCL, when: []autoCond{poorWindows}, why: "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape (ncclwindow.go)"},
+		{algo: coll.AlgoNCCL, when: []autoCond{poorWindows}, why: "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape"},
 		{algo: coll.AlgoNCCL, when: []autoCond{notSymmetric}, why: "auto: plain NCCL, buffers are not symmetric pool blocks"},
 		{algo: coll.AlgoNCCL, why: "auto: plain NCCL (auto table)"},
 	},
@@ -229,7 +234,7 @@ const (
 	ncclUnusable                 // not ncclUsable
 	noNCCL                       // the group has no NCCL communicator
 	goodWindows                  // the buffers are in windows NCCL's symmetric kernels do well
-	offWindows                   // not goodWindows
+	noWindows                    // the buffers are not in windows
 	poorWindows                  // the buffers are in windows, but NCCL's symmetric kernels are slow or wrong there
 	notSymmetric                 // the buffers are not pool blocks registered with the group
 	elementwise                  // symmem's reduction kernel would run in element mode
@@ -265,9 +270,7 @@ func (f *autoFacts) all(cs []autoCond) bool {
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
 func (f *autoFacts) holds(c autoCond) bool {
 	g, req := f.g, &f.c.req
-	// NCCL is unsafe for a shape its symmetric kernels get wrong when the
-	// call cannot avoid them (no window-free communicator).
-	wrong := f.c.verdict == windowWrong && g.nccl.plain == nil
+	wrong := g.ncclUnsafe(f.c)
 	switch c {
 	case ncclUsable:
 		return g.nccl.comm != nil && !wrong
@@ -277,8 +280,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.nccl.comm == nil
 	case goodWindows:
 		return f.c.win && f.c.verdict == windowGood
-	case offWindows:
-		return !f.c.win || f.c.verdict != windowGood
+	case noWindows:
+		return !f.c.win
 	case poorWindows:
 		return f.c.win && f.c.verdict != windowGood
 	case notSymmetric:
@@ -309,7 +312,7 @@ func (f *autoFacts) holds(c autoCond) bool {
 // unsafe for its shape, and copy engines do not serve it.
 func (f *autoFacts) noPath() error {
 	g := f.g
-	if f.c.verdict == windowWrong && g.nccl.plain == nil {
+	if g.ncclUnsafe(f.c) {
 		return ErrNCCLWindowWrong
 	}
 	return fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.paths.ce.why(f.c.req), ErrNotSupported)

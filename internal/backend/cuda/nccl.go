@@ -184,12 +184,19 @@ func (r ncclRun) run(ctx context.Context, c call, comm *bnccl.Comm, win bool) (c
 // nccl-window).
 type ncclPath struct{ ncclRun }
 
+// ncclUnsafe reports whether NCCL would run c on symmetric kernels known to
+// get its shape wrong (judgeWindow) with no window-free communicator to
+// avoid them.
+func (g *Group) ncclUnsafe(c *call) bool {
+	return c.verdict == windowWrong && g.nccl.plain == nil
+}
+
 func (n *ncclPath) refuse(c call) error {
 	g := n.g
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
-	case c.verdict == windowWrong && g.nccl.plain == nil:
+	case g.ncclUnsafe(&c):
 		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
 	}
 	return nil

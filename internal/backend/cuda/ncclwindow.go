@@ -81,8 +81,10 @@ func (w *ncclWindowPath) refuse(c call) error {
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
-	case !c.win:
+	case !c.win && !symmetric(req):
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, backend.ErrRefused)
+	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), ErrNotSupported, backend.ErrRefused)
 	case c.verdict == windowWrong:
 		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
 	}
