@@ -61,15 +61,16 @@ func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, 
 // the GPU count and the driver are not compared: doctor shows them. The
 // error wraps errs.Invalid.
 func CheckAutoTable(t *tune.Table, m tune.Machine) error {
+	tm := t.Machine
+	if tm.Backend != "cuda" {
+		return fmt.Errorf("auto table measured on the %q backend, not cuda: re-run `symmem tune --backend cuda` on this machine: %w", tm.Backend, errs.Invalid)
+	}
 	for _, a := range t.Algos() {
 		if len(autoFallback[a]) == 0 {
-			return fmt.Errorf("auto table: path %q is not one the GPU backend's auto can start from (%v): %w", a, autoStarts(), errs.Invalid)
+			return fmt.Errorf("auto table: path %q is not one the GPU backend's auto can start from (%v): edit that row or re-run `symmem tune --backend cuda`: %w", a, autoStarts(), errs.Invalid)
 		}
 	}
-	tm := t.Machine
 	switch {
-	case tm.Backend != "cuda":
-		return fmt.Errorf("auto table measured on the %q backend, not cuda: %w", tm.Backend, errs.Invalid)
 	case tm.GPU != "" && !strings.EqualFold(strings.TrimSpace(tm.GPU), strings.TrimSpace(m.GPU)):
 		return fmt.Errorf("auto table measured on %s, this rank has %s: re-run `symmem tune` here: %w", tm.GPU, m.GPU, errs.Invalid)
 	case tm.NCCL != "" && m.NCCL != "" && ncclSeries(tm.NCCL) != ncclSeries(m.NCCL):

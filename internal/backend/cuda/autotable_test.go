@@ -77,6 +77,7 @@ func TestCheckAutoTable(t *testing.T) {
 	}{
 		{here, coll.AlgoDirect, `path "direct" is not one the GPU backend's auto can start from`},
 		{tune.Machine{Backend: "cpu"}, coll.AlgoNCCL, `measured on the "cpu" backend`},
+		{tune.Machine{Backend: "cpu"}, coll.AlgoDirect, `measured on the "cpu" backend, not cuda: re-run`}, // a CPU table: the backend is the reason, not its direct path
 		{tune.Machine{Backend: "cuda", GPU: "NVIDIA H200"}, coll.AlgoNCCL, "measured on NVIDIA H200, this rank has NVIDIA H100 80GB HBM3"},
 		{tune.Machine{Backend: "cuda", GPU: here.GPU, NCCL: "2.27.3"}, coll.AlgoNCCL, "NCCL 2.27.3, this rank loaded NCCL 2.28.9"},
 	} {
