@@ -102,33 +102,15 @@ func allReduceCTAs(bytes int64) int {
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
-// reduceMode is reduceUnit for the all-reduce kernel's launch: the sources
-// (every rank's input plus off, as mapped here) and the output.
-func (k *kernelPath) reduceMode(req backend.Request, out uint64, off int64) (uint32, error) {
-	g := k.g
-	or := out | (req.In.Ptr + uint64(off))
-	for r := range g.ranks {
-		if src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off); ok {
-			or |= src
-		}
-	}
-	unit, ok := reduceUnit(or, req.DType.Size())
-	if !ok {
-		return 0, fmt.Errorf("kernel %v: output %#x, sources at offset %d: %w", req.Kind, out, req.InSym.Off+off, errKernelAlign)
-	}
-	return unit, nil
-}
-
 // fillAllReduceArgs writes req's parameter block into a (pure: no driver
 // call): bytes of output at out, rank r's source at its input plus off.
 // A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
+// The unit (reduceUnit) comes from every source, as mapped here, and the
+// output.
 func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
 	g := k.g
 	n, me := len(g.ranks), g.me
-	unit, err := k.reduceMode(req, out, off)
-	if err != nil {
-		return err
-	}
+	or := out
 	for r := 0; r < n; r++ {
 		src := req.In.Ptr + uint64(off)
 		if r != me {
@@ -137,8 +119,13 @@ func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out
 				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.name, errNotSymmetric)
 			}
 		}
+		or |= src
 		a.PutU64(arSrc+8*r, src)
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+	}
+	unit, ok := reduceUnit(or, req.DType.Size())
+	if !ok {
+		return fmt.Errorf("kernel %v: output %#x, sources at offset %d: %w", req.Kind, out, req.InSym.Off+off, errKernelAlign)
 	}
 	a.PutU64(arOut, out)
 	a.PutU64(arBytes, uint64(bytes))
