@@ -219,7 +219,7 @@ func TestUntilTarget(t *testing.T) {
 		{name: "reached already", start: 7, target: 7, spin: time.Millisecond},
 		{name: "reached during the spin", start: 0, set: 1, target: 1, spin: time.Second, maxT: 100 * time.Millisecond},
 		{name: "reached while asleep", start: 0, set: 1, target: 1, minT: 20 * time.Millisecond, maxT: 100 * time.Millisecond},
-		{name: "wraps around", start: ^uint32(0) - 1, set: 2, target: 1, maxT: 100 * time.Millisecond},
+		{name: "wraps around", start: ^uint32(0) - 1, set: 2, target: 1, minT: 20 * time.Millisecond, maxT: 100 * time.Millisecond}, // start is behind target: waits for the set
 		{name: "behind: times out", start: 5, set: 0, target: 6, want: context.DeadlineExceeded, minT: 50 * time.Millisecond, maxT: 50 * time.Millisecond},
 	}
 	for _, c := range cases {
@@ -329,5 +329,19 @@ func TestUntilAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per wait, want 0", allocs)
+	}
+	// The CPU backend's form: no cond, the word reaching Target, met in
+	// the sleep phase (Check, which runs before the first sleep, sets it).
+	var target uint32 = 1
+	allocs = testing.AllocsPerRun(100, func() {
+		target++
+		err := Until(context.Background(), nil, &Options{Futex: w.addr(), Sleepers: w.addr() + 4, Target: target, Timeout: time.Second,
+			Check: func(error, bool) error { atomic.StoreUint32(w.val(), target); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per wait on a Target, want 0", allocs)
 	}
 }

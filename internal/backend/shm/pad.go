@@ -98,12 +98,9 @@ func (p *pads) setState(bits uint32) {
 	}
 }
 
-// reached reports whether counter v has reached target (wrap-safe).
-func reached(v, target uint32) bool { return wait.Reached(v, target) }
-
 // arrived reports whether from has signalled at least v (no waiting).
 func (p *pads) arrived(from int, v uint32) bool {
-	return reached(atomic.LoadUint32(hostmem.Uint32At(p.word(from, p.me))), v)
+	return wait.Reached(atomic.LoadUint32(hostmem.Uint32At(p.word(from, p.me))), v)
 }
 
 // wait returns once from's signal to this rank reaches v (acquire). It polls
@@ -114,7 +111,7 @@ func (p *pads) arrived(from int, v uint32) bool {
 func (p *pads) wait(ctx context.Context, from int, v uint32, deadline time.Time, alive func(int) error) error {
 	a := p.word(from, p.me)
 	w := hostmem.Uint32At(a)
-	if reached(atomic.LoadUint32(w), v) {
+	if wait.Reached(atomic.LoadUint32(w), v) {
 		return nil
 	}
 	var ended bool // Check ended the wait: its error is worded already
