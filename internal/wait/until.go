@@ -249,6 +249,38 @@ func Spin(d time.Duration, done func() bool) bool {
 // spin is the spin phase: cond until done, an error, d passed (from the
 // first clock read) or rounds polls; neither bound set: no poll.
 func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldEvery int) (bool, error) {
+	return spinBatches(d, rounds, clockEvery, yieldEvery, func(n int) (bool, error) {
+		for range n {
+			if ok, err := cond(); ok || err != nil {
+				return ok, err
+			}
+		}
+		return false, nil
+	})
+}
+
+// spinCounter is spin for Options.Target: the word polled inline, without
+// a call per poll (measured: a call per poll slowed the CPU bench's
+// back-to-back small collectives by 5-10%).
+func spinCounter(w *uint32, target uint32, d time.Duration, rounds, clockEvery, yieldEvery int) bool {
+	ok, _ := spinBatches(d, rounds, clockEvery, yieldEvery, func(n int) (bool, error) {
+		for range n {
+			if Reached(atomic.LoadUint32(w), target) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return ok
+}
+
+// spinBatches is the spin phase's cadence, for both forms: poll(n) polls
+// the condition up to n times, in batches that end where the spin reads
+// the clock (every clockEvery polls), yields (every yieldEvery) or runs
+// out of rounds; neither d nor rounds set: no poll. Batches keep the
+// bookkeeping (and, for spin, the call through poll) off the per-poll
+// path.
+func spinBatches(d time.Duration, rounds, clockEvery, yieldEvery int, poll func(n int) (bool, error)) (bool, error) {
 	if d <= 0 && rounds <= 0 {
 		return false, nil
 	}
@@ -258,22 +290,26 @@ func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldE
 	if yieldEvery <= 0 {
 		yieldEvery = YieldEvery
 	}
-	// Countdowns, not k%n: a division by a variable per poll would cost
-	// more than the poll.
 	var end time.Time
-	clock, yield := clockEvery, yieldEvery
-	for k := 1; ; k++ {
-		if ok, err := cond(); ok || err != nil {
+	clock, yield, left := clockEvery, yieldEvery, rounds
+	for {
+		n := min(clock, yield)
+		if rounds > 0 {
+			n = min(n, left)
+		}
+		if ok, err := poll(n); ok || err != nil {
 			return ok, err
 		}
-		if k == rounds {
-			return false, nil
+		if rounds > 0 {
+			if left -= n; left == 0 {
+				return false, nil
+			}
 		}
-		if yield--; yield == 0 {
+		if yield -= n; yield == 0 {
 			yield = yieldEvery
 			runtime.Gosched()
 		}
-		if clock--; clock == 0 {
+		if clock -= n; clock == 0 {
 			clock = clockEvery
 			if d > 0 {
 				now := time.Now()
@@ -290,42 +326,3 @@ func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldE
 // Reached reports whether counter v has reached target, wrap-aware: the
 // counters only grow and compare modulo 2^32.
 func Reached(v, target uint32) bool { return int32(v-target) >= 0 }
-
-// spinCounter is spin for Options.Target: the same bounds and cadence, the
-// word polled inline.
-func spinCounter(w *uint32, target uint32, d time.Duration, rounds, clockEvery, yieldEvery int) bool {
-	if d <= 0 && rounds <= 0 {
-		return false
-	}
-	if clockEvery <= 0 {
-		clockEvery = ClockEvery
-	}
-	if yieldEvery <= 0 {
-		yieldEvery = YieldEvery
-	}
-	var end time.Time
-	clock, yield := clockEvery, yieldEvery
-	for k := 1; ; k++ {
-		if Reached(atomic.LoadUint32(w), target) {
-			return true
-		}
-		if k == rounds {
-			return false
-		}
-		if yield--; yield == 0 {
-			yield = yieldEvery
-			runtime.Gosched()
-		}
-		if clock--; clock == 0 {
-			clock = clockEvery
-			if d > 0 {
-				now := time.Now()
-				if end.IsZero() {
-					end = now.Add(d)
-				} else if now.After(end) {
-					return false
-				}
-			}
-		}
-	}
-}
