@@ -57,12 +57,12 @@ type Registrar interface {
 type Group interface {
 	Exchanger
 	Registrar
-	// Name identifies the group in errors and stats (e.g. "world", "tp0").
 	// Agreer is the group's in-band comparison of records, which every
 	// Scope.End uses (no store round trip), or nil where the group has
 	// none: the pool then compares through AllGather. The group declares
 	// it here (the pool asserts no optional interface).
 	Agreer() Agreer
+	// Name identifies the group in errors and stats (e.g. "world", "tp0").
 	Name() string
 }
 

@@ -160,7 +160,7 @@ func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
 	a.mu.Lock()
 	if a.failed != nil {
 		a.mu.Unlock()
-		return fmt.Errorf("%s: an earlier comparison failed (%v): %w", a.what, a.failed, errs.Broken)
+		return fmt.Errorf("%s: an earlier comparison of the ranks' calls failed (%v), so this group cannot be used any more: close it (or the World) and create it again: %w", a.what, a.failed, errs.Broken)
 	}
 	a.seq++
 	k := a.seq

@@ -185,7 +185,10 @@ func (a *Gather) wait(ctx context.Context, keys []string, leaving bool) ([][]byt
 	}
 	var missing []string
 	for r, k := range keys {
-		if _, gerr := a.store.Get(context.Background(), k); gerr != nil {
+		gctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // only to name the missing ranks
+		_, gerr := a.store.Get(gctx, k)
+		cancel()
+		if gerr != nil {
 			missing = append(missing, strconv.Itoa(a.ranks[r]))
 		}
 	}
