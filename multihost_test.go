@@ -37,7 +37,7 @@ func TestCPUBackendRefusesHosts(t *testing.T) {
 		{"a,a,a,a", false},
 	} {
 		t.Run(tc.hosts, func(t *testing.T) {
-			res := spawn(t, 4, "hosts", "SYMMEM_TEST_HOSTS="+tc.hosts, "SYMMEM_TEST_REFUSE="+strconv.FormatBool(tc.refuse))
+			res := spawn(t, 4, "hosts", "SYMMEM_TEST_HOST_NAMES="+tc.hosts, "SYMMEM_TEST_REFUSE="+strconv.FormatBool(tc.refuse))
 			expectOK(t, res)
 		})
 	}
@@ -45,7 +45,7 @@ func TestCPUBackendRefusesHosts(t *testing.T) {
 
 func roleHosts(ctx context.Context) error {
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
-	hosts := strings.Split(os.Getenv("SYMMEM_TEST_HOSTS"), ",")
+	hosts := strings.Split(os.Getenv("SYMMEM_TEST_HOST_NAMES"), ",")
 	os.Setenv(rendezvous.VarHost, hosts[rank])
 	refuse := os.Getenv("SYMMEM_TEST_REFUSE") == "true"
 	o := testOptions()
