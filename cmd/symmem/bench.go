@@ -123,7 +123,7 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 		return nil, fmt.Errorf("-d: %w", err)
 	}
 	if c.RedOp, err = coll.ParseReduceOp(redop); err != nil {
-		return nil, fmt.Errorf("-o: %w", err)
+		return nil, fmt.Errorf("--op: %w", err)
 	}
 	lo, err := bench.ParseSize(*b)
 	if err != nil {

@@ -162,7 +162,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-G", "-1"}, "-G/--cudagraph -1 must not be negative"},
 		{[]string{"--timeout", "-5s"}, "--timeout -5s: must be positive"},
 		{[]string{"-d", "float8"}, `-d: unknown dtype "float8"`},
-		{[]string{"-o", "prod"}, `-o: unknown reduction "prod"`},
+		{[]string{"-o", "prod"}, `--op: unknown reduction "prod"`},
 		{[]string{"-r", "5"}, "root 5"},
 		{[]string{"-b", "4", "-e", "4K"}, "-b 4: below 8 bytes (one float element per rank for 2 ranks)"},
 		{[]string{"-J", "/nonexistent-dir/r.json"}, "-J /nonexistent-dir/r.json: cannot write the results file"},

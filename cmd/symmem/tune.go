@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/tune"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // tuneOpts are the flags of `symmem tune`: a subset of bench's, plus the
@@ -163,7 +163,15 @@ func tuneAlgos(w *symmem.World, k coll.Kind, want []coll.Algo) []coll.Algo {
 
 func tuneRank(f *tuneFlags, args []string) error {
 	ctx := context.Background()
-	t, w, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout})
+	// auto is measured with its built-in table: a table named by
+	// SYMMEM_AUTO_TABLE would make the auto rows measure it, and one from
+	// another machine would stop Init, the very thing tune is run to fix.
+	env, err := rendezvous.EnvFromOS()
+	if err != nil {
+		return err
+	}
+	env.AutoTable = ""
+	t, w, closeTarget, err := openTarget(ctx, symmem.Options{Backend: f.backend, Timeout: f.timeout, Env: &env})
 	if err != nil {
 		return err
 	}
@@ -217,8 +225,8 @@ func tuneRank(f *tuneFlags, args []string) error {
 			return err
 		}
 		path := f.reportPath(dt)
-		if err := writeJSONFile(path, func(w io.Writer) error { _, err := w.Write(js.Bytes()); return err }); err != nil {
-			return err
+		if err := os.WriteFile(path, js.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("bench report beside the table: %w", err)
 		}
 		in, err := tune.ReadInput(filepath.Base(path), js.Bytes())
 		if err != nil {
@@ -228,6 +236,13 @@ func tuneRank(f *tuneFlags, args []string) error {
 	}
 	if !rank0 {
 		return nil
+	}
+	if len(inputs) == 0 { // every op skipped: --algo named none of the backend's paths
+		var have []string
+		for _, k := range f.cfg.Ops {
+			have = append(have, fmt.Sprintf("%v: %v", k, w.Algos(k)))
+		}
+		return fmt.Errorf("--algo %v: the %s backend has none of these for the ops asked (it has %s)", f.algos, w.Backend(), strings.Join(have, "; "))
 	}
 	tb, err := tune.NewTable(inputs, command, sources)
 	if err != nil {

@@ -82,3 +82,12 @@ func TestTuneEndToEnd(t *testing.T) {
 		t.Errorf("the directory builds %d rows, the table has %d", len(again.Rows), len(tb.Rows))
 	}
 }
+
+// TestTuneNoPath: --algo naming none of the backend's paths is refused
+// with what the backend has, not as a table with nothing measured.
+func TestTuneNoPath(t *testing.T) {
+	_, stderr, err := cli(t, "tune", "-o", filepath.Join(t.TempDir(), "t.json"), "--algo", "nccl", "-b", "1K", "-e", "1K", "--backend", "cpu", "--nproc-per-node", "2")
+	if err == nil || !strings.Contains(stderr, "--algo [nccl]: the cpu backend has none of these") || !strings.Contains(stderr, "all_gather: [direct]") {
+		t.Fatalf("err %v, stderr:\n%s", err, stderr)
+	}
+}
