@@ -3,6 +3,7 @@ package symmem
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -70,10 +71,10 @@ func newBackend(name string, env rendezvous.Env, opts Options) (be backend.Backe
 			auto.From, auto.Builtin = from, &bi
 		}
 		return b, fmt.Sprintf("%s: GPU %d of this host", why, b.Device().Ordinal), auto, doctorMachine(b.Machine()), nil
+	case table != nil && errors.Is(err, ErrInvalid): // the table does not fit this GPU: not a reason to leave it; say which file
+		return nil, "", auto, machine, fmt.Errorf("%s %s: %w", from, path, err)
 	case strings.EqualFold(name, "cuda"): // errors.Is(err, ErrNotSupported) without a usable GPU
 		return nil, "", auto, machine, fmt.Errorf("backend \"cuda\": %w", err)
-	case table != nil && errors.Is(err, ErrInvalid): // the table does not fit this GPU: not a reason to leave it
-		return nil, "", auto, machine, fmt.Errorf("%s %s: %w", from, path, err)
 	}
 	return shm.New(env), fmt.Sprintf("auto: the GPU backend failed to start (%v), CPU shared memory", err), cpuAutoTable(path, from), doctor.Machine{Backend: "cpu"}, nil
 }
@@ -106,7 +107,10 @@ func autoTableFile(opts Options, env rendezvous.Env) (path, from string) {
 func loadAutoTable(path string) (*tune.Table, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("auto table: %w: %w", err, ErrInvalid)
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err // the caller names the file
+		}
+		return nil, fmt.Errorf("cannot read it: %w: %w", err, ErrInvalid)
 	}
 	t, err := tune.Parse(data)
 	if err != nil {
