@@ -135,8 +135,13 @@ func roleGPUOddCounts(ctx context.Context) error {
 	for algo, err := range unavailable {
 		fmt.Printf("UNAVAILABLE %s: %v\n", algo, err)
 	}
-	if unavailable[coll.AlgoKernel] != nil || unavailable[coll.AlgoTwoShot] != nil {
-		return fmt.Errorf("symmem's kernels are unavailable: %v %v", unavailable[coll.AlgoKernel], unavailable[coll.AlgoTwoShot])
+	for algo, err := range unavailable {
+		// Only copy engines may be missing (no P2P between the GPUs): a
+		// kernel path refusing its first odd count is the bug this test
+		// exists for, not a missing algorithm.
+		if algo != coll.AlgoCE {
+			return fmt.Errorf("%s refused its first odd-count case (only ce may be unavailable here): %w", algo, err)
+		}
 	}
 	fmt.Printf("GPU odd counts: %d cases on %d ranks, %d wrong, ran %v\n", cases, n, bad, ran)
 	if bad != 0 {
