@@ -34,20 +34,9 @@ set -u
 OUTDIR=${1:-${OUT:-./gpu-fsdp-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+. scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
 export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 [ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: build it first (see the top of this script)"; exit 2; }
-declare -A RC
-ORDER=()
-step() { # name timeout_s cmd...
-  local name=$1 t=$2; shift 2
-  ORDER+=("$name")
-  local t0=$(date +%s)
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
-  timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
-  RC[$name]=$?
-  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
-}
 {
   date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'

@@ -43,7 +43,6 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 cd "$(dirname "$0")/.."
 REPO=$PWD
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 unset SYMMEM_LIBRARY PYTHONPATH PYTHONHOME VIRTUAL_ENV
 if [ -z "${PY:-}" ]; then
   PY=$(command -v python3)
@@ -53,17 +52,11 @@ WHEEL=${WHEEL:-$(ls -t "$REPO"/dist/symmem-*.whl 2>/dev/null | head -1)}
 [ -n "$WHEEL" ] && [ -e "$WHEEL" ] || { echo "no wheel: run python3 python/build_wheel.py on the build machine and carry dist/"; exit 2; }
 VENV=$OUTDIR/venv
 VP=$VENV/bin/python
-declare -A RC
-ORDER=()
-step() { # name timeout_s cmd...
-  local name=$1 t=$2; shift 2
-  ORDER+=("$name")
-  local t0=$(date +%s)
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
-  (cd "$OUTDIR" && timeout -k 10 "$t" "$@") >>"$OUTDIR/$name.log" 2>&1
-  RC[$name]=$?
-  echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
-}
+# The torch venv, its NCCL for symmem too, multicast off, step; the steps
+# run in OUTDIR, away from the repo's python/ (every path below is
+# absolute), so `import symmem` finds the installed package only.
+. "$REPO/scripts/gpu-lib.sh"
+cd "$OUTDIR"
 {
   date -u; uname -a; ldd --version | head -1
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
