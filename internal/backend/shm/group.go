@@ -280,9 +280,7 @@ func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
 		g.ag.Unwatch()
 		g.runMu.Lock()
-		if g.pads.peers != nil {
-			g.pads.setState(members.StateLeft) // peers still waiting for this rank learn it at once
-		}
+		g.pads.setState(members.StateLeft) // peers still waiting for this rank learn it at once
 		for _, ps := range g.segs.Drain() {
 			ps.unmap()
 		}

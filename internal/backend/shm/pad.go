@@ -88,8 +88,12 @@ func (p *pads) state(owner int) *uint32 {
 }
 
 // setState sets bits in this rank's state word and wakes the peers
-// sleeping on this rank's signals, so their waits look at it at once.
+// sleeping on this rank's signals, so their waits look at it at once. On
+// closed pads (a Leave after the group's Close) there is nothing to tell.
 func (p *pads) setState(bits uint32) {
+	if p.peers == nil {
+		return
+	}
 	atomic.OrUint32(p.state(p.me), bits)
 	for q := range p.n {
 		if q != p.me {

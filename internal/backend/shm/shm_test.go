@@ -9,12 +9,14 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/reduce"
@@ -354,4 +356,16 @@ func TestCrewManyStages(t *testing.T) {
 		}
 		c.stop()
 	}
+}
+
+// TestPadsStateAfterClose: a state change on closed pads (a Leave after
+// the group's Close) does nothing; before, it indexed the unmapped pads.
+func TestPadsStateAfterClose(t *testing.T) {
+	ps := padPair(t)
+	ps[0].setState(members.StateLeft)
+	if got := atomic.LoadUint32(ps[1].state(0)); got&members.StateLeft == 0 {
+		t.Fatalf("peer sees state %#x, want StateLeft", got)
+	}
+	ps[0].close()
+	ps[0].setState(members.StateFailed) // must not panic
 }
