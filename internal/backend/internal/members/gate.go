@@ -1,6 +1,7 @@
 package members
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -275,8 +276,11 @@ func (c *CallGate) catchUp(ctx context.Context, k uint64) error {
 		Rounds: 1000, YieldEvery: 1, Timeout: c.a.timeout,
 		Check: func(ctxErr error, expired bool) error {
 			q, gone := c.Missing(c.Approved() + 1)
-			if q < 0 {
+			if q < 0 && ctxErr == nil && !expired {
 				return nil // every rank published it: the next advance approves it
+			}
+			if q < 0 { // published by all just as the wait ran out: Until asks cond once more
+				return fmt.Errorf("%s: waiting for call %d's approval: %w", c.a.what, c.Approved()+1, cmp.Or(ctxErr, error(rendezvous.ErrTimeout)))
 			}
 			if gone != nil {
 				return fmt.Errorf("%s: before call %d: %w", c.a.what, c.Approved()+1, gone)
