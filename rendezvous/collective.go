@@ -18,6 +18,16 @@ import (
 // last member to finish deletes the keys, so nothing accumulates in the
 // store. A timeout names the ranks that never arrived.
 func (c *Client) AllGather(ctx context.Context, prefix string, ranks []int, me int, mine []byte) ([][]byte, error) {
+	return c.AllGatherWatched(ctx, prefix, ranks, me, mine, nil)
+}
+
+// AllGatherWatched is AllGather whose wait for the parts also ends when
+// watch, run beside that wait on its own goroutine, returns an error (a
+// peer gone in a way the store cannot see): that error is returned as it
+// is. watch gets the parts' keys by index and a context that ends with
+// the wait (it returns nil then). Once every part arrived, the watch
+// cannot fail the call.
+func (c *Client) AllGatherWatched(ctx context.Context, prefix string, ranks []int, me int, mine []byte, watch func(ctx context.Context, keys []string) error) ([][]byte, error) {
 	keys := make([]string, len(ranks))
 	for r := range keys {
 		keys[r] = prefix + "/" + strconv.Itoa(r)
@@ -25,8 +35,11 @@ func (c *Client) AllGather(ctx context.Context, prefix string, ranks []int, me i
 	if err := c.Set(ctx, keys[me], mine); err != nil {
 		return nil, err
 	}
-	vals, err := c.Wait(ctx, keys...)
-	if err != nil {
+	vals, watchErr, err := c.waitWatched(ctx, keys, watch)
+	switch {
+	case watchErr != nil:
+		return nil, watchErr
+	case err != nil:
 		return nil, fmt.Errorf("%s never arrived: %w", c.missing(keys, ranks), err)
 	}
 	cnt, err := c.Add(ctx, prefix+"/done", 1)
@@ -41,6 +54,31 @@ func (c *Client) AllGather(ctx context.Context, prefix string, ranks []int, me i
 		}
 	}
 	return vals, nil
+}
+
+// waitWatched waits for keys, with watch (if any) beside it; watchErr is
+// watch's error when it ended a wait that had not completed.
+func (c *Client) waitWatched(ctx context.Context, keys []string, watch func(context.Context, []string) error) (vals [][]byte, watchErr, err error) {
+	if watch == nil {
+		vals, err = c.Wait(ctx, keys...)
+		return vals, nil, err
+	}
+	wctx, stop := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if werr := watch(wctx, keys); werr != nil {
+			watchErr = werr
+			stop(werr)
+		}
+	}()
+	vals, err = c.Wait(wctx, keys...)
+	stop(nil)
+	<-done
+	if err == nil {
+		return vals, nil, nil
+	}
+	return nil, watchErr, err
 }
 
 // missing names the ranks whose keys are absent (best effort, for errors).

@@ -403,4 +403,23 @@ func TestClientAllGather(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rank(s) 2, 5") {
 		t.Fatalf("AllGather with absent members = %v, want an error naming ranks 2, 5", err)
 	}
+	// A watch that finds a member gone ends the wait with its own error,
+	// long before ctx would; one that finds nothing ends with the wait.
+	gone := errors.New("rank 2 exited")
+	t0 := time.Now()
+	_, err = c.AllGatherWatched(ctx, "g/ag/2", ranks, 0, []byte{1}, func(ctx context.Context, keys []string) error {
+		if len(keys) != 3 || keys[1] != "g/ag/2/1" {
+			return fmt.Errorf("watch got keys %v", keys)
+		}
+		time.Sleep(20 * time.Millisecond)
+		return gone
+	})
+	if err != gone || time.Since(t0) > 2*time.Second {
+		t.Fatalf("AllGatherWatched with a failing watch = %v after %v, want the watch's error at once", err, time.Since(t0))
+	}
+	quiet := func(ctx context.Context, keys []string) error { <-ctx.Done(); return nil }
+	_, err = c.AllGatherWatched(ctx, "g/ag/3", []int{0}, 0, []byte{7}, quiet)
+	if err != nil {
+		t.Fatalf("AllGatherWatched of one member with a quiet watch: %v", err)
+	}
 }

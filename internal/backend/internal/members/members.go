@@ -12,8 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,10 +96,9 @@ func (a *Gather) Unwatch() {
 // errs.PeerClosed.
 func (a *Gather) Leave() { a.leaving.Store(true) }
 
-// AllGather returns every member's bytes by group rank. It is the store's
-// all-gather (rendezvous.Client.AllGather: a key per rank, a done counter,
-// the last reader deletes them) with the watch on its wait only: once
-// every part arrived, a peer that leaves cannot fail it.
+// AllGather returns every member's bytes by group rank: the store's
+// all-gather (rendezvous.Client.AllGatherWatched) with the watch beside
+// its wait, and each part tagged with whether its rank is closing.
 func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -109,11 +106,6 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	defer cancel()
 	seq := a.seq
 	a.seq++
-	prefix := fmt.Sprintf("%s/ag/%d", a.prefix, seq)
-	keys := make([]string, len(a.ranks))
-	for r := range keys {
-		keys[r] = prefix + "/" + strconv.Itoa(r)
-	}
 	fail := func(err error) ([][]byte, error) {
 		return nil, fmt.Errorf("%s all-gather #%d (timeout %v): %w", a.what, seq, a.timeout, err)
 	}
@@ -122,27 +114,17 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	if leaving {
 		tag = 1
 	}
-	if err := a.store.Set(ctx, keys[a.me], append([]byte{tag}, mine...)); err != nil {
-		return fail(err)
+	var watch func(context.Context, []string) error
+	if a.gone != nil && len(a.ranks) > 1 {
+		watch = func(ctx context.Context, keys []string) error { return a.watch(ctx, keys, leaving) }
 	}
-	vals, err := a.wait(ctx, keys, leaving)
+	vals, err := a.store.AllGatherWatched(ctx, fmt.Sprintf("%s/ag/%d", a.prefix, seq), a.ranks, a.me, append([]byte{tag}, mine...), watch)
 	if err != nil {
 		return fail(err)
-	}
-	n, err := a.store.Add(ctx, prefix+"/done", 1)
-	if err != nil {
-		return fail(err)
-	}
-	if n == int64(len(a.ranks)) {
-		for _, k := range append(keys, prefix+"/done") {
-			if err := a.store.Delete(ctx, k); err != nil && !errors.Is(err, rendezvous.ErrNotFound) {
-				return fail(fmt.Errorf("cleanup: %w", err))
-			}
-		}
 	}
 	for r, v := range vals {
 		if len(v) == 0 {
-			return fail(fmt.Errorf("rank %d sent an empty part: %w", a.ranks[r], errs.Mismatch))
+			return fail(fmt.Errorf("rank %d sent an empty message (its symmem is another version?): %w", a.ranks[r], errs.Mismatch))
 		}
 		switch {
 		case v[0] == tag:
@@ -157,57 +139,12 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	return vals, nil
 }
 
-// wait waits for every part, failing within watchTick once a peer that
-// has not posted its part never will (Watch).
-func (a *Gather) wait(ctx context.Context, keys []string, leaving bool) ([][]byte, error) {
-	var goneErr error
-	wctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	quit, watched := make(chan struct{}), make(chan struct{})
-	if a.gone != nil && len(a.ranks) > 1 {
-		go func() {
-			defer close(watched)
-			if goneErr = a.watch(wctx, keys, leaving, quit); goneErr != nil {
-				stop(goneErr)
-			}
-		}()
-	} else {
-		close(watched)
-	}
-	vals, err := a.store.Wait(wctx, keys...)
-	close(quit)
-	<-watched
-	switch {
-	case err == nil:
-		return vals, nil
-	case goneErr != nil:
-		return nil, goneErr
-	}
-	var missing []string
-	for r, k := range keys {
-		gctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // only to name the missing ranks
-		_, gerr := a.store.Get(gctx, k)
-		cancel()
-		if gerr != nil {
-			missing = append(missing, strconv.Itoa(a.ranks[r]))
-		}
-	}
-	return nil, fmt.Errorf("the part of rank(s) %s never arrived: %w", strings.Join(missing, ", "), err)
-}
-
-// watch checks the peers every watchTick until quit closes (wait.Until:
-// naps of watchTick that quit ends), and returns why a peer that has not
-// posted its part (keys, by group rank) never will (nil once quit closes).
-func (a *Gather) watch(ctx context.Context, keys []string, leaving bool, quit <-chan struct{}) error {
-	return wait.Until(context.Background(), func() (bool, error) {
-		select {
-		case <-quit:
-			return true, nil
-		default:
-			return false, nil
-		}
-	}, &wait.Options{
-		Nap: watchTick, MaxNap: watchTick, Wake: quit,
+// watch checks the peers every watchTick until ctx ends (wait.Until: naps
+// of watchTick that ctx ends), and returns why a peer that has not posted
+// its part (keys, by group rank) never will (nil once ctx ends).
+func (a *Gather) watch(ctx context.Context, keys []string, leaving bool) error {
+	return wait.Until(context.Background(), func() (bool, error) { return ctx.Err() != nil, nil }, &wait.Options{
+		Nap: watchTick, MaxNap: watchTick, Wake: ctx.Done(),
 		Check: func(error, bool) error {
 			for q := range a.ranks {
 				if q == a.me {
