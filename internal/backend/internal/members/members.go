@@ -60,8 +60,10 @@ type Gather struct {
 	ranks   []int
 	me      int
 	timeout time.Duration
-	gone    func(q int, leaving bool) error // Watch
 	leaving atomic.Bool
+
+	goneMu sync.RWMutex                    // held while gone runs, so that Unwatch waits for a running check only
+	gone   func(q int, leaving bool) error // Watch
 
 	mu  sync.Mutex
 	seq int
@@ -81,14 +83,29 @@ const watchTick = 10 * time.Millisecond
 // q gone (its process exited, it is closing, its group failed: the error
 // says which) and q has not posted its part: such a peer never will, and
 // the store cannot see processes. Set it before the first AllGather.
-func (a *Gather) Watch(gone func(q int, leaving bool) error) { a.gone = gone }
+func (a *Gather) Watch(gone func(q int, leaving bool) error) {
+	a.goneMu.Lock()
+	a.gone = gone
+	a.goneMu.Unlock()
+}
 
-// Unwatch drops the watch (after a running AllGather returns): the
-// group's Close calls it before it unmaps what gone reads.
+// Unwatch drops the watch: the group's Close calls it before it unmaps
+// what gone reads. It waits for a check that is running, not for a running
+// AllGather (which then goes on unwatched, bounded by its timeout).
 func (a *Gather) Unwatch() {
-	a.mu.Lock()
+	a.goneMu.Lock()
 	a.gone = nil
-	a.mu.Unlock()
+	a.goneMu.Unlock()
+}
+
+// goneNow is gone's verdict on group rank q (nil once unwatched).
+func (a *Gather) goneNow(q int, leaving bool) error {
+	a.goneMu.RLock()
+	defer a.goneMu.RUnlock()
+	if a.gone == nil {
+		return nil
+	}
+	return a.gone(q, leaving)
 }
 
 // Leave marks this rank's later all-gathers as its teardown's (World.Close):
@@ -114,8 +131,11 @@ func (a *Gather) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	if leaving {
 		tag = 1
 	}
+	a.goneMu.RLock()
+	watched := a.gone != nil && len(a.ranks) > 1
+	a.goneMu.RUnlock()
 	var watch func(context.Context, []string) error
-	if a.gone != nil && len(a.ranks) > 1 {
+	if watched {
 		watch = func(ctx context.Context, keys []string) error { return a.watch(ctx, keys, leaving) }
 	}
 	vals, err := a.store.AllGatherWatched(ctx, fmt.Sprintf("%s/ag/%d", a.prefix, seq), a.ranks, a.me, append([]byte{tag}, mine...), watch)
@@ -150,7 +170,7 @@ func (a *Gather) watch(ctx context.Context, keys []string, leaving bool) error {
 				if q == a.me {
 					continue
 				}
-				err := a.gone(q, leaving)
+				err := a.goneNow(q, leaving)
 				if err == nil {
 					continue
 				}
