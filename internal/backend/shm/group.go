@@ -263,12 +263,7 @@ func (g *Group) Registered() int {
 
 // exited returns an error wrapping ErrPeerExited if group rank r has exited.
 func (g *Group) exited(r int) error {
-	fd := g.pidfds[r]
-	if fd < 0 {
-		return nil
-	}
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0 {
+	if members.PidfdExited(g.pidfds[r]) {
 		return &PeerExitedError{Rank: g.ranks[r], Pid: g.pids[r]}
 	}
 	return nil

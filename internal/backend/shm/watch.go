@@ -24,34 +24,7 @@ func (g *Group) failFast() error {
 // (errs.Broken). The caller holds runMu or runs inside an AllGather (Close
 // waits for both before it unmaps the pads).
 func (g *Group) gone(r int, leaving bool) error {
-	if err := g.exited(r); err != nil {
-		return err
-	}
-	st := g.state(r, leaving)
-	if st&members.StateFailed != 0 {
-		// It most likely failed for a rank that exited or closed: name that.
-		for q := range g.ranks {
-			if q == g.me || q == r {
-				continue
-			}
-			if err := g.exited(q); err != nil {
-				return err
-			}
-			if s := g.state(q, leaving); s&members.StateLeft != 0 {
-				return members.StateError(g.ranks[q], members.StateLeft)
-			}
-		}
-	}
-	return members.StateError(g.ranks[r], st)
-}
-
-// state is group rank r's state word, without StateLeft when leaving.
-func (g *Group) state(r int, leaving bool) uint64 {
-	st := uint64(atomic.LoadUint32(g.pads.state(r)))
-	if leaving {
-		st &^= members.StateLeft
-	}
-	return st
+	return members.Gone(g.ranks, g.me, r, leaving, g.exited, func(q int) uint64 { return uint64(atomic.LoadUint32(g.pads.state(q))) })
 }
 
 // watchable is gone for the group's store exchanges, once setup mapped

@@ -245,7 +245,7 @@ func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *tim
 // none (or none can be told: no pidfds).
 func (a *HostAgreement) Exited() int {
 	for q := range a.ranks {
-		if q != a.me && a.exited(q) {
+		if q != a.me && PidfdExited(a.pidfds[q]) {
 			return q
 		}
 	}
@@ -270,44 +270,57 @@ func (a *HostAgreement) SetState(bits uint64) {
 // counted when leaving: this rank is closing too) or a call failed on it
 // (errs.Broken). Nil while q takes part.
 func (a *HostAgreement) Gone(q int, leaving bool) error {
-	if a.exited(q) {
-		return fmt.Errorf("rank %d exited: %w", a.ranks[q], errs.PeerExited)
-	}
-	st := a.state(q, leaving)
-	if st&StateFailed != 0 {
-		// It most likely failed for a rank that exited or closed: name that.
-		for p := range a.ranks {
-			switch {
-			case p == a.me || p == q:
-			case a.exited(p):
-				return fmt.Errorf("rank %d exited: %w", a.ranks[p], errs.PeerExited)
-			case a.state(p, leaving)&StateLeft != 0:
-				return StateError(a.ranks[p], StateLeft)
-			}
-		}
-	}
-	return StateError(a.ranks[q], st)
+	return Gone(a.ranks, a.me, q, leaving, a.exited, func(p int) uint64 { return atomic.LoadUint64(&a.words[p][wState]) })
 }
 
-// state is group rank q's state word, without StateLeft when leaving.
-func (a *HostAgreement) state(q int, leaving bool) uint64 {
-	st := atomic.LoadUint64(&a.words[q][wState])
+// Gone is both backends' verdict on group rank q of a group of ranks
+// (this rank: me): why it will make no more calls of the group, nil while
+// it takes part. exited(p) says whether p's process exited (nil: it
+// lives), state(p) is p's state word (StateLeft, StateFailed). A rank
+// that failed most likely failed for one that exited or left: that one is
+// named instead. When leaving, StateLeft is not counted: this rank is
+// closing too.
+func Gone(ranks []int, me, q int, leaving bool, exited func(p int) error, state func(p int) uint64) error {
+	if err := exited(q); err != nil {
+		return err
+	}
+	st := state(q)
 	if leaving {
 		st &^= StateLeft
 	}
-	return st
+	if st&StateFailed != 0 {
+		for p := range ranks {
+			if p == me || p == q {
+				continue
+			}
+			if err := exited(p); err != nil {
+				return err
+			}
+			if !leaving && state(p)&StateLeft != 0 {
+				return StateError(ranks[p], StateLeft)
+			}
+		}
+	}
+	return StateError(ranks[q], st)
 }
 
-// exited reports whether group rank q's process has exited (its pidfd is
-// readable).
-func (a *HostAgreement) exited(q int) bool {
-	fd := a.pidfds[q]
+// PidfdExited reports whether the process of pidfd fd has exited (the fd
+// is readable); fd < 0: no process to watch.
+func PidfdExited(fd int) bool {
 	if fd < 0 {
 		return false
 	}
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, 0)
 	return err == nil && n > 0 && pfd[0].Revents&unix.POLLIN != 0
+}
+
+// exited is group rank q's exit, as Gone wants it.
+func (a *HostAgreement) exited(q int) error {
+	if PidfdExited(a.pidfds[q]) {
+		return fmt.Errorf("rank %d exited: %w", a.ranks[q], errs.PeerExited)
+	}
+	return nil
 }
 
 // Close unmaps the pages and closes the pidfds.
