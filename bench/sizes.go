@@ -33,17 +33,7 @@ func ParseSize(s string) (int64, error) {
 }
 
 // FormatSize writes bytes compactly (1K, 64M, 1G, or plain bytes).
-func FormatSize(b int64) string {
-	switch {
-	case b >= 1<<30 && b%(1<<30) == 0:
-		return fmt.Sprintf("%dG", b>>30)
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%dM", b>>20)
-	case b >= 1<<10 && b%(1<<10) == 0:
-		return fmt.Sprintf("%dK", b>>10)
-	}
-	return fmt.Sprintf("%d", b)
-}
+func FormatSize(b int64) string { return coll.FormatSize(b) }
 
 // Sizes returns the sweep from begin to end (inclusive), multiplying by
 // factor each step, like nccl-tests -b -e -f.

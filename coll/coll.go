@@ -6,6 +6,7 @@ package coll
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -200,4 +201,19 @@ func BusFactor(k Kind, n int) float64 {
 	default:
 		return float64(n-1) / float64(n)
 	}
+}
+
+// FormatSize writes a byte count as nccl-tests and symmem's CLI print it:
+// with a K, M or G suffix where it is a whole multiple (64M, 1G), else in
+// bytes.
+func FormatSize(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return strconv.FormatInt(b>>30, 10) + "G"
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return strconv.FormatInt(b>>20, 10) + "M"
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return strconv.FormatInt(b>>10, 10) + "K"
+	}
+	return strconv.FormatInt(b, 10)
 }

@@ -77,3 +77,14 @@ func TestPathString(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestFormatSize(t *testing.T) {
+	for _, c := range []struct {
+		b    int64
+		want string
+	}{{0, "0"}, {1000, "1000"}, {1024, "1K"}, {1536, "1536"}, {64 << 20, "64M"}, {3 << 30, "3G"}, {1<<30 + 1<<20, "1025M"}} {
+		if got := FormatSize(c.b); got != c.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", c.b, got, c.want)
+		}
+	}
+}

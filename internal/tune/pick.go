@@ -91,7 +91,7 @@ func (t *Table) Validate() error {
 				return bad("follows a row of the same key without a size bound (only the last row of a key may have none)")
 			}
 			if up <= g.upTo[n-1] {
-				return bad("size bound not above the previous row's %s (rows of a key ascend)", FormatBytes(g.upTo[n-1]))
+				return bad("size bound not above the previous row's %s (rows of a key ascend)", coll.FormatSize(g.upTo[n-1]))
 			}
 		}
 		g.upTo = append(g.upTo, up)

@@ -138,7 +138,7 @@ func (r *Row) UnmarshalJSON(b []byte) error {
 func (r Row) String() string {
 	up := "no bound"
 	if r.UpTo > 0 {
-		up = "up to " + FormatBytes(r.UpTo)
+		up = "up to " + coll.FormatSize(r.UpTo)
 	}
 	return fmt.Sprintf("%v %s ranks %s %s %s -> %s", r.Op, r.Class, r.Ranks, r.Place, up, r.Algo)
 }
@@ -281,19 +281,6 @@ func Bucket(n int) Ranks {
 		hi *= 2
 	}
 	return Ranks{hi/2 + 1, hi}
-}
-
-// FormatBytes writes n with a K, M or G suffix where it is a whole multiple.
-func FormatBytes(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dG", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // Parse decodes a table from JSON and validates it.

@@ -244,7 +244,7 @@ func rowsString(rows []Row) string {
 	for _, r := range rows {
 		up := "-"
 		if r.UpTo > 0 {
-			up = FormatBytes(r.UpTo)
+			up = coll.FormatSize(r.UpTo)
 		}
 		fmt.Fprintf(&b, "%v %s %s %s %s %s\n", r.Op, r.Class, r.Ranks, r.Place, up, r.Algo)
 	}
