@@ -319,27 +319,10 @@ func benchRank(f *benchFlags, args []string) error {
 		return err
 	}
 	defer closeTarget()
-	cfg := f.cfg
-	if t.Rank() == 0 && (f.progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
-		cfg.Progress = os.Stderr
-	}
-	// Rows go to stdout (unbuffered) as each size completes.
-	command, host := strings.TrimSpace("symmem bench "+strings.Join(args, " ")), hostInfo()
-	table := bench.NewTable(os.Stdout)
-	machine := benchMachine(w)
-	cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
-		rep.Command, rep.Host, rep.Machine = command, host, machine
-		return table.Row(rep, res)
-	}
-	rep, err := bench.Run(t, cfg)
-	if err != nil {
-		return err
-	}
-	if t.Rank() != 0 {
-		return nil
-	}
-	rep.Command, rep.Host, rep.Version, rep.Args, rep.Machine = command, host, versionString(), append([]string{"bench"}, args...), machine
-	if err := table.Close(rep); err != nil {
+	about := runAbout{command: strings.TrimSpace("symmem bench " + strings.Join(args, " ")), host: hostInfo(), machine: benchMachine(w),
+		args: append([]string{"bench"}, args...)}
+	rep, err := sweep(t, f.cfg, f.progress, about)
+	if err != nil || t.Rank() != 0 {
 		return err
 	}
 	if f.json != "" {
@@ -356,6 +339,37 @@ func benchRank(f *benchFlags, args []string) error {
 		return fmt.Errorf("%d wrong elements (see #wrong)", n)
 	}
 	return nil
+}
+
+// runAbout describes a run in its reports: the command line, the host, the
+// GPU machine (nil without one) and the arguments.
+type runAbout struct {
+	command, host string
+	machine       *bench.Machine
+	args          []string
+}
+
+// sweep is one bench.Run of cfg on t, its rows printed to stdout as each
+// size completes (progress on stderr where asked or a terminal), the
+// table closed on rank 0; the report carries about (bench and tune).
+func sweep(t bench.Target, cfg bench.Config, progress bool, about runAbout) (*bench.Report, error) {
+	if t.Rank() == 0 && (progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
+		cfg.Progress = os.Stderr
+	}
+	table := bench.NewTable(os.Stdout)
+	describe := func(rep *bench.Report) {
+		rep.Command, rep.Host, rep.Machine, rep.Version, rep.Args = about.command, about.host, about.machine, versionString(), about.args
+	}
+	cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
+		describe(rep)
+		return table.Row(rep, res)
+	}
+	rep, err := bench.Run(t, cfg)
+	if err != nil || t.Rank() != 0 {
+		return rep, err
+	}
+	describe(rep)
+	return rep, table.Close(rep)
 }
 
 // writeJSONFile writes the -J file through write (both bench modes).

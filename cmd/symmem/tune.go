@@ -177,7 +177,8 @@ func tuneRank(f *tuneFlags, args []string) error {
 	}
 	defer closeTarget()
 	rank0 := t.Rank() == 0
-	command, host, machine := strings.TrimSpace("symmem tune "+strings.Join(args, " ")), hostInfo(), benchMachine(w)
+	command := strings.TrimSpace("symmem tune " + strings.Join(args, " "))
+	about := runAbout{command: command, host: hostInfo(), machine: benchMachine(w), args: append([]string{"tune"}, args...)}
 	var inputs []tune.Input
 	var sources []string
 	var wrong int64
@@ -189,24 +190,12 @@ func tuneRank(f *tuneFlags, args []string) error {
 			if cfg.Algos = tuneAlgos(w, k, f.algos); len(cfg.Algos) == 0 {
 				continue
 			}
-			if rank0 && (f.progress || os.Getenv("SYMMEM_BENCH_TTY") == "1" || isTerminal(os.Stderr)) {
-				cfg.Progress = os.Stderr
-			}
-			table := bench.NewTable(os.Stdout)
-			cfg.OnRow = func(rep *bench.Report, res bench.Result) error {
-				rep.Command, rep.Host, rep.Machine = command, host, machine
-				return table.Row(rep, res)
-			}
-			rep, err := bench.Run(t, cfg)
+			rep, err := sweep(t, cfg, f.progress, about)
 			if err != nil {
 				return err
 			}
 			if !rank0 {
 				continue
-			}
-			rep.Command, rep.Host, rep.Machine = command, host, machine
-			if err := table.Close(rep); err != nil {
-				return err
 			}
 			if all == nil {
 				all = rep
@@ -218,7 +207,6 @@ func tuneRank(f *tuneFlags, args []string) error {
 		if !rank0 || all == nil {
 			continue
 		}
-		all.Version, all.Args = versionString(), append([]string{"tune"}, args...)
 		wrong += all.WrongTotal()
 		var js bytes.Buffer
 		if err := bench.WriteJSON(&js, all); err != nil {
