@@ -102,19 +102,10 @@ func (p *ptx) f16Unpack(k, f0 int) {
 	}
 }
 
-// bf16Pack rounds %f1..%f8 to bfloat16 into %r21..%r24: round to nearest
-// even, (u + 0x7fff + (u >> 16 & 1)) >> 16; NaN -> 0x7fc0.
+// bf16Pack rounds %f1..%f8 to bfloat16 into %r21..%r24 (bf16Round).
 func (p *ptx) bf16Pack() {
 	for j := 0; j < 8; j++ {
-		f := fmt.Sprintf("%%f%d", 1+j)
-		p.f("\tmov.b32         %%r57, %s;", f)
-		p.w("\tshr.u32         %r58, %r57, 16;")
-		p.w("\tand.b32         %r58, %r58, 1;")
-		p.w("\tadd.u32         %r58, %r58, 32767;")
-		p.w("\tadd.u32         %r58, %r57, %r58;")
-		p.w("\tshr.u32         %r58, %r58, 16;")
-		p.f("\tsetp.nan.f32    %%p9, %s, %s;", f, f)
-		p.f("\tselp.b32        %%r%d, 32704, %%r58, %%p9;", 60+j)
+		p.bf16Round(1+j, 60+j)
 	}
 	for j := 0; j < 4; j++ {
 		p.f("\tshl.b32         %%r%d, %%r%d, 16;", 61+2*j, 61+2*j)
@@ -227,13 +218,19 @@ L_el_summed:`)
 
 // bf16Pack1 rounds %f1 to bfloat16 into %h1, as bf16Pack rounds each lane.
 func (p *ptx) bf16Pack1() {
-	p.w(`	mov.b32         %r57, %f1;
-	shr.u32         %r58, %r57, 16;
-	and.b32         %r58, %r58, 1;
-	add.u32         %r58, %r58, 32767;
-	add.u32         %r58, %r57, %r58;
-	shr.u32         %r58, %r58, 16;
-	setp.nan.f32    %p9, %f1, %f1;
-	selp.b32        %r60, 32704, %r58, %p9;
-	cvt.u16.u32     %h1, %r60;`)
+	p.bf16Round(1, 60)
+	p.w("\tcvt.u16.u32     %h1, %r60;")
+}
+
+// bf16Round rounds %f(f) to bfloat16 bits in the low half of %r(r): round
+// to nearest even, (u + 0x7fff + (u >> 16 & 1)) >> 16; NaN -> 0x7fc0.
+func (p *ptx) bf16Round(f, r int) {
+	p.f("\tmov.b32         %%r57, %%f%d;", f)
+	p.w("\tshr.u32         %r58, %r57, 16;")
+	p.w("\tand.b32         %r58, %r58, 1;")
+	p.w("\tadd.u32         %r58, %r58, 32767;")
+	p.w("\tadd.u32         %r58, %r57, %r58;")
+	p.w("\tshr.u32         %r58, %r58, 16;")
+	p.f("\tsetp.nan.f32    %%p9, %%f%d, %%f%d;", f, f)
+	p.f("\tselp.b32        %%r%d, 32704, %%r58, %%p9;", r)
 }
