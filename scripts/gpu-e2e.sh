@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# gpu-e2e.sh [outdir]: the end-to-end FSDP2 training benchmark
+# (bench/e2e/fsdp_train.py) with NCCL and with symmem, alternated ROUNDS
+# times (default 2) in one run, on 2 GPUs and, where there are 4 or more,
+# on 4: median step time, tokens/s, symmem/NCCL, and how far the losses
+# of the two runs drift apart. Build on the build machine first
+# (scripts/build-gpu.sh: .build/libsymmem.so). ARGS adds arguments to
+# every run (e.g. "--preset small" to check the script; "--algo ce").
+# Logs: outdir/e2e-<n>-<comm>-<round>.log; the table is printed last.
+# NOT YET RUN on a GPU host (written 2026-11-26).
+set -u
+OUTDIR=${1:-${OUT:-./gpu-e2e-out}}
+mkdir -p "$OUTDIR"
+cd "$(dirname "$0")/.."
+. scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
+export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+[ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }
+gpu_env >"$OUTDIR/env.log" 2>&1
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >>"$OUTDIR/env.log" 2>&1
+SIZES="2"
+[ "$GPUS" -ge 4 ] && SIZES="2 4"
+for n in $SIZES; do
+  devs=$(seq -s, 0 $((n - 1)))
+  for r in $(seq "${ROUNDS:-2}"); do
+    for comm in nccl symmem; do
+      # shellcheck disable=SC2086
+      CUDA_VISIBLE_DEVICES=$devs step "e2e-$n-$comm-$r" 900 torchrun --standalone --nproc-per-node "$n" \
+        bench/e2e/fsdp_train.py --comm "$comm" ${ARGS:-}
+    done
+  done
+done
+python3 - "$OUTDIR" <<'PY'
+import glob, json, os, statistics, sys
+runs = {}
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "e2e-*.log"))):
+    for line in open(path):
+        if line.startswith("{") and '"bench": "fsdp_train"' in line:
+            j = json.loads(line)
+            runs.setdefault((j["world"], j["comm"]), []).append(j)
+print("GPUs | comm | rounds | step ms (median of rounds) | tokens/s | vs NCCL | max |loss - NCCL loss|")
+for n in sorted({k[0] for k in runs}):
+    base = runs.get((n, "nccl"), [])
+    bt = statistics.median(r["step_ms_median"] for r in base) if base else None
+    for comm in ("nccl", "symmem"):
+        rs = runs.get((n, comm), [])
+        if not rs:
+            print(f"{n} | {comm} | 0 | - | - | - | -"); continue
+        t = statistics.median(r["step_ms_median"] for r in rs)
+        tps = statistics.median(r["tokens_per_s"] for r in rs)
+        drift = max((abs(a - b) for r in rs for a, b in zip(r["losses"], base[0]["losses"])), default=0.0) if base else None
+        print(f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | {bt / t:.3f} | {drift:.2e}" if bt else f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | - | -")
+PY
