@@ -35,6 +35,7 @@ torch is imported when this module is first used, not when symmem (or
 symmem.fsdp) is imported.
 """
 
+import re
 import zlib
 
 from . import _core, _ops, _torch
@@ -52,15 +53,8 @@ _mapped = {}
 
 def _version(v):
     """(major, minor) of a torch version string ("2.11.0+cu130", "2.12.0a0+git...")."""
-    out = []
-    for part in str(v).split("+")[0].split(".")[:2]:
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        out.append(int(digits or 0))
-    return tuple(out + [0] * (2 - len(out)))
+    m = re.match(r"(\d+)(?:\.(\d+))?", str(v))
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
 
 
 class _API:
