@@ -36,13 +36,14 @@ type Report struct {
 }
 
 // Machine describes a machine the way auto tables record it.
+// Its JSON form is symmem_doctor's "machine".
 type Machine struct {
-	Backend string // "cuda" or "cpu"
-	GPU     string // device name
-	Count   int    // GPUs visible on the host
-	Link    string // "nvlink", "pcie", "none"
-	Driver  string // CUDA driver version
-	NCCL    string // NCCL version ("" none loaded)
+	Backend string `json:"backend"` // "cuda" or "cpu"
+	GPU     string `json:"gpu"`     // device name
+	Count   int    `json:"count"`   // GPUs visible on the host
+	Link    string `json:"link"`    // "nvlink", "pcie", "none"
+	Driver  string `json:"driver"`  // CUDA driver version
+	NCCL    string `json:"nccl"`    // NCCL version ("" none loaded)
 }
 
 // AutoTable says which table `auto` reads and where it came from.

@@ -79,17 +79,8 @@ type doctorJSON struct {
 	Paths      []opJSON    `json:"paths"`
 	// Added keys (issue 24): this rank's machine as auto tables record it,
 	// and the table auto reads.
-	Machine   machineJSON    `json:"machine"`
+	Machine   doctor.Machine `json:"machine"`
 	AutoTable *autoTableJSON `json:"auto_table"`
-}
-
-type machineJSON struct {
-	Backend string `json:"backend"`
-	GPU     string `json:"gpu"`
-	Count   int    `json:"count"`
-	Link    string `json:"link"`
-	Driver  string `json:"driver"`
-	NCCL    string `json:"nccl"`
 }
 
 // autoTableJSON is doctor.AutoTable: source is "built-in", a file's path,
@@ -98,19 +89,15 @@ type autoTableJSON struct {
 	Source  string         `json:"source"`
 	From    string         `json:"from,omitempty"`
 	Sources []string       `json:"sources"`
-	Machine machineJSON    `json:"machine"`
+	Machine doctor.Machine `json:"machine"`
 	Date    string         `json:"date"`
 	Command string         `json:"command"`
 	Note    string         `json:"note"`
 	Builtin *autoTableJSON `json:"builtin,omitempty"`
 }
 
-func toMachineJSON(m doctor.Machine) machineJSON {
-	return machineJSON{Backend: m.Backend, GPU: m.GPU, Count: m.Count, Link: m.Link, Driver: m.Driver, NCCL: m.NCCL}
-}
-
 func toAutoTableJSON(a doctor.AutoTable) *autoTableJSON {
-	j := &autoTableJSON{Source: a.Source, From: a.From, Sources: a.Sources, Machine: toMachineJSON(a.Machine), Date: a.Date,
+	j := &autoTableJSON{Source: a.Source, From: a.From, Sources: a.Sources, Machine: a.Machine, Date: a.Date,
 		Command: a.Command, Note: a.Note}
 	if j.Sources == nil {
 		j.Sources = []string{}
@@ -144,7 +131,7 @@ func symmem_doctor(wh C.uint64_t, buf *C.char, capacity C.size_t) C.int {
 	r := w.w.Doctor()
 	d := doctorJSON{Backend: r.Backend, Why: r.Why, Detail: r.Detail, Rank: r.Rank, Size: r.Size, LocalRank: r.LocalRank, LocalSize: r.LocalSize,
 		JobID: r.JobID, TimeoutSec: r.Timeout.Seconds(), Checked: r.Checked, Staging: r.Staging, Pool: r.Pool,
-		Machine: toMachineJSON(r.Machine), AutoTable: toAutoTableJSON(r.AutoTable)}
+		Machine: r.Machine, AutoTable: toAutoTableJSON(r.AutoTable)}
 	for _, g := range r.Groups {
 		d.Groups = append(d.Groups, groupJSON{Name: g.Name, Ranks: g.Ranks, Member: g.Member, Rank: g.Rank})
 	}
