@@ -664,9 +664,10 @@ func (c reduceCase) run(ctx context.Context, w *World, g *Group, out, in Buffer,
 
 // roleGPUPeerDies: rank 1 exits before an all-gather; the other ranks'
 // kernels must not spin until the watchdog (3 s here): the call gate's
-// watcher sees the exit, abandons the call and stops the contexts, so
-// Synchronize fails within 1 s on every other rank, naming rank 1. The
-// world is not closed: those contexts are lost on purpose.
+// watcher sees the exit and abandons the call, the kernels read the
+// gate's failed word and stop waiting, so Synchronize fails within 1 s on
+// every other rank, naming rank 1; no trap, so the context still works
+// (a write and read back), while the group refuses further calls.
 func roleGPUPeerDies(ctx context.Context) error {
 	const watchdog = 3 * time.Second
 	w, err := gpuWorld(ctx, Options{GPU: GPUOptions{Watchdog: watchdog}, Timeout: 30 * time.Second})
@@ -711,6 +712,21 @@ func roleGPUPeerDies(ctx context.Context) error {
 		return fmt.Errorf("failed after %v, want < 1 s", el)
 	case !errors.Is(serr, ErrPeerExited) || !strings.Contains(serr.Error(), "rank 1 exited"):
 		return fmt.Errorf("the error does not say rank 1 exited (ErrPeerExited): %v", serr)
+	case !strings.Contains(serr.Error(), "context is intact"):
+		return fmt.Errorf("the error does not say the kernel ended with the context intact: %v", serr)
+	}
+	// The kernel stopped waiting instead of trapping: this process's
+	// context still works (a write and a read through it).
+	probe := bytes.Repeat([]byte{0x5A}, 4096)
+	if err := w.Write(ctx, coll.Span{Ptr: bufs[0].Ptr, Len: int64(len(probe))}, probe); err != nil {
+		return fmt.Errorf("the context does not work after the peer's exit: %w", err)
+	}
+	back := make([]byte, len(probe))
+	if err := w.Read(ctx, back, coll.Span{Ptr: bufs[0].Ptr, Len: int64(len(back))}); err != nil || !bytes.Equal(back, probe) {
+		return fmt.Errorf("the context does not read back after the peer's exit: %v", err)
+	}
+	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err == nil {
+		return fmt.Errorf("a call on the group after the peer's exit succeeded")
 	}
 	return nil
 }

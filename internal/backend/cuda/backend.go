@@ -34,7 +34,9 @@ type Options struct {
 	NCCLMulticast bool
 	// Watchdog is how long one of symmem's kernels waits for a peer before
 	// it traps, which fails the context (every later CUDA call errors)
-	// instead of spinning forever on a rank that died. 0 means
+	// instead of spinning forever on a rank that died. (A peer on this host
+	// that exits is usually found sooner, by the call gate: the kernels then
+	// stop waiting and the context stays.) 0 means
 	// DefaultWatchdog. It is not the group timeout: a healthy peer may reach
 	// a collective minutes late (rank 0 writing a checkpoint).
 	Watchdog time.Duration

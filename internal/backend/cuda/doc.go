@@ -27,8 +27,10 @@
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
 //     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
-//     signals with a device-side launch epoch (graph replay is correct) and a watchdog
-//     that traps after Options.Watchdog. The all-gather pushes this rank's
+//     signals with a device-side launch epoch (graph replay is correct), waits
+//     that end early, with a report, once the call gate failed (a peer left
+//     or the calls diverged: gate.go), and a watchdog that traps after
+//     Options.Watchdog. The all-gather pushes this rank's
 //     slice into the peers' outputs (16-byte vectors where every address
 //     allows, else 8, 4, 2 or 1-byte units, then the last bytes one by
 //     one); the one-shot all-reduce pulls every rank's input and sums (or

@@ -96,23 +96,31 @@ func (f *faults) digest(req *backend.Request) uint32 {
 }
 
 // faultReport is what a kernel wrote: group rank peer launched launch
-// epoch of the kernel with digest theirs where this rank had mine.
+// epoch of the kernel with digest theirs where this rank had mine (kind
+// kindMismatch and kindStopped); or this rank's wait for peer in launch
+// epoch ended because the call gate failed (kindAbandoned; theirs is 0).
 type faultReport struct {
 	peer                int
 	mine, theirs, epoch uint32
-	stopped             bool // the handshake wrote it and trapped (handshake.go)
+	kind                uint32 // kindMismatch, kindStopped (the handshake trapped: handshake.go), kindAbandoned
 }
 
-// take returns (and clears) the mismatch the group's kernels reported,
-// nil if none. A report of the handshake also breaks the group: it
-// trapped, so this process's context is lost.
+// take returns (and clears) what the group's kernels reported, nil if
+// nothing. A report of the handshake also breaks the group (it trapped,
+// so this process's context is lost), and so does an abandoned wait (the
+// gate failed: gate.go explains why).
 func (f *faults) take() error {
 	rep, ok := f.read()
 	if !ok {
 		return nil
 	}
+	if rep.kind == kindAbandoned {
+		err := f.g.gate.ended()
+		f.g.broken = err
+		return err
+	}
 	err := f.explain(rep)
-	if rep.stopped {
+	if rep.kind == kindStopped {
 		f.g.broken, f.stopped = err, err
 	}
 	return err
@@ -135,7 +143,7 @@ func (f *faults) read() (rep faultReport, ok bool) {
 			return rep, false
 		}
 		rep = faultReport{peer: int(int32(w.Load(faultPeer))), mine: w.Load(faultMine), theirs: w.Load(faultTheirs),
-			epoch: w.Load(faultEpoch), stopped: w.Load(faultStopped) != 0}
+			epoch: w.Load(faultEpoch), kind: w.Load(faultKind)}
 		if w.Load(faultSet) == s {
 			w.CompareAndSwap(faultSet, s, 0)
 			return rep, true
@@ -149,7 +157,7 @@ func (f *faults) read() (rep faultReport, ok bool) {
 // otherwise.
 func (f *faults) explain(rep faultReport) error {
 	outcome := "did nothing: its outputs were not written"
-	if rep.stopped {
+	if rep.kind == kindStopped {
 		outcome = "was stopped by the handshake beside it (copy engines or NCCL: some copies may have run, nothing ordered after the call did): this process's CUDA context is lost, restart it"
 	}
 	kind, what := f.difference(rep)
@@ -243,7 +251,8 @@ func (g *Group) Fault() error {
 }
 
 // put writes the header fields every kernel reads the same way: the
-// watchdog, the call's digest and where a mismatch is reported.
+// watchdog, the call's digest, where a mismatch is reported and the word
+// that ends the kernels' waits (the gate's failed word; 0 without a gate).
 func (f *faults) put(a *cudadrv.Args, req backend.Request) {
 	a.PutU64(argTimeout, uint64(f.g.b.watchdog.Nanoseconds()))
 	a.PutU32(argHash, f.digest(&req))
@@ -252,4 +261,5 @@ func (f *faults) put(a *cudadrv.Args, req backend.Request) {
 		dev = f.words.Device()
 	}
 	a.PutU64(argFault, dev)
+	a.PutU64(argStop, f.g.gate.stopWord())
 }

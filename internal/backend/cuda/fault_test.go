@@ -171,7 +171,7 @@ func TestFaultNamesArgument(t *testing.T) {
 			t.Fatal("one digest for two paths")
 		}
 		// Rank 1's report comes from the handshake, which stopped its device.
-		errs2 := run(gs, []faultReport{{peer: 1, mine: ds[0], theirs: ds[1]}, {peer: 0, mine: ds[1], theirs: ds[0], stopped: true}})
+		errs2 := run(gs, []faultReport{{peer: 1, mine: ds[0], theirs: ds[1]}, {peer: 0, mine: ds[1], theirs: ds[0], kind: kindStopped}})
 		if err := errs2[0]; !errors.Is(err, errs.Mismatch) || !strings.Contains(fmt.Sprint(err), "rank 11 ran it on two-shot, rank 10 on kernel") ||
 			!strings.Contains(fmt.Sprint(err), "were not written") {
 			t.Errorf("rank 0: %v", err)

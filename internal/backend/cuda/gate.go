@@ -41,30 +41,35 @@ import (
 // (measured: results/gpu-gate-2026-11-24.md).
 //
 // The rank that finds a difference gets it from its call, which queued
-// nothing; the others' guards stop them. The watcher goroutine marks the
-// gate failed when a peer exited, closed or failed before a call this rank
-// queued (Abandon) and stops this rank's context if its kernel or guard
-// waits for that call (within a tick: a kernel would spin until the
-// watchdog); it also stops, at best, a rank whose own kernel waits for
-// peers that took a gated path. A peer that dies after it published the
-// call, inside the kernel, is still bounded by the kernel's watchdog. The
-// errors name the argument that differs, the paths, or the missing rank.
+// nothing; the others' guards stop them (a trap: the context is lost). The
+// watcher goroutine marks the gate failed when a peer exited, closed or
+// failed before a call this rank queued (Abandon). symmem's kernels read
+// the failed word (P.stop) once a wait has spun 100 us, so a kernel
+// waiting for that call, or for peers that took a gated path, stops
+// waiting and ends with a report instead of spinning until its watchdog:
+// no trap, the context stays (a trap costs the driver's fault recovery,
+// up to a second per GPU when several fault at once). A peer that dies
+// after it published the call, inside the kernel, is still bounded by the
+// kernel's watchdog unless a later call is abandoned. The errors name the
+// argument that differs, the paths, or the missing rank, and say what
+// became of this rank's work (outcome).
 //
 // Calls captured into a CUDA graph are compared when they are captured
 // and get no guard (capturing); their replays are not compared (checked
 // mode's handshake compares replays).
 type callGate struct {
-	g        *Group
-	c        *members.CallGate
-	reg      *cudadrv.HostRegistered // rank 0's page, registered here
-	args     *cudadrv.Args           // the guard's parameter block (copied at each launch)
-	queued   atomic.Uint64           // the last call this rank queued work for
-	waiting  atomic.Uint64           // the last gated call queued (its stream waits for the approval)
-	spin     time.Duration           // how long a gated call's host waits for its approval (approvedSoon; runMu)
-	stopOnce sync.Once
-	stopped  atomic.Pointer[error] // why the watcher or Run stopped the context
-	quit     chan struct{}
-	done     chan struct{}
+	g         *Group
+	c         *members.CallGate
+	reg       *cudadrv.HostRegistered // rank 0's page, registered here
+	args      *cudadrv.Args           // the guard's parameter block (copied at each launch)
+	failedDev uint64                  // the failed word as the device sees it (the kernels' P.stop)
+	queued    atomic.Uint64           // the last call this rank queued work for
+	waiting   atomic.Uint64           // the last gated call queued (its stream waits for the approval)
+	spin      time.Duration           // how long a gated call's host waits for its approval (approvedSoon; runMu)
+	stopOnce  sync.Once
+	stopped   atomic.Pointer[error] // why the watcher or Run stopped the context
+	quit      chan struct{}
+	done      chan struct{}
 }
 
 // gateTick bounds the watcher's sleep: how often it looks at a gated wait
@@ -85,7 +90,8 @@ func newCallGate(g *Group) (*callGate, error) {
 	}
 	gt := &callGate{g: g, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, reg.Device()+members.ApprovedOffset)
-	gt.args.PutU64(guardFailed, reg.Device()+members.FailedOffset)
+	gt.failedDev = reg.Device() + members.FailedOffset
+	gt.args.PutU64(guardFailed, gt.failedDev)
 	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	go gt.watch()
 	return gt, nil
@@ -104,6 +110,15 @@ func (gt *callGate) close(unregister bool) {
 		gt.args.Free()
 		gt.reg.Unregister()
 	}
+}
+
+// stopWord is the failed word as the device sees it (0 without a gate):
+// symmem's kernels stop waiting once it is set (P.stop).
+func (gt *callGate) stopWord() uint64 {
+	if gt == nil {
+		return 0
+	}
+	return gt.failedDev
 }
 
 // gated reports whether calls on path a wait for the gate's approval.
@@ -224,26 +239,64 @@ func (gt *callGate) enqueued(t ticket) error {
 	return nil
 }
 
-// fail is the error for difference m: where this rank queued work for the
-// call (or after it), its context is stopped first. The caller holds
-// runMu; the group is broken either way (the ranks' calls diverged).
+// fail is the error for difference m. Where a guard of this rank waits
+// for the call or a later one, the guard traps anyway, so the context is
+// stopped now; where only kernels were queued for it, they stop waiting on
+// their own (they poll the failed word: pollStop in ptxgen) and the context
+// stays. The caller holds runMu; the group is broken either way (the
+// ranks' calls diverged).
 func (gt *callGate) fail(m *members.GateMismatch) error {
 	var err error
-	if gt.queued.Load() >= m.Call {
-		err = gt.stopDevice(gt.mismatch(m, true))
-	} else {
-		err = gt.mismatch(m, false)
+	switch {
+	case gt.waiting.Load() >= m.Call:
+		err = gt.stopDevice(gt.mismatch(m, outcomeStopped))
+	case gt.queued.Load() >= m.Call:
+		err = gt.mismatch(m, outcomeEnded)
+	default:
+		err = gt.mismatch(m, outcomeNothing)
 	}
 	gt.g.broken = err
 	return err
 }
 
+// outcome is what became of this rank's work for a failed call, as its
+// error tells the user.
+type outcome int
+
+const (
+	outcomeNothing outcome = iota // nothing was queued for it
+	outcomeStopped                // a guard (or the watcher) trapped: the context is lost
+	outcomeEnded                  // its kernels stopped waiting and ended: the context is intact
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeStopped:
+		return "this rank's stream waited for it, and a GPU stream cannot be cancelled, so symmem stopped this process's CUDA context: the context is lost, restart the process"
+	case outcomeEnded:
+		return "this rank's kernels waiting for it stopped waiting and ended: the outputs of the calls in flight on the group are not valid, this process's CUDA context is intact; " +
+			"the group cannot be used any more: close it (other groups go on)"
+	}
+	return "nothing was queued for it on this rank, and the group cannot be used any more: close it"
+}
+
+// ended is the error of a kernel that reported it stopped waiting because
+// the gate failed (fault.go): the gate's difference or abandonment.
+func (gt *callGate) ended() error {
+	if gt != nil {
+		if m := gt.c.Failed(); m != nil {
+			return gt.mismatch(m, outcomeEnded)
+		}
+	}
+	return fmt.Errorf("cuda: a kernel stopped waiting for a peer although the call gate did not fail (not expected): the group cannot be used any more: %w", errs.Broken)
+}
+
 // mismatch names the difference: the argument with both values, or the
-// paths; stopped says whether this rank's context was stopped for it.
-func (gt *callGate) mismatch(m *members.GateMismatch, stopped bool) error {
+// paths, and what became of this rank's work for it.
+func (gt *callGate) mismatch(m *members.GateMismatch, out outcome) error {
 	g := gt.g
 	if m.Abandoned {
-		return gt.exited(m.Call, m.Missing, stopped)
+		return gt.exited(m.Call, m.Missing, out)
 	}
 	kind := agree.Kind(m.Rank0.Record)
 	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
@@ -255,22 +308,14 @@ func (gt *callGate) mismatch(m *members.GateMismatch, stopped bool) error {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Record, r0, m.Rank0.Record)
 		}
 	}
-	outcome := "nothing was queued for it on this rank, and the group cannot be used any more (the ranks' calls diverged): close it"
-	if stopped {
-		outcome = "this rank had queued it, and a GPU stream cannot be cancelled, so symmem stopped this process's CUDA context before any data of the call moved: the context is lost, restart the process"
-	}
-	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, outcome, errs.Mismatch)
+	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, out, errs.Mismatch)
 }
 
 // exited is the error of a call abandoned because group rank q will never
 // make it: its process exited, or it closed or failed (its state word
 // says which).
-func (gt *callGate) exited(k uint64, q int, stopped bool) error {
+func (gt *callGate) exited(k uint64, q int, outcome outcome) error {
 	g := gt.g
-	outcome := "nothing was queued for it on this rank, and the group cannot be used any more: close it"
-	if stopped {
-		outcome = "this rank's stream waited for it, so its guard stopped this process's CUDA context (lost): restart it"
-	}
 	rank := "a rank"
 	if q >= 0 {
 		rank = fmt.Sprintf("rank %d", g.ranks[q])
@@ -308,7 +353,7 @@ func (gt *callGate) stoppedErr() error {
 	}
 	if m := gt.c.Failed(); m != nil {
 		if gt.queued.Load() >= m.Call {
-			return gt.mismatch(m, true)
+			return gt.mismatch(m, outcomeStopped)
 		}
 		return nil
 	}
@@ -352,12 +397,11 @@ func (gt *callGate) trap() error {
 
 // watch is the gate's watcher (one goroutine per group, asleep on the
 // gate's futex): when a call this rank queued is not approved and the rank
-// it waits for has exited, closed or failed, it abandons the call (every
-// guard from it on stops its context, and a kernel queued for it is
-// stopped by a trap: the context is lost either way); when a difference
-// was found while this rank's own kernel is queued for the call (a kernel
-// waits for peers that took a gated path), it tries to stop this rank's
-// context at once.
+// it waits for has exited, closed or failed, it abandons the call: every
+// guard from it on traps (a copy-engine or NCCL wait cannot be stopped
+// otherwise: the context is lost), and every kernel waiting for it stops
+// waiting and ends with a report (the context stays). Once the gate
+// failed it has nothing more to do.
 func (gt *callGate) watch() {
 	defer close(gt.done)
 	for {
@@ -367,20 +411,11 @@ func (gt *callGate) watch() {
 			return
 		default:
 		}
-		if gt.stopped.Load() != nil {
-			continue
-		}
-		if m := gt.c.Failed(); m != nil {
-			if gt.queued.Load() >= m.Call && gt.waiting.Load() < m.Call {
-				gt.stopDevice(gt.mismatch(m, true))
-			}
+		if gt.stopped.Load() != nil || gt.c.Failed() != nil {
 			continue
 		}
 		// A call this rank queued (a gated wait, or a kernel spinning on
-		// the device for its peers) that a gone rank never made: abandon
-		// it. Every rank's watcher then stops a context that has work
-		// queued for it (the branch above) within a tick, instead of a
-		// kernel spinning until the watchdog.
+		// the device for its peers) that a gone rank never made.
 		if a := gt.c.Approved(); gt.queued.Load() > a {
 			if q, gone := gt.c.Missing(a + 1); q >= 0 && gone != nil {
 				gt.c.Abandon(a + 1)

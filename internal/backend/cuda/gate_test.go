@@ -11,6 +11,19 @@ import (
 	"github.com/symmem/symmem/internal/errs"
 )
 
+// TestGateEndedWithoutGate: a kernel's abandoned-wait report on a group
+// whose gate did not fail (or that has none) still breaks the group with
+// an error, never nil.
+func TestGateEndedWithoutGate(t *testing.T) {
+	var gt *callGate
+	if err := gt.ended(); !errors.Is(err, errs.Broken) {
+		t.Errorf("ended without a gate: %v, want ErrBroken", err)
+	}
+	if w := gt.stopWord(); w != 0 {
+		t.Errorf("stopWord without a gate: %#x, want 0 (the kernels do not poll)", w)
+	}
+}
+
 // TestGatePaths: every algorithm has a gate code that names it back, and
 // exactly the copy-engine and NCCL paths wait for approval.
 func TestGatePaths(t *testing.T) {
@@ -40,23 +53,27 @@ func TestGateErrors(t *testing.T) {
 	ar := callRec(coll.AllReduce, coll.BFloat16, 4096)
 	ce, kern := agree.PathCode(coll.AlgoCE), agree.PathCode(coll.AlgoKernel)
 	for _, c := range []struct {
-		name    string
-		m       members.GateMismatch
-		stopped bool
-		want    []string
-		is      error
+		name string
+		m    members.GateMismatch
+		out  outcome
+		want []string
+		is   error
 	}{
 		{"count", members.GateMismatch{Call: 9, Rank: 2, Theirs: members.GateEntry{Record: half, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: ce}},
-			false, []string{"collective 9", "rank 6 called all_gather with count=2048, rank 4 with count=4096", "nothing was queued"}, errs.Mismatch},
+			outcomeNothing, []string{"collective 9", "rank 6 called all_gather with count=2048, rank 4 with count=4096", "nothing was queued"}, errs.Mismatch},
 		{"paths", members.GateMismatch{Call: 3, Rank: 1, Theirs: members.GateEntry{Record: ag, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: kern}},
-			true, []string{"rank 5 ran it on ce, rank 4 on kernel", "context is lost"}, errs.Mismatch},
+			outcomeStopped, []string{"rank 5 ran it on ce, rank 4 on kernel", "context is lost"}, errs.Mismatch},
+		{"paths, kernel ended", members.GateMismatch{Call: 3, Rank: 1, Theirs: members.GateEntry{Record: ag, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: kern}},
+			outcomeEnded, []string{"rank 5 ran it on ce, rank 4 on kernel", "stopped waiting", "outputs of the calls in flight on the group are not valid", "context is intact"}, errs.Mismatch},
 		{"collective", members.GateMismatch{Call: 5, Rank: 1, Theirs: members.GateEntry{Record: ar, Path: ce}, Rank0: members.GateEntry{Record: ag, Path: ce}},
-			true, []string{"rank 5 called all_reduce, rank 4 all_gather"}, errs.Mismatch},
+			outcomeStopped, []string{"rank 5 called all_reduce, rank 4 all_gather"}, errs.Mismatch},
 		{"exited", members.GateMismatch{Call: 7, Rank: -1, Abandoned: true, Missing: 2},
-			true, []string{"rank 6 exited before it made collective 7", "restart"}, errs.PeerExited},
+			outcomeStopped, []string{"rank 6 exited before it made collective 7", "restart"}, errs.PeerExited},
+		{"exited, kernel ended", members.GateMismatch{Call: 7, Rank: -1, Abandoned: true, Missing: 2},
+			outcomeEnded, []string{"rank 6 exited before it made collective 7", "context is intact", "close it"}, errs.PeerExited},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := gt.mismatch(&c.m, c.stopped)
+			err := gt.mismatch(&c.m, c.out)
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("%v\nwant %q in it", err, w)

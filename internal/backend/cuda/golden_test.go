@@ -189,7 +189,8 @@ func attachGate(g *Group, a *members.HostAgreement) {
 	g.agreement = a
 	gt := &callGate{g: g, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
-	gt.args.PutU64(guardFailed, 0xFA00_0000+members.FailedOffset)
+	gt.failedDev = 0xFA00_0000 + members.FailedOffset
+	gt.args.PutU64(guardFailed, gt.failedDev)
 	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	g.gate = gt
 }

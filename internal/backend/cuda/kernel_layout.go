@@ -9,12 +9,13 @@ const (
 	kernThreads  = 512 // threads per CTA (the all-reduce's shared memory assumes it)
 	hsThreads    = 32  // threads of the handshake's one CTA (its .maxntid)
 	kernAlign    = 16  // bytes per vector: the fast path's unit (argUnit)
-	kernArgBytes = 192 // parameter block size
+	kernArgBytes = 200 // parameter block size
 
 	// Header, the same in every kernel.
 	argRegion, argMe, argN    = 16, 24, 28
 	argPeerRegion, argTimeout = 104, 168
 	argHash, argFault         = 176, 184 // the call's digest; where a mismatch is reported
+	argStop                   = 192      // the call gate's failed word (0: none): waits end when it is set
 	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
 	// bytes), reductions 16 (vectors, then a tail of elements) or the
 	// element size (every element alone).
@@ -42,9 +43,11 @@ const (
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = 0, 4, 8, 72, 76
 	regionReady, regionDone, regionBytes                                   = 256, 2304, 4352
 
-	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
-	// stopped (the handshake trapped).
-	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = 0, 1, 2, 3, 4, 5, 6
+	// Report (mapped host words): set, peer, mine, theirs, epoch, kind.
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultKind, faultWords = 0, 1, 2, 3, 4, 5, 6
+	// Report kinds: a difference (the kernel did nothing), the handshake
+	// trapped (the context is lost), a wait ended because the gate failed.
+	kindMismatch, kindStopped, kindAbandoned = 0, 1, 2
 
 	// The call gate's guard: the approval word, the failed word, the call.
 	guardApproved, guardFailed, guardCall = 0, 8, 32

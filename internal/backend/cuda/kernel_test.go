@@ -23,8 +23,8 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 	for r := 0; r < kernMaxRanks; r++ {
 		common = append(common, argPeerRegion+8*r)
 	}
-	ag := append([]int{argIn, argSlice, argMask, arFlags}, common...)
-	ar := append([]int{arOut, arBytes, arDType, arFlags}, common...)
+	ag := append([]int{argIn, argSlice, argMask, arFlags, argStop}, common...)
+	ar := append([]int{arOut, arBytes, arDType, arFlags, argStop}, common...)
 	for r := 0; r < kernMaxRanks; r++ {
 		ag = append(ag, argDst+8*r)
 		ar = append(ar, arSrc+8*r)
@@ -71,9 +71,9 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 			}
 		})
 	}
-	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != argHash || argFault+8 != kernArgBytes {
-		t.Fatalf("block layout: peer regions end at %d, timeout at %d, hash at %d, fault at %d, size %d",
-			argPeerRegion+8*kernMaxRanks, argTimeout, argHash, argFault, kernArgBytes)
+	if argPeerRegion+8*kernMaxRanks != argTimeout || argTimeout+8 != argHash || argFault+8 != argStop || argStop+8 != kernArgBytes {
+		t.Fatalf("block layout: peer regions end at %d, timeout at %d, hash at %d, fault at %d, stop at %d, size %d",
+			argPeerRegion+8*kernMaxRanks, argTimeout, argHash, argFault, argStop, kernArgBytes)
 	}
 	if end := regionBytes; kernRegion+end > lcWords || lcWords+lcWordBytes > 128<<10 {
 		t.Fatalf("the kernel region (%d bytes) and lc's words overlap or leave the first 128 KiB of the pad", end)

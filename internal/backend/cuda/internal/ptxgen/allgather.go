@@ -9,7 +9,7 @@ const agUnroll = 4
 // allGather is ptx/allgather.ptx. Target k's address is %rd(30+k), its
 // predicate %qk (bit k of the mask).
 func allGather() string {
-	var p ptx
+	p := ptx{abandon: true}
 	p.header(fmt.Sprintf(`allgather.ptx: symmem's SM all-gather for small messages (PTX from
 internal/backend/cuda/internal/ptxgen, JIT-compiled by the driver at group creation;
 no CUDA toolkit needed).
@@ -45,6 +45,11 @@ Watchdog: a signalling thread that waits longer than P.timeout (the
 backend's Options.Watchdog) for a peer executes `+"`trap`"+`. The context then
 fails every later call with a launch error, instead of spinning forever on
 a rank that died: loud and bounded, like every other wait of symmem.
+Sooner than that, a wait that has spun 100 us reads P.stop (the call
+gate's failed word in host memory, set when a rank left or the ranks'
+calls diverged) on every trip; once it is set the CTA stops waiting and
+ends with a report of kind 2 (abandoned) in P.fault: the context survives
+and the host explains the gate's failure (fault.go, gate.go).
 
 Parameter block P (%[5]d bytes; kernel_layout.go):
   %[6]d in u64 | %[7]d slice bytes u64 (any) | %[8]d region u64 (local)
@@ -52,8 +57,8 @@ Parameter block P (%[5]d bytes; kernel_layout.go):
   %[13]d dst[%[2]d] u64 (target k's address for this rank's slice)
   %[14]d peer regions[%[2]d] u64 (rank k's region as mapped here)
   %[15]d timeout u64 (nanoseconds of %%globaltimer) | %[16]d hash u32 | %[18]d unit u32 (16, 8, 4, 2, 1)
-  %[17]d fault u64 (mapped host words)`,
-		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout, pHash, pFault, pUnit))
+  %[17]d fault u64 (mapped host words) | %[19]d stop u64 (the gate's failed word; 0: none)`,
+		maxCTAs, maxRanks, rReady, rDone, pSize, pA, pBytes, pRegion, pMe, pN, pMode, pMode+4, pPtrs, pPeerRegs, pTimeout, pHash, pFault, pUnit, pStop))
 	p.w(`
 // Peer regions, indexable by rank, and the epoch (set by thread 0 of each CTA).`)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)

@@ -6,7 +6,7 @@ import "fmt"
 // quad(k); %qk says rank k exists (k < n); the tail and element mode sum one
 // element at a time (sumElement).
 func allReduce() string {
-	var p ptx
+	p := ptx{abandon: true}
 	p.header(fmt.Sprintf(`allreduce.ptx: symmem's one-shot all-reduce for small messages (sum of
 float32, bfloat16 or float16; PTX from internal/backend/cuda/internal/ptxgen,
 JIT-compiled by the driver).
@@ -33,7 +33,8 @@ signals "I have read your input" and waits for peer k's; only then does
 the CTA write its output, so in-place calls (out == in) are safe: the
 peers' CTA b read exactly the elements this CTA b overwrites. Epochs live
 in device memory (graph replay is correct); a watchdog traps after
-P.timeout.
+P.timeout, and a wait ends early when the call gate failed (P.stop; as
+allgather.ptx).
 
 Region layout and argument check: as allgather.ptx (ready at %[5]d, done at %[6]d),
 in the region all signalling kernels share (kernel.go: kernRegion).
@@ -43,9 +44,9 @@ Parameter block P (%[7]d bytes; kernel_layout.go):
   %[11]d me u32 | %[12]d n u32 | %[13]d dtype u32 (0 float32, 1 bfloat16, 2 float16)
   %[14]d flags u32 (%[19]d direct, %[20]d avg) | %[15]d src[%[16]d] u64 (rank k's input as mapped here)
   %[17]d peer regions[%[16]d] u64 | %[18]d timeout u64 (ns of %%globaltimer)
-  %[21]d unit u32 (16: vector mode; 2 or 4: element mode)`,
+  %[21]d unit u32 (16: vector mode; 2 or 4: element mode) | %[22]d stop u64`,
 		arSlots, maxCTAs, threads, maxCTAs*threads*arSlots*vecBytes>>20, rReady, rDone,
-		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, pPtrs, maxRanks, pPeerRegs, pTimeout, flagDirect, flagAvg, pUnit))
+		pSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, pPtrs, maxRanks, pPeerRegs, pTimeout, flagDirect, flagAvg, pUnit, pStop))
 	p.w("")
 	p.f(".shared .align 8 .b64 ssrc[%d];", maxRanks)
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)

@@ -31,7 +31,8 @@ const (
 	pHash     = pTimeout + 8           // u32: digest of the call's arguments (every rank's must match)
 	pUnit     = pHash + 4              // u32: bytes per access (see below)
 	pFault    = pHash + 8              // u64: mapped host words where a mismatch is reported (fault.go)
-	pSize     = pFault + 8
+	pStop     = pFault + 8             // u64: the call gate's failed word as mapped here, 0 without a gate (pollStop)
+	pSize     = pStop + 8
 )
 
 // P.unit, chosen by the host from the addresses this rank's launch touches
@@ -98,15 +99,23 @@ const (
 	rSize     = rDone + 4*maxCTAs*maxRanks
 )
 
-// The mapped host words of a mismatch report (pFault), u32: set, the peer
-// that differs (group rank), this rank's digest, the peer's, the epoch,
-// and stopped (1: the reporter trapped, the context is lost). One CTA per
-// launch writes a report: set to 0, the fields, then set to the epoch with
-// the top bit on (never 0), so the host can tell a report it read whole
-// from one being overwritten (fault.go).
+// The mapped host words of a report (pFault), u32: set, the peer (group
+// rank), this rank's digest, the peer's, the epoch, and the kind. One CTA
+// per launch writes a report: set to 0, the fields, then set to the epoch
+// with the top bit on (never 0), so the host can tell a report it read
+// whole from one being overwritten (fault.go).
 const (
-	fSet, fPeer, fMine, fTheirs, fEpoch, fStopped = 0, 1, 2, 3, 4, 5
-	fWords                                        = 6
+	fSet, fPeer, fMine, fTheirs, fEpoch, fKind = 0, 1, 2, 3, 4, 5
+	fWords                                     = 6
+)
+
+// Report kinds (fKind): the peer's digest differs and the kernel skipped
+// its work; the handshake found a difference and trapped (the context is
+// lost); a wait for the peer ended because the call gate failed (pollStop;
+// the peer's digest is 0: never seen). kindAbandoned is also the value a
+// CTA's sfault has for it (faultReport masks with it).
+const (
+	kindMismatch, kindStopped, kindAbandoned = 0, 1, 2
 )
 
 // goLayout is kernel_layout.go.
@@ -129,6 +138,7 @@ const (
 	argRegion, argMe, argN    = %d, %d, %d
 	argPeerRegion, argTimeout = %d, %d
 	argHash, argFault         = %d, %d // the call's digest; where a mismatch is reported
+	argStop                   = %d     // the call gate's failed word (0: none): waits end when it is set
 	// Bytes per access, per rank: all-gather 1..16 (then a tail of single
 	// bytes), reductions 16 (vectors, then a tail of elements) or the
 	// element size (every element alone).
@@ -156,20 +166,22 @@ const (
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = %d, %d, %d, %d, %d
 	regionReady, regionDone, regionBytes       = %d, %d, %d
 
-	// Mismatch report (mapped host words): set, peer, mine, theirs, epoch,
-	// stopped (the handshake trapped).
-	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultStopped, faultWords = %d, %d, %d, %d, %d, %d, %d
+	// Report (mapped host words): set, peer, mine, theirs, epoch, kind.
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultKind, faultWords = %d, %d, %d, %d, %d, %d, %d
+	// Report kinds: a difference (the kernel did nothing), the handshake
+	// trapped (the context is lost), a wait ended because the gate failed.
+	kindMismatch, kindStopped, kindAbandoned = %d, %d, %d
 
 	// The call gate's guard: the approval word, the failed word, the call.
 	guardApproved, guardFailed, guardCall = %d, %d, %d
 )
 `, generatedLine, maxRanks, maxCTAs, threads, handshakeThreads, vecBytes, pSize,
-		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault, pUnit,
+		pRegion, pMe, pN, pPeerRegs, pTimeout, pHash, pFault, pStop, pUnit,
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
-		fSet, fPeer, fMine, fTheirs, fEpoch, fStopped, fWords,
+		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, kindMismatch, kindStopped, kindAbandoned,
 		pGateApproved, pGateFailed, pGateCall)
 	src, err := format.Source(b.Bytes())
 	if err != nil {

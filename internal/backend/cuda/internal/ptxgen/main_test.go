@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,16 @@ func TestFragmentsShared(t *testing.T) {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
+		}
+		// The kernels whose waits only symmem's own signals end also end
+		// them when the call gate fails (P.stop); the handshake and lc sit
+		// beside work that only a trap stops.
+		polls := 0
+		if name == "allgather" || name == "allreduce" {
+			polls = k.waits
+		}
+		if c := bytes.Count([]byte(src), []byte(fmt.Sprintf("[P+%d];", pStop))); c != polls {
+			t.Errorf("%s: %d waits read P.stop, want %d", name, c, polls)
 		}
 		// The signalling kernels also acquire the peer's launch header.
 		acquires := k.waits
