@@ -6,6 +6,9 @@
 # of the two runs drift apart. Build on the build machine first
 # (scripts/build-gpu.sh: .build/libsymmem.so). ARGS adds arguments to
 # every run (e.g. "--preset small" to check the script; "--algo ce").
+# SIZES chooses the GPU counts (default 2, and 4 where there are 4); the
+# ranks use the first n of CUDA_VISIBLE_DEVICES when it is set (a lane of
+# a larger machine), else GPUs 0..n-1; T bounds each run (default 900 s).
 # Logs: outdir/e2e-<n>-<comm>-<round>.log; the table is printed last.
 # NOT YET RUN on a GPU host (written 2026-11-26).
 set -u
@@ -17,14 +20,17 @@ export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHON
 [ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }
 gpu_env >"$OUTDIR/env.log" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >>"$OUTDIR/env.log" 2>&1
-SIZES="2"
-[ "$GPUS" -ge 4 ] && SIZES="2 4"
+if [ -z "${SIZES:-}" ]; then
+  SIZES="2"
+  [ "$GPUS" -ge 4 ] && SIZES="2 4"
+fi
 for n in $SIZES; do
   devs=$(seq -s, 0 $((n - 1)))
+  [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && devs=$(echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f1-"$n")
   for r in $(seq "${ROUNDS:-2}"); do
     for comm in nccl symmem; do
       # shellcheck disable=SC2086
-      CUDA_VISIBLE_DEVICES=$devs step "e2e-$n-$comm-$r" 900 torchrun --standalone --nproc-per-node "$n" \
+      CUDA_VISIBLE_DEVICES=$devs step "e2e-$n-$comm-$r" "${T:-900}" torchrun --standalone --nproc-per-node "$n" \
         bench/e2e/fsdp_train.py --comm "$comm" ${ARGS:-}
     done
   done
