@@ -55,6 +55,14 @@ func TestGPUWorldReduceKernel(t *testing.T)   { gpuSpawn(t, "gpuark") }
 func TestGPUWorldPeerDies(t *testing.T)       { gpuSpawn(t, "gpudie") }
 func TestGPUWorldKernelMismatch(t *testing.T) { gpuSpawn(t, "gpumismatch") }
 
+// otherHost reports whether err is a forced path's refusal because the
+// group spans hosts (a run with SYMMEM_TEST_HOSTS, docs/multihost.md):
+// symmem's kernels and copy engines need every rank of a group on one host,
+// so such a run skips them, saying so; any other refusal stays a failure.
+func otherHost(err error) bool {
+	return envInt("SYMMEM_TEST_HOSTS", 0) > 1 && errors.Is(err, ErrNotSupported) && strings.Contains(err.Error(), "runs on another host")
+}
+
 // gpuWorld starts the cuda backend for a role.
 func gpuWorld(ctx context.Context, o Options) (*World, error) {
 	o.Backend = "cuda"
@@ -431,7 +439,7 @@ func graphReductions(ctx context.Context, w *World, g *Group, s *cudadrv.Stream,
 				return gr, err
 			}
 			gr, err := capture()
-			if algo == coll.AlgoLowContention && nb == 48<<10 {
+			if algo == coll.AlgoLowContention && nb == 48<<10 && !otherHost(err) {
 				if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "run one lc call before capturing") {
 					return fmt.Errorf("lc's first call inside a capture: %v, want a refusal saying to run one lc call first", err)
 				}
@@ -440,6 +448,10 @@ func graphReductions(ctx context.Context, w *World, g *Group, s *cudadrv.Stream,
 					return fmt.Errorf("lc eager call: %w", err)
 				}
 				gr, err = capture()
+			}
+			if otherHost(err) {
+				fmt.Printf("GPU graph %-12s all_reduce %9d bytes: skipped, the group spans hosts: %v\n", algo, nb, err)
+				continue
 			}
 			if err != nil {
 				return fmt.Errorf("graph %s all-reduce %d bytes: %w", algo, nb, err)
@@ -569,6 +581,10 @@ func roleGPUReduceKernels(ctx context.Context) error {
 				}
 			}
 		}
+		if ran == 0 && otherHost(why) {
+			fmt.Printf("GPU reduction kernels: %s skipped, the group spans hosts: %v\n", algo, why)
+			continue
+		}
 		if ran == 0 {
 			return fmt.Errorf("%s refused every case, e.g. %v", algo, why)
 		}
@@ -693,6 +709,10 @@ func roleGPUPeerDies(ctx context.Context) error {
 	in := coll.Span{Ptr: bufs[0].Ptr + uint64(int64(g.Rank())*slice), Len: slice}
 	out := coll.Span{Ptr: bufs[0].Ptr, Len: slice * int64(g.Size())}
 	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
+		if otherHost(err) {
+			fmt.Println("SKIP: the group spans hosts (a peer's exit across hosts is not detected yet: issue 27):", err)
+			return nil
+		}
 		if errors.Is(err, ErrRefused) {
 			fmt.Println("SKIP: the kernel refused this geometry:", err)
 			return nil
@@ -801,6 +821,10 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				// The call itself reports when its kernel ended before the
 				// host looked (run 26, 3 ranks); else Synchronize does.
 				serr := run(dt, bytes0, ralgo)
+				if otherHost(serr) {
+					fmt.Printf("SKIP: the group spans hosts, symmem's kernels do not run on it: %v\n", serr)
+					return nil
+				}
 				if serr != nil && !errors.Is(serr, ErrMismatch) {
 					return fmt.Errorf("%v %s mismatched %s: %w", kind, algo, variant, serr)
 				}

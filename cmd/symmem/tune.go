@@ -111,8 +111,10 @@ class (--dtypes: one type each for 16-bit floats, 32-bit floats and the rest), a
 (-o FILE; point Options.GPU.AutoTable or SYMMEM_AUTO_TABLE at it) with the bench
 reports beside it (FILE.DTYPE.bench.json, inputs of go generate for the built-in
 table: docs/gpu.md). Rows print as bench prints them. Per op, class, rank count,
-placement and size the fastest path wins; paths within 3% win in the order ce, kernel,
-two-shot, lc, nccl-window, nccl; refused or wrong calls never win. Outside a launched
+placement and size the fastest path wins; among paths within 3% of it the previous size's
+winner stays, else the order ce, kernel, two-shot, lc, nccl-window, nccl decides; refused
+or wrong calls never win; all-gather and broadcast, which move bytes, measured on one
+type stand for every class. Outside a launched
 job it starts --nproc-per-node local ranks of itself.`
 
 func newTuneCmd() *cobra.Command {

@@ -143,11 +143,24 @@ func ReadInput(name string, data []byte) (Input, error) {
 			if p.m == nil || p.m.Refused != "" || p.m.Wrong != 0 || p.m.TimeUs <= 0 {
 				continue
 			}
-			in.Measurements = append(in.Measurements, Measurement{Op: op, Class: ClassOf(dt), Ranks: r.Ranks, InPlace: p.in,
-				Bytes: res.Bytes, Algo: a, TimeUs: p.m.TimeUs})
+			for _, c := range classesOf(op, dt) {
+				in.Measurements = append(in.Measurements, Measurement{Op: op, Class: c, Ranks: r.Ranks, InPlace: p.in,
+					Bytes: res.Bytes, Algo: a, TimeUs: p.m.TimeUs})
+			}
 		}
 	}
 	return in, nil
+}
+
+// classesOf is the dtype classes a measurement of op on dt stands for:
+// all-gather and broadcast move bytes (no path looks at the type; their
+// units and rules go by bytes and alignment), so one type measures every
+// class; reductions stand for their own class.
+func classesOf(op coll.Kind, dt coll.DType) []Class {
+	if op == coll.AllGather || op == coll.Broadcast {
+		return []Class{F16, F32, Other}
+	}
+	return []Class{ClassOf(dt)}
 }
 
 // concrete is a key without wildcards in class and placement.
@@ -166,10 +179,12 @@ type span struct {
 // Build makes a table's rows from inputs. The rule, per op, dtype class,
 // rank count and placement:
 //
-//  1. At each measured size the fastest path wins; paths within Tie (3%)
-//     of the fastest win by Preference instead (ce, kernel, two-shot, lc,
-//     nccl-window, nccl). A refused call or one with wrong elements is not
-//     a candidate; auto's own rows are ignored.
+//  1. At each measured size the fastest path wins; among paths within Tie
+//     (3%) of the fastest, the previous (smaller) size's winner stays if
+//     it is one of them (fewer switches, none slower than Tie), else
+//     Preference decides (ce, kernel, two-shot, lc, nccl-window, nccl). A
+//     refused call or one with wrong elements is not a candidate; auto's
+//     own rows are ignored.
 //  2. Consecutive sizes with the same winner merge into one row bounded by
 //     the largest of them (a size between two measured ones takes the
 //     larger one's winner); the last row has no bound.
@@ -220,7 +235,11 @@ func Build(inputs []Input) ([]Row, error) {
 		slices.Sort(sizes)
 		var rows []Row
 		for _, s := range sizes {
-			w := winner(bySize[s])
+			var prev coll.Algo
+			if n := len(rows); n > 0 {
+				prev = rows[n-1].Algo
+			}
+			w := winner(bySize[s], prev)
 			if n := len(rows); n > 0 && rows[n-1].Algo == w {
 				rows[n-1].UpTo = s
 				continue
@@ -244,11 +263,16 @@ func Build(inputs []Input) ([]Row, error) {
 	return compact(got), nil
 }
 
-// winner is the fastest path of times, or the most preferred within Tie.
-func winner(times map[coll.Algo]float64) coll.Algo {
+// winner is the fastest path of times; within Tie of it, prev (the
+// previous size's winner, "" for none) if it is there, else the most
+// preferred.
+func winner(times map[coll.Algo]float64, prev coll.Algo) coll.Algo {
 	best := math.Inf(1)
 	for _, t := range times {
 		best = min(best, t)
+	}
+	if t, ok := times[prev]; ok && t <= best*(1+Tie) {
+		return prev
 	}
 	var w coll.Algo
 	for a, t := range times {

@@ -352,18 +352,23 @@ func TestReadInputRefuses(t *testing.T) {
 func TestWinnerPreference(t *testing.T) {
 	tests := []struct {
 		times map[coll.Algo]float64
+		prev  coll.Algo
 		want  coll.Algo
 	}{
-		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoCE: 10.29}, coll.AlgoCE},
-		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoCE: 10.31}, coll.AlgoNCCL},
-		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.1, coll.AlgoKernel: 10.2}, coll.AlgoKernel},
-		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.1}, coll.AlgoNCCLWindow},
-		{map[coll.Algo]float64{coll.AlgoDirect: 10}, coll.AlgoDirect},
-		{map[coll.Algo]float64{coll.AlgoDirect: 10, coll.AlgoNCCL: 10.2}, coll.AlgoNCCL},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoCE: 10.29}, "", coll.AlgoCE},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoCE: 10.31}, "", coll.AlgoNCCL},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.1, coll.AlgoKernel: 10.2}, "", coll.AlgoKernel},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.1}, "", coll.AlgoNCCLWindow},
+		{map[coll.Algo]float64{coll.AlgoDirect: 10}, "", coll.AlgoDirect},
+		{map[coll.Algo]float64{coll.AlgoDirect: 10, coll.AlgoNCCL: 10.2}, "", coll.AlgoNCCL},
+		// The previous size's winner stays within Tie, not beyond it.
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.2, coll.AlgoKernel: 10.1}, coll.AlgoNCCLWindow, coll.AlgoNCCLWindow},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoNCCLWindow: 10.4, coll.AlgoKernel: 10.1}, coll.AlgoNCCLWindow, coll.AlgoKernel},
+		{map[coll.Algo]float64{coll.AlgoNCCL: 10, coll.AlgoKernel: 10.1}, coll.AlgoCE, coll.AlgoKernel},
 	}
 	for _, tt := range tests {
-		if got := winner(tt.times); got != tt.want {
-			t.Errorf("winner(%v) = %s, want %s", tt.times, got, tt.want)
+		if got := winner(tt.times, tt.prev); got != tt.want {
+			t.Errorf("winner(%v, prev %q) = %s, want %s", tt.times, tt.prev, got, tt.want)
 		}
 	}
 }
@@ -397,6 +402,7 @@ func TestReadsBenchJSON(t *testing.T) {
 			{Op: "all_gather", Algo: "ce", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 7}, InPlace: &bench.Measure{Refused: "no"}},
 			{Op: "all_gather", Algo: "auto", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 6}},
 			{Op: "all_gather", Algo: "kernel", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 6, Wrong: 1}, InPlace: &bench.Measure{TimeUs: 5}},
+			{Op: "all_reduce", Algo: "two-shot", Bytes: 1 << 20, OutOfPlace: &bench.Measure{TimeUs: 9}},
 		}}
 	var b strings.Builder
 	if err := bench.WriteJSON(&b, rep); err != nil {
@@ -406,10 +412,16 @@ func TestReadsBenchJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Measurement{
-		{Op: coll.AllGather, Class: F16, Ranks: 4, Bytes: 1 << 20, Algo: coll.AlgoCE, TimeUs: 7},
-		{Op: coll.AllGather, Class: F16, Ranks: 4, InPlace: true, Bytes: 1 << 20, Algo: coll.AlgoKernel, TimeUs: 5},
+	// An all-gather moves bytes: measured on one type, it stands for
+	// every class; a reduction only for its own.
+	var want []Measurement
+	for _, c := range []Class{F16, F32, Other} {
+		want = append(want, Measurement{Op: coll.AllGather, Class: c, Ranks: 4, Bytes: 1 << 20, Algo: coll.AlgoCE, TimeUs: 7})
 	}
+	for _, c := range []Class{F16, F32, Other} {
+		want = append(want, Measurement{Op: coll.AllGather, Class: c, Ranks: 4, InPlace: true, Bytes: 1 << 20, Algo: coll.AlgoKernel, TimeUs: 5})
+	}
+	want = append(want, Measurement{Op: coll.AllReduce, Class: F16, Ranks: 4, Bytes: 1 << 20, Algo: coll.AlgoTwoShot, TimeUs: 9})
 	if !slices.Equal(in.Measurements, want) {
 		t.Errorf("measurements %+v, want %+v", in.Measurements, want)
 	}

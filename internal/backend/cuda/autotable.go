@@ -23,22 +23,14 @@ import (
 // does, plain NCCL. The table only says where auto starts: the fallback
 // orders and the conditions below stay code and apply after it.
 //
-// The built-in rows today are a transcription of the hand-written table
-// they replace (results/auto/transcribed-2026-11-21.seed.json), from
-// `symmem bench` (bf16, through the launcher) on 2x H200 against NCCL
-// 2.28.9 (results/gpu-kernel-2026-11-21.md). All-gather: symmem's kernel
-// up to 16 MiB, except in place around 4 MiB, where NCCL's window kernel is
-// faster; above 16 MiB the kernel and copy engines are close and copy
-// engines use no SMs, so they take over. All-reduce: symmem's one-shot
-// kernel up to 2 MiB (its limit), NCCL windows to 8 MiB. Reduce-scatter: the
-// same kernel up to 4 MiB of input (2 MiB out per rank), windows to 8 MiB.
-// Above, plain NCCL on the window-free communicator: NCCL's symmetric
-// kernels are slower for large reductions (4x H200:
-// results/gpu-scale-2026-11-21.md). Wider groups (3 ranks and more): on
-// 4x H200 the all-gather kernel matches or beats NCCL windows up to 64 MiB
-// and copy engines win from 256 MiB; the all-reduce kernel reads (n-1)
-// whole inputs over NVLink and it (and its reduce-scatter) was measured on
-// 2 ranks only, so wider groups keep NCCL.
+// The built-in rows come from `symmem tune` on 2 and 4 H100 (bfloat16, 1
+// KiB-1 GiB, NCCL 2.28.9: results/tune-2026-11-26.md); what those runs did
+// not measure (reductions of other types, broadcast, 5+ ranks) still comes
+// from the transcription of the hand-written rules they replaced
+// (results/auto/transcribed-2026-11-21.seed.json, 2x/4x H200). The tests
+// of the rules after the table start from that transcription (goldenTable),
+// so they do not change with each measurement; TestAutoMeetsMeasurements
+// checks the table against the measurements.
 
 // autoPick is the path auto starts from for a call of op k on dt moving
 // total bytes on n ranks: user's table (nil: none) first, then the

@@ -28,6 +28,61 @@ func TestBuiltinTableGenerated(t *testing.T) {
 	}
 }
 
+// TestAutoMeetsMeasurements: at every size, placement and rank count the
+// committed `symmem tune` reports in results/auto measured, the path auto
+// starts from (the built-in table) was within Tie of the fastest path
+// there: auto/best >= 0.97 on the data the table came from. (The GPU run
+// of `symmem tune` or `symmem bench --algo auto,...` checks it on the
+// machine: docs/gpu.md.)
+func TestAutoMeetsMeasurements(t *testing.T) {
+	const dir = "../../../results/auto"
+	root, err := tune.ModuleRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, _, err := tune.ReadDir(dir, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type point struct {
+		op      coll.Kind
+		class   tune.Class
+		ranks   int
+		inPlace bool
+		bytes   int64
+	}
+	times := map[point]map[coll.Algo]float64{}
+	for _, in := range ins {
+		for _, m := range in.Measurements {
+			p := point{m.Op, m.Class, m.Ranks, m.InPlace, m.Bytes}
+			if times[p] == nil {
+				times[p] = map[coll.Algo]float64{}
+			}
+			if t0, ok := times[p][m.Algo]; !ok || m.TimeUs < t0 {
+				times[p][m.Algo] = m.TimeUs
+			}
+		}
+	}
+	if len(times) == 0 {
+		t.Skip("no measurements in results/auto")
+	}
+	dtOf := map[tune.Class]coll.DType{tune.F16: coll.BFloat16, tune.F32: coll.Float32, tune.Other: coll.Int32}
+	for p, ts := range times {
+		best := ts[coll.AlgoNCCL]
+		for _, x := range ts {
+			best = min(best, x)
+		}
+		a := autoPick(nil, p.op, dtOf[p.class], p.bytes, p.ranks, p.inPlace)
+		got, ok := ts[a]
+		switch {
+		case !ok:
+			t.Errorf("%v %v %d ranks in place %v %d bytes: auto starts from %s, which was not measured there (%v)", p.op, p.class, p.ranks, p.inPlace, p.bytes, a, ts)
+		case got > best*(1+tune.Tie):
+			t.Errorf("%v %v %d ranks in place %v %d bytes: auto starts from %s at %.2f us, the fastest took %.2f us (auto/best %.2f)", p.op, p.class, p.ranks, p.inPlace, p.bytes, a, got, best, best/got)
+		}
+	}
+}
+
 // TestAutoPickUserTable: a user's table answers first; where it has no row
 // (another op, a size above its bounds) the built-in one does.
 func TestAutoPickUserTable(t *testing.T) {
@@ -47,12 +102,18 @@ func TestAutoPickUserTable(t *testing.T) {
 		want  coll.Algo
 	}{
 		{coll.AllReduce, coll.BFloat16, 1 << 20, 2, coll.AlgoTwoShot},
-		{coll.AllReduce, coll.Float32, 1 << 20, 2, coll.AlgoKernel}, // no 32-bit-float rows in the user's table: built-in
-		{coll.AllReduce, coll.BFloat16, 1 << 30, 2, coll.AlgoNCCL},  // above the user's bound: built-in
+		{coll.AllReduce, coll.Float32, 1 << 20, 2, ""},  // no 32-bit-float rows in the user's table: built-in
+		{coll.AllReduce, coll.BFloat16, 1 << 30, 2, ""}, // above the user's bound: built-in
 		{coll.AllGather, coll.BFloat16, 1 << 10, 4, coll.AlgoNCCL},
-		{coll.ReduceScatter, coll.BFloat16, 1 << 20, 2, coll.AlgoKernel}, // built-in
+		{coll.ReduceScatter, coll.BFloat16, 1 << 20, 2, ""}, // built-in
 	}
 	for _, tt := range tests {
+		if tt.want == "" {
+			var ok bool
+			if tt.want, ok = builtinTable.Pick(tt.k, tt.dt, tt.n, false, tt.total); !ok {
+				t.Fatalf("the built-in table has no row for %v %v %d bytes on %d ranks", tt.k, tt.dt, tt.total, tt.n)
+			}
+		}
 		if got := autoPick(user, tt.k, tt.dt, tt.total, tt.n, false); got != tt.want {
 			t.Errorf("autoPick(user, %v, %v, %d, n=%d) = %s, want %s", tt.k, tt.dt, tt.total, tt.n, got, tt.want)
 		}

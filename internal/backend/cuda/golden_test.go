@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/symmem/symmem/internal/tune"
 	"io"
 	"os"
 	"path/filepath"
@@ -133,8 +134,33 @@ func fmtOp(o cudadrv.Op) string {
 }
 
 // goldenGroup is a fake group of n ranks (this one me) configured as c.
+var goldenTableOnce struct {
+	sync.Once
+	tb  *tune.Table
+	err error
+}
+
+// goldenTable is transcribedTable, parsed once for every golden group.
+func goldenTable(t testing.TB) *tune.Table {
+	t.Helper()
+	goldenTableOnce.Do(func() {
+		b, err := os.ReadFile("../../../results/auto/transcribed-2026-11-21.seed.json")
+		if err == nil {
+			goldenTableOnce.tb, err = tune.Parse(b)
+		}
+		goldenTableOnce.err = err
+	})
+	if goldenTableOnce.err != nil {
+		t.Fatal(goldenTableOnce.err)
+	}
+	return goldenTableOnce.tb
+}
+
 func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g := fakeGroup(n, me)
+	// Fixed start for auto (the transcribed table): the goldens record the
+	// rules and programs, TestAutoMeetsMeasurements the measured table.
+	g.b.table = goldenTable(t)
 	g.b.stream = cudadrv.WrapStream(g.b.ctx, ownStream)
 	g.b.lcCTAs = DefaultLowContentionCTAs
 	k := &g.b.kern

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"github.com/symmem/symmem/internal/tune"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
@@ -57,6 +58,20 @@ func TestJudgeWindow(t *testing.T) {
 	}
 }
 
+// startAt is an auto table that starts every op, type, rank count and
+// size on path a.
+func startAt(t *testing.T, a coll.Algo) *tune.Table {
+	t.Helper()
+	tb := &tune.Table{Format: tune.FormatVersion, Machine: tune.Machine{Backend: "cuda"}}
+	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+		tb.Rows = append(tb.Rows, tune.Row{Op: k, Ranks: tune.Ranks{Min: 2}, Algo: a})
+	}
+	if err := tb.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
 // TestChooseWindowShapes: buffers in windows on NCCL 2.28.9; known-wrong
 // shapes never reach NCCL's symmetric kernels, slow ones are not auto's.
 func TestChooseWindowShapes(t *testing.T) {
@@ -71,6 +86,9 @@ func TestChooseWindowShapes(t *testing.T) {
 		return g
 	}
 	g, noPlain, kg := withNCCL(true), withNCCL(false), withNCCL(true)
+	// The rules after auto's table are under test, not the table: a user's
+	// table pins where auto starts (windows, or symmem's kernel for kg).
+	g.b.table, noPlain.b.table, kg.b.table = startAt(t, coll.AlgoNCCLWindow), startAt(t, coll.AlgoNCCLWindow), startAt(t, coll.AlgoKernel)
 	kg.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
 	defer kg.paths.kernel.args.Free()
 	rsIn := func(g *Group, count int64, dt coll.DType) backend.Request {
