@@ -549,7 +549,7 @@ func roleGPUReduceKernels(ctx context.Context) error {
 	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention} {
 		// An algorithm that refuses every case is broken, not picky (a
 		// kernel that does not load refuses with ErrNotSupported).
-		ran, why := 0, error(nil)
+		ran, why, hostWhy := 0, error(nil), error(nil)
 		for _, kind := range []coll.Kind{coll.AllReduce, coll.ReduceScatter} {
 			for _, op := range []coll.ReduceOp{coll.Sum, coll.Avg} {
 				for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
@@ -566,6 +566,9 @@ func roleGPUReduceKernels(ctx context.Context) error {
 							if errors.Is(err, ErrRefused) || errors.Is(err, ErrNotSupported) {
 								refused++
 								why = err
+								if otherHost(err) {
+									hostWhy = err
+								}
 								continue
 							}
 							if err != nil {
@@ -581,8 +584,8 @@ func roleGPUReduceKernels(ctx context.Context) error {
 				}
 			}
 		}
-		if ran == 0 && otherHost(why) {
-			fmt.Printf("GPU reduction kernels: %s skipped, the group spans hosts: %v\n", algo, why)
+		if ran == 0 && hostWhy != nil { // (two-shot also refuses reduce-scatter everywhere: not an all-reduce)
+			fmt.Printf("GPU reduction kernels: %s skipped, the group spans hosts: %v\n", algo, hostWhy)
 			continue
 		}
 		if ran == 0 {

@@ -4,7 +4,9 @@
 # others), for auto's built-in table (docs/gpu.md, "auto and tuning").
 # N ranks (default 2), DTYPES (default bfloat16), OPS (default all_gather
 # reduce_scatter all_reduce), sizes -b MIN to -e MAX (1K, 1G) by factor F
-# (2), BUDGET per size and path (50ms). Writes outdir/<name>-<op>.json (the
+# (2), BUDGET per size and path (50ms), ROUNDS (1; fastest of ROUNDS
+# measurements: at 1 MiB and below one round is noise-level, see
+# results/tune-2026-11-26.md). Writes outdir/<name>-<op>.json (the
 # table) and outdir/<name>-<op>.<dtype>.bench.json (the measurements,
 # inputs of go generate in results/auto/), name = NAME (default
 # <gpu>x<N>, e.g. h100x2). Build first: scripts/build-gpu.sh.
@@ -14,13 +16,13 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh
 N=${N:-2}
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${CUDA_VISIBLE_DEVICES%%,*}" 2>/dev/null | head -1 | grep -o -i -E 'h100|h200|a100|b200|l40s?' | head -1 | tr 'A-Z' 'a-z')
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$(echo "${CUDA_VISIBLE_DEVICES:-0}" | cut -d, -f1)" 2>/dev/null | head -1 | grep -o -i -E 'h100|h200|a100|b200|l40s?' | head -1 | tr 'A-Z' 'a-z')
 NAME=${NAME:-${gpu:-gpu}x$N}
 gpu_env >"$OUTDIR/env-$NAME.log" 2>&1
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
   step "tune-$NAME-$op" "${T:-150}" .build/symmem tune --backend cuda --nproc-per-node "$N" \
     --dtypes "${DTYPES:-bfloat16}" --ops "$op" -b "${MIN:-1K}" -e "${MAX:-1G}" -f "${F:-2}" \
-    --budget "${BUDGET:-50ms}" --progress -o "$OUTDIR/$NAME-$op.json"
+    --budget "${BUDGET:-50ms}" --rounds "${ROUNDS:-1}" --progress -o "$OUTDIR/$NAME-$op.json"
 done
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
   echo "--- $NAME $op: auto/best per size"
