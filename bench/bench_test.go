@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"image/png"
 	"io"
 	"math"
@@ -600,5 +601,60 @@ func TestAdaptiveIterationsSlowFirstCalls(t *testing.T) {
 	m := rep.Results[0].OutOfPlace
 	if m == nil || m.Iters < 100 {
 		t.Fatalf("timed %+v calls after slow first calls; want the count sized from fast calls (>= 100 of at most 400)", m)
+	}
+}
+
+// TestBySize: BySize measures every algorithm at a size before the next
+// size, and reports the same rows in the same order (algorithm by
+// algorithm) as the default order, whose calls go algorithm by algorithm.
+func TestBySize(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Ops, cfg.Algos = []coll.Kind{coll.AllGather}, []coll.Algo{coll.AlgoDirect, coll.AlgoNCCL}
+	cfg.Sizes, cfg.InPlace, cfg.Check, cfg.Iters, cfg.Warmup = []int64{64, 256, 1024}, false, true, 2, 0
+	first := func(runs []string) []string { // the first call of each (algo, size) run
+		var out []string
+		for _, r := range runs {
+			if strings.HasPrefix(r, "auto/") {
+				continue // the harness's own exchanges (results, checks)
+			}
+			if len(out) == 0 || out[len(out)-1] != r {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	var rows [2][]string
+	var orders [2][]string
+	for i, bySize := range []bool{false, true} {
+		c := cfg
+		c.BySize = bySize
+		var emitted []string
+		c.OnRow = func(_ *Report, res Result) error {
+			emitted = append(emitted, fmt.Sprintf("%s/%d", res.Algo, res.Bytes))
+			return nil
+		}
+		j := newFakeJob(2)
+		rep, err := runFakeJob(j, c, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			rows[i] = append(rows[i], fmt.Sprintf("%s/%d", r.Algo, r.Bytes))
+			if r.OutOfPlace == nil || r.OutOfPlace.Wrong != 0 || r.OutOfPlace.TimeUs <= 0 {
+				t.Fatalf("BySize %v: row %s/%d not measured: %+v", bySize, r.Algo, r.Bytes, r.OutOfPlace)
+			}
+		}
+		if !slices.Equal(emitted, rows[i]) {
+			t.Errorf("BySize %v: OnRow saw %v, the report has %v", bySize, emitted, rows[i])
+		}
+		orders[i] = first(j.ranks[0].runs)
+	}
+	if !slices.Equal(rows[0], rows[1]) {
+		t.Errorf("rows differ: default %v, BySize %v", rows[0], rows[1])
+	}
+	wantDefault := []string{"direct/32", "direct/128", "direct/512", "nccl/32", "nccl/128", "nccl/512"}
+	wantBySize := []string{"direct/32", "nccl/32", "direct/128", "nccl/128", "direct/512", "nccl/512"}
+	if !slices.Equal(orders[0], wantDefault) || !slices.Equal(orders[1], wantBySize) {
+		t.Errorf("call order: default %v (want %v), BySize %v (want %v)", orders[0], wantDefault, orders[1], wantBySize)
 	}
 }

@@ -41,6 +41,7 @@ type fakeRank struct {
 	allocs map[uint64][]byte
 	next   uint64
 	calls  int
+	runs   []string // "algo/bytes per rank" of every Run, in order
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -144,6 +145,7 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 	if j.noPathOver > 0 && count*es > j.noPathOver {
 		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, errs.NotSupported)
 	}
+	f.runs = append(f.runs, fmt.Sprintf("%s/%d", algo, count*es))
 	if f.calls++; f.calls <= j.slowFirst {
 		time.Sleep(j.slowFor)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,13 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
+	// BySize measures every algorithm at one size before the next size
+	// (rows still come out algorithm by algorithm, at the end of each op):
+	// paths compared at a size are then measured seconds apart, not a
+	// whole sweep apart, so a machine's drift does not pick the winner
+	// (symmem tune; at ~10 us the same path measured a sweep apart differed
+	// by up to 1.6x: results/tune-2026-11-26.md).
+	BySize bool
 	// Graph, if positive, times CUDA-graph replays instead of eager calls:
 	// each replay launches a graph of Graph captured calls (the Target must
 	// be a Grapher); the time column is per call.
@@ -39,9 +47,9 @@ type Config struct {
 	Samples  int
 	Seed     uint64
 	Progress io.Writer // a line per size on rank 0; nil = quiet
-	// OnRow, if set, is called on rank 0 as each size completes, with the
-	// report so far (its settings filled in) and the new row: a Table
-	// prints it at once.
+	// OnRow, if set, is called on rank 0 as each size completes (with
+	// BySize: for each row at the end of its op), with the report so far
+	// (its settings filled in) and the new row: a Table prints it at once.
 	OnRow func(rep *Report, res Result) error
 }
 
@@ -164,27 +172,56 @@ func Run(t Target, cfg Config) (*Report, error) {
 	start := time.Now()
 	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
 	row := 0
+	emit := func(res Result) error {
+		rep.Results = append(rep.Results, res)
+		if cfg.OnRow != nil && s.rank == 0 {
+			if err := cfg.OnRow(rep, res); err != nil {
+				return fmt.Errorf("bench: writing the %s row: %w", FormatSize(res.Bytes), err)
+			}
+		}
+		return nil
+	}
 	for _, k := range cfg.Ops {
 		first := len(rep.Results)
-		for ai, a := range cfg.Algos {
-			for si, size := range cfg.Sizes {
-				row++
-				l := layoutFor(k, size, cfg.DType.Size(), s.n)
-				if l.perRank == 0 {
-					continue // too small for whole elements on every rank
-				}
-				res, err := s.row(k, a, ai, si, l)
-				if err != nil {
+		// Every (algorithm, size) in the order measured: algorithm by
+		// algorithm, or with BySize size by size; rows are emitted in
+		// algorithm order either way.
+		type cell struct{ ai, si int }
+		var order []cell
+		for ai := range cfg.Algos {
+			for si := range cfg.Sizes {
+				order = append(order, cell{ai, si})
+			}
+		}
+		if cfg.BySize {
+			slices.SortStableFunc(order, func(a, b cell) int { return cmp.Compare(a.si, b.si) })
+		}
+		held := make([][]*Result, len(cfg.Algos)) // BySize: rows measured, not yet emitted
+		for _, c := range order {
+			row++
+			l := layoutFor(k, cfg.Sizes[c.si], cfg.DType.Size(), s.n)
+			if l.perRank == 0 {
+				continue // too small for whole elements on every rank
+			}
+			res, err := s.row(k, cfg.Algos[c.ai], c.ai, c.si, l)
+			if err != nil {
+				return nil, err
+			}
+			if cfg.Progress != nil && s.rank == 0 {
+				fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
+			}
+			if cfg.BySize {
+				held[c.ai] = append(held[c.ai], &res)
+				continue
+			}
+			if err := emit(res); err != nil {
+				return nil, err
+			}
+		}
+		for _, rs := range held {
+			for _, res := range rs {
+				if err := emit(*res); err != nil {
 					return nil, err
-				}
-				rep.Results = append(rep.Results, res)
-				if cfg.OnRow != nil && s.rank == 0 {
-					if err := cfg.OnRow(rep, res); err != nil {
-						return nil, fmt.Errorf("bench: writing the %s row: %w", FormatSize(res.Bytes), err)
-					}
-				}
-				if cfg.Progress != nil && s.rank == 0 {
-					fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
 				}
 			}
 		}
