@@ -1,7 +1,10 @@
 // Package rendezvous owns how the ranks of one job find each other:
 //
 //   - a token-guarded TCP key-value store (Server, Client) with set, get, add,
-//     compare-set, blocking wait and delete, plus a Barrier built on them;
+//     compare-set, blocking wait and delete, plus a Barrier built on them,
+//     and presences (Announce): a rank's standing connection, whose end
+//     without Leave the store records in the job's gone list, so that
+//     peers on any host learn that a rank exited;
 //   - the torchrun-compatible environment (Env, EnvFromOS) and Bootstrap, which
 //     dials the launcher's store (SYMMEM_STORE) or hosts it on rank 0 at
 //     SYMMEM_PORT (default MASTER_PORT+1): never on MASTER_PORT, which belongs

@@ -158,6 +158,12 @@ func (s *Server) serve(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	var present *msg // this connection is a rank's presence (opPresence)
+	defer func() {
+		if present != nil {
+			s.gone(present)
+		}
+	}()
 	for {
 		req, err := readMsg(c, maxFrame)
 		if err != nil {
@@ -166,11 +172,44 @@ func (s *Server) serve(c net.Conn) {
 			}
 			return
 		}
-		resp := s.handle(&req)
+		var resp msg
+		switch req.op {
+		case opPresence:
+			if len(req.keys) != 2 || len(req.vals) != 1 {
+				resp = errResp("presence needs its key, the first-gone key and a value; got %d keys, %d values", len(req.keys), len(req.vals))
+				break
+			}
+			present, resp = &req, msg{op: respOK}
+		case opLeave:
+			present, resp = nil, msg{op: respOK}
+		default:
+			resp = s.handle(&req)
+		}
 		if err := writeMsg(c, &resp); err != nil {
 			return
 		}
 	}
+}
+
+// gone records that presence p's connection ended without opLeave: its
+// process exited (or lost the network). Its key gets its value, and so
+// does the next entry of its gone list (GoneKey(list, n), n counted in the
+// list's key). Nothing while the server closes (every connection ends
+// then).
+func (s *Server) gone(p *msg) {
+	select {
+	case <-s.closed:
+		return
+	default:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data[p.keys[0]] = p.vals[0]
+	n, _ := strconv.Atoi(string(s.data[p.keys[1]])) // absent: 0
+	n++
+	s.data[p.keys[1]] = strconv.AppendInt(nil, int64(n), 10)
+	s.data[GoneKey(p.keys[1], n)] = p.vals[0]
+	s.notifyLocked()
 }
 
 func errResp(format string, a ...any) msg {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -421,5 +423,111 @@ func TestClientAllGather(t *testing.T) {
 	_, err = c.AllGatherWatched(ctx, "g/ag/3", []int{0}, 0, []byte{7}, quiet)
 	if err != nil {
 		t.Fatalf("AllGatherWatched of one member with a quiet watch: %v", err)
+	}
+}
+
+// TestPresence: a presence that ends without Leave sets its key and the
+// next entry of the gone list; one that leaves sets nothing; Lost tells a
+// rank that the store went away.
+func TestPresence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tok := NewToken()
+	srv, err := NewServer("127.0.0.1:0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(ctx, srv.Addr(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const list = "job/presence/gone"
+	var ps []*Presence
+	for r := range 3 {
+		p, err := c.Announce(ctx, fmt.Sprintf("job/presence/%d", r), list, []byte(fmt.Sprintf("rank %d exited", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := ps[0].Leave(); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if err := ps[0].Leave(); err != nil {
+		t.Fatalf("second leave: %v", err)
+	}
+	if _, err := c.Get(ctx, "job/presence/0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a rank that left is marked gone: %v", err)
+	}
+	start := time.Now()
+	ps[2].conn.Close() // as the kernel does when the process dies
+	vals, err := c.Wait(ctx, GoneKey(list, 1))
+	if err != nil || string(vals[0]) != "rank 2 exited" {
+		t.Fatalf("first gone: %q, %v", vals, err)
+	}
+	t.Logf("rank 2's end seen after %v", time.Since(start))
+	ps[1].conn.Close()
+	if vals, err := c.Wait(ctx, "job/presence/1", GoneKey(list, 2)); err != nil || string(vals[0]) != "rank 1 exited" || string(vals[1]) != "rank 1 exited" {
+		t.Fatalf("rank 1: %q, %v", vals, err)
+	}
+	if v, _ := c.Get(ctx, GoneKey(list, 1)); string(v) != "rank 2 exited" {
+		t.Fatalf("the first entry changed to %q", v)
+	}
+	if v, _ := c.Get(ctx, list); string(v) != "2" {
+		t.Fatalf("the gone list counts %q, want 2", v)
+	}
+	// The store goes away: a standing presence learns it.
+	p, err := c.Announce(ctx, "job/presence/9", list, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	select {
+	case <-p.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the presence did not see the store close")
+	}
+	if err := p.Leave(); err != nil {
+		t.Fatalf("leave after the store closed: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.Announce(short, "k", "f", nil); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("announce to a closed store: %v, want ErrUnreachable", err)
+	}
+}
+
+// TestPresenceProcessExit: a real child process announces and exits
+// without leaving (os.Exit, as a crash would); the store marks it gone at
+// once (within a second), naming it.
+func TestPresenceProcessExit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tok := NewToken()
+	srv, err := NewServer("127.0.0.1:0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := Dial(ctx, srv.Addr(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), roleVar+"=presence", "SYMMEM_TEST_STORE="+srv.Addr(), "SYMMEM_TOKEN="+tok)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	exited := time.Now()
+	vals, err := c.Wait(ctx, GoneKey("job/presence/gone", 1))
+	if err != nil || string(vals[0]) != "rank 5 exited" {
+		t.Fatalf("first gone: %q, %v", vals, err)
+	}
+	if d := time.Since(exited); d > time.Second {
+		t.Fatalf("the exit was seen after %v, want < 1 s", d)
 	}
 }

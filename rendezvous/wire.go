@@ -24,14 +24,19 @@ const (
 
 // Request ops.
 const (
-	opHello   byte = 1 // vals[0] = token
-	opSet     byte = 2 // keys[0], vals[0]
-	opGet     byte = 3 // keys[0]
-	opAdd     byte = 4 // keys[0], num = delta
-	opCAS     byte = 5 // keys[0], vals[0] = old, vals[1] = new
-	opWait    byte = 6 // keys..., num = timeout in ms
-	opDelete  byte = 7 // keys[0]
-	opLastReq      = opDelete
+	opHello  byte = 1 // vals[0] = token
+	opSet    byte = 2 // keys[0], vals[0]
+	opGet    byte = 3 // keys[0]
+	opAdd    byte = 4 // keys[0], num = delta
+	opCAS    byte = 5 // keys[0], vals[0] = old, vals[1] = new
+	opWait   byte = 6 // keys..., num = timeout in ms
+	opDelete byte = 7 // keys[0]
+	// opPresence makes the connection a rank's presence (presence.go):
+	// keys[0] its own key, keys[1] the job's gone list, vals[0] the value
+	// they get if the connection ends without opLeave.
+	opPresence byte = 8
+	opLeave    byte = 9 // the presence ends cleanly: set nothing
+	opLastReq       = opLeave
 )
 
 // Response ops.
