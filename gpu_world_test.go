@@ -713,8 +713,7 @@ func roleGPUPeerDies(ctx context.Context) error {
 	out := coll.Span{Ptr: bufs[0].Ptr, Len: slice * int64(g.Size())}
 	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
 		if otherHost(err) {
-			fmt.Println("SKIP: the group spans hosts (a peer's exit across hosts is not detected yet: issue 27):", err)
-			return nil
+			return peerDiesAcrossHosts(ctx, g)
 		}
 		if errors.Is(err, ErrRefused) {
 			fmt.Println("SKIP: the kernel refused this geometry:", err)
@@ -750,6 +749,28 @@ func roleGPUPeerDies(ctx context.Context) error {
 	}
 	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err == nil {
 		return fmt.Errorf("a call on the group after the peer's exit succeeded")
+	}
+	return nil
+}
+
+// peerDiesAcrossHosts is roleGPUPeerDies on a group that spans hosts
+// (SYMMEM_TEST_HOSTS): symmem's kernels do not run there, NCCL does, and a
+// peer's exit inside an NCCL call is not caught yet (issue 27). What is:
+// a host-side wait of the group (here a barrier through the store) for a
+// rank of another host that exited fails within 1 s, naming it
+// (members.Presences), instead of at the timeout (30 s here).
+func peerDiesAcrossHosts(ctx context.Context, g *Group) error {
+	t0 := time.Now()
+	err := g.Barrier(ctx)
+	el := time.Since(t0)
+	fmt.Printf("GPU peer dies across hosts: rank 1 exited; rank %d's barrier failed after %v: %v\n", g.Rank(), el.Round(time.Millisecond), err)
+	switch {
+	case err == nil:
+		return fmt.Errorf("the barrier completed without rank 1")
+	case el >= time.Second:
+		return fmt.Errorf("the barrier failed after %v, want < 1 s: %w", el, err)
+	case !errors.Is(err, ErrPeerExited) || !strings.Contains(err.Error(), "rank 1 (host "):
+		return fmt.Errorf("the error does not name rank 1 and its host (ErrPeerExited): %w", err)
 	}
 	return nil
 }

@@ -81,6 +81,25 @@ type Backend struct {
 	local    map[uint64]*segment // AllocLocal's allocations by base
 	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
 	closed   bool
+	// presences follows the ranks of other hosts (members.Presences),
+	// announced at the first group that spans hosts; nil until then.
+	presences *members.Presences
+}
+
+// watchHosts returns the rank's presence in the job (announced on first
+// use through store): what a group spanning hosts watches for ranks that
+// exited, where pidfds do not reach.
+func (b *Backend) watchHosts(ctx context.Context, store *rendezvous.Client) (*members.Presences, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.presences == nil {
+		p, err := members.Announce(ctx, store, b.env.Rank, b.env.HostID())
+		if err != nil {
+			return nil, err
+		}
+		b.presences = p
+	}
+	return b.presences, nil
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -245,6 +264,10 @@ func (b *Backend) Close() error {
 	for _, g := range gs {
 		g.Close()
 	}
+	var perr error
+	if b.presences != nil { // after the groups: their teardown may still wait on peers
+		perr = b.presences.Close()
+	}
 	b.mu.Lock()
 	for p, s := range b.local {
 		s.release(b.ctx)
@@ -258,6 +281,9 @@ func (b *Backend) Close() error {
 	}
 	if e := b.ctx.Release(); err == nil {
 		err = e
+	}
+	if err == nil && perr != nil {
+		err = fmt.Errorf("leaving the job's presence: %w", perr)
 	}
 	return err
 }

@@ -140,11 +140,19 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	for _, v := range all {
 		sameHost = sameHost && strings.HasPrefix(string(v), host+"|")
 	}
-	if sameHost {
+	switch {
+	case sameHost:
 		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
 			return err
 		}
 		g.ag.Watch(g.agreement.Gone)
+	case len(g.ranks) > 1: // ranks on other hosts: their presences in the store
+		p, err := g.b.watchHosts(ctx, g.store)
+		if err != nil {
+			return err
+		}
+		ranks := g.ranks
+		g.ag.Watch(func(q int, _ bool) error { return p.Gone(ranks[q]) })
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.fdx == nil && len(g.ranks) > 1 {

@@ -65,6 +65,16 @@ func join(ctx context.Context, tok, job string, rank, n int, timeout time.Durati
 func runRole(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if role == "presence-exit" { // a rank of another host: announce, then exit without leaving
+		store, err := rendezvous.Dial(ctx, os.Getenv("SYMMEM_MT_STORE"), os.Getenv("SYMMEM_MT_TOKEN"))
+		if err != nil {
+			return err
+		}
+		if _, err := Announce(ctx, store, envInt("SYMMEM_MT_RANK"), "hostB"); err != nil {
+			return err
+		}
+		os.Exit(0)
+	}
 	a, done, err := join(ctx, os.Getenv("SYMMEM_MT_TOKEN"), os.Getenv("SYMMEM_MT_JOB"), envInt("SYMMEM_MT_RANK"), envInt("SYMMEM_MT_N"), 30*time.Second)
 	if err != nil {
 		return err
