@@ -704,17 +704,17 @@ func roleGPUPeerDies(ctx context.Context) error {
 	if err := g.Barrier(ctx); err != nil {
 		return err
 	}
+	slice := int64(1<<20) / int64(g.Size()) &^ 15 // the kernel's 16-byte vectors, with 3 ranks too
+	in := coll.Span{Ptr: bufs[0].Ptr + uint64(int64(g.Rank())*slice), Len: slice}
+	out := coll.Span{Ptr: bufs[0].Ptr, Len: slice * int64(g.Size())}
+	if envInt("SYMMEM_TEST_HOSTS", 0) > 1 {
+		return peerDiesAcrossHosts(ctx, w, g, out, in)
+	}
 	if g.Rank() == 1 {
 		os.Exit(0) // dies between collectives, as a crashed rank would
 	}
 	time.Sleep(300 * time.Millisecond)
-	slice := int64(1<<20) / int64(g.Size()) &^ 15 // the kernel's 16-byte vectors, with 3 ranks too
-	in := coll.Span{Ptr: bufs[0].Ptr + uint64(int64(g.Rank())*slice), Len: slice}
-	out := coll.Span{Ptr: bufs[0].Ptr, Len: slice * int64(g.Size())}
 	if _, err := g.AllGather(ctx, out, in, coll.BFloat16, WithAlgo(coll.AlgoKernel)); err != nil {
-		if otherHost(err) {
-			return peerDiesAcrossHosts(ctx, g)
-		}
 		if errors.Is(err, ErrRefused) {
 			fmt.Println("SKIP: the kernel refused this geometry:", err)
 			return nil
@@ -753,24 +753,37 @@ func roleGPUPeerDies(ctx context.Context) error {
 	return nil
 }
 
-// peerDiesAcrossHosts is roleGPUPeerDies on a group that spans hosts
-// (SYMMEM_TEST_HOSTS): symmem's kernels do not run there, NCCL does, and a
-// peer's exit inside an NCCL call is not caught yet (issue 27). What is:
-// a host-side wait of the group (here a barrier through the store) for a
-// rank of another host that exited fails within 1 s, naming it
-// (members.Presences), instead of at the timeout (30 s here).
-func peerDiesAcrossHosts(ctx context.Context, g *Group) error {
+// peerDiesAcrossHosts is roleGPUPeerDies on a world that spans hosts
+// (SYMMEM_TEST_HOSTS): symmem's kernels do not run there, NCCL does. The
+// other ranks queue an all-gather (auto: NCCL) while rank 1 lives; rank 1
+// exits 300 ms later without making it. Its presence in the store ends,
+// every other rank's group aborts its NCCL communicators, and Synchronize
+// fails within 1 s of the exit naming rank 1 and its host (not at the
+// watchdog or never); a later host-side wait (a barrier) fails at once.
+func peerDiesAcrossHosts(ctx context.Context, w *World, g *Group, out, in coll.Span) error {
+	const exitAfter = 300 * time.Millisecond
+	if g.Rank() == 1 {
+		time.Sleep(exitAfter)
+		os.Exit(0) // never makes the all-gather, as a crashed rank would
+	}
 	t0 := time.Now()
-	err := g.Barrier(ctx)
+	if _, err := g.AllGather(ctx, out, in, coll.BFloat16); err != nil {
+		return fmt.Errorf("queueing the all-gather while rank 1 lives: %w", err)
+	}
+	serr := w.Synchronize(ctx)
 	el := time.Since(t0)
-	fmt.Printf("GPU peer dies across hosts: rank 1 exited; rank %d's barrier failed after %v: %v\n", g.Rank(), el.Round(time.Millisecond), err)
+	berr := g.Barrier(ctx)
+	fmt.Printf("GPU peer dies across hosts: rank 1 exited after %v; rank %d's Synchronize after %v: %v; barrier: %v\n",
+		exitAfter, g.Rank(), el.Round(time.Millisecond), serr, berr)
 	switch {
-	case err == nil:
-		return fmt.Errorf("the barrier completed without rank 1")
-	case el >= time.Second:
-		return fmt.Errorf("the barrier failed after %v, want < 1 s: %w", el, err)
-	case !errors.Is(err, ErrPeerExited) || !strings.Contains(err.Error(), "rank 1 (host "):
-		return fmt.Errorf("the error does not name rank 1 and its host (ErrPeerExited): %w", err)
+	case serr == nil:
+		return fmt.Errorf("the all-gather completed without rank 1")
+	case el >= exitAfter+time.Second:
+		return fmt.Errorf("Synchronize failed %v after rank 1's exit, want < 1 s: %w", el-exitAfter, serr)
+	case !errors.Is(serr, ErrPeerExited) || !strings.Contains(serr.Error(), "rank 1 (host "):
+		return fmt.Errorf("Synchronize's error does not name rank 1 and its host (ErrPeerExited): %w", serr)
+	case !errors.Is(berr, ErrPeerExited):
+		return fmt.Errorf("a barrier after rank 1's exit: %v, want ErrPeerExited", berr)
 	}
 	return nil
 }

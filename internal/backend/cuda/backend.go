@@ -295,7 +295,10 @@ func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error 
 	b.mu.Lock()
 	groups := append([]*Group(nil), b.groups...)
 	b.mu.Unlock()
-	for _, g := range groups { // a mismatch first: it also explains a launch failure (handshake.go)
+	for _, g := range groups { // a member gone, then a mismatch: they also explain a launch failure (handshake.go)
+		if err := g.goneErr(); err != nil {
+			return err
+		}
 		if err := g.Fault(); err != nil {
 			return err
 		}

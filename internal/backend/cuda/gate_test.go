@@ -1,7 +1,9 @@
 package cuda
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,5 +85,21 @@ func TestGateErrors(t *testing.T) {
 				t.Errorf("%v does not wrap %v", err, c.is)
 			}
 		})
+	}
+}
+
+// TestPeerGoneStopsGroup: once a member on another host is gone
+// (peerGone, from the job's presences), every call fails with the first
+// reason, naming the rank, before anything is queued.
+func TestPeerGoneStopsGroup(t *testing.T) {
+	g := fakeGroup(2, 0)
+	if err := g.goneErr(); err != nil {
+		t.Fatalf("a fresh group is gone: %v", err)
+	}
+	g.peerGone(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited))
+	g.peerGone(errors.New("a later reason"))
+	_, err := g.Run(context.Background(), gatherReq(g, 1<<10, false))
+	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
+		t.Fatalf("Run after a member left: %v, want ErrBroken and ErrPeerExited naming rank 1", err)
 	}
 }

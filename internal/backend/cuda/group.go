@@ -3,10 +3,12 @@ package cuda
 import (
 	"context"
 	"fmt"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
@@ -77,6 +79,11 @@ type Group struct {
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
 
+	// gone is set when a member on another host exited (peerGone); unwatch
+	// ends that watch (nil without one).
+	gone    atomic.Pointer[error]
+	unwatch func()
+
 	closeOnce sync.Once
 }
 
@@ -137,6 +144,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		return err
 	}
 	sameHost := g.fdx != nil && len(g.ranks) > 1
+	var presences *members.Presences // members on other hosts: what watches them
 	for _, v := range all {
 		sameHost = sameHost && strings.HasPrefix(string(v), host+"|")
 	}
@@ -147,12 +155,11 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 		g.ag.Watch(g.agreement.Gone)
 	case len(g.ranks) > 1: // ranks on other hosts: their presences in the store
-		p, err := g.b.watchHosts(ctx, g.store)
-		if err != nil {
+		if presences, err = g.b.watchHosts(ctx, g.store); err != nil {
 			return err
 		}
 		ranks := g.ranks
-		g.ag.Watch(func(q int, _ bool) error { return p.Gone(ranks[q]) })
+		g.ag.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.fdx == nil && len(g.ranks) > 1 {
@@ -225,6 +232,35 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		return nil
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
+	if presences != nil { // once the communicators exist: peerGone aborts them
+		g.unwatch = presences.OnGone(g.ranks, g.peerGone)
+	}
+	return nil
+}
+
+// peerGone stops the group when a member on another host exited
+// (members.Presences.OnGone): later calls and Synchronize fail with err,
+// and the group's NCCL communicators are aborted, which ends NCCL kernels
+// waiting for the gone rank (ncclCommAbort) instead of leaving the stream
+// blocked until the process is killed. Nothing else waits across hosts:
+// symmem's kernels and copy engines do not run on such groups.
+func (g *Group) peerGone(err error) {
+	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
+	if !g.gone.CompareAndSwap(nil, &e) {
+		return
+	}
+	for _, c := range []*bnccl.Comm{g.nccl.comm, g.nccl.plain} {
+		if c != nil {
+			c.Abort() // waits for a call in progress on the communicator, if any
+		}
+	}
+}
+
+// goneErr is peerGone's error, nil while every member is there.
+func (g *Group) goneErr() error {
+	if e := g.gone.Load(); e != nil {
+		return *e
+	}
 	return nil
 }
 
@@ -473,6 +509,9 @@ func (g *Group) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 		defer cancel()
 		g.ag.Unwatch()
+		if g.unwatch != nil {
+			g.unwatch()
+		}
 		if g.agreement != nil {
 			g.agreement.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
 		}

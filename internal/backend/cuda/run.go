@@ -23,6 +23,9 @@ var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool
 // values, so every replay is a new, correct collective — provided every rank
 // replays its graph the same number of times.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if err := g.goneErr(); err != nil {
+		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
+	}
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
 	}

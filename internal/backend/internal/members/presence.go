@@ -31,6 +31,14 @@ type Presences struct {
 	mu   sync.RWMutex
 	gone map[int]string // global rank -> its host, once its presence ended
 	lost error          // the store itself went away
+	subs map[*goneSub]struct{}
+}
+
+// goneSub is one OnGone registration.
+type goneSub struct {
+	ranks map[int]bool
+	f     func(error)
+	once  sync.Once
 }
 
 // The job's presence keys in the store.
@@ -46,7 +54,8 @@ func Announce(ctx context.Context, store *rendezvous.Client, rank int, host stri
 	if err != nil {
 		return nil, fmt.Errorf("announcing rank %d's presence: %w", rank, err)
 	}
-	p := &Presences{store: store, me: me, quit: make(chan struct{}), done: make(chan struct{}), gone: map[int]string{}}
+	p := &Presences{store: store, me: me, quit: make(chan struct{}), done: make(chan struct{}), gone: map[int]string{},
+		subs: map[*goneSub]struct{}{}}
 	go p.follow()
 	return p, nil
 }
@@ -63,6 +72,45 @@ func (p *Presences) Gone(r int) error {
 		return p.lost
 	}
 	return nil
+}
+
+// OnGone calls f once, on a goroutine of its own, with Gone's error when
+// the first of ranks (global) is gone or the store went away, also when
+// that happened before; cancel stops it (f may still run if it was due).
+// A group uses it to stop work that waits on its members' GPUs (NCCL),
+// which no host-side watch reaches.
+func (p *Presences) OnGone(ranks []int, f func(error)) (cancel func()) {
+	s := &goneSub{ranks: map[int]bool{}, f: f}
+	for _, r := range ranks {
+		s.ranks[r] = true
+	}
+	p.mu.Lock()
+	p.subs[s] = struct{}{}
+	p.mu.Unlock()
+	p.notify()
+	return func() {
+		p.mu.Lock()
+		delete(p.subs, s)
+		p.mu.Unlock()
+	}
+}
+
+// notify runs the subscriptions that are due.
+func (p *Presences) notify() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for s := range p.subs {
+		err := p.lost
+		for r := range s.ranks {
+			if host, ok := p.gone[r]; ok {
+				err = fmt.Errorf("rank %d (host %s) exited: its connection to the job's store ended: %w", r, host, errs.PeerExited)
+				break
+			}
+		}
+		if err != nil {
+			go s.once.Do(func() { s.f(err) })
+		}
+	}
 }
 
 // presenceRetry is how long follow waits before it asks the store again
@@ -85,6 +133,7 @@ func (p *Presences) follow() {
 				p.lost = fmt.Errorf("the job's store went away (the rank or launcher hosting it exited): %w", errs.PeerExited)
 			}
 			p.mu.Unlock()
+			p.notify()
 		}
 		cancel()
 	}()
@@ -119,6 +168,7 @@ func (p *Presences) record(v []byte) {
 	p.mu.Lock()
 	p.gone[r] = host
 	p.mu.Unlock()
+	p.notify()
 }
 
 // Close leaves the job's presence cleanly (the store lists nothing) and

@@ -49,6 +49,11 @@ func TestPresencesAcrossHosts(t *testing.T) {
 			errc <- err
 		}()
 	}
+	early := make(chan error, 2)
+	stopEarly := pres[0].OnGone([]int{1, 2}, func(err error) { early <- err })
+	defer stopEarly()
+	quiet := make(chan error, 1)
+	stopQuiet := pres[0].OnGone([]int{1}, func(err error) { quiet <- err })
 	c := startChild(t, "presence-exit", tok, "job", 2, 3, "SYMMEM_MT_STORE="+srv.Addr())
 	if err := c.cmd.Wait(); err != nil {
 		t.Fatalf("rank 2: %v\n%s", err, c.out.String())
@@ -65,6 +70,24 @@ func TestPresencesAcrossHosts(t *testing.T) {
 		}
 		t.Logf("after %v: %v", took.Round(time.Millisecond), err)
 	}
+	select { // OnGone: once, naming the rank
+	case err := <-early:
+		if !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 2 (host hostB)") {
+			t.Fatalf("OnGone: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("OnGone did not fire within 1 s of rank 2's exit")
+	}
+	late := make(chan error, 1)
+	defer pres[1].OnGone([]int{2}, func(err error) { late <- err })()
+	select { // registered after the exit: fires at once
+	case err := <-late:
+		if !errors.Is(err, errs.PeerExited) {
+			t.Fatalf("late OnGone: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a late OnGone did not fire")
+	}
 	if err := pres[1].Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -78,6 +101,14 @@ func TestPresencesAcrossHosts(t *testing.T) {
 	if err := pres[0].Gone(2); !errors.Is(err, errs.PeerExited) {
 		t.Fatalf("rank 2: %v", err)
 	}
+	select {
+	case err := <-quiet:
+		t.Fatalf("OnGone for rank 1, which left cleanly, fired: %v", err)
+	case err := <-early:
+		t.Fatalf("OnGone fired twice: %v", err)
+	default:
+	}
+	stopQuiet()
 	// The store goes away: every rank then counts as gone.
 	srv.Close()
 	deadline := time.Now().Add(5 * time.Second)
