@@ -96,8 +96,8 @@ func TestPeerGoneStopsGroup(t *testing.T) {
 	if err := g.goneErr(); err != nil {
 		t.Fatalf("a fresh group is gone: %v", err)
 	}
-	g.peerGone(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited))
-	g.peerGone(errors.New("a later reason"))
+	g.peerGone(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)
+	g.peerGone(errors.New("a later reason"), nil)
 	_, err := g.Run(context.Background(), gatherReq(g, 1<<10, false))
 	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
 		t.Fatalf("Run after a member left: %v, want ErrBroken and ErrPeerExited naming rank 1", err)

@@ -233,7 +233,8 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
 	if presences != nil { // once the communicators exist: peerGone aborts them
-		g.unwatch = presences.OnGone(g.ranks, g.peerGone)
+		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
+		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.peerGone(err, comms) })
 	}
 	return nil
 }
@@ -244,14 +245,14 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 // waiting for the gone rank (ncclCommAbort) instead of leaving the stream
 // blocked until the process is killed. Nothing else waits across hosts:
 // symmem's kernels and copy engines do not run on such groups.
-func (g *Group) peerGone(err error) {
+func (g *Group) peerGone(err error, comms []*bnccl.Comm) {
 	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
 	}
-	for _, c := range []*bnccl.Comm{g.nccl.comm, g.nccl.plain} {
+	for _, c := range comms {
 		if c != nil {
-			c.Abort() // waits for a call in progress on the communicator, if any
+			c.Abort() // waits for a call in progress on the communicator; nothing after Close
 		}
 	}
 }
