@@ -605,12 +605,13 @@ func TestAdaptiveIterationsSlowFirstCalls(t *testing.T) {
 }
 
 // TestBySize: BySize measures every algorithm at a size before the next
-// size, and reports the same rows in the same order (algorithm by
-// algorithm) as the default order, whose calls go algorithm by algorithm.
+// size, round by round (two rounds here), and reports the same rows in the
+// same order (algorithm by algorithm) as the default order, whose calls
+// go algorithm by algorithm, each row's rounds together.
 func TestBySize(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Ops, cfg.Algos = []coll.Kind{coll.AllGather}, []coll.Algo{coll.AlgoDirect, coll.AlgoNCCL}
-	cfg.Sizes, cfg.InPlace, cfg.Check, cfg.Iters, cfg.Warmup = []int64{64, 256, 1024}, false, true, 2, 0
+	cfg.Sizes, cfg.InPlace, cfg.Check, cfg.Iters, cfg.Warmup, cfg.Rounds = []int64{64, 256, 1024}, false, true, 2, 0, 2
 	first := func(runs []string) []string { // the first call of each (algo, size) run
 		var out []string
 		for _, r := range runs {
@@ -653,7 +654,8 @@ func TestBySize(t *testing.T) {
 		t.Errorf("rows differ: default %v, BySize %v", rows[0], rows[1])
 	}
 	wantDefault := []string{"direct/32", "direct/128", "direct/512", "nccl/32", "nccl/128", "nccl/512"}
-	wantBySize := []string{"direct/32", "nccl/32", "direct/128", "nccl/128", "direct/512", "nccl/512"}
+	wantBySize := []string{"direct/32", "nccl/32", "direct/32", "nccl/32", "direct/128", "nccl/128", "direct/128", "nccl/128",
+		"direct/512", "nccl/512", "direct/512", "nccl/512"}
 	if !slices.Equal(orders[0], wantDefault) || !slices.Equal(orders[1], wantBySize) {
 		t.Errorf("call order: default %v (want %v), BySize %v (want %v)", orders[0], wantDefault, orders[1], wantBySize)
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -30,12 +29,13 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1)
-	// BySize measures every algorithm at one size before the next size
-	// (rows still come out algorithm by algorithm, at the end of each op):
-	// paths compared at a size are then measured seconds apart, not a
-	// whole sweep apart, so a machine's drift does not pick the winner
-	// (symmem tune; at ~10 us the same path measured a sweep apart differed
-	// by up to 1.6x: results/tune-2026-11-26.md).
+	// BySize measures every algorithm at one size before the next size,
+	// each round of every algorithm in turn (rows still come out algorithm
+	// by algorithm, at the end of each op): paths compared at a size are
+	// then measured moments apart, not a whole sweep apart, so a machine's
+	// drift does not pick the winner (symmem tune; at ~10 us the same path
+	// measured a sweep apart differed by up to 1.6x:
+	// results/tune-2026-11-26.md).
 	BySize bool
 	// Graph, if positive, times CUDA-graph replays instead of eager calls:
 	// each replay launches a graph of Graph captured calls (the Target must
@@ -183,45 +183,62 @@ func Run(t Target, cfg Config) (*Report, error) {
 	}
 	for _, k := range cfg.Ops {
 		first := len(rep.Results)
-		// Every (algorithm, size) in the order measured: algorithm by
-		// algorithm, or with BySize size by size; rows are emitted in
-		// algorithm order either way.
-		type cell struct{ ai, si int }
-		var order []cell
-		for ai := range cfg.Algos {
-			for si := range cfg.Sizes {
-				order = append(order, cell{ai, si})
-			}
-		}
 		if cfg.BySize {
-			slices.SortStableFunc(order, func(a, b cell) int { return cmp.Compare(a.si, b.si) })
-		}
-		held := make([][]*Result, len(cfg.Algos)) // BySize: rows measured, not yet emitted
-		for _, c := range order {
-			row++
-			l := layoutFor(k, cfg.Sizes[c.si], cfg.DType.Size(), s.n)
-			if l.perRank == 0 {
-				continue // too small for whole elements on every rank
+			// Size by size; at each size every round measures every
+			// algorithm in turn, so the paths compared are measured
+			// moments apart. Rows are emitted algorithm by algorithm.
+			held := make([][]Result, len(cfg.Algos))
+			for si, size := range cfg.Sizes {
+				l := layoutFor(k, size, cfg.DType.Size(), s.n)
+				if l.perRank == 0 {
+					row += len(cfg.Algos)
+					continue // too small for whole elements on every rank
+				}
+				accs := make([]rowAcc, len(cfg.Algos))
+				for ai, a := range cfg.Algos {
+					accs[ai] = s.newRow(k, a, l)
+				}
+				for round := 0; round < max(1, cfg.Rounds); round++ {
+					for ai, a := range cfg.Algos {
+						if err := s.round(&accs[ai], k, a, ai, si, round, l); err != nil {
+							return nil, err
+						}
+					}
+				}
+				for ai := range cfg.Algos {
+					row++
+					res := accs[ai].finish(l)
+					if cfg.Progress != nil && s.rank == 0 {
+						fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
+					}
+					held[ai] = append(held[ai], res)
+				}
 			}
-			res, err := s.row(k, cfg.Algos[c.ai], c.ai, c.si, l)
-			if err != nil {
-				return nil, err
+			for _, rs := range held {
+				for _, res := range rs {
+					if err := emit(res); err != nil {
+						return nil, err
+					}
+				}
 			}
-			if cfg.Progress != nil && s.rank == 0 {
-				fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
-			}
-			if cfg.BySize {
-				held[c.ai] = append(held[c.ai], &res)
-				continue
-			}
-			if err := emit(res); err != nil {
-				return nil, err
-			}
-		}
-		for _, rs := range held {
-			for _, res := range rs {
-				if err := emit(*res); err != nil {
-					return nil, err
+		} else {
+			for ai, a := range cfg.Algos {
+				for si, size := range cfg.Sizes {
+					row++
+					l := layoutFor(k, size, cfg.DType.Size(), s.n)
+					if l.perRank == 0 {
+						continue // too small for whole elements on every rank
+					}
+					res, err := s.row(k, a, ai, si, l)
+					if err != nil {
+						return nil, err
+					}
+					if cfg.Progress != nil && s.rank == 0 {
+						fmt.Fprintf(cfg.Progress, "bench: [%d/%d %.1fs] %s\n", row, rows, time.Since(start).Seconds(), res.summary())
+					}
+					if err := emit(res); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -233,8 +250,26 @@ func Run(t Target, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// row measures one op/algo/size: the placements and the memcpy baseline.
+// row measures one op/algo/size: the placements and the memcpy baseline,
+// in s.cfg.Rounds rounds.
 func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, error) {
+	acc := s.newRow(k, a, l)
+	for round := 0; round < max(1, s.cfg.Rounds); round++ {
+		if err := s.round(&acc, k, a, ai, si, round, l); err != nil {
+			return acc.res, err
+		}
+	}
+	return acc.finish(l), nil
+}
+
+// rowAcc is a row measured round by round: the fastest round of each
+// placement and the fastest memcpy so far.
+type rowAcc struct {
+	res  Result
+	best float64 // fastest memcpy baseline, seconds
+}
+
+func (s *sweep) newRow(k coll.Kind, a coll.Algo, l layout) rowAcc {
 	res := Result{Op: k.String(), Algo: string(a), Bytes: l.bytes, Count: l.total, Type: TypeName(s.cfg.DType),
 		RedOp: "none", Root: -1}
 	if k == coll.ReduceScatter || k == coll.AllReduce {
@@ -243,61 +278,70 @@ func (s *sweep) row(k coll.Kind, a coll.Algo, ai, si int, l layout) (Result, err
 	if k == coll.Broadcast {
 		res.Root = s.cfg.Root
 	}
-	// Each round measures the memcpy baseline, then every placement, then
-	// memcpy again. The fastest memcpy and the fastest round of each
-	// placement are kept: the same rule on both sides of busbw/memcpy, and
-	// alternating rounds spread slow moments of a shared machine over both.
-	best := math.Inf(1)
-	for round := 0; round < max(1, s.cfg.Rounds); round++ {
-		mc0, err := s.memcpy(l.bytes, s.cfg.Iters, true)
-		if err != nil {
-			return res, fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
-		}
-		iters := 0
-		for _, inPlace := range []bool{false, true} {
-			if (inPlace && !s.cfg.InPlace) || (!inPlace && !s.cfg.OutOfPlace) {
-				continue
-			}
-			m, err := s.measure(k, a, ai, si, round, l, inPlace)
-			if err != nil {
-				return res, fmt.Errorf("bench: %v %s %s (algo %s, in-place %v): %w", k, FormatSize(l.bytes), s.cfg.DType, a, inPlace, err)
-			}
-			if m.Refused != "" {
-				if inPlace {
-					res.InPlace = m
-				} else {
-					res.OutOfPlace = m
-				}
-				continue
-			}
-			m.AlgBW, m.BusBW = Bandwidth(k, s.n, l.bytes, m.TimeUs)
-			iters = max(iters, m.Iters)
-			keep := &res.OutOfPlace
-			if inPlace {
-				keep = &res.InPlace
-			}
-			if *keep != nil {
-				m.Wrong += (*keep).Wrong
-				if (*keep).TimeUs < m.TimeUs {
-					(*keep).Wrong = m.Wrong
-					m = *keep
-				}
-			}
-			*keep = m
-		}
-		mc, err := s.memcpy(l.bytes, iters, false)
-		if err != nil {
-			return res, fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
-		}
-		best = min(best, mc, mc0)
+	return rowAcc{res: res, best: math.Inf(1)}
+}
+
+// round measures one round of a row: the memcpy baseline, then every
+// placement, then memcpy again. The fastest memcpy and the fastest round of
+// each placement are kept: the same rule on both sides of busbw/memcpy, and
+// alternating rounds spread slow moments of a shared machine over both.
+func (s *sweep) round(acc *rowAcc, k coll.Kind, a coll.Algo, ai, si, round int, l layout) error {
+	res := &acc.res
+	mc0, err := s.memcpy(l.bytes, s.cfg.Iters, true)
+	if err != nil {
+		return fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
 	}
-	res.MemcpyGBps = float64(l.bytes) / best / 1e9
+	iters := 0
+	for _, inPlace := range []bool{false, true} {
+		if (inPlace && !s.cfg.InPlace) || (!inPlace && !s.cfg.OutOfPlace) {
+			continue
+		}
+		m, err := s.measure(k, a, ai, si, round, l, inPlace)
+		if err != nil {
+			return fmt.Errorf("bench: %v %s %s (algo %s, in-place %v): %w", k, FormatSize(l.bytes), s.cfg.DType, a, inPlace, err)
+		}
+		if m.Refused != "" {
+			if inPlace {
+				res.InPlace = m
+			} else {
+				res.OutOfPlace = m
+			}
+			continue
+		}
+		m.AlgBW, m.BusBW = Bandwidth(k, s.n, l.bytes, m.TimeUs)
+		iters = max(iters, m.Iters)
+		keep := &res.OutOfPlace
+		if inPlace {
+			keep = &res.InPlace
+		}
+		if *keep != nil {
+			m.Wrong += (*keep).Wrong
+			if (*keep).TimeUs < m.TimeUs {
+				(*keep).Wrong = m.Wrong
+				m = *keep
+			}
+		}
+		*keep = m
+	}
+	mc, err := s.memcpy(l.bytes, iters, false)
+	if err != nil {
+		return fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
+	}
+	acc.best = min(acc.best, mc, mc0)
+	return nil
+}
+
+// finish completes the row: the memcpy baseline and each placement's share
+// of it.
+func (acc *rowAcc) finish(l layout) Result {
+	res := acc.res
+	res.MemcpyGBps = float64(l.bytes) / acc.best / 1e9
 	for _, m := range []*Measure{res.OutOfPlace, res.InPlace} {
 		if m != nil && m.Refused == "" {
 			m.VsMemcpy = m.BusBW / res.MemcpyGBps
 		}
 	}
-	return res, nil
+	return res
 }
 
 // Bandwidth returns nccl-tests' algbw and busbw in GB/s (1e9 bytes/s) for

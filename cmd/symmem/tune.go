@@ -110,8 +110,8 @@ class (--dtypes: one type each for 16-bit floats, 32-bit floats and the rest), a
 -b to -e and both placements, on the ranks at hand, and writes the table auto reads
 (-o FILE; point Options.GPU.AutoTable or SYMMEM_AUTO_TABLE at it) with the bench
 reports beside it (FILE.DTYPE.bench.json, inputs of go generate for the built-in
-table: docs/gpu.md). Every path is measured at one size before the next size (rows
-print as bench prints them, at the end of each op). Per op, class, rank count,
+table: docs/gpu.md). Every path is measured at one size before the next size, each round
+taking every path in turn (rows print as bench prints them, at the end of each op). Per op, class, rank count,
 placement and size the fastest path wins; among paths within 3% of it the previous size's
 winner stays, else the order ce, kernel, two-shot, lc, nccl-window, nccl decides; refused
 or wrong calls never win; all-gather and broadcast, which move bytes, measured on one
