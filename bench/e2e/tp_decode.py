@@ -82,7 +82,7 @@ def make_mode(mode, b, dim, device, group_name, algo):
         return bufs, ar
     if mode in ("torch-one-shot", "torch-two-shot"):
         import torch.distributed._symmetric_memory as symm_mem
-        bufs = [symm_mem.empty(shape, dtype=torch.bfloat16, device=device) for _ in range(2)]
+        bufs = [symm_mem.empty(*shape, dtype=torch.bfloat16, device=device) for _ in range(2)]
         for t in bufs:
             symm_mem.rendezvous(t, group_name)
         if mode == "torch-one-shot":
