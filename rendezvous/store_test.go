@@ -15,6 +15,13 @@ import (
 
 func newStore(t *testing.T) (*Server, *Client) {
 	t.Helper()
+	s, c, _ := newStoreToken(t)
+	return s, c
+}
+
+// newStoreToken is newStore with the job token, for a child process.
+func newStoreToken(t *testing.T) (*Server, *Client, string) {
+	t.Helper()
 	tok := NewToken()
 	s, err := NewServer("127.0.0.1:0", tok)
 	if err != nil {
@@ -28,7 +35,7 @@ func newStore(t *testing.T) (*Server, *Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return s, c
+	return s, c, tok
 }
 
 func tctx(t *testing.T, d time.Duration) context.Context {
@@ -430,19 +437,8 @@ func TestClientAllGather(t *testing.T) {
 // next entry of the gone list; one that leaves sets nothing; Lost tells a
 // rank that the store went away.
 func TestPresence(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tok := NewToken()
-	srv, err := NewServer("127.0.0.1:0", tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(ctx, srv.Addr(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx := tctx(t, 10*time.Second)
+	srv, c := newStore(t)
 	const list = "job/presence/gone"
 	var ps []*Presence
 	for r := range 3 {
@@ -503,19 +499,8 @@ func TestPresence(t *testing.T) {
 // without leaving (os.Exit, as a crash would); the store marks it gone at
 // once (within a second), naming it.
 func TestPresenceProcessExit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	tok := NewToken()
-	srv, err := NewServer("127.0.0.1:0", tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Dial(ctx, srv.Addr(), tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx := tctx(t, 20*time.Second)
+	srv, c, tok := newStoreToken(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), roleVar+"=presence", "SYMMEM_TEST_STORE="+srv.Addr(), "SYMMEM_TOKEN="+tok)
 	out, err := cmd.CombinedOutput()

@@ -16,17 +16,11 @@ OUTDIR=${1:-${OUT:-./gpu-e2e-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
-export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-[ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }
+use_libsymmem
 gpu_env >"$OUTDIR/env.log" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >>"$OUTDIR/env.log" 2>&1
-if [ -z "${SIZES:-}" ]; then
-  SIZES="2"
-  [ "$GPUS" -ge 4 ] && SIZES="2 4"
-fi
-for n in $SIZES; do
-  devs=$(seq -s, 0 $((n - 1)))
-  [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && devs=$(echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f1-"$n")
+for n in $(lane_sizes); do
+  devs=$(lane_devs "$n")
   for r in $(seq "${ROUNDS:-2}"); do
     for comm in nccl symmem; do
       # shellcheck disable=SC2086

@@ -35,8 +35,7 @@ OUTDIR=${1:-${OUT:-./gpu-fsdp-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
-export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-[ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: build it first (see the top of this script)"; exit 2; }
+use_libsymmem
 {
   date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'

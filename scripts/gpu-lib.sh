@@ -33,3 +33,13 @@ gpu_env() { # the machine, for env.log
   nvidia-smi topo -m
   echo "GPUS=$GPUS MPS=${MPS:-0} SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
 }
+use_libsymmem() { # Python runs load .build/libsymmem.so and python/ (exits 2 without the library)
+  export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+  [ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }
+}
+lane_sizes() { # GPU counts to run: SIZES, else 2 (and 4 where there are 4)
+  if [ -n "${SIZES:-}" ]; then echo "$SIZES"; elif [ "$GPUS" -ge 4 ]; then echo "2 4"; else echo 2; fi
+}
+lane_devs() { # the GPUs of an n-rank run: the first n of CUDA_VISIBLE_DEVICES (a lane), else 0..n-1
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f1-"$1"; else seq -s, 0 $(($1 - 1)); fi
+}

@@ -13,16 +13,10 @@ OUTDIR=${1:-${OUT:-./gpu-tp-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh
-export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-[ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }
+use_libsymmem
 gpu_env >"$OUTDIR/env.log" 2>&1
-if [ -z "${SIZES:-}" ]; then
-  SIZES="2"
-  [ "$GPUS" -ge 4 ] && SIZES="2 4"
-fi
-for n in $SIZES; do
-  devs=$(seq -s, 0 $((n - 1)))
-  [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && devs=$(echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f1-"$n")
+for n in $(lane_sizes); do
+  devs=$(lane_devs "$n")
   # shellcheck disable=SC2086
   CUDA_VISIBLE_DEVICES=$devs step "tp-$n" "${T:-600}" torchrun --standalone --nproc-per-node "$n" bench/e2e/tp_decode.py ${ARGS:-}
 done
