@@ -65,13 +65,15 @@ func Announce(ctx context.Context, store *rendezvous.Client, rank int, host stri
 func (p *Presences) Gone(r int) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.goneLocked(r)
+}
+
+// goneLocked is Gone with p.mu held.
+func (p *Presences) goneLocked(r int) error {
 	if host, ok := p.gone[r]; ok {
 		return fmt.Errorf("rank %d (host %s) exited: its connection to the job's store ended: %w", r, host, errs.PeerExited)
 	}
-	if p.lost != nil {
-		return p.lost
-	}
-	return nil
+	return p.lost
 }
 
 // OnGone calls f once, on a goroutine of its own, with Gone's error when
@@ -102,8 +104,8 @@ func (p *Presences) notify() {
 	for s := range p.subs {
 		err := p.lost
 		for r := range s.ranks {
-			if host, ok := p.gone[r]; ok {
-				err = fmt.Errorf("rank %d (host %s) exited: its connection to the job's store ended: %w", r, host, errs.PeerExited)
+			if _, ok := p.gone[r]; ok {
+				err = p.goneLocked(r)
 				break
 			}
 		}
