@@ -102,9 +102,13 @@ func peerDiesAcrossHosts(ctx context.Context, w *World, g *Group, out, in coll.S
 		os.Exit(0) // never makes the all-gather, as a crashed rank would
 	}
 	t0 := time.Now()
-	if _, err := g.AllGather(ctx, out, in, coll.BFloat16); err != nil {
+	path, err := g.AllGather(ctx, out, in, coll.BFloat16)
+	if err != nil {
 		return fmt.Errorf("queueing the all-gather while rank 1 lives: %w", err)
 	}
+	// Said before the wait, so a hang shows where it stopped (the harness
+	// prints what a killed rank wrote).
+	fmt.Printf("rank %d queued the all-gather via %s in %v\n", g.Rank(), path.Algo, time.Since(t0).Round(time.Millisecond))
 	serr := w.Synchronize(ctx)
 	el := time.Since(t0)
 	berr := g.Barrier(ctx)

@@ -143,11 +143,12 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err != nil {
 		return err
 	}
-	sameHost := g.fdx != nil && len(g.ranks) > 1
-	var presences *members.Presences // members on other hosts: what watches them
+	spans := false // some member runs on another host
 	for _, v := range all {
-		sameHost = sameHost && strings.HasPrefix(string(v), host+"|")
+		spans = spans || !strings.HasPrefix(string(v), host+"|")
 	}
+	sameHost := g.fdx != nil && len(g.ranks) > 1 && !spans
+	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
 		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
@@ -160,6 +161,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 		ranks := g.ranks
 		g.ag.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
+		if spans {
+			g.b.nccl.spanHosts()
+		}
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.fdx == nil && len(g.ranks) > 1 {
