@@ -4,13 +4,16 @@
 # times (default 2) in one run, on 2 GPUs and, where there are 4 or more,
 # on 4: median step time, tokens/s, symmem/NCCL, and how far the losses
 # of the two runs drift apart. Build on the build machine first
-# (scripts/build-gpu.sh: .build/libsymmem.so). ARGS adds arguments to
-# every run (e.g. "--preset small" to check the script; "--algo ce").
+# (scripts/build-gpu.sh: .build/libsymmem.so). COMMS lists the variants
+# run in turn each round (default "nccl symmem"; "symmem:ALGO" forces a
+# path, e.g. COMMS="nccl symmem symmem:all_gather=ce" compares auto with
+# the copy-engine all-gather in the same run). ARGS adds arguments to every
+# run (e.g. "--preset small" to check the script).
 # SIZES chooses the GPU counts (default 2, and 4 where there are 4); the
 # ranks use the first n of CUDA_VISIBLE_DEVICES when it is set (a lane of
 # a larger machine), else GPUs 0..n-1; T bounds each run (default 900 s).
-# Logs: outdir/e2e-<n>-<comm>-<round>.log; the table is printed last.
-# NOT YET RUN on a GPU host (written 2026-11-26).
+# Logs: outdir/e2e-<n>-<variant>-<round>.log; the table is printed last.
+# Runs: results/gpu-2026-11-26c.md (2 GPUs), results/gpu-2026-11-26d.md (4).
 set -u
 OUTDIR=${1:-${OUT:-./gpu-e2e-out}}
 mkdir -p "$OUTDIR"
@@ -22,10 +25,12 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 for n in $(lane_sizes); do
   devs=$(lane_devs "$n")
   for r in $(seq "${ROUNDS:-2}"); do
-    for comm in nccl symmem; do
+    for v in ${COMMS:-nccl symmem}; do
+      comm=${v%%:*} algo=()
+      [ "$v" != "$comm" ] && algo=(--algo "${v#*:}")
       # shellcheck disable=SC2086
-      CUDA_VISIBLE_DEVICES=$devs step "e2e-$n-$comm-$r" "${T:-900}" torchrun --standalone --nproc-per-node "$n" \
-        bench/e2e/fsdp_train.py --comm "$comm" ${ARGS:-}
+      CUDA_VISIBLE_DEVICES=$devs step "e2e-$n-${v/:/-}-$r" "${T:-900}" torchrun --standalone --nproc-per-node "$n" \
+        bench/e2e/fsdp_train.py --comm "$comm" "${algo[@]}" ${ARGS:-}
     done
   done
 done
@@ -36,12 +41,13 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "e2e-*.log"))):
     for line in open(path):
         if line.startswith("{") and '"bench": "fsdp_train"' in line:
             j = json.loads(line)
-            runs.setdefault((j["world"], j["comm"]), []).append(j)
+            v = j["comm"] if j["comm"] == "nccl" or j.get("algo") in (None, "auto") else j["comm"] + ":" + j["algo"]
+            runs.setdefault((j["world"], v), []).append(j)
 print("GPUs | comm | rounds | step ms (median of rounds) | tokens/s | vs NCCL | max |loss - NCCL loss|")
 for n in sorted({k[0] for k in runs}):
     base = runs.get((n, "nccl"), [])
     bt = statistics.median(r["step_ms_median"] for r in base) if base else None
-    for comm in ("nccl", "symmem"):
+    for comm in ["nccl"] + sorted(v for (m, v) in runs if m == n and v != "nccl"):
         rs = runs.get((n, comm), [])
         if not rs:
             print(f"{n} | {comm} | 0 | - | - | - | -"); continue

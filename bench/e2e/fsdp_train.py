@@ -96,7 +96,9 @@ def batch(step, rank, cfg, device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--comm", choices=["nccl", "symmem"], required=True)
-    ap.add_argument("--algo", default=None, help="symmem: a path instead of auto's choice")
+    ap.add_argument("--algo", default=None,
+                    help="symmem: a path instead of auto's choice, for both collectives (PATH) or one "
+                         "(all_gather=PATH, reduce_scatter=PATH, comma-separated)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
     for k in PRESETS["default"]:
         ap.add_argument("--" + k, type=int, default=None)
@@ -123,7 +125,10 @@ def main():
     modules = 0
     if args.comm == "symmem":
         import symmem.fsdp
-        modules = symmem.fsdp.apply(model, algo=args.algo)
+        algo = args.algo
+        if algo and "=" in algo:  # per collective: all_gather=ce
+            algo = dict(kv.split("=", 1) for kv in algo.split(","))
+        modules = symmem.fsdp.apply(model, algo=algo)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     losses, times = [], []

@@ -369,16 +369,18 @@ def apply(model, group=None, algo=None):
     SymmemAllGather and a SymmemReduceScatter on each FSDP module, each
     allocating with the module's own group. group: one symmem Group or torch
     ProcessGroup every module allocates with instead (the collectives still
-    run on the groups FSDP passes); algo: a path instead of auto's choice.
-    Returns how many modules it set."""
+    run on the groups FSDP passes); algo: a path instead of auto's choice,
+    for both collectives, or a dict naming it per collective
+    ({"all_gather": "ce"}: copy engines for the all-gathers, auto for the
+    reduce-scatters, which copy engines do not serve). Returns how many
+    modules it set."""
     api = _torch_api()
     mods = [m for m in model.modules() if isinstance(m, api.FSDPModule)]
     if not mods:
         raise InvalidArgumentError(f"symmem.fsdp.apply: no FSDP module in {type(model).__name__}: call "
                                    f"torch.distributed.fsdp.fully_shard on its layers and on the model first")
     ag, rs = _build("SymmemAllGather"), _build("SymmemReduceScatter")
-    if algo is not None and algo != "auto":
-        _ops._algo(algo)
+    ag_algo, rs_algo = _algos(algo)
     _world()
     own = {id(m): _module_groups(m) for m in mods}
     pgs = [] if group is None or isinstance(group, _core.Group) else [group]
@@ -389,6 +391,22 @@ def apply(model, group=None, algo=None):
         bind = group
         if bind is None and own[id(m)]:
             bind = own[id(m)][0]
-        m.set_custom_all_gather(ag(bind, algo))
-        m.set_custom_reduce_scatter(rs(bind, algo))
+        m.set_custom_all_gather(ag(bind, ag_algo))
+        m.set_custom_reduce_scatter(rs(bind, rs_algo))
     return len(mods)
+
+
+def _algos(algo):
+    """apply's algo as (all-gather's, reduce-scatter's), each checked."""
+    if isinstance(algo, dict):
+        unknown = sorted(set(algo) - {"all_gather", "reduce_scatter"})
+        if unknown:
+            raise InvalidArgumentError(f"symmem.fsdp.apply: algo names {unknown}: the keys are "
+                                       f"'all_gather' and 'reduce_scatter'")
+        pair = (algo.get("all_gather"), algo.get("reduce_scatter"))
+    else:
+        pair = (algo, algo)
+    for a in pair:
+        if a is not None and a != "auto":
+            _ops._algo(a)  # an unknown name fails here, not at the first collective
+    return pair

@@ -153,6 +153,15 @@ class Apply(Base):
         self.assertEqual((m.all_gather_comm.algo, m.reduce_scatter_comm.algo), ("kernel", "kernel"))
         self.assertRaisesText(symmem.InvalidArgumentError, "unknown algorithm", sfsdp.apply, Model(m), algo="fast")
 
+    def test_algo_per_collective(self):
+        m = FSDPBlock(dist.ProcessGroup(range(4)))
+        sfsdp.apply(Model(m), algo={"all_gather": "ce"})
+        self.assertEqual((m.all_gather_comm.algo, m.reduce_scatter_comm.algo), ("ce", None))
+        self.assertRaisesText(symmem.InvalidArgumentError, "unknown algorithm", sfsdp.apply, Model(m),
+                              algo={"reduce_scatter": "fast"})
+        self.assertRaisesText(symmem.InvalidArgumentError, "'all_gather' and 'reduce_scatter'", sfsdp.apply,
+                              Model(m), algo={"allgather": "ce"})
+
     def test_subgroups_are_created_in_one_order_on_every_rank(self):
         # HSDP on 4 ranks: rank 0 shards over [0, 1]; with
         # reshard_after_forward=int a post-forward group [0] too. Rank 2
