@@ -1,15 +1,19 @@
 """ab-table.py LOG NAME...: the A/B table of gpu-ab.sh's log.
 
 Per benchmark row (op, algorithm, bytes): rank 0's out-of-place time per
-call of every round for each build, and the ratio of the builds' median
+call (in-place with AB_PLACE=in) of every round for each build, and the ratio of the builds' median
 times against the first build (above 1: slower). Times, not busbw: busbw
 is printed with two decimals, too coarse for small messages. Rows whose
 ratio is above 1.03 in every round are marked: a slowdown seen each time,
 not one noisy round.
 """
+import os
 import re
 import statistics
 import sys
+
+# The time column of a nccl-tests row: out-of-place 5, in-place 9.
+COL = 9 if os.environ.get("AB_PLACE") == "in" else 5
 
 
 def main(log, names):
@@ -25,7 +29,7 @@ def main(log, names):
         if len(f) < 13 or not f[0].isdigit():  # nccl-tests row: size count type redop root time ...
             continue
         try:
-            t = float(f[5])
+            t = float(f[COL])
         except ValueError:  # n/a: the row failed or was refused; its reason is in the log
             continue
         rows.setdefault((cur[1], int(f[0])), {}).setdefault(cur[2], {})[cur[0]] = t

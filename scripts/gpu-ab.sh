@@ -11,9 +11,11 @@
 # more than two as NAME=binary pairs (default "A=.build/symmem-before
 # B=.build/symmem"); ratios are against the first. RANKS ranks
 # (default 2) share GPU 0 under MPS when there are fewer GPUs. BENCHES holds
-# `symmem bench` argument sets separated by ';'. Logs: outdir/ab.log; the
-# table (scripts/ab-table.py: time per call of each build and round, ratios
-# of median times) is printed last.
+# `symmem bench` argument sets separated by ';'. LAUNCHER is the binary
+# whose `symmem launch` starts the ranks (default .build/symmem). Logs:
+# outdir/ab.log; the table (scripts/ab-table.py: time per call of each
+# build and round, ratios of median times) is printed last, out of place,
+# and in place too with AB_IN_PLACE=1.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-ab-out}}
 ROUNDS=${2:-2}
@@ -33,10 +35,11 @@ for r in $(seq "$ROUNDS"); do
       v=${vb%%=*} bin=${vb#*=}
       echo "### round $r $v: bench $set" >>"$OUTDIR/ab.log"
       # shellcheck disable=SC2086
-      timeout -k 10 200 .build/symmem launch "${SHARE[@]}" --nproc-per-node "$RANKS" --timeout 120s -- \
+      timeout -k 10 200 "${LAUNCHER:-.build/symmem}" launch "${SHARE[@]}" --nproc-per-node "$RANKS" --timeout 120s -- \
         $bin bench --backend cuda --budget 50ms --rounds 1 $set >>"$OUTDIR/ab.log" 2>&1 || echo "### rc=$?" >>"$OUTDIR/ab.log"
     done
   done
 done
 [ ${#SHARE[@]} -gt 0 ] && mps_off >>"$OUTDIR/ab.log" 2>&1
 python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"
+[ -n "${AB_IN_PLACE:-}" ] && { echo "--- in place"; AB_PLACE=in python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"; }
