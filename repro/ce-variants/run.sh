@@ -3,13 +3,16 @@
 # side (scripts/gpu-ab.sh, alternated per round): the copy-engine all-gather
 # in and out of place, 1 MiB to 1 GiB, on RANKS ranks (default 4), then the
 # overlap bench's all-gather (1 GiB beside 8192^3 GEMMs, and the FSDP-shaped
-# case) per variant. Tables last. Carry .build/cev only (4 x 15 MB: the
-# push build launches the ranks).
+# case) per variant. Tables last. Carry .build/cev only (the push build
+# launches the ranks).
 set -u
 OUTDIR=${1:-${OUT:-./ce-variants-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/../.."
 . scripts/gpu-lib.sh
+for v in push sequential pull pull-sequential; do
+  [ -x .build/cev/$v/symmem ] || xz -dkf .build/cev/$v/symmem.xz || exit 2
+done
 B=""
 for v in push sequential pull pull-sequential; do B+="$v=.build/cev/$v/symmem "; done
 LAUNCHER=.build/cev/push/symmem AB_IN_PLACE=1 RANKS=${RANKS:-4} BUILDS="$B" BENCHES="--ops all_gather -d bfloat16 --algo ce -b 1M -e 1G -f 4" \
