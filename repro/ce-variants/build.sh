@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build.sh: the copy-engine all-gather's variants as CLI builds, on the build
-# machine (Go + cgo), into .build/cev/<variant>/symmem.xz (carry .build/cev;
+# machine (Go + cgo), into .build/cev/<variant>/symmem.gz (carry .build/cev;
 # compressed: four builds would not fit the device tool's 64 MiB):
 #   push             HEAD as is: push into the peers' outputs, one stream per peer
 #   sequential       push, every transfer on the call's stream in turn
@@ -22,6 +22,6 @@ for v in push sequential pull pull-sequential; do
   mkdir -p "$out/$v"
   (cd "$wt" && CGO_ENABLED=1 go build -ldflags="-s -w" -o "$out/$v/symmem" ./cmd/symmem)
   git -C "$root" worktree remove --force "$wt"
-  xz -9 -f "$out/$v/symmem"
+  gzip -9 -f "$out/$v/symmem"
 done
-ls -l "$out"/*/symmem.xz
+ls -l "$out"/*/symmem.gz

@@ -11,7 +11,7 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/../.."
 . scripts/gpu-lib.sh
 for v in push sequential pull pull-sequential; do
-  [ -x .build/cev/$v/symmem ] || xz -dkf .build/cev/$v/symmem.xz || exit 2
+  [ -x .build/cev/$v/symmem ] || gzip -dkf .build/cev/$v/symmem.gz || exit 2
 done
 B=""
 for v in push sequential pull pull-sequential; do B+="$v=.build/cev/$v/symmem "; done
