@@ -6,7 +6,9 @@
 # reduce_scatter all_reduce), sizes -b MIN to -e MAX (1K, 1G) by factor F
 # (2), BUDGET per size and path (50ms), ROUNDS (1; fastest of ROUNDS
 # measurements: at 1 MiB and below one round is noise-level, see
-# results/tune-2026-11-26.md). Writes outdir/<name>-<op>.json (the
+# results/tune-2026-11-26.md), GRAPH (0; N: also CUDA-graph replays of N
+# calls up to GRAPH_MAX, default 16M: the table's graph rows, their
+# reports <name>-<op>.<dtype>.graph.bench.json). Writes outdir/<name>-<op>.json (the
 # table) and outdir/<name>-<op>.<dtype>.bench.json (the measurements,
 # inputs of go generate in results/auto/), name = NAME (default
 # <gpu>x<N>, e.g. h100x2). Build first: scripts/build-gpu.sh.
@@ -22,7 +24,8 @@ gpu_env >"$OUTDIR/env-$NAME.log" 2>&1
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
   step "tune-$NAME-$op" "${T:-150}" .build/symmem tune --backend cuda --nproc-per-node "$N" \
     --dtypes "${DTYPES:-bfloat16}" --ops "$op" -b "${MIN:-1K}" -e "${MAX:-1G}" -f "${F:-2}" \
-    --budget "${BUDGET:-50ms}" --rounds "${ROUNDS:-1}" --progress -o "$OUTDIR/$NAME-$op.json"
+    --budget "${BUDGET:-50ms}" --rounds "${ROUNDS:-1}" -G "${GRAPH:-0}" --graph-max "${GRAPH_MAX:-16M}" \
+    --progress -o "$OUTDIR/$NAME-$op.json"
 done
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
   echo "--- $NAME $op: auto/best per size"

@@ -22,10 +22,12 @@ import (
 // tuneOpts are the flags of `symmem tune`: a subset of bench's, plus the
 // dtypes (one per class) and the output.
 type tuneOpts struct {
-	b      benchOpts
-	dtypes string
-	out    string
-	algos  string
+	b        benchOpts
+	dtypes   string
+	out      string
+	algos    string
+	graph    int
+	graphMax string
 }
 
 func (o *tuneOpts) define(fs *pflag.FlagSet) {
@@ -36,6 +38,8 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.out, "out", "o", "", "write the table to this file (required); the bench reports go beside it as FILE.DTYPE.bench.json (FILE without .json)")
 	fs.StringVar(&b.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
 	fs.StringVar(&o.dtypes, "dtypes", "bfloat16,float,int32", "one element type per dtype class the table distinguishes: 16-bit float (bfloat16 or half), 32-bit float (float), other (double, the integers)")
+	fs.IntVarP(&o.graph, "cudagraph", "G", 0, "also time CUDA-graph replays of this many captured calls per path, up to --graph-max: the table's graph rows, which auto reads for captured calls (cuda backend); 0: eager calls only")
+	fs.StringVar(&o.graphMax, "graph-max", "16M", "with -G: the largest size replayed (above it captured calls take the eager rows)")
 	fs.StringVar(&o.algos, "algo", "", "comma-separated algorithms to measure, where the backend has them for an op (default: every algorithm it declares per op, and auto for auto/best)")
 	fs.StringVarP(&b.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
 	fs.StringVarP(&b.e, "maxbytes", "e", "1G", "largest size")
@@ -55,9 +59,11 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 // tuneFlags are the checked flags.
 type tuneFlags struct {
 	benchFlags
-	dtypes []coll.DType
-	algos  []coll.Algo // nil: every declared algorithm, and auto
-	out    string
+	dtypes     []coll.DType
+	algos      []coll.Algo // nil: every declared algorithm, and auto
+	out        string
+	graph      int     // calls per captured graph (-G); 0: eager only
+	graphSizes []int64 // the sizes replayed: the sweep's up to --graph-max
 }
 
 // finish checks the flags (through bench's checks for the shared ones).
@@ -94,15 +100,40 @@ func (o *tuneOpts) finish() (*tuneFlags, error) {
 		return nil, err
 	}
 	t.benchFlags = *f
+	switch {
+	case o.graph < 0:
+		return nil, fmt.Errorf("-G/--cudagraph %d must not be negative", o.graph)
+	case o.graph > 0 && resolveBackend(f.backend) != "cuda":
+		return nil, fmt.Errorf("-G %d: CUDA graphs need the cuda backend (this run uses %s)", o.graph, resolveBackend(f.backend))
+	case o.graph > 0:
+		hi, err := bench.ParseSize(o.graphMax)
+		if err != nil {
+			return nil, fmt.Errorf("--graph-max: %w", err)
+		}
+		for _, sz := range f.cfg.Sizes {
+			if sz <= hi {
+				t.graphSizes = append(t.graphSizes, sz)
+			}
+		}
+		if len(t.graphSizes) == 0 {
+			return nil, fmt.Errorf("--graph-max %s: below the smallest size -b %d: no size would be replayed", o.graphMax, f.cfg.Sizes[0])
+		}
+		t.graph = o.graph
+	}
 	if err := checkWritable(t.out); err != nil {
 		return nil, fmt.Errorf("-o %s: %w", t.out, err)
 	}
 	return t, nil
 }
 
-// reportPath is where the bench report of dt goes: beside the table.
-func (t *tuneFlags) reportPath(dt coll.DType) string {
-	return strings.TrimSuffix(t.out, ".json") + "." + bench.TypeName(dt) + ".bench.json"
+// reportPath is where the bench report of dt goes: beside the table
+// (FILE.DTYPE.bench.json; graph replays FILE.DTYPE.graph.bench.json).
+func (t *tuneFlags) reportPath(dt coll.DType, graph bool) string {
+	mode := ""
+	if graph {
+		mode = ".graph"
+	}
+	return strings.TrimSuffix(t.out, ".json") + "." + bench.TypeName(dt) + mode + ".bench.json"
 }
 
 const tuneLong = `Measures every path the backend declares per op (and auto, for auto/best), per dtype
@@ -115,7 +146,11 @@ taking every path in turn (rows print as bench prints them, at the end of each o
 placement and size the fastest path wins; among paths within 3% of it the previous size's
 winner stays, else the order ce, kernel, two-shot, lc, nccl-window, nccl decides; refused
 or wrong calls never win; all-gather and broadcast, which move bytes, measured on one
-type stand for every class. Outside a launched
+type stand for every class. With -G N it also times CUDA-graph replays (N captured
+calls a graph) up to --graph-max and writes them as the table's graph rows
+(FILE.DTYPE.graph.bench.json beside it): auto reads those for calls captured into a
+graph, where launch and host costs vanish and the paths rank differently at small
+sizes. Outside a launched
 job it starts --nproc-per-node local ranks of itself.`
 
 func newTuneCmd() *cobra.Command {
@@ -186,45 +221,32 @@ func tuneRank(f *tuneFlags, args []string) error {
 	var sources []string
 	var wrong int64
 	for _, dt := range f.dtypes {
-		var all *bench.Report
-		for _, k := range f.cfg.Ops {
-			cfg := f.cfg
-			cfg.Ops, cfg.DType = []coll.Kind{k}, dt
-			cfg.BySize = true // every path at a size seconds apart: drift does not pick the winner
-			if cfg.Algos = tuneAlgos(w, k, f.algos); len(cfg.Algos) == 0 {
+		for _, graph := range []bool{false, true} {
+			if graph && f.graph == 0 {
 				continue
 			}
-			rep, err := sweep(t, cfg, f.progress, about)
+			rep, err := tuneSweeps(t, w, f, dt, graph, about)
 			if err != nil {
 				return err
 			}
-			if !rank0 {
+			if !rank0 || rep == nil {
 				continue
 			}
-			if all == nil {
-				all = rep
-			} else {
-				all.Results = append(all.Results, rep.Results...)
-				all.Seconds += rep.Seconds
+			wrong += rep.WrongTotal()
+			var js bytes.Buffer
+			if err := bench.WriteJSON(&js, rep); err != nil {
+				return err
 			}
+			path := f.reportPath(dt, graph)
+			if err := os.WriteFile(path, js.Bytes(), 0o644); err != nil {
+				return fmt.Errorf("bench report beside the table: %w", err)
+			}
+			in, err := tune.ReadInput(filepath.Base(path), js.Bytes())
+			if err != nil {
+				return err
+			}
+			inputs, sources = append(inputs, in), append(sources, filepath.Base(path))
 		}
-		if !rank0 || all == nil {
-			continue
-		}
-		wrong += all.WrongTotal()
-		var js bytes.Buffer
-		if err := bench.WriteJSON(&js, all); err != nil {
-			return err
-		}
-		path := f.reportPath(dt)
-		if err := os.WriteFile(path, js.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("bench report beside the table: %w", err)
-		}
-		in, err := tune.ReadInput(filepath.Base(path), js.Bytes())
-		if err != nil {
-			return err
-		}
-		inputs, sources = append(inputs, in), append(sources, filepath.Base(path))
 	}
 	if !rank0 {
 		return nil
@@ -248,13 +270,52 @@ func tuneRank(f *tuneFlags, args []string) error {
 		return fmt.Errorf("-o: %w", err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# symmem tune: %d rows, measured on %s, written to %s (bench reports: %s)\n", len(tb.Rows), tb.Machine, f.out, strings.Join(sources, ", "))
+	graphRows := ""
+	if len(tb.GraphRows) > 0 {
+		graphRows = fmt.Sprintf(" and %d for captured calls", len(tb.GraphRows))
+	}
+	fmt.Fprintf(&b, "# symmem tune: %d rows%s, measured on %s, written to %s (bench reports: %s)\n", len(tb.Rows), graphRows, tb.Machine, f.out, strings.Join(sources, ", "))
 	for _, r := range tb.Rows {
 		fmt.Fprintf(&b, "#   %s\n", r)
+	}
+	for _, r := range tb.GraphRows {
+		fmt.Fprintf(&b, "#   captured: %s\n", r)
 	}
 	os.Stdout.WriteString(b.String())
 	if wrong != 0 {
 		return fmt.Errorf("%d wrong elements (the rows with #wrong > 0 name the paths and sizes): the table was written without those paths, but a path that returns wrong data is a bug: rerun that row with `symmem bench --algo PATH -b SIZE -e SIZE` to confirm, and report it with the bench output", wrong)
 	}
 	return nil
+}
+
+// tuneSweeps measures every op for dt, eager or as graph replays, and
+// returns the ops' reports joined (rank 0; nil elsewhere, and where no
+// op had a path to measure).
+func tuneSweeps(t bench.Target, w *symmem.World, f *tuneFlags, dt coll.DType, graph bool, about runAbout) (*bench.Report, error) {
+	var all *bench.Report
+	for _, k := range f.cfg.Ops {
+		cfg := f.cfg
+		cfg.Ops, cfg.DType = []coll.Kind{k}, dt
+		cfg.BySize = true // every path at a size seconds apart: drift does not pick the winner
+		if graph {
+			cfg.Graph, cfg.Sizes = f.graph, f.graphSizes
+		}
+		if cfg.Algos = tuneAlgos(w, k, f.algos); len(cfg.Algos) == 0 {
+			continue
+		}
+		rep, err := sweep(t, cfg, f.progress, about)
+		if err != nil {
+			return nil, err
+		}
+		if t.Rank() != 0 {
+			continue
+		}
+		if all == nil {
+			all = rep
+		} else {
+			all.Results = append(all.Results, rep.Results...)
+			all.Seconds += rep.Seconds
+		}
+	}
+	return all, nil
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/symmem/symmem/bench"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/tune"
@@ -89,5 +91,39 @@ func TestTuneNoPath(t *testing.T) {
 	_, stderr, err := cli(t, "tune", "-o", filepath.Join(t.TempDir(), "t.json"), "--algo", "nccl", "-b", "1K", "-e", "1K", "--backend", "cpu", "--nproc-per-node", "2")
 	if err == nil || !strings.Contains(stderr, "--algo [nccl]: the cpu backend has none of these") || !strings.Contains(stderr, "all_gather: [direct]") {
 		t.Fatalf("err %v, stderr:\n%s", err, stderr)
+	}
+}
+
+// TestTuneGraphFlags: -G is checked before any rank starts: not negative,
+// the cuda backend only, and --graph-max must keep some size; the graph
+// replays' report goes beside the eager one.
+func TestTuneGraphFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "t.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-G", "-1"}, "-G/--cudagraph -1 must not be negative"},
+		{[]string{"-G", "20", "--backend", "cpu"}, "-G 20: CUDA graphs need the cuda backend (this run uses cpu)"},
+		{[]string{"-G", "20", "--backend", "cuda", "-b", "1M", "--graph-max", "64K"}, "--graph-max 64K: below the smallest size -b 1048576"},
+		{[]string{"-G", "20", "--backend", "cuda", "--graph-max", "lots"}, "--graph-max"},
+	} {
+		_, stderr, err := cli(t, append([]string{"tune", "-o", out}, tc.args...)...)
+		if err == nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("tune %v: err %v, stderr:\n%s\nwant %q", tc.args, err, stderr, tc.want)
+		}
+	}
+	o := &tuneOpts{}
+	o.define(pflag.NewFlagSet("t", pflag.ContinueOnError))
+	o.out, o.graph, o.graphMax, o.b.f.backend, o.b.b, o.b.e = out, 20, "16K", "cuda", "1K", "1M"
+	f, err := o.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10}; !slices.Equal(f.graphSizes, want) || f.graph != 20 {
+		t.Errorf("graph sizes %v (%d calls), want %v (20)", f.graphSizes, f.graph, want)
+	}
+	if got, want := f.reportPath(coll.BFloat16, true), strings.TrimSuffix(out, ".json")+".bfloat16.graph.bench.json"; got != want {
+		t.Errorf("graph report %s, want %s", got, want)
 	}
 }

@@ -38,6 +38,7 @@ type Measurement struct {
 	Bytes   int64 // nccl-tests' size
 	Algo    coll.Algo
 	TimeUs  float64
+	Graph   bool // timed as CUDA-graph replays (bench -G): builds GraphRows
 }
 
 // Input is one file the table is built from: measurements (a bench report)
@@ -83,6 +84,7 @@ type benchMeasure struct {
 	TimeUs  float64 `json:"time_us"`
 	Wrong   int64   `json:"wrong"`
 	Refused string  `json:"refused"`
+	Graph   int     `json:"graph_calls"`
 }
 
 // benchSchema is the bench report schema version Build reads.
@@ -145,7 +147,7 @@ func ReadInput(name string, data []byte) (Input, error) {
 			}
 			for _, c := range classesOf(op, dt) {
 				in.Measurements = append(in.Measurements, Measurement{Op: op, Class: c, Ranks: r.Ranks, InPlace: p.in,
-					Bytes: res.Bytes, Algo: a, TimeUs: p.m.TimeUs})
+					Bytes: res.Bytes, Algo: a, TimeUs: p.m.TimeUs, Graph: p.m.Graph > 0})
 			}
 		}
 	}
@@ -196,7 +198,18 @@ type span struct {
 //  5. Keys with the same rows are written once: one row set for every
 //     class and placement, else one per placement, else per class (one
 //     for both placements where they agree).
-func Build(inputs []Input) ([]Row, error) {
+//
+// Build uses the eager measurements (and seeds' Rows); BuildGraph the
+// graph replays (and seeds' GraphRows).
+func Build(inputs []Input) ([]Row, error) { return build(inputs, false) }
+
+// BuildGraph is Build for Table.GraphRows: from the measurements of CUDA
+// graph replays, by the same rules, except that the last row of a key
+// keeps its bound (the largest size replayed): above it a captured call
+// takes the eager rows' answer, measured there.
+func BuildGraph(inputs []Input) ([]Row, error) { return build(inputs, true) }
+
+func build(inputs []Input, graph bool) ([]Row, error) {
 	got := map[concrete][]span{}
 	// 1-3: measurements.
 	type point struct {
@@ -207,6 +220,9 @@ func Build(inputs []Input) ([]Row, error) {
 	counts := map[point]int{}
 	for _, in := range inputs {
 		for _, m := range in.Measurements {
+			if m.Graph != graph {
+				continue
+			}
 			place := OutOfPlace
 			if m.InPlace {
 				place = InPlace
@@ -246,7 +262,9 @@ func Build(inputs []Input) ([]Row, error) {
 			}
 			rows = append(rows, Row{UpTo: s, Algo: w})
 		}
-		rows[len(rows)-1].UpTo = 0
+		if !graph {
+			rows[len(rows)-1].UpTo = 0
+		}
 		got[p.c] = append(got[p.c], span{p.ranks, rows})
 	}
 	// 4: seeds, where nothing is measured.
@@ -254,7 +272,11 @@ func Build(inputs []Input) ([]Row, error) {
 		if in.Seed == nil {
 			continue
 		}
-		for _, sr := range seedSpans(in.Seed) {
+		seed := in.Seed.Rows
+		if graph {
+			seed = in.Seed.GraphRows
+		}
+		for _, sr := range seedSpans(seed) {
 			for _, r := range subtract(sr.ranks, got[sr.c]) {
 				got[sr.c] = append(got[sr.c], span{r, sr.rows})
 			}
@@ -292,12 +314,13 @@ type seedSpan struct {
 	rows  []Row
 }
 
-// seedSpans expands a table's keys to concrete classes and placements.
-func seedSpans(t *Table) []seedSpan {
+// seedSpans expands a table's keys (of rows) to concrete classes and
+// placements.
+func seedSpans(rows []Row) []seedSpan {
 	var out []seedSpan
 	byKey := map[key][]Row{}
 	var keys []key
-	for _, r := range t.Rows {
+	for _, r := range rows {
 		k := r.key()
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
@@ -468,7 +491,11 @@ func NewTable(inputs []Input, command string, sources []string) (*Table, error) 
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("tune: the inputs measured no path (every call refused, or wrong)")
 	}
-	t := &Table{Format: FormatVersion, Command: command, Sources: sources, Rows: rows}
+	graphRows, err := BuildGraph(inputs)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Format: FormatVersion, Command: command, Sources: sources, Rows: rows, GraphRows: graphRows}
 	var ms []Machine
 	var notes []string
 	for _, in := range inputs {

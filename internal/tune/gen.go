@@ -117,21 +117,35 @@ func GoSource(t *Table, pkg, name string) ([]byte, error) {
 	if t.Note != "" {
 		fmt.Fprintf(&b, "Note: %q,\n", t.Note)
 	}
-	b.WriteString("Rows: []tune.Row{\n")
-	for _, r := range t.Rows {
-		an, ok := algoNames[r.Algo]
-		if !ok {
-			return nil, fmt.Errorf("tune: no Go name for path %q", r.Algo)
-		}
-		fmt.Fprintf(&b, "{Op: %s, Class: %s, Ranks: tune.Ranks{Min: %d, Max: %d}, Place: %s, UpTo: %s, Algo: %s},\n",
-			kindNames[r.Op], classGo[r.Class], r.Ranks.Min, r.Ranks.Max, placeGo[r.Place], goBytes(r.UpTo), an)
+	if err := goRows(&b, "Rows", t.Rows); err != nil {
+		return nil, err
 	}
-	b.WriteString("},\n})\n")
+	if len(t.GraphRows) > 0 {
+		if err := goRows(&b, "GraphRows", t.GraphRows); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteString("})\n")
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("tune: formatting the generated source: %w\n%s", err, b.Bytes())
 	}
 	return src, nil
+}
+
+// goRows writes field: []tune.Row{...}, one row a line.
+func goRows(b *bytes.Buffer, field string, rows []Row) error {
+	fmt.Fprintf(b, "%s: []tune.Row{\n", field)
+	for _, r := range rows {
+		an, ok := algoNames[r.Algo]
+		if !ok {
+			return fmt.Errorf("tune: no Go name for path %q", r.Algo)
+		}
+		fmt.Fprintf(b, "{Op: %s, Class: %s, Ranks: tune.Ranks{Min: %d, Max: %d}, Place: %s, UpTo: %s, Algo: %s},\n",
+			kindNames[r.Op], classGo[r.Class], r.Ranks.Min, r.Ranks.Max, placeGo[r.Place], goBytes(r.UpTo), an)
+	}
+	b.WriteString("},\n")
+	return nil
 }
 
 func sourceDirs(files []string) []string {

@@ -34,12 +34,14 @@ type index struct {
 	ops [coll.Broadcast + 1][]group
 }
 
-// Validate checks every row and builds the lookup: a known op, dtype class,
-// placement and path (not auto); ranks from 1; the rows of one key (op,
-// class, ranks, placement) ascending in size, only the last without a
+// Validate checks every row and builds the lookups: a known op, dtype
+// class, placement and path (not auto); ranks from 1; the rows of one key
+// (op, class, ranks, placement) ascending in size, only the last without a
 // bound; no two keys overlapping (the same op, overlapping rank ranges,
-// classes and placements that both cover some call). Errors name the row
-// (its index in Rows, from 0).
+// classes and placements that both cover some call). Rows and GraphRows
+// are checked apart (a graph row answers other calls than an eager one);
+// Rows may not be empty. Errors name the row (its index in its list, from
+// 0).
 func (t *Table) Validate() error {
 	if t.Format != FormatVersion {
 		return fmt.Errorf("auto table format version %d: this symmem reads version %d (re-run `symmem tune`)", t.Format, FormatVersion)
@@ -47,25 +49,43 @@ func (t *Table) Validate() error {
 	if len(t.Rows) == 0 {
 		return fmt.Errorf("auto table: no rows")
 	}
+	idx, err := indexRows(t.Rows, "row")
+	if err != nil {
+		return err
+	}
+	gidx, err := indexRows(t.GraphRows, "graph row")
+	if err != nil {
+		return err
+	}
+	t.idx, t.gidx = idx, gidx
+	return nil
+}
+
+// indexRows checks rows (Validate's rules) and arranges them for Pick;
+// what names a row in errors ("row", "graph row"). No rows: nil.
+func indexRows(rows []Row, what string) (*index, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
 	idx := &index{}
 	first := map[key]int{} // the first row of each key
-	for i, r := range t.Rows {
+	for i, r := range rows {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("auto table row %d (%s): %s", i, r, fmt.Sprintf(format, args...))
+			return fmt.Errorf("auto table %s %d (%s): %s", what, i, r, fmt.Sprintf(format, args...))
 		}
 		switch {
 		case r.Op < coll.AllGather || r.Op > coll.Broadcast:
-			return bad("unknown op")
+			return nil, bad("unknown op")
 		case int(r.Class) >= len(classNames):
-			return bad("unknown dtype class")
+			return nil, bad("unknown dtype class")
 		case int(r.Place) >= len(placeNames):
-			return bad("unknown placement")
+			return nil, bad("unknown placement")
 		case r.Ranks.Min < 1 || (r.Ranks.Max != 0 && r.Ranks.Max < r.Ranks.Min):
-			return bad("rank range %d-%d", r.Ranks.Min, r.Ranks.Max)
+			return nil, bad("rank range %d-%d", r.Ranks.Min, r.Ranks.Max)
 		case r.UpTo < 0:
-			return bad("negative size bound %d", r.UpTo)
+			return nil, bad("negative size bound %d", r.UpTo)
 		case r.Algo == coll.AlgoAuto || !slices.Contains(coll.Algos(), r.Algo):
-			return bad("path %q: want one of %v other than auto", r.Algo, coll.Algos()[1:])
+			return nil, bad("path %q: want one of %v other than auto", r.Algo, coll.Algos()[1:])
 		}
 		k := r.key()
 		gs := idx.ops[r.Op]
@@ -74,7 +94,7 @@ func (t *Table) Validate() error {
 			for _, g := range gs {
 				if g.ranks.overlaps(k.ranks) && (g.class.matches(k.class) || k.class.matches(g.class)) &&
 					(g.place == AnyPlace || k.place == AnyPlace || g.place == k.place) {
-					return bad("overlaps row %d (%s ranks %s %s): two rows would answer the same call", first[g.key], g.class, g.ranks, g.place)
+					return nil, bad("overlaps %s %d (%s ranks %s %s): two rows would answer the same call", what, first[g.key], g.class, g.ranks, g.place)
 				}
 			}
 			first[k] = i
@@ -88,17 +108,16 @@ func (t *Table) Validate() error {
 		}
 		if n := len(g.upTo); n > 0 {
 			if g.upTo[n-1] == math.MaxInt64 {
-				return bad("follows a row of the same key without a size bound (only the last row of a key may have none)")
+				return nil, bad("follows a row of the same key without a size bound (only the last row of a key may have none)")
 			}
 			if up <= g.upTo[n-1] {
-				return bad("size bound not above the previous row's %s (rows of a key ascend)", coll.FormatSize(g.upTo[n-1]))
+				return nil, bad("size bound not above the previous row's %s (rows of a key ascend)", coll.FormatSize(g.upTo[n-1]))
 			}
 		}
 		g.upTo = append(g.upTo, up)
 		g.algo = append(g.algo, r.Algo)
 	}
-	t.idx = idx
-	return nil
+	return idx, nil
 }
 
 // Must validates t and returns it; it panics on an invalid table (the
@@ -111,19 +130,38 @@ func Must(t *Table) *Table {
 }
 
 // Pick is the path the table starts auto from for a call of op on
-// dtype dt, n ranks, in place or not, moving total bytes, and false when
-// the table has no row for it (no row of that op, class and placement, or
-// total above every bound). Among the keys that cover the call's class and
-// placement it takes the one whose rank range holds n; failing that the
-// nearest measured below n (the widest range under it), failing that the
-// nearest above. It allocates nothing (auto runs it on every call).
-func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total int64) (coll.Algo, bool) {
-	if t == nil || t.idx == nil || op < 0 || op > coll.Broadcast {
+// dtype dt, n ranks, in place or not, moving total bytes, captured into a
+// CUDA graph or not, and false when the table has no row for it (no row of
+// that op, class and placement, or total above every bound). A captured
+// call takes GraphRows' answer where they have one, else Rows'. Among the
+// keys that cover the call's class and placement it takes the one whose
+// rank range holds n; failing that the nearest measured below n (the
+// widest range under it), failing that the nearest above. It allocates
+// nothing (auto runs it on every call).
+func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace, graph bool, total int64) (coll.Algo, bool) {
+	if t == nil || op < 0 || op > coll.Broadcast {
+		return "", false
+	}
+	if graph {
+		if a, ok := t.gidx.pick(op, dt, n, inPlace, total); ok {
+			return a, true
+		}
+	}
+	return t.idx.pick(op, dt, n, inPlace, total)
+}
+
+// HasGraphRows reports whether the table answers captured calls apart
+// (GraphRows): without them auto need not ask whether a call is captured.
+func (t *Table) HasGraphRows() bool { return t != nil && t.gidx != nil }
+
+// pick is Pick on one row set (nil: none).
+func (idx *index) pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total int64) (coll.Algo, bool) {
+	if idx == nil {
 		return "", false
 	}
 	class := ClassOf(dt)
 	var in, below, above *group
-	gs := t.idx.ops[op]
+	gs := idx.ops[op]
 	for i := range gs {
 		g := &gs[i]
 		if !g.class.matches(class) || !g.place.matches(inPlace) {
@@ -162,10 +200,10 @@ func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total int
 }
 
 // Algos lists the paths the table names (each once, in order of first
-// use).
+// use; graph rows after the others).
 func (t *Table) Algos() []coll.Algo {
 	var out []coll.Algo
-	for _, r := range t.Rows {
+	for _, r := range slices.Concat(t.Rows, t.GraphRows) {
 		if !slices.Contains(out, r.Algo) {
 			out = append(out, r.Algo)
 		}

@@ -39,8 +39,13 @@ type Table struct {
 	Sources []string `json:"sources,omitempty"`
 	Note    string   `json:"note,omitempty"`
 	Rows    []Row    `json:"rows"`
+	// GraphRows answer calls captured into a CUDA graph, measured as graph
+	// replays (`symmem tune -G`): there launch and host costs vanish and
+	// the paths rank differently at small sizes. A call they do not cover
+	// (no key, or above the key's last bound) takes Rows' answer. Optional.
+	GraphRows []Row `json:"graph_rows,omitempty"`
 
-	idx *index // built by Validate
+	idx, gidx *index // built by Validate
 }
 
 // Machine describes where a table was measured.
@@ -305,9 +310,8 @@ func Parse(data []byte) (*Table, error) {
 
 // JSON encodes t, indented, one row a line.
 func (t *Table) JSON() ([]byte, error) {
-	rows := t.Rows
 	c := *t
-	c.Rows = nil
+	c.Rows, c.GraphRows = nil, nil
 	head, err := json.MarshalIndent(&c, "", "  ")
 	if err != nil {
 		return nil, err
@@ -320,11 +324,27 @@ func (t *Table) JSON() ([]byte, error) {
 		return nil, errors.New("tune: encoding the table: rows key not found")
 	}
 	b.WriteString(string(head[:i]))
-	b.WriteString(`"rows": [`)
+	if err := writeRows(&b, "rows", t.Rows); err != nil {
+		return nil, err
+	}
+	if len(t.GraphRows) > 0 {
+		b.WriteString(",\n  ")
+		if err := writeRows(&b, "graph_rows", t.GraphRows); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteString(string(head[i+len(`"rows": null`):]))
+	b.WriteString("\n")
+	return []byte(b.String()), nil
+}
+
+// writeRows writes "name": [rows], one row a line.
+func writeRows(b *strings.Builder, name string, rows []Row) error {
+	fmt.Fprintf(b, "%q: [", name)
 	for j, r := range rows {
 		rb, err := json.Marshal(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if j > 0 {
 			b.WriteString(",")
@@ -336,7 +356,5 @@ func (t *Table) JSON() ([]byte, error) {
 		b.WriteString("\n  ")
 	}
 	b.WriteString("]")
-	b.WriteString(string(head[i+len(`"rows": null`):]))
-	b.WriteString("\n")
-	return []byte(b.String()), nil
+	return nil
 }

@@ -142,16 +142,16 @@ func TestPick(t *testing.T) {
 		{coll.Broadcast, coll.Float32, 2, false, 1 << 10, ""},
 	}
 	for _, tt := range tests {
-		got, ok := tb.Pick(tt.op, tt.dt, tt.n, tt.inPlace, tt.total)
+		got, ok := tb.Pick(tt.op, tt.dt, tt.n, tt.inPlace, false, tt.total)
 		if got != tt.want || ok != (tt.want != "") {
 			t.Errorf("Pick(%v, %v, n=%d, in=%v, %d) = %q, %v; want %q", tt.op, tt.dt, tt.n, tt.inPlace, tt.total, got, ok, tt.want)
 		}
 	}
 	var none *Table
-	if _, ok := none.Pick(coll.AllReduce, coll.Float32, 2, false, 1); ok {
+	if _, ok := none.Pick(coll.AllReduce, coll.Float32, 2, false, false, 1); ok {
 		t.Error("a nil table answered")
 	}
-	if n := testing.AllocsPerRun(100, func() { tb.Pick(coll.AllGather, coll.BFloat16, 4, true, 1<<20) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { tb.Pick(coll.AllGather, coll.BFloat16, 4, true, true, 1<<20) }); n != 0 {
 		t.Errorf("Pick allocates %v times", n)
 	}
 }

@@ -33,16 +33,28 @@ import (
 // checks the table against the measurements.
 
 // autoPick is the path auto starts from for a call of op k on dt moving
-// total bytes on n ranks: user's table (nil: none) first, then the
-// built-in one, then plain NCCL.
-func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, inPlace bool) coll.Algo {
-	if a, ok := user.Pick(k, dt, n, inPlace, total); ok {
+// total bytes on n ranks, captured into a CUDA graph or not: user's table
+// (nil: none) first, then the built-in one, then plain NCCL.
+func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, inPlace, graph bool) coll.Algo {
+	if a, ok := user.Pick(k, dt, n, inPlace, graph, total); ok {
 		return a
 	}
-	if a, ok := builtinTable.Pick(k, dt, n, inPlace, total); ok {
+	if a, ok := builtinTable.Pick(k, dt, n, inPlace, graph, total); ok {
 		return a
 	}
 	return coll.AlgoNCCL
+}
+
+// captured reports whether auto should read the tables' graph rows for a
+// call on stream s: only when a table has any (asking the driver costs a
+// call), and only when s is being captured (an error to ask counts as
+// not captured: the eager rows answer).
+func (g *Group) captured(s uint64) bool {
+	if !g.b.table.HasGraphRows() && !builtinTable.HasGraphRows() {
+		return false
+	}
+	c, err := g.x.capturing(g.b.ctx, s)
+	return err == nil && c
 }
 
 // CheckAutoTable reports why this backend refuses t on machine m: a path
@@ -191,7 +203,7 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		total = req.Out.Len
 	}
 	f := autoFacts{g: g, c: c}
-	for _, s := range autoSteps[autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace)] {
+	for _, s := range autoSteps[autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, g.captured(req.Stream))] {
 		if !f.all(s.when) {
 			continue
 		}

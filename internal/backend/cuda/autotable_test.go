@@ -8,6 +8,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/tune"
 )
 
@@ -30,8 +31,8 @@ func TestBuiltinTableGenerated(t *testing.T) {
 
 // TestAutoMeetsMeasurements: at every size, placement and rank count the
 // committed `symmem tune` reports in results/auto measured, the path auto
-// starts from (the built-in table) was within Tie of the fastest path
-// there: auto/best >= 0.97 on the data the table came from. (The GPU run
+// starts from (the built-in table; its graph rows for replays measured
+// with -G) was within Tie of the fastest path there: auto/best >= 0.97 on the data the table came from. (The GPU run
 // of `symmem tune` or `symmem bench --algo auto,...` checks it on the
 // machine: docs/gpu.md.)
 func TestAutoMeetsMeasurements(t *testing.T) {
@@ -49,12 +50,13 @@ func TestAutoMeetsMeasurements(t *testing.T) {
 		class   tune.Class
 		ranks   int
 		inPlace bool
+		graph   bool // measured as CUDA-graph replays: the graph rows answer
 		bytes   int64
 	}
 	times := map[point]map[coll.Algo]float64{}
 	for _, in := range ins {
 		for _, m := range in.Measurements {
-			p := point{m.Op, m.Class, m.Ranks, m.InPlace, m.Bytes}
+			p := point{m.Op, m.Class, m.Ranks, m.InPlace, m.Graph, m.Bytes}
 			if times[p] == nil {
 				times[p] = map[coll.Algo]float64{}
 			}
@@ -72,7 +74,7 @@ func TestAutoMeetsMeasurements(t *testing.T) {
 		for _, x := range ts {
 			best = min(best, x)
 		}
-		a := autoPick(nil, p.op, dtOf[p.class], p.bytes, p.ranks, p.inPlace)
+		a := autoPick(nil, p.op, dtOf[p.class], p.bytes, p.ranks, p.inPlace, p.graph)
 		got, ok := ts[a]
 		switch {
 		case !ok:
@@ -110,11 +112,11 @@ func TestAutoPickUserTable(t *testing.T) {
 	for _, tt := range tests {
 		if tt.want == "" {
 			var ok bool
-			if tt.want, ok = builtinTable.Pick(tt.k, tt.dt, tt.n, false, tt.total); !ok {
+			if tt.want, ok = builtinTable.Pick(tt.k, tt.dt, tt.n, false, false, tt.total); !ok {
 				t.Fatalf("the built-in table has no row for %v %v %d bytes on %d ranks", tt.k, tt.dt, tt.total, tt.n)
 			}
 		}
-		if got := autoPick(user, tt.k, tt.dt, tt.total, tt.n, false); got != tt.want {
+		if got := autoPick(user, tt.k, tt.dt, tt.total, tt.n, false, false); got != tt.want {
 			t.Errorf("autoPick(user, %v, %v, %d, n=%d) = %s, want %s", tt.k, tt.dt, tt.total, tt.n, got, tt.want)
 		}
 	}
@@ -176,5 +178,61 @@ func TestAutoStartsFromMeasuredPaths(t *testing.T) {
 		if string(p.Algo) != c.want || !strings.Contains(p.Reason, c.why) {
 			t.Errorf("%s %v: %s (%s), want %s (%q)", c.cfg.name, c.kind, p.Algo, p.Reason, c.want, c.why)
 		}
+	}
+}
+
+// captureExec is an executor whose stream s is being captured; it counts
+// the questions.
+type captureExec struct {
+	nopExec
+	s     uint64
+	asked *int
+}
+
+func (x captureExec) capturing(_ *cudadrv.Context, s uint64) (bool, error) {
+	*x.asked++
+	return s == x.s, nil
+}
+
+// TestAutoGraphRows: a call captured into a CUDA graph starts from the
+// table's graph rows, an eager one from its rows; a table without graph
+// rows never asks the driver whether a stream is captured.
+func TestAutoGraphRows(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "graph", kern: true, ce: true}, 2, 0)
+	user := &tune.Table{Format: tune.FormatVersion, Machine: builtinTable.Machine,
+		Rows:      []tune.Row{{Op: coll.AllGather, Ranks: tune.Ranks{Min: 2, Max: 2}, Algo: coll.AlgoCE}},
+		GraphRows: []tune.Row{{Op: coll.AllGather, Ranks: tune.Ranks{Min: 2, Max: 2}, UpTo: 1 << 20, Algo: coll.AlgoKernel}}}
+	if err := user.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	g.b.table, g.x = user, captureExec{s: callerStream, asked: &asked}
+	for _, tc := range []struct {
+		stream uint64
+		count  int64
+		want   coll.Algo
+	}{
+		{callerStream, 1 << 14, coll.AlgoKernel}, // captured, 64 KiB: the graph row
+		{ownStream, 1 << 14, coll.AlgoCE},        // eager: the row
+		{callerStream, 1 << 20, coll.AlgoCE},     // captured, 4 MiB: above the graph rows, the row
+	} {
+		req := makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, tc.count, true, "io", 0).req
+		req.Stream = tc.stream
+		if a, why, err := chooseReq(g, req, false); err != nil || a != tc.want {
+			t.Errorf("stream %#x, %d elements: %s (%s, %v), want %s", tc.stream, tc.count, a, why, err, tc.want)
+		}
+	}
+	if asked != 3 {
+		t.Errorf("asked whether the stream is captured %d times, want 3", asked)
+	}
+	plain := goldenTable(t)
+	if plain.HasGraphRows() || builtinTable.HasGraphRows() {
+		t.Skip("a table here has graph rows: the no-question case needs one without")
+	}
+	g.b.table, asked = plain, 0
+	req := makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req
+	req.Stream = callerStream
+	if _, _, err := chooseReq(g, req, false); err != nil || asked != 0 {
+		t.Errorf("without graph rows: %v, asked %d times, want 0", err, asked)
 	}
 }

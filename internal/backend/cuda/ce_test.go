@@ -319,7 +319,7 @@ func TestAutoTable(t *testing.T) {
 		for _, n := range []int{1, 2, 3, 4, 8, 64} {
 			for _, dt := range coll.DTypes() {
 				for _, in := range []bool{false, true} {
-					if _, ok := builtinTable.Pick(k, dt, n, in, 1<<61); !ok {
+					if _, ok := builtinTable.Pick(k, dt, n, in, false, 1<<61); !ok {
 						t.Fatalf("%v %v n=%d in-place %v: the built-in table has no row for huge sizes", k, dt, n, in)
 					}
 				}
