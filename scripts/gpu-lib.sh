@@ -9,7 +9,13 @@ if [ -z "${SYMMEM_NCCL_LIB:-}" ]; then # the venv's NCCL (what torch uses), else
     [ -e "$f" ] && export SYMMEM_NCCL_LIB="$f"
   done
 fi
-GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+# GPUS: the GPUs this run may use: those CUDA_VISIBLE_DEVICES lists (a lane
+# of a larger machine, or one GPU for the ranks-share-a-GPU suite), else all.
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  GPUS=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+else
+  GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+fi
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/symmem-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/symmem-mps-log
 mps_on() {
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
