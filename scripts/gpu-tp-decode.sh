@@ -4,10 +4,11 @@
 # two-shot, symmem; CUDA-graph replays of one decode step per batch size)
 # on 2 GPUs and, where there are 4 or more, on 4 (SIZES overrides; the
 # ranks use the first n of CUDA_VISIBLE_DEVICES when it is set). ARGS adds
-# arguments (e.g. "--layers 4 --batches 1,64" to check the script). T bounds
-# each run (default 600 s). Build first: scripts/build-gpu.sh
-# (.build/libsymmem.so). Logs: outdir/tp-<n>.log; a table is printed last.
-# NOT YET RUN on a GPU host (written 2026-11-26).
+# arguments (e.g. "--layers 4 --batches 1,64"; "--modes
+# nccl,torch-two-shot,symmem,symmem:nccl-window,symmem:kernel" for symmem's
+# paths side by side). T bounds each run (default 600 s). Build first:
+# scripts/build-gpu.sh (.build/libsymmem.so). Logs: outdir/tp-<n>.log; a
+# table per run is printed last. Runs: results/gpu-2026-11-26d.md.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-tp-out}}
 mkdir -p "$OUTDIR"
@@ -22,14 +23,15 @@ for n in $(lane_sizes); do
 done
 python3 - "$OUTDIR" <<'PY'
 import glob, json, os, sys
-print("GPUs | batch | AR bytes | " + " | ".join(["nccl", "torch-one-shot", "torch-two-shot", "symmem"]) + " (us/step) | symmem vs best other | symmem path")
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "tp-*.log"))):
-    for line in open(path):
-        if line.startswith("{") and '"bench": "tp_decode"' in line:
-            j = json.loads(line)
-            t = j["us_per_step"]
-            cells = " | ".join(f"{t[m]:.1f}" if m in t else "-" for m in ("nccl", "torch-one-shot", "torch-two-shot", "symmem"))
-            r = j.get("symmem_vs_best_other")
-            print(f"{j['world']} | {j['batch']} | {j['allreduce_bytes']} | {cells} | {r:.3f} | {j.get('symmem_path')}" if r else
-                  f"{j['world']} | {j['batch']} | {j['allreduce_bytes']} | {cells} | - | -")
+    rows = [json.loads(l) for l in open(path) if l.startswith("{") and '"bench": "tp_decode"' in l]
+    if not rows:
+        continue
+    modes = list(rows[0]["us_per_step"])
+    print("GPUs | batch | AR bytes | " + " | ".join(modes) + " (us/step) | symmem modes vs best other | symmem's path (auto)")
+    for j in rows:
+        t, vs = j["us_per_step"], j.get("vs_best_other") or {}
+        cells = " | ".join(f"{t[m]:.1f}" if m in t else "-" for m in modes)
+        ratios = ", ".join(f"{m} {r:.3f}" for m, r in vs.items()) or "-"
+        print(f"{j['world']} | {j['batch']} | {j['allreduce_bytes']} | {cells} | {ratios} | {j.get('symmem_path') or '-'}")
 PY

@@ -13,6 +13,8 @@ The all-reduce, per --modes (all in one run, alternated per batch size):
   torch-one-shot  torch symmetric memory: torch.ops.symm_mem.one_shot_all_reduce
   torch-two-shot  torch symmetric memory: torch.ops.symm_mem.two_shot_all_reduce_
   symmem          symmem.all_reduce on a symmem tensor (auto; --symmem-algo forces a path)
+  symmem:PATH     the same with PATH forced (symmem:nccl-window, symmem:kernel,
+                  symmem:two-shot, ...): several paths side by side in one run
 
 The row-parallel matmuls write straight into the collective's buffer
 (torch.mm(out=...)), so no mode pays a copy the others do not. Attention over
@@ -28,8 +30,7 @@ the ratio of symmem to the best other mode, and the difference check.
 Multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1:
 scripts/gpu-lib.sh sets them).
 
-NOT YET RUN on a GPU host (written 2026-11-26 without device time): expect
-to fix details on its first run.
+First runs: results/gpu-2026-11-26d.md (2 and 4 H100, --layers 4).
 """
 
 import argparse
@@ -92,8 +93,10 @@ def make_mode(mode, b, dim, device, group_name, algo):
             torch.ops.symm_mem.two_shot_all_reduce_(t, "sum", group_name)
             return t
         return bufs, ar2
-    if mode == "symmem":
+    if mode == "symmem" or mode.startswith("symmem:"):
         import symmem
+        if mode != "symmem":
+            algo = mode.split(":", 1)[1]
         bufs = [symmem.empty(shape, torch.bfloat16) for _ in range(2)]
 
         def ar3(t):
@@ -156,7 +159,8 @@ def main():
             raise SystemExit(f"tp_decode: --{what} {v} is not a multiple of the {tp} ranks")
     group_name = dist.group.WORLD.group_name
     modes = args.modes.split(",")
-    if "symmem" in modes:
+    has_symmem = any(m == "symmem" or m.startswith("symmem:") for m in modes)
+    if has_symmem:
         import symmem
         symmem.init()
     w = Weights(args.dim, args.hidden, args.layers, tp, rank, device, args.seed)
@@ -171,24 +175,27 @@ def main():
             t = torch.tensor(times, device=device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the job's step is its slowest rank's
             res[mode] = statistics.median(t.tolist())
-            if mode == "symmem":
+            if mode == "symmem" or mode.startswith("symmem:"):
                 import symmem
                 paths[mode] = repr(symmem.world().group.last_path())
             del bufs
         ref = outs.get("nccl")
         diff = {m: float(((o.float() - ref.float()).norm() / ref.float().norm()).item()) for m, o in outs.items()} if ref is not None else {}
         if rank == 0:
-            others = [v for m, v in res.items() if m != "symmem"]
+            # symmem's modes against the best of the others (NCCL, torch's).
+            others = [v for m, v in res.items() if not m.startswith("symmem")]
+            vs = {m: min(others) / v for m, v in res.items() if m.startswith("symmem") and others}
             print(json.dumps({
                 "bench": "tp_decode", "world": tp, "batch": b, "dim": args.dim, "hidden": args.hidden,
                 "layers": args.layers, "allreduce_bytes": b * args.dim * 2, "us_per_step": res,
-                "symmem_vs_best_other": (min(others) / res["symmem"]) if "symmem" in res and others else None,
-                "rel_diff_vs_nccl": diff, "symmem_path": paths.get("symmem"), "iters": args.iters, "rounds": args.rounds,
+                "symmem_vs_best_other": vs.get("symmem"), "vs_best_other": vs,
+                "rel_diff_vs_nccl": diff, "symmem_path": paths.get("symmem"), "paths": paths,
+                "iters": args.iters, "rounds": args.rounds,
                 "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                 "gpu": torch.cuda.get_device_name(device),
             }), flush=True)
     dist.destroy_process_group()
-    if "symmem" in modes:
+    if has_symmem:
         import symmem
         symmem.close()
 
