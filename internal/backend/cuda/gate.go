@@ -17,7 +17,9 @@ import (
 )
 
 // The call gate, always on for a group whose ranks share this host
-// (members.CallGate over the HostAgreement's pages). Every collective
+// (members.CallGate over the HostAgreement's pages), and, comparing only,
+// among the members on this host of a group that spans hosts (hostGate,
+// below). Every collective
 // publishes its record (backend.Request.Record) and path before it is
 // queued; whichever rank finds every peer's entry for the next call
 // compares them and approves it. The kernels keep their in-band check
@@ -59,6 +61,9 @@ import (
 // mode's handshake compares replays).
 type callGate struct {
 	g         *Group
+	ag        *members.HostAgreement // whose gate it is
+	members   []int                  // the group index of each of ag's members (nil: the same)
+	abort     func(error)            // a host gate's answer to a difference (nil: a guarding gate)
 	c         *members.CallGate
 	reg       *cudadrv.HostRegistered // rank 0's page, registered here
 	args      *cudadrv.Args           // the guard's parameter block (copied at each launch)
@@ -88,13 +93,37 @@ func newCallGate(g *Group) (*callGate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("call gate: %w", err)
 	}
-	gt := &callGate{g: g, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt := &callGate{g: g, ag: g.agreement, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, reg.Device()+members.ApprovedOffset)
 	gt.failedDev = reg.Device() + members.FailedOffset
 	gt.args.PutU64(guardFailed, gt.failedDev)
 	gt.args.PutU64(argTimeout, uint64(g.b.watchdog.Nanoseconds()))
 	go gt.watch()
 	return gt, nil
+}
+
+// hostGate is the gate of a group that spans hosts, among the members on
+// this host (hostPeers): their calls are compared as on one host, at no
+// cost between hosts, but no call waits for an approval (no guard: a
+// trap would cost the context where a member exits, which the NCCL abort
+// of a gone member spares). A difference found, or a member here that
+// exited before a call it never made, goes to abort — the group's
+// peerGone: its NCCL communicators are aborted (kernels waiting in them
+// end) and every later call and Synchronize fails with the difference.
+// Calls that differ between hosts only are not compared (docs/multihost.md).
+func hostGate(g *Group, abort func(error)) *callGate {
+	gt := &callGate{g: g, ag: g.hostPeers, members: g.hostMembers, abort: abort, c: g.hostPeers.Gate(),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go gt.watch()
+	return gt
+}
+
+// rankOf is the group rank of the gate's member q.
+func (gt *callGate) rankOf(q int) int {
+	if gt.members != nil {
+		q = gt.members[q]
+	}
+	return gt.g.ranks[q]
 }
 
 // close ends the watcher and, with unregister, unregisters the page
@@ -106,7 +135,7 @@ func (gt *callGate) close(unregister bool) {
 	close(gt.quit)
 	gt.c.Wake() // the peers' watchers look once more and sleep again
 	<-gt.done
-	if unregister {
+	if unregister && gt.reg != nil {
 		gt.args.Free()
 		gt.reg.Unregister()
 	}
@@ -152,7 +181,7 @@ func (gt *callGate) publish(c *call) error {
 		return err
 	}
 	c.gate = ticket{n: k}
-	if wait && !gt.approvedSoon(k) && !gt.capturing(req.Stream) {
+	if wait && gt.abort == nil && !gt.approvedSoon(k) && !gt.capturing(req.Stream) {
 		c.gate.wait = k
 	}
 	return nil
@@ -248,6 +277,8 @@ func (gt *callGate) enqueued(t ticket) error {
 func (gt *callGate) fail(m *members.GateMismatch) error {
 	var err error
 	switch {
+	case gt.abort != nil:
+		err = gt.aborted(m)
 	case gt.waiting.Load() >= m.Call:
 		err = gt.stopDevice(gt.mismatch(m, outcomeStopped))
 	case gt.queued.Load() >= m.Call:
@@ -267,17 +298,29 @@ const (
 	outcomeNothing outcome = iota // nothing was queued for it
 	outcomeStopped                // a guard (or the watcher) trapped: the context is lost
 	outcomeEnded                  // its kernels stopped waiting and ended: the context is intact
+	outcomeAborted                // the group's NCCL communicators were aborted: the context is intact
 )
 
 func (o outcome) String() string {
 	switch o {
 	case outcomeStopped:
 		return "this rank's stream waited for it, and a GPU stream cannot be cancelled, so symmem stopped this process's CUDA context: the context is lost, restart the process"
+	case outcomeAborted:
+		return "the group's NCCL communicators were aborted (calls waiting in them end): the outputs of the calls in flight on the group are not valid, " +
+			"this process's CUDA context is intact; the group cannot be used any more: close it (other groups go on)"
 	case outcomeEnded:
 		return "this rank's kernels waiting for it stopped waiting and ended: the outputs of the calls in flight on the group are not valid, this process's CUDA context is intact; " +
 			"the group cannot be used any more: close it (other groups go on)"
 	}
 	return "nothing was queued for it on this rank, and the group cannot be used any more: close it"
+}
+
+// aborted is a host gate's answer to m (once; later calls get the first
+// error): the difference, or the exit, through abort.
+func (gt *callGate) aborted(m *members.GateMismatch) error {
+	err := gt.mismatch(m, outcomeAborted)
+	gt.stopOnce.Do(func() { gt.abort(err) })
+	return err
 }
 
 // ended is the error of a kernel that reported it stopped waiting because
@@ -302,7 +345,7 @@ func (gt *callGate) mismatch(m *members.GateMismatch, out outcome) error {
 	what := "the ranks' entries differ" // no rank's entry differs from rank 0's: not expected
 	if m.Rank >= 0 {
 		var ok bool
-		r0, rq := g.ranks[0], g.ranks[m.Rank]
+		r0, rq := gt.rankOf(0), gt.rankOf(m.Rank)
 		theirs, mine := agree.Call{Record: m.Theirs.Record, Path: agree.PathOf(m.Theirs.Path)}, agree.Call{Record: m.Rank0.Record, Path: agree.PathOf(m.Rank0.Path)}
 		if what, ok = agree.Explain(rq, theirs, r0, mine); !ok {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Record, r0, m.Rank0.Record)
@@ -318,9 +361,9 @@ func (gt *callGate) exited(k uint64, q int, outcome outcome) error {
 	g := gt.g
 	rank := "a rank"
 	if q >= 0 {
-		rank = fmt.Sprintf("rank %d", g.ranks[q])
-		if g.agreement != nil {
-			if gone := g.agreement.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
+		rank = fmt.Sprintf("rank %d", gt.rankOf(q))
+		if gt.ag != nil {
+			if gone := gt.ag.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
 				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, outcome, gone)
 			}
 		}
@@ -335,7 +378,7 @@ func (gt *callGate) stall(k uint64) error {
 	q, _ := gt.c.Missing(k)
 	rank := "every rank made it, yet it was not approved"
 	if q >= 0 {
-		rank = fmt.Sprintf("rank %d did not make it", g.ranks[q])
+		rank = fmt.Sprintf("rank %d did not make it", gt.rankOf(q))
 	}
 	return fmt.Errorf("cuda: group %q: collective %d on the group was not approved within the watchdog (%v): %s (every rank must make the same collectives); "+
 		"its guard stopped this process's CUDA context (lost): restart it: %w", g.name, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
@@ -345,7 +388,7 @@ func (gt *callGate) stall(k uint64) error {
 // (nil if it did not, or without a gate): the difference or abandonment
 // it recorded, else a guard's watchdog.
 func (gt *callGate) stoppedErr() error {
-	if gt == nil {
+	if gt == nil || gt.abort != nil { // a host gate stops nothing on the device: its errors are the group's gone error
 		return nil
 	}
 	if p := gt.stopped.Load(); p != nil {
@@ -410,6 +453,10 @@ func (gt *callGate) watch() {
 		case <-gt.quit:
 			return
 		default:
+		}
+		if m := gt.c.Failed(); m != nil && gt.abort != nil {
+			gt.aborted(m) // once
+			continue
 		}
 		if gt.stopped.Load() != nil || gt.c.Failed() != nil {
 			continue

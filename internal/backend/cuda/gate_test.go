@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
@@ -101,5 +103,102 @@ func TestPeerGoneStopsGroup(t *testing.T) {
 	_, err := g.Run(context.Background(), gatherReq(g, 1<<10, false))
 	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
 		t.Fatalf("Run after a member left: %v, want ErrBroken and ErrPeerExited naming rank 1", err)
+	}
+}
+
+// TestHostGateAborts: in a group that spans hosts, the members on one host
+// (here group ranks 0 and 2 of 4: global ranks 0 and 1) compare their
+// calls through their host gate. No call waits for an approval (no guard),
+// and a difference aborts the group on both members (the group's
+// peerGone), naming the argument with global ranks: the member that
+// published second at once, the first through its watcher.
+func TestHostGateAborts(t *testing.T) {
+	as := goldenAgreements(t, 2)
+	type rank struct {
+		g      *Group
+		gt     *callGate
+		errs   chan error
+		ticket ticket
+	}
+	rs := make([]*rank, 2)
+	for i := range rs {
+		g := &Group{name: "dp", ranks: []int{0, 10, 1, 11}, me: 2 * i, hostPeers: as[i], hostMembers: []int{0, 2}}
+		r := &rank{g: g, errs: make(chan error, 2)}
+		r.gt = hostGate(g, func(err error) { r.errs <- err })
+		t.Cleanup(func() { r.gt.close(true) })
+		rs[i] = r
+	}
+	publish := func(r *rank, count uint64) error {
+		c := &call{req: backend.Request{Algo: coll.AlgoNCCL, Record: callRec(coll.AllGather, coll.BFloat16, count)}}
+		err := r.gt.publish(c)
+		r.ticket = c.gate
+		if err == nil {
+			err = r.gt.enqueued(c.gate)
+		}
+		return err
+	}
+	// Alike: approved, nothing waits.
+	for _, r := range rs {
+		if err := publish(r, 4096); err != nil || r.ticket.wait != 0 {
+			t.Fatalf("a matching call: %v, waits for %d (a host gate queues no guard)", err, r.ticket.wait)
+		}
+	}
+	if err := publish(rs[0], 4096); err != nil {
+		t.Fatal(err)
+	}
+	err := publish(rs[1], 2048)
+	want := []string{"collective 2", "rank 1 called all_gather with count=2048, rank 0 with count=4096", "NCCL communicators were aborted", "context is intact"}
+	for i, r := range rs {
+		got := err
+		if i == 0 || got == nil {
+			select {
+			case got = <-r.errs:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("member %d: the difference did not abort the group", i)
+			}
+		} else if a := <-r.errs; a.Error() != got.Error() {
+			t.Errorf("member %d aborted with %v, returned %v", i, a, got)
+		}
+		if !errors.Is(got, errs.Mismatch) {
+			t.Errorf("member %d: %v does not wrap ErrMismatch", i, got)
+		}
+		for _, w := range want {
+			if !strings.Contains(got.Error(), w) {
+				t.Errorf("member %d: %v\nwant %q in it", i, got, w)
+			}
+		}
+		select {
+		case again := <-r.errs:
+			t.Errorf("member %d aborted twice: %v", i, again)
+		default:
+		}
+	}
+}
+
+// TestHostGateMemberLeft: a member on this host that left before a call
+// this rank queued (its state word; a process exit reads the same through
+// its pidfd) aborts the group through the watcher, naming the member
+// (group rank 2, global rank 1).
+func TestHostGateMemberLeft(t *testing.T) {
+	as := goldenAgreements(t, 2)
+	errc := make(chan error, 2)
+	g := &Group{name: "dp", ranks: []int{0, 10, 1, 11}, me: 0, hostPeers: as[0], hostMembers: []int{0, 2}}
+	gt := hostGate(g, func(err error) { errc <- err })
+	t.Cleanup(func() { gt.close(true) })
+	as[1].SetState(members.StateLeft) // group rank 2 (global 1) closes
+	c := &call{req: backend.Request{Algo: coll.AlgoNCCL, Record: callRec(coll.AllReduce, coll.BFloat16, 64)}}
+	if err := gt.publish(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := gt.enqueued(c.gate); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errs.PeerClosed) || !strings.Contains(err.Error(), "rank 1 closed") || !strings.Contains(err.Error(), "collective 1 on the group was abandoned") {
+			t.Errorf("%v: want ErrPeerClosed naming rank 1 and collective 1", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a member that left did not abort the group")
 	}
 }

@@ -53,6 +53,12 @@ type Group struct {
 	// agreement compares records in-band when every rank is on this host
 	// (Agreer); nil otherwise (the store).
 	agreement *members.HostAgreement
+	// hostPeers, in a group that spans hosts, is the agreement of the
+	// members on this rank's host (their group indices: hostMembers),
+	// whose gate compares their calls (hostGate); nil where agreement
+	// covers the group or this rank is alone on its host.
+	hostPeers   *members.HostAgreement
+	hostMembers []int
 
 	pad      *segment // this rank's signal pad
 	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
@@ -163,6 +169,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.ag.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
 		if spans {
 			g.b.nccl.spanHosts()
+			if err := g.joinHostPeers(ctx, all, host); err != nil {
+				return err
+			}
 		}
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
@@ -239,6 +248,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if presences != nil { // once the communicators exist: peerGone aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
 		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.peerGone(err, comms) })
+		if g.hostPeers != nil && g.gate == nil {
+			g.gate = hostGate(g, func(err error) { g.peerGone(err, comms) })
+		}
 	}
 	return nil
 }
@@ -365,9 +377,37 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 // except the teardown's exchanges they make too.
 func (g *Group) Leave() {
 	g.ag.Leave()
-	if g.agreement != nil {
-		g.agreement.SetState(members.StateLeft)
+	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
+		if a != nil {
+			a.SetState(members.StateLeft)
+		}
 	}
+}
+
+// joinHostPeers sets up hostPeers (group setup, when the group spans
+// hosts): the members whose identity (all, by group rank) names this
+// rank's host, when there are two or more and the job passes file
+// descriptors. Collective over those members.
+func (g *Group) joinHostPeers(ctx context.Context, all [][]byte, host string) error {
+	var local, ranks []int
+	me := -1
+	for q, v := range all {
+		if strings.HasPrefix(string(v), host+"|") {
+			if q == g.me {
+				me = len(local)
+			}
+			local, ranks = append(local, q), append(ranks, g.ranks[q])
+		}
+	}
+	if len(local) < 2 || g.fdx == nil || me < 0 {
+		return nil
+	}
+	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.name), g.fdx, g.prefix+"/host", ranks, me, g.timeout)
+	if err != nil {
+		return err
+	}
+	g.hostPeers, g.hostMembers = a, local
+	return nil
 }
 
 // exchange sends fd to every peer under tag and imports every peer's fd of
@@ -517,8 +557,10 @@ func (g *Group) Close() error {
 		if g.unwatch != nil {
 			g.unwatch()
 		}
-		if g.agreement != nil {
-			g.agreement.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
+		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
+			if a != nil {
+				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
+			}
 		}
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
@@ -562,8 +604,10 @@ func (g *Group) Close() error {
 			g.faults.words.Free()
 		}
 		g.gate.close(true)
-		if g.agreement != nil {
-			g.agreement.Close()
+		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
+			if a != nil {
+				a.Close()
+			}
 		}
 		for _, f := range g.fences {
 			f.ev.Destroy()
