@@ -122,7 +122,7 @@ func loadAutoTable(path string) (*tune.Table, error) {
 // describeTable is t as doctor reports it.
 func describeTable(t *tune.Table, source string) doctor.AutoTable {
 	return doctor.AutoTable{Source: source, Sources: slices.Clone(t.Sources), Machine: doctorMachine(t.Machine), Date: t.Date,
-		Command: t.Command, Note: t.Note}
+		Command: t.Command, Note: t.Note, GraphRows: len(t.GraphRows)}
 }
 
 func doctorMachine(m tune.Machine) doctor.Machine {

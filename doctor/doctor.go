@@ -59,6 +59,9 @@ type AutoTable struct {
 	Date    string
 	Command string // what produced it
 	Note    string
+	// GraphRows is how many rows answer calls captured into CUDA graphs
+	// (tune.Table.GraphRows; 0: captured calls read the same rows).
+	GraphRows int
 	// Builtin is the built-in table, which answers calls a file's table
 	// has no row for (nil unless Source is a file).
 	Builtin *AutoTable

@@ -155,5 +155,8 @@ func describeTable(a doctor.AutoTable) string {
 	if len(a.Sources) > 0 {
 		s += " (from " + strings.Join(a.Sources, ", ") + ")"
 	}
+	if a.GraphRows > 0 {
+		s += fmt.Sprintf("; %d rows for calls captured into CUDA graphs", a.GraphRows)
+	}
 	return s
 }

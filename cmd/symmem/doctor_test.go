@@ -24,11 +24,11 @@ auto:     built-in table, measured on 4x NVIDIA H200, nvlink, NCCL 2.28.9, 2026-
 		t.Errorf("built-in:\n%s\nwant:\n%s", b.String(), want)
 	}
 	file := doctor.AutoTable{Source: "/t/h100.json", From: "SYMMEM_AUTO_TABLE", Machine: here, Date: "2026-12-01T10:00:00Z",
-		Command: "symmem tune -o /t/h100.json", Sources: []string{"h100.bfloat16.bench.json"}, Builtin: &builtin}
+		Command: "symmem tune -o /t/h100.json", Sources: []string{"h100.bfloat16.bench.json"}, Builtin: &builtin, GraphRows: 7}
 	b.Reset()
 	writeAutoTable(&b, doctor.Report{Machine: here, AutoTable: file})
 	for _, w := range []string{
-		"auto:     table /t/h100.json (SYMMEM_AUTO_TABLE), measured on 2x NVIDIA H100, nvlink, driver 12.8, NCCL 2.28.9, 2026-12-01T10:00:00Z (from h100.bfloat16.bench.json)\n",
+		"auto:     table /t/h100.json (SYMMEM_AUTO_TABLE), measured on 2x NVIDIA H100, nvlink, driver 12.8, NCCL 2.28.9, 2026-12-01T10:00:00Z (from h100.bfloat16.bench.json); 7 rows for calls captured into CUDA graphs\n",
 		"          made by: symmem tune -o /t/h100.json\n",
 		"          where it has no row: the built-in table, measured on 4x NVIDIA H200",
 	} {
