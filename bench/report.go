@@ -66,7 +66,7 @@ type Measure struct {
 	TimeUs float64 `json:"time_us"` // per call, maximum over ranks of the per-rank average
 	AlgBW  float64 `json:"algbw"`
 	BusBW  float64 `json:"busbw"`
-	Wrong  int64   `json:"wrong"` // wrong elements summed over ranks and rounds
+	Wrong  int64   `json:"wrong"` // wrong elements summed over ranks (the first round checks)
 	Iters  int     `json:"iters"`
 	// P50Us and P99Us are percentiles of Samples calls timed one by one,
 	// each followed by a Sync (maximum over ranks).

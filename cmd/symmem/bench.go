@@ -65,7 +65,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum when --budget > 0: small sizes need many to amortise the final synchronisation)")
 	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
 	fs.DurationVar(&f.cfg.Budget, "budget", 200*time.Millisecond, "adaptive iterations: about this much timed work per size (0: always -n)")
-	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest")
+	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times (memcpy before and after each), keep the fastest; the first round checks (-c), the others only time")
 	fs.IntVarP(&f.cfg.Graph, "cudagraph", "G", 0, "time CUDA-graph replays: each replay launches a graph of this many captured calls (cuda backend); 0: eager calls")
 	fs.IntVar(&f.cfg.Samples, "samples", 100, "per size, also time up to this many calls one by one (each synchronised) for p50/p99 latencies in the JSON; 0: off")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the random test data")

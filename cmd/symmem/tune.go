@@ -50,7 +50,7 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum: --budget)")
 	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
 	fs.DurationVar(&f.cfg.Budget, "budget", 100*time.Millisecond, "adaptive iterations: about this much timed work per size and path")
-	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times, keep the fastest")
+	fs.IntVar(&f.cfg.Rounds, "rounds", 1, "measure each size this many times, keep the fastest; the first round checks (-c), the others only time")
 	fs.Uint64Var(&b.seed, "seed", 1, "seed of the random test data")
 	fs.BoolVar(&f.progress, "progress", false, "print a line per size to stderr (default: when stderr is a terminal)")
 	fs.DurationVar(&f.timeout, "timeout", symmem.DefaultTimeout, "bound on every wait inside a collective")
