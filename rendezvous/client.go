@@ -117,13 +117,23 @@ func (c *Client) hello(ctx context.Context, conn net.Conn) error {
 }
 
 // bindCtx makes conn's I/O fail when ctx ends; call the result when done.
+// The result clears the deadline once the AfterFunc cannot run any more:
+// where ctx ended as the call returned, the func runs on its own goroutine
+// and could set its past deadline after the reset, leaving the pooled
+// conn to fail the next call at once ("i/o timeout").
 func bindCtx(ctx context.Context, conn net.Conn) func() {
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	ran := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		conn.SetDeadline(time.Unix(1, 0))
+		close(ran)
+	})
 	return func() {
-		stop()
+		if !stop() {
+			<-ran // it started: let it finish first
+		}
 		conn.SetDeadline(time.Time{})
 	}
 }
