@@ -213,7 +213,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 // fake device address: nothing runs them).
 func attachGate(g *Group, a *members.HostAgreement) {
 	g.agreement = a
-	gt := &callGate{g: g, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt := &callGate{g: g, ag: a, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
 	gt.failedDev = 0xFA00_0000 + members.FailedOffset
 	gt.args.PutU64(guardFailed, gt.failedDev)
