@@ -200,17 +200,27 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 	}
 	k := mailKey{from, m.keys[0]}
 	x.mu.Lock()
-	if x.closed {
-		x.mu.Unlock()
+	closed := x.closed
+	x.mu.Unlock()
+	if closed {
 		closeFDs(fds)
 		reply(respError, "receiver is closing")
+		return
+	}
+	// The reply goes first: once the descriptors are in the mailbox a Recv
+	// may return them and its process Close (which cuts this connection)
+	// or exit, and the sender would read EOF instead of its answer.
+	reply(respOK, "")
+	x.mu.Lock()
+	if x.closed { // closed meanwhile: nobody will claim them
+		x.mu.Unlock()
+		closeFDs(fds)
 		return
 	}
 	x.box[k] = append(x.box[k], fds)
 	close(x.changed)
 	x.changed = make(chan struct{})
 	x.mu.Unlock()
-	reply(respOK, "")
 }
 
 // readFDMsg reads one framed message and the descriptors attached to it. The
@@ -242,7 +252,9 @@ func readFDMsg(c *net.UnixConn) ([]int, msg, error) {
 
 // Send passes fds to toRank under tag. The caller keeps its own descriptors
 // (the receiver gets duplicates). The receiver may not be listening yet, so
-// Send retries until ctx's deadline (DefaultCallTimeout without one).
+// Send retries until ctx's deadline (DefaultCallTimeout without one). It
+// returns nil once the receiver's process holds the descriptors (one that
+// is closing at that moment closes them unclaimed).
 func (x *FDExchange) Send(ctx context.Context, toRank int, tag string, fds []int) error {
 	if toRank < 0 || toRank >= x.env.WorldSize {
 		return fmt.Errorf("rendezvous: fd exchange: send to rank %d: no such rank in world size %d", toRank, x.env.WorldSize)

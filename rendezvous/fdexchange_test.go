@@ -52,8 +52,9 @@ func TestFDPassTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := x.Send(ctx, 1, "ack", fds); err != nil {
-		// Seen once in a full CI run (EOF instead of the child's reply):
-		// the child's side says why.
+		// EOF instead of the child's reply: the child's exit cut its
+		// answer (fixed: TestFDSendAnsweredBeforeReceiverCloses); the
+		// child's side says why if it comes back.
 		cmd.Process.Kill()
 		werr := cmd.Wait()
 		t.Fatalf("%v\nchild (%v): %s", err, werr, out)
@@ -161,5 +162,42 @@ func TestFDErrors(t *testing.T) {
 	_, err = x.Recv(tctx(t, 100*time.Millisecond), 1, "seg")
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), `rank 1 never sent "seg"`) {
 		t.Fatalf("recv timeout: %v", err)
+	}
+}
+
+// TestFDSendAnsweredBeforeReceiverCloses: a receiver that gets the
+// descriptors and closes at once (a process that exits after its last
+// Recv) must not cut the sender off before its reply: the sender saw "no
+// reply: EOF" (TestFDPassTwoProcesses, now and then).
+func TestFDSendAnsweredBeforeReceiverCloses(t *testing.T) {
+	fd, err := unix.MemfdCreate("symmem-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for i := range 300 {
+		tok, job := NewToken(), NewJobID()
+		sender, err := NewFDExchange(testEnv(0, 2, tok, job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		receiver, err := NewFDExchange(testEnv(1, 2, tok, job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			fds, err := receiver.Recv(tctx(t, 10*time.Second), 0, "ack")
+			closeFDs(fds)
+			receiver.Close()
+			got <- err
+		}()
+		if err := sender.Send(tctx(t, 10*time.Second), 1, "ack", []int{fd}); err != nil {
+			t.Fatalf("iteration %d: %v", i, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		sender.Close()
 	}
 }
