@@ -661,3 +661,47 @@ func TestBySize(t *testing.T) {
 		t.Errorf("call order: default %v (want %v), BySize %v (want %v)", orders[0], wantDefault, orders[1], wantBySize)
 	}
 }
+
+// TestNoMemcpy: without the memcpy baseline (symmem tune) no copy is
+// timed, rows have no memcpy bandwidth or ratio, the JSON encodes, and the
+// table says so instead of printing zeros.
+func TestNoMemcpy(t *testing.T) {
+	j := newFakeJob(2)
+	cfg := baseConfig()
+	cfg.NoMemcpy, cfg.Rounds = true, 2
+	rep, err := runFakeJob(j, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := j.memcpys.Load(); n != 0 {
+		t.Errorf("%d memcpys timed", n)
+	}
+	for _, r := range rep.Results {
+		if r.MemcpyGBps != 0 {
+			t.Errorf("%s %d bytes: memcpy %v GB/s", r.Op, r.Bytes, r.MemcpyGBps)
+		}
+		for _, m := range r.measures() {
+			if m.VsMemcpy != 0 || m.TimeUs <= 0 {
+				t.Errorf("%s %d bytes: %+v", r.Op, r.Bytes, m)
+			}
+		}
+	}
+	var js, tb strings.Builder
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"no_memcpy": true`) {
+		t.Errorf("JSON lacks no_memcpy:\n%.400s", js.String())
+	}
+	if err := WriteTable(&tb, rep); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(tb.String(), "busbw/memcpy") || !strings.Contains(tb.String(), "fastest of 2 rounds (no memcpy baseline)") {
+		t.Errorf("table:\n%s", tb.String())
+	}
+	// With the baseline (the default) the same fake job times copies.
+	cfg.NoMemcpy = false
+	if _, err := runFakeJob(j, cfg, 0); err != nil || j.memcpys.Load() == 0 {
+		t.Errorf("with the baseline: %v, %d memcpys", err, j.memcpys.Load())
+	}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/symmem/symmem/coll"
@@ -21,7 +22,8 @@ type fakeJob struct {
 	arrived int
 	gen     int
 	ranks   []*fakeRank
-	corrupt int // when > 0, rank 0 flips this many output elements per call
+	corrupt int          // when > 0, rank 0 flips this many output elements per call
+	memcpys atomic.Int64 // Memcpy calls, every rank
 	// refuseOver: when > 0, algorithm "kernel" refuses calls of more than
 	// this many bytes per rank (errs.Refused), like a forced path.
 	refuseOver int64
@@ -122,6 +124,7 @@ func (f *fakeRank) Read(dst []byte, src coll.Span) error {
 }
 
 func (f *fakeRank) Memcpy(dst, src coll.Span) error {
+	f.job.memcpys.Add(1)
 	n := min(dst.Len, src.Len)
 	d, err := f.mem(coll.Span{Ptr: dst.Ptr, Len: n})
 	if err != nil {

@@ -25,6 +25,8 @@ type Report struct {
 	Checked   bool     `json:"checked"`
 	Seed      uint64   `json:"seed"`
 	Rounds    int      `json:"rounds"` // each row is the fastest of this many rounds
+	// NoMemcpy: no memcpy baseline was timed (Config.NoMemcpy).
+	NoMemcpy bool `json:"no_memcpy,omitempty"`
 	// MemcpyThreads is how many threads each rank's memcpy baseline used
 	// (0: not known to the harness).
 	MemcpyThreads int     `json:"memcpy_threads,omitempty"`
@@ -176,6 +178,9 @@ func (r Result) summary() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s busbw %.2f GB/s %s #wrong %d", name, m.BusBW, m.path(), m.Wrong))
 	}
-	return fmt.Sprintf("%s %s %s: %s; memcpy %.2f GB/s", r.Op, r.Algo, FormatSize(r.Bytes),
-		strings.Join(parts, ", "), r.MemcpyGBps)
+	s := fmt.Sprintf("%s %s %s: %s", r.Op, r.Algo, FormatSize(r.Bytes), strings.Join(parts, ", "))
+	if r.MemcpyGBps > 0 {
+		s += fmt.Sprintf("; memcpy %.2f GB/s", r.MemcpyGBps)
+	}
+	return s
 }

@@ -29,6 +29,10 @@ type Config struct {
 	Warmup     int           // untimed iterations before timing (at most Iters)
 	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
 	Rounds     int           // repeat each size this many times, keep the fastest (default 1); the first round checks
+	// NoMemcpy skips the memcpy baseline (two local copies timed around
+	// each round of each row): symmem tune, whose table does not use it.
+	// Rows then have no memcpy_gbps and no busbw/memcpy.
+	NoMemcpy bool
 	// BySize measures every algorithm at one size before the next size,
 	// each round of every algorithm in turn (rows still come out algorithm
 	// by algorithm, at the end of each op): paths compared at a size are
@@ -164,7 +168,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 	s.got, s.want = make([]byte, min(chunk, maxBytes)), make([]byte, min(chunk, maxBytes))
 
 	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
-		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds),
+		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds), NoMemcpy: cfg.NoMemcpy,
 		Date: time.Now().UTC().Format(time.RFC3339)}
 	if mt, ok := t.(MemcpyThreader); ok {
 		rep.MemcpyThreads = mt.MemcpyThreads()
@@ -287,9 +291,12 @@ func (s *sweep) newRow(k coll.Kind, a coll.Algo, l layout) rowAcc {
 // alternating rounds spread slow moments of a shared machine over both.
 func (s *sweep) round(acc *rowAcc, k coll.Kind, a coll.Algo, ai, si, round int, l layout) error {
 	res := &acc.res
-	mc0, err := s.memcpy(l.bytes, s.cfg.Iters, true)
-	if err != nil {
-		return fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
+	mc0 := math.Inf(1)
+	if !s.cfg.NoMemcpy {
+		var err error
+		if mc0, err = s.memcpy(l.bytes, s.cfg.Iters, true); err != nil {
+			return fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
+		}
 	}
 	iters := 0
 	for _, inPlace := range []bool{false, true} {
@@ -323,6 +330,9 @@ func (s *sweep) round(acc *rowAcc, k coll.Kind, a coll.Algo, ai, si, round int, 
 		}
 		*keep = m
 	}
+	if s.cfg.NoMemcpy {
+		return nil
+	}
 	mc, err := s.memcpy(l.bytes, iters, false)
 	if err != nil {
 		return fmt.Errorf("bench: memcpy baseline %s: %w", FormatSize(l.bytes), err)
@@ -335,6 +345,9 @@ func (s *sweep) round(acc *rowAcc, k coll.Kind, a coll.Algo, ai, si, round int, 
 // of it.
 func (acc *rowAcc) finish(l layout) Result {
 	res := acc.res
+	if math.IsInf(acc.best, 1) { // no baseline (NoMemcpy)
+		return res
+	}
 	res.MemcpyGBps = float64(l.bytes) / acc.best / 1e9
 	for _, m := range []*Measure{res.OutOfPlace, res.InPlace} {
 		if m != nil && m.Refused == "" {

@@ -94,7 +94,11 @@ func (t *Table) Row(rep *Report, res Result) error {
 		extras = append(extras, x)
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "#   path, busbw/memcpy: %s; memcpy %.2f GB/s\n", strings.Join(extras, ", "), res.MemcpyGBps)
+	if res.MemcpyGBps > 0 {
+		fmt.Fprintf(&b, "#   path, busbw/memcpy: %s; memcpy %.2f GB/s\n", strings.Join(extras, ", "), res.MemcpyGBps)
+	} else {
+		fmt.Fprintf(&b, "#   path: %s\n", strings.Join(extras, ", "))
+	}
 	t.write(b.String())
 	return t.err
 }
@@ -190,10 +194,13 @@ func writePreamble(b *strings.Builder, r *Report) {
 	}
 	fmt.Fprintf(b, "# symmem bench: backend %s, nRanks %d, type %s, redop %s, %s buffers, validation: %d, seed %d\n",
 		r.Backend, r.Ranks, r.DType, r.RedOp, mem, check, r.Seed)
-	if r.Rounds > 1 {
+	switch {
+	case r.Rounds > 1 && r.NoMemcpy:
+		fmt.Fprintf(b, "# each row: fastest of %d rounds (no memcpy baseline)\n", r.Rounds)
+	case r.Rounds > 1:
 		fmt.Fprintf(b, "# each row: fastest of %d rounds (memcpy: fastest of %d measurements, before and after each round)\n", r.Rounds, 2*r.Rounds)
 	}
-	if r.MemcpyThreads > 0 {
+	if r.MemcpyThreads > 0 && !r.NoMemcpy {
 		fmt.Fprintf(b, "# memcpy baseline: every rank copies at once, from 4 MiB on %d thread(s) each (its share of the CPUs): the machine's copy bandwidth\n", r.MemcpyThreads)
 	}
 	if r.Command != "" {

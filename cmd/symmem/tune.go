@@ -296,7 +296,8 @@ func tuneSweeps(t bench.Target, w *symmem.World, f *tuneFlags, dt coll.DType, gr
 	for _, k := range f.cfg.Ops {
 		cfg := f.cfg
 		cfg.Ops, cfg.DType = []coll.Kind{k}, dt
-		cfg.BySize = true // every path at a size seconds apart: drift does not pick the winner
+		cfg.BySize = true   // every path at a size seconds apart: drift does not pick the winner
+		cfg.NoMemcpy = true // the table does not use the memcpy baseline
 		if graph {
 			cfg.Graph, cfg.Sizes = f.graph, f.graphSizes
 		}
