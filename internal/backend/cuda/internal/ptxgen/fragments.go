@@ -282,15 +282,29 @@ func (p *ptx) abandonReport(next string) {
 	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r11, [%%rd3+%d], %%r8;
 	setp.eq.u32     %%p6, %%r11, %%r8;
 	@%%p6 bra        %s;                    // another thread reported this launch`, rReported, next)
-	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 0;\n\tfence.sc.sys;", 4*fSet)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r1;", 4*fPeer)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 0;", 4*fTheirs)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %d;", 4*fKind, kindAbandoned)
-	p.f("\tor.b32          %%r11, %%r8, %d;\n\tst.release.sys.global.u32 [%%rd39+%d], %%r11;", 1<<31, 4*fSet)
+	p.writeReport("", field{val: "%r1"}, field{val: "0"}, field{val: fmt.Sprint(kindAbandoned)})
 	p.f("\tbra             %s;", next)
+}
+
+// field is a report word's value: an operand, after pre (instructions
+// that compute it into %r11, "" for none).
+type field struct{ pre, val string }
+
+// writeReport writes a fault report into the mapped host words (P.fault;
+// layout.go): set cleared and fenced first, the fields (peer, theirs,
+// this rank's digest %r15, the epoch %r8, kind), set to e|top bit last,
+// released. note ends the fence's line.
+func (p *ptx) writeReport(note string, peer, theirs, kind field) {
+	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
+	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 0;\n\tfence.sc.sys;%s", 4*fSet, note)
+	for _, w := range []struct {
+		off int
+		f   field
+	}{{fPeer, peer}, {fTheirs, theirs}, {fMine, field{val: "%r15"}}, {fEpoch, field{val: "%r8"}}, {fKind, kind}} {
+		p.b.WriteString(w.f.pre)
+		p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %s;", 4*w.off, w.f.val)
+	}
+	p.f("\tor.b32          %%r11, %%r8, %d;\n\tst.release.sys.global.u32 [%%rd39+%d], %%r11;", 1<<31, 4*fSet)
 }
 
 // skipIfFirstFailed: after setup, a second launch whose first found a
@@ -380,18 +394,13 @@ func (p *ptx) faultReport(stopped bool) {
 	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r11, [%%rd3+%d], %%r8;
 	setp.eq.u32     %%p7, %%r11, %%r8;
 	@%%p7 bra        L_fault_written;              // another CTA reported this launch`, rReported)
-	p.f("\tld.param.u64    %%rd39, [P+%d];", pFault)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], 0;\n\tfence.sc.sys;                                 // fields follow: set reads 0 meanwhile", 4*fSet)
-	p.f("\tld.shared.u32   %%r11, [sfault+4];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fPeer)
-	p.f("\tld.shared.u32   %%r11, [sfault+8];\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", 4*fTheirs)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r15;", 4*fMine)
-	p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r8;", 4*fEpoch)
-	if stopped {
-		p.f("\tst.relaxed.sys.global.u32 [%%rd39+%d], %d;", 4*fKind, kindStopped)
-	} else { // sfault is 1 for a difference, 2 when a wait was abandoned
-		p.f("\tld.shared.u32   %%r11, [sfault];\n\tand.b32         %%r11, %%r11, %d;\n\tst.relaxed.sys.global.u32 [%%rd39+%d], %%r11;", kindAbandoned, 4*fKind)
+	kind := field{val: fmt.Sprint(kindStopped)}
+	if !stopped { // sfault is 1 for a difference, 2 when a wait was abandoned
+		kind = field{pre: fmt.Sprintf("\tld.shared.u32   %%r11, [sfault];\n\tand.b32         %%r11, %%r11, %d;\n", kindAbandoned), val: "%r11"}
 	}
-	p.f("\tor.b32          %%r11, %%r8, %d;\n\tst.release.sys.global.u32 [%%rd39+%d], %%r11;\nL_fault_written:", 1<<31, 4*fSet)
+	p.writeReport("                                 // fields follow: set reads 0 meanwhile",
+		field{pre: "\tld.shared.u32   %r11, [sfault+4];\n", val: "%r11"}, field{pre: "\tld.shared.u32   %r11, [sfault+8];\n", val: "%r11"}, kind)
+	p.w("L_fault_written:")
 }
 
 // finish is L_end, every thread's way out: thread 0 counts its CTA as
