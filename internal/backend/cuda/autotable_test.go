@@ -225,10 +225,11 @@ func TestAutoGraphRows(t *testing.T) {
 	if asked != 3 {
 		t.Errorf("asked whether the stream is captured %d times, want 3", asked)
 	}
+	// Neither table with graph rows (the built-in one swapped for the
+	// transcription, which has none): the driver is never asked.
 	plain := goldenTable(t)
-	if plain.HasGraphRows() || builtinTable.HasGraphRows() {
-		t.Skip("a table here has graph rows: the no-question case needs one without")
-	}
+	defer func(b *tune.Table) { builtinTable = b }(builtinTable)
+	builtinTable = plain
 	g.b.table, asked = plain, 0
 	req := makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req
 	req.Stream = callerStream

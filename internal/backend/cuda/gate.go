@@ -108,7 +108,7 @@ func newCallGate(g *Group) (*callGate, error) {
 // trap would cost the context where a member exits, which the NCCL abort
 // of a gone member spares). A difference found, or a member here that
 // exited before a call it never made, goes to abort — the group's
-// peerGone: its NCCL communicators are aborted (kernels waiting in them
+// abortGroup: its NCCL communicators are aborted (kernels waiting in them
 // end) and every later call and Synchronize fails with the difference.
 // Calls that differ between hosts only are not compared (docs/multihost.md).
 func hostGate(g *Group, abort func(error)) *callGate {
@@ -357,18 +357,18 @@ func (gt *callGate) mismatch(m *members.GateMismatch, out outcome) error {
 // exited is the error of a call abandoned because group rank q will never
 // make it: its process exited, or it closed or failed (its state word
 // says which).
-func (gt *callGate) exited(k uint64, q int, outcome outcome) error {
+func (gt *callGate) exited(k uint64, q int, out outcome) error {
 	g := gt.g
 	rank := "a rank"
 	if q >= 0 {
 		rank = fmt.Sprintf("rank %d", gt.rankOf(q))
 		if gt.ag != nil {
 			if gone := gt.ag.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
-				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, outcome, gone)
+				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, out, gone)
 			}
 		}
 	}
-	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, outcome, errs.PeerExited)
+	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, out, errs.PeerExited)
 }
 
 // stall is the error of a guard's watchdog: call k was not approved in
@@ -455,8 +455,8 @@ func (gt *callGate) watch() {
 		default:
 		}
 		if m := gt.c.Failed(); m != nil && gt.abort != nil {
-			gt.aborted(m) // once
-			continue
+			gt.aborted(m)
+			return // a host gate has nothing more to watch
 		}
 		if gt.stopped.Load() != nil || gt.c.Failed() != nil {
 			continue

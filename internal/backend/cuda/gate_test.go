@@ -91,15 +91,15 @@ func TestGateErrors(t *testing.T) {
 }
 
 // TestPeerGoneStopsGroup: once a member on another host is gone
-// (peerGone, from the job's presences), every call fails with the first
+// (abortGroup, from the job's presences), every call fails with the first
 // reason, naming the rank, before anything is queued.
 func TestPeerGoneStopsGroup(t *testing.T) {
 	g := fakeGroup(2, 0)
 	if err := g.goneErr(); err != nil {
 		t.Fatalf("a fresh group is gone: %v", err)
 	}
-	g.peerGone(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)
-	g.peerGone(errors.New("a later reason"), nil)
+	g.abortGroup(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)
+	g.abortGroup(errors.New("a later reason"), nil)
 	_, err := g.Run(context.Background(), gatherReq(g, 1<<10, false))
 	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
 		t.Fatalf("Run after a member left: %v, want ErrBroken and ErrPeerExited naming rank 1", err)
@@ -110,7 +110,7 @@ func TestPeerGoneStopsGroup(t *testing.T) {
 // (here group ranks 0 and 2 of 4: global ranks 0 and 1) compare their
 // calls through their host gate. No call waits for an approval (no guard),
 // and a difference aborts the group on both members (the group's
-// peerGone), naming the argument with global ranks: the member that
+// abortGroup), naming the argument with global ranks: the member that
 // published second at once, the first through its watcher.
 func TestHostGateAborts(t *testing.T) {
 	as := goldenAgreements(t, 2)

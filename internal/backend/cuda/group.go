@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"fmt"
-	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
@@ -85,8 +85,9 @@ type Group struct {
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
 
-	// gone is set when a member on another host exited (peerGone); unwatch
-	// ends that watch (nil without one).
+	// gone is abortGroup's error (a member gone, or a difference on this
+	// host, in a group that spans hosts); unwatch ends the presence watch
+	// (nil without one).
 	gone    atomic.Pointer[error]
 	unwatch func()
 
@@ -245,23 +246,25 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		return nil
 	}
 	g.nccl = newNCCLGroup(ctx, g, gen)
-	if presences != nil { // once the communicators exist: peerGone aborts them
+	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
-		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.peerGone(err, comms) })
+		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.hostPeers != nil && g.gate == nil {
-			g.gate = hostGate(g, func(err error) { g.peerGone(err, comms) })
+			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
 	}
 	return nil
 }
 
-// peerGone stops the group when a member on another host exited
-// (members.Presences.OnGone): later calls and Synchronize fail with err,
-// and the group's NCCL communicators are aborted, which ends NCCL kernels
-// waiting for the gone rank (ncclCommAbort) instead of leaving the stream
-// blocked until the process is killed. Nothing else waits across hosts:
-// symmem's kernels and copy engines do not run on such groups.
-func (g *Group) peerGone(err error, comms []*bnccl.Comm) {
+// abortGroup stops a group that spans hosts, once: when a member on
+// another host exited (members.Presences.OnGone), or when this host's
+// members differ or one is gone (hostGate). Later calls and Synchronize
+// fail with err, and the group's NCCL communicators are aborted, which
+// ends NCCL kernels waiting for the gone rank (ncclCommAbort) instead of
+// leaving the stream blocked until the process is killed. Nothing else
+// waits across hosts: symmem's kernels and copy engines do not run on such
+// groups.
+func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
@@ -273,7 +276,7 @@ func (g *Group) peerGone(err error, comms []*bnccl.Comm) {
 	}
 }
 
-// goneErr is peerGone's error, nil while every member is there.
+// goneErr is abortGroup's error, nil until the group was aborted.
 func (g *Group) goneErr() error {
 	if e := g.gone.Load(); e != nil {
 		return *e
