@@ -48,13 +48,7 @@ SHARE=()
 [ "$GPUS" -lt 2 ] && SHARE=(env SYMMEM_SHARE_DEVICE=1)
 
 if has env; then
-  {
-    date -u; uname -a
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv
-    nvidia-smi topo -m
-    echo "GPUS=$GPUS MPS=${MPS:-0} SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
-    ls -l .build/
-  } >>"$OUTDIR/env.log" 2>&1
+  { gpu_env; ls -l .build/; } >>"$OUTDIR/env.log" 2>&1
   RC[env]=0
 fi
 has native && step native 120 .build/native-cuda.test -test.v -test.count=1

@@ -20,8 +20,7 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
 use_libsymmem
-gpu_env >"$OUTDIR/env.log" 2>&1
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' >>"$OUTDIR/env.log" 2>&1
+torch_env >"$OUTDIR/env.log" 2>&1
 for n in $(lane_sizes); do
   devs=$(lane_devs "$n")
   for r in $(seq "${ROUNDS:-2}"); do

@@ -36,11 +36,7 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh # the torch venv, its NCCL for symmem too, multicast off, step
 use_libsymmem
-{
-  date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-  python3 -c 'import torch, sys; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda)'
-} >"$OUTDIR/env.log" 2>&1
-GPUS=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+torch_env >"$OUTDIR/env.log" 2>&1
 EX=examples/python/fsdp2_symmem.py
 if [ "${GPUS:-0}" -ge 2 ] && command -v torchrun >/dev/null; then
   RUN2=(torchrun --standalone --nproc-per-node 2 "$EX")

@@ -39,6 +39,10 @@ gpu_env() { # the machine, for env.log
   nvidia-smi topo -m
   echo "GPUS=$GPUS MPS=${MPS:-0} SYMMEM_NCCL_LIB=${SYMMEM_NCCL_LIB:-unset}"
 }
+torch_env() { # gpu_env and the torch stack the Python runs use
+  gpu_env
+  python3 -c 'import sys, torch; print(sys.executable, "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+}
 use_libsymmem() { # Python runs load .build/libsymmem.so and python/ (exits 2 without the library)
   export SYMMEM_LIBRARY="$PWD/.build/libsymmem.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
   [ -e "$SYMMEM_LIBRARY" ] || { echo "missing $SYMMEM_LIBRARY: run scripts/build-gpu.sh on the build machine"; exit 2; }

@@ -15,7 +15,7 @@ mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."
 . scripts/gpu-lib.sh
 use_libsymmem
-gpu_env >"$OUTDIR/env.log" 2>&1
+torch_env >"$OUTDIR/env.log" 2>&1
 for n in $(lane_sizes); do
   devs=$(lane_devs "$n")
   # shellcheck disable=SC2086
