@@ -147,8 +147,11 @@ func roleGPUGraph(ctx context.Context) error {
 func graphReductions(ctx context.Context, w *World, g *Group, s *cudadrv.Stream, in, out Buffer) error {
 	n, me := g.Size(), g.Rank()
 	cctx := w.be.(*cuda.Backend).Context()
-	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention} {
+	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL} {
 		for _, nb := range []int64{48 << 10, 24<<20 + 96} {
+			if algo == coll.AlgoLL && nb > 48<<10 {
+				continue // larger than its area: refused
+			}
 			src, dst := coll.Span{Ptr: in.Ptr, Len: nb}, coll.Span{Ptr: out.Ptr, Len: nb}
 			capture := func() (*cudadrv.Graph, error) {
 				if err := g.Barrier(ctx); err != nil {

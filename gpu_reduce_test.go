@@ -36,7 +36,7 @@ func roleGPUReduceKernels(ctx context.Context) error {
 	}
 	out, in := bufs[0], bufs[1]
 	cases, bad, refused := 0, 0, 0
-	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention} {
+	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL} {
 		// An algorithm that refuses every case is broken, not picky (a
 		// kernel that does not load refuses with ErrNotSupported).
 		ran, why, hostWhy := 0, error(nil), error(nil)
@@ -82,7 +82,7 @@ func roleGPUReduceKernels(ctx context.Context) error {
 			return fmt.Errorf("%s refused every case, e.g. %v", algo, why)
 		}
 	}
-	fmt.Printf("GPU reduction kernels: %d cases, %d wrong, %d refused (kernel, two-shot, lc; sum and avg; bit-exact against reduce.ReduceN + Finish)\n", cases, bad, refused)
+	fmt.Printf("GPU reduction kernels: %d cases, %d wrong, %d refused (kernel, two-shot, lc, ll; sum and avg; bit-exact against reduce.ReduceN + Finish)\n", cases, bad, refused)
 	if bad != 0 {
 		return fmt.Errorf("%d of %d kernel cases wrong", bad, cases)
 	}

@@ -109,7 +109,7 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	c.count = per
 	c.root = rng.IntN(int(size))
 	c.inPlace = rng.IntN(3) == 0
-	algos := []coll.Algo{coll.AlgoAuto, coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoTwoShot, coll.AlgoLowContention}
+	algos := []coll.Algo{coll.AlgoAuto, coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL}
 	c.algo = algos[rng.IntN(len(algos))]
 	c.pad = int64(rng.IntN(4)) * int64(rng.IntN(1<<20))
 	if rng.IntN(2) == 0 {

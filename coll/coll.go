@@ -162,12 +162,13 @@ const (
 	AlgoKernel        Algo = "kernel"      // symmem's own SM kernel on peer-mapped symmetric buffers
 	AlgoTwoShot       Algo = "two-shot"    // all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel, in place
 	AlgoLowContention Algo = "lc"          // copy engines move, a few CTAs reduce (reduce-scatter; all-reduce adds a copy-engine all-gather)
+	AlgoLL            Algo = "ll"          // symmem's low-latency kernel for small messages: data and flag in one store, no round trips; any device buffers
 )
 
 // Algos lists every algorithm name. The order is the C ABI's algorithm codes
 // (SYMMEM_ALGO_* in include/symmem.h): append only.
 func Algos() []Algo {
-	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention}
+	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention, AlgoLL}
 }
 
 // Path reports what a call actually did and why, for bench output and doctor.

@@ -97,6 +97,7 @@ typedef enum {
 #define SYMMEM_PATH_KERNEL 4      /* symmem's own kernel */
 #define SYMMEM_PATH_TWO_SHOT 5    /* all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel */
 #define SYMMEM_PATH_LC 6          /* low contention: copy engines move, a few CTAs reduce */
+#define SYMMEM_PATH_LL 7          /* low latency: symmem's small-message kernel, data and flag in one store */
 #define SYMMEM_PATH_STAGED 8      /* flag */
 
 /* symmem_init flags. */
@@ -157,7 +158,7 @@ void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
  * count*size), elements for all-reduce and broadcast. In place: pass this
  * rank's slice (all-gather) / chunk (reduce-scatter) or the same buffer.
  * Broadcast is in place; root is a group rank. algo: NULL or "auto", or
- * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc". */
+ * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll". */
 int symmem_all_gather(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
                       void* stream, const char* algo);
 int symmem_reduce_scatter(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,
@@ -182,6 +183,7 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
 #define SYMMEM_ALGO_KERNEL 5
 #define SYMMEM_ALGO_TWO_SHOT 6
 #define SYMMEM_ALGO_LC 7
+#define SYMMEM_ALGO_LL 8
 #define SYMMEM_CALL(kind, dtype, op, algo, root)                                                   \
   ((uint64_t)(uint8_t)(kind) | (uint64_t)(uint8_t)(dtype) << 8 | (uint64_t)(uint8_t)(op) << 16 | \
    (uint64_t)(uint8_t)(algo) << 24 | (uint64_t)(uint32_t)(root) << 32)

@@ -199,9 +199,30 @@ func TestHeaderConstants(t *testing.T) {
 		}
 	}
 	for name, path := range map[string]int{"SYMMEM_PATH_DIRECT": 0, "SYMMEM_PATH_NCCL": 1, "SYMMEM_PATH_NCCL_WINDOW": 2,
-		"SYMMEM_PATH_CE": 3, "SYMMEM_PATH_KERNEL": 4} {
+		"SYMMEM_PATH_CE": 3, "SYMMEM_PATH_KERNEL": 4, "SYMMEM_PATH_TWO_SHOT": 5, "SYMMEM_PATH_LC": 6, "SYMMEM_PATH_LL": 7} {
 		if vals[name] != path {
 			t.Errorf("include/symmem.h: %s = %d, want %d", name, vals[name], path)
+		}
+	}
+	// Every algorithm but auto has its own path code below the staged bit,
+	// the one pathCode returns (the Python package's PATHS numbers them the
+	// same way: python/symmem/_core.py).
+	seen := map[int]coll.Algo{}
+	for _, a := range algos[1:] {
+		name := "SYMMEM_PATH_" + strings.ToUpper(strings.ReplaceAll(string(a), "-", "_"))
+		c := int(pathCode(coll.Path{Algo: a}))
+		if got, ok := vals[name]; !ok || got != c {
+			t.Errorf("include/symmem.h: %s = %d (found %v), the library returns %d for %q", name, got, ok, c, a)
+		}
+		if c >= pathStaged || c&pathStaged != 0 {
+			t.Errorf("path code %d of %q collides with SYMMEM_PATH_STAGED (%d)", c, a, pathStaged)
+		}
+		if b, dup := seen[c]; dup {
+			t.Errorf("path code %d is both %q and %q", c, b, a)
+		}
+		seen[c] = a
+		if int(pathCode(coll.Path{Algo: a, Staged: true})) != c|pathStaged {
+			t.Errorf("pathCode(%q staged) = %d, want %d", a, int(pathCode(coll.Path{Algo: a, Staged: true})), c|pathStaged)
 		}
 	}
 }
@@ -458,7 +479,7 @@ func TestUnpackRejects(t *testing.T) {
 	}{
 		{4, "kind 4"},
 		{0xff, "kind 255"},
-		{2 | 8<<24, "algorithm code 8"},
+		{2 | 9<<24, "algorithm code 9"},
 	} {
 		a, err := unpack(tc.call)
 		if err == nil {

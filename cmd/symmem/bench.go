@@ -58,7 +58,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.dtype, "dtype", "d", "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8")
 	fs.StringVarP(&o.redop, "op", "o", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
 	fs.IntVarP(&o.root, "root", "r", 0, "broadcast root")
-	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc")
+	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc, ll")
 	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
 	fs.IntVarP(&o.check, "check", "c", 1, "check every size against a serial reference (#wrong): 1 on, 0 off")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,7 +144,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-ops", "allgatherx"}, `unknown op "allgatherx"`},
 		{[]string{"-dtype", "float8"}, `unknown dtype "float8" (want one of float32`},
 		{[]string{"-op", "prod"}, `unknown reduction "prod"`},
-		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want one of [auto direct nccl nccl-window ce kernel two-shot lc])`},
+		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want one of [auto direct nccl nccl-window ce kernel two-shot lc ll])`},
 		{[]string{"-b", "1X"}, "-b: bad size"},
 		{[]string{"-b", "1M", "-e", "1K"}, "swap -b and -e"},
 		{[]string{"-f", "1"}, "factor -f 1"},
@@ -193,6 +194,21 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(js); !os.IsNotExist(err) {
 		t.Errorf("the up-front -J check left a file behind: %v", err)
+	}
+}
+
+// TestBenchAlgoNames: --algo's help lists every algorithm, and each parses.
+func TestBenchAlgoNames(t *testing.T) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	(&benchOpts{}).define(fs)
+	usage := fs.Lookup("algo").Usage
+	for _, a := range coll.Algos() {
+		if !slices.Contains(strings.Split(strings.TrimPrefix(usage, "comma-separated algorithms: "), ", "), string(a)) {
+			t.Errorf("--algo's help %q does not list %q", usage, a)
+		}
+		if got, err := parseAlgos(" " + strings.ToUpper(string(a))); err != nil || len(got) != 1 || got[0] != a {
+			t.Errorf("parseAlgos(%q) = %v, %v", a, got, err)
+		}
 	}
 }
 

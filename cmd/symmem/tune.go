@@ -144,7 +144,7 @@ reports beside it (FILE.DTYPE.bench.json, inputs of go generate for the built-in
 table: docs/gpu.md). Every path is measured at one size before the next size, each round
 taking every path in turn (rows print as bench prints them, at the end of each op). Per op, class, rank count,
 placement and size the fastest path wins; among paths within 3% of it the previous size's
-winner stays, else the order ce, kernel, two-shot, lc, nccl-window, nccl decides; refused
+winner stays, else the order ce, ll, kernel, two-shot, lc, nccl-window, nccl decides; refused
 or wrong calls never win; all-gather and broadcast, which move bytes, measured on one
 type stand for every class. With -G N it also times CUDA-graph replays (N captured
 calls a graph) up to --graph-max and writes them as the table's graph rows

@@ -16,10 +16,11 @@ const Tie = 0.03
 
 // Preference is the order in which paths win a tie (Tie): copy engines
 // first (they use no SMs, which stay free for the compute beside the
-// collective), then symmem's kernels (kernel; two-shot and lc, which the
-// table names only where they measured fastest), then NCCL on windows,
-// then plain NCCL; any other path (the CPU's direct) last.
-var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL}
+// collective), then symmem's kernels (ll, the small-message kernel of one
+// push; kernel; two-shot and lc, which the table names only where they
+// measured fastest), then NCCL on windows, then plain NCCL; any other path
+// (the CPU's direct) last.
+var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoLL, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL}
 
 func prefRank(a coll.Algo) int {
 	if i := slices.Index(Preference, a); i >= 0 {
@@ -47,7 +48,7 @@ type span struct {
 //  1. At each measured size the fastest path wins; among paths within Tie
 //     (3%) of the fastest, the previous (smaller) size's winner stays if
 //     it is one of them (fewer switches, none slower than Tie), else
-//     Preference decides (ce, kernel, two-shot, lc, nccl-window, nccl). A
+//     Preference decides (ce, ll, kernel, two-shot, lc, nccl-window, nccl). A
 //     refused call or one with wrong elements is not a candidate; auto's
 //     own rows are ignored.
 //  2. Consecutive sizes with the same winner merge into one row bounded by

@@ -9,13 +9,13 @@ import weakref
 from . import _lib
 from ._lib import InvalidArgumentError, check, lib
 
-_ALGOS = ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc")
+_ALGOS = ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll")
 KINDS = {"all_gather": 0, "reduce_scatter": 1, "all_reduce": 2, "broadcast": 3}
 
 
 class Path:
     """How a collective ran: algo ("direct", "nccl", "nccl-window", "ce",
-    "kernel", "two-shot", "lc"), staged (ordinary memory went through the pool) and, from
+    "kernel", "two-shot", "lc", "ll"), staged (ordinary memory went through the pool) and, from
     last_path() and explain(), the reason."""
 
     __slots__ = ("algo", "staged", "reason")

@@ -1,16 +1,18 @@
 """Parts of the Python package that need no launcher: where init takes the
-job description from, explicit-argument errors, and a world of one rank
-started from explicit arguments. Run as a plain process (the Go test
+job description from, explicit-argument errors, a world of one rank
+started from explicit arguments, and the algorithm and path codes against
+include/symmem.h. Run as a plain process (the Go test
 cmd/libsymmem runs it)."""
 
 import array
 import os
+import re
 import socket
 import unittest
 from unittest import mock
 
 import symmem
-from symmem import _core
+from symmem import _core, _ops
 
 ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN",
        "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED")
@@ -94,6 +96,45 @@ class TestExplicitInit(unittest.TestCase):
             symmem.world()
         with self.assertRaises(symmem.BadHandleError):  # the closed world's own handle
             symmem._lib.check(symmem._lib.lib.symmem_world_rank(h))
+
+
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "symmem.h")
+
+
+@unittest.skipUnless(os.path.exists(HEADER), "include/symmem.h is not beside the package")
+class TestHeaderCodes(unittest.TestCase):
+    """The package's algorithm names and path codes are the header's."""
+
+    def defines(self, prefix):
+        with open(HEADER) as f:
+            src = f.read()
+        return {m[1]: int(m[2]) for m in re.finditer(r"#define (" + prefix + r"\w+)\s+(\d+)", src)}
+
+    @staticmethod
+    def macro(prefix, algo):
+        return prefix + algo.upper().replace("-", "_")
+
+    def test_algorithm_codes(self):
+        want = self.defines("SYMMEM_ALGO_")
+        got = {self.macro("SYMMEM_ALGO_", a): c >> 24 for a, c in _ops._ALGO.items()}
+        self.assertEqual(got, want)
+        self.assertEqual(tuple(a for a in sorted(_ops._ALGO, key=_ops._ALGO.get) if a != "auto"), _core._ALGOS)
+        for a in _core._ALGOS:
+            self.assertIn(f'"{a}"', symmem.Path.__doc__)  # the documented list
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            _ops._algo("fastest")
+        self.assertIn(", ".join(_core._ALGOS[:-1]) + " or " + _core._ALGOS[-1], str(cm.exception))
+
+    def test_path_codes(self):
+        want = self.defines("SYMMEM_PATH_")
+        staged = want.pop("SYMMEM_PATH_STAGED")
+        self.assertEqual({self.macro("SYMMEM_PATH_", a): c for c, a in enumerate(_core._ALGOS)}, want)
+        for name, code in want.items():
+            self.assertLess(code, staged, name)
+            for s in (0, staged):
+                p = _ops._PATHS[code | s]
+                self.assertEqual(self.macro("SYMMEM_PATH_", p.algo), name)
+                self.assertEqual(p.staged, bool(s))
 
 
 if __name__ == "__main__":

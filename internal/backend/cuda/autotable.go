@@ -109,6 +109,7 @@ func autoStarts() []coll.Algo {
 //	kernel      -> nccl-window -> nccl
 //	two-shot    -> nccl-window -> nccl
 //	lc          -> nccl-window -> nccl
+//	ll          -> kernel -> nccl-window -> nccl
 //	ce          -> nccl-window -> nccl
 //	nccl-window -> nccl
 //	nccl
@@ -124,10 +125,13 @@ func autoStarts() []coll.Algo {
 var autoFallback = map[coll.Algo][]coll.Algo{
 	coll.AlgoKernel: {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 	coll.AlgoCE:     {coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	// two-shot and lc start auto only where a measured table says they
-	// are fastest (the transcribed rows never name them).
+	// two-shot, lc and ll start auto only where a measured table says
+	// they are fastest (the transcribed rows never name them). ll's
+	// refusals (a buffer off 16 bytes, a row larger than its area) leave
+	// the call to the kernel, the next fastest at small sizes.
 	coll.AlgoTwoShot:       {coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 	coll.AlgoLowContention: {coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AlgoLL:            {coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 	coll.AlgoNCCLWindow:    {coll.AlgoNCCLWindow, coll.AlgoNCCL},
 	coll.AlgoNCCL:          {coll.AlgoNCCL},
 }
@@ -167,6 +171,9 @@ var autoTurns = map[coll.Algo][]autoStep{
 	coll.AlgoLowContention: {
 		elementwiseToNCCL,
 		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
+	},
+	coll.AlgoLL: {
+		{algo: coll.AlgoLL, when: []autoCond{llServes}, why: "auto: symmem's low-latency kernel, fastest here in the table (auto table)"},
 	},
 	coll.AlgoNCCLWindow: {
 		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
@@ -250,6 +257,7 @@ const (
 	kernelServes                 // the path can run it (its check is served) ...
 	twoShotServes
 	lcServes
+	llServes
 	ceServes
 )
 
@@ -307,6 +315,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.paths.twoShot.check(*req) == served
 	case lcServes:
 		return g.paths.lc.check(*req) == served
+	case llServes:
+		return g.paths.ll.check(*req) == served
 	case ceServes:
 		return g.paths.ce.serves(*req)
 	}

@@ -60,10 +60,11 @@ type goldenCfg struct {
 // Fake handles (recorded programs name them).
 const (
 	fnAG, fnAR, fnLC, fnHS, fnGuard = 0xF0A6, 0xF0A7, 0xF01C, 0xF045, 0xF06A
+	fnLL                            = 0xF011
 	ownStream, callerStream         = 0x50, 0x60
 )
 
-var fnNames = map[uint64]string{fnAG: "allgather", fnAR: "allreduce", fnLC: "reducescatter_lc", fnHS: "handshake", fnGuard: "gate_guard"}
+var fnNames = map[uint64]string{fnAG: "allgather", fnAR: "allreduce", fnLC: "reducescatter_lc", fnHS: "handshake", fnGuard: "gate_guard", fnLL: "lowlatency"}
 
 // recorder is the test's executor: it writes what a call would issue.
 type recorder struct {
@@ -117,9 +118,13 @@ func fmtOp(o cudadrv.Op) string {
 	case cudadrv.OpFence:
 		return fmt.Sprintf("fence s=%#x ev=%#x", o.Stream, o.A)
 	case cudadrv.OpLaunch:
-		b := unsafe.Slice((*byte)(ptrAt(o.B)), kernArgBytes)
+		size := kernArgBytes
+		if o.A == fnLL {
+			size = llArgBytes
+		}
+		b := unsafe.Slice((*byte)(ptrAt(o.B)), size)
 		var s strings.Builder
-		for off := 0; off < kernArgBytes; off += 8 {
+		for off := 0; off < size; off += 8 {
 			if w := binary.LittleEndian.Uint64(b[off:]); w != 0 {
 				fmt.Fprintf(&s, " %d:%#x", off, w)
 			}
@@ -164,7 +169,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g.b.stream = cudadrv.WrapStream(g.b.ctx, ownStream)
 	g.b.lcCTAs = DefaultLowContentionCTAs
 	k := &g.b.kern
-	k.ag, k.ar, k.lc, k.hs, k.guard = fnAG, fnAR, fnLC, fnHS, fnGuard
+	k.ag, k.ar, k.lc, k.hs, k.guard, k.ll = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
 	side := make([]uint64, max(3, n-1))
 	joins := make([]uint64, len(side))
 	for i := range side {
@@ -179,6 +184,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	switch {
 	case c.kern && c.ce:
 		g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hs.args = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(kernArgBytes)
+		g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
 		g.hs.fill()
 		g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	case c.ce:
@@ -349,7 +355,7 @@ func goldenReqs(g *Group, small bool) []goldenReq {
 }
 
 var goldenAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
-	coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, "magic"}
+	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, "magic"}
 
 // checkGolden compares got with testdata/name.gz (or writes it with
 // -update). The files are gzipped text (a few MB each, a few hundred KB
@@ -479,7 +485,7 @@ func TestGoldenChoose(t *testing.T) {
 
 // runAlgos: direct is auto, and an unknown name is refused before Run
 // issues anything (choose.golden has both).
-var runAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow}
+var runAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow}
 
 var runCfgs = []goldenCfg{
 	{name: "kern+ce+nccl+gate", kern: true, ce: true, nccl: "full", gate: true},

@@ -229,6 +229,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
 			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
 			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
+			g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
 			g.hs.args = cudadrv.NewArgs(kernArgBytes)
 			g.hs.fill()
 		}

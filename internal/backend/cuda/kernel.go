@@ -25,6 +25,8 @@ var (
 	reduceScatterPTX []byte
 	//go:embed ptx/handshake.ptx
 	handshakePTX []byte
+	//go:embed ptx/lowlatency.ptx
+	lowLatencyPTX []byte
 )
 
 // The signal region in each rank's pad that every signalling kernel (all-
@@ -83,6 +85,7 @@ type kernels struct {
 	once       sync.Once
 	mods       []*cudadrv.Module
 	ag, ar, lc cudadrv.Function
+	ll         cudadrv.Function // the low-latency path (lowlatency.go)
 	hs         cudadrv.Function // the copy-engine paths' handshake
 	guard      cudadrv.Function // the call gate's guard (gate.go)
 	err        error
@@ -99,7 +102,7 @@ func (b *Backend) loadKernels() error {
 			ptx     []byte
 			entries []entry
 		}{{allGatherPTX, []entry{{"symmem_allgather_push", &k.ag}}}, {allReducePTX, []entry{{"symmem_allreduce_pull", &k.ar}}},
-			{reduceScatterPTX, []entry{{"symmem_reducescatter_lc", &k.lc}}},
+			{reduceScatterPTX, []entry{{"symmem_reducescatter_lc", &k.lc}}}, {lowLatencyPTX, []entry{{"symmem_lowlatency", &k.ll}}},
 			{handshakePTX, []entry{{"symmem_handshake", &k.hs}, {"symmem_gate_guard", &k.guard}}}} {
 			var m *cudadrv.Module
 			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {

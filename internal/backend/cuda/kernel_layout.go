@@ -38,6 +38,11 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = 32, 40
 
+	// Low-latency kernel: output, input stride, row bytes (past the
+	// header's block: llArgBytes), its flags, bytes per line.
+	llOut, llStride, llRow, llArgBytes   = 200, 208, 216, 224
+	llFlagGather, llFlagOwn, llLineBytes = 16, 32, 16
+
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
 	// skip, reported, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = 0, 4, 8, 72, 76

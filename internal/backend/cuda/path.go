@@ -10,7 +10,7 @@ import (
 )
 
 // path is one way to run a collective on the GPU: symmem's (kernel,
-// two-shot, lc, ce) and NCCL's (nccl, nccl-window). Run finds the chosen
+// two-shot, lc, ll, ce) and NCCL's (nccl, nccl-window). Run finds the chosen
 // algorithm's path in the group's table (pathFor) and, holding runMu with
 // the call published at the gate, asks it to issue the call, then to
 // finish it with runMu released.
@@ -83,13 +83,14 @@ type paths struct {
 	kernel  kernelPath
 	twoShot twoShotPath
 	lc      lcPath
+	ll      llPath
 	ce      cePath
 	nccl    ncclPath
 	window  ncclWindowPath
 }
 
 func newPaths(g *Group) paths {
-	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ce: cePath{g: g},
+	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ll: llPath{g: g}, ce: cePath{g: g},
 		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}}
 }
 
@@ -102,6 +103,8 @@ func (g *Group) pathFor(a coll.Algo) path {
 		return &g.paths.twoShot
 	case coll.AlgoLowContention:
 		return &g.paths.lc
+	case coll.AlgoLL:
+		return &g.paths.ll
 	case coll.AlgoCE:
 		return &g.paths.ce
 	case coll.AlgoNCCL:

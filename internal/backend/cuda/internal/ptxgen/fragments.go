@@ -21,6 +21,9 @@ type ptx struct {
 	// pollStop) instead of spinning until the watchdog's trap. Not for the
 	// handshake, beside work that only a trap stops.
 	abandon bool
+	// params is the parameter block's size when it is longer than the
+	// shared pSize (0: pSize).
+	params int
 }
 
 // f writes one line through Sprintf (registers are spelled %%r1).
@@ -55,7 +58,11 @@ func (p *ptx) entry(name, regs string) { p.entryTuned(name, "", regs) }
 // and the body (e.g. ".maxntid 512, 1, 1": registers are then budgeted for
 // that many threads per CTA).
 func (p *ptx) entryTuned(name, directives, regs string) {
-	p.f(".visible .entry %s(\n\t.param .align 8 .b8 P[%d]\n)", name, pSize)
+	size := pSize
+	if p.params != 0 {
+		size = p.params
+	}
+	p.f(".visible .entry %s(\n\t.param .align 8 .b8 P[%d]\n)", name, size)
 	if directives != "" {
 		p.w(directives)
 	}
@@ -216,7 +223,7 @@ func (p *ptx) signalDone(fence bool, exit string) {
 	p.wait("L_spin_done", "%rd23", exit)
 	if p.abandon {
 		p.w("L_spin_done_abandon:")
-		p.abandonReport(exit)
+		p.abandonReport(exit, "%r1")
 	}
 }
 
@@ -274,15 +281,15 @@ func (p *ptx) pollStop(loop, abandon string) {
 %s_nopoll:`, stopPollNs, loop, pStop, loop, abandon, loop)
 }
 
-// abandonReport is for a signalling thread whose wait for peer k (%r1)
-// ended because the gate failed, after data moved: it writes the report
-// (kind 2: abandoned) unless another thread of the launch did, and goes to
-// next. Any thread may run it (no barrier follows in every kernel).
-func (p *ptx) abandonReport(next string) {
+// abandonReport is for a thread whose wait for a peer (peer: an operand,
+// %r1 for a signalling thread, which waits for peer k) ended because the
+// gate failed, after data moved: it writes the report (kind 2: abandoned)
+// unless another thread of the launch did, and goes to next. Any thread may run it (no barrier follows in every kernel).
+func (p *ptx) abandonReport(next, peer string) {
 	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r11, [%%rd3+%d], %%r8;
 	setp.eq.u32     %%p6, %%r11, %%r8;
 	@%%p6 bra        %s;                    // another thread reported this launch`, rReported, next)
-	p.writeReport("", field{val: "%r1"}, field{val: "0"}, field{val: fmt.Sprint(kindAbandoned)})
+	p.writeReport("", field{val: peer}, field{val: "0"}, field{val: fmt.Sprint(kindAbandoned)})
 	p.f("\tbra             %s;", next)
 }
 

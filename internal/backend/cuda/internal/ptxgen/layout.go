@@ -82,6 +82,22 @@ const (
 	wBytes    = wFinished + 8
 )
 
+// The low-latency kernel's block: the shared header and table offsets
+// (pA its input, pBytes the bytes of one row's message, pMode the dtype,
+// pPtrs rank k's LL area, pPeerRegs rank k's signal region), then three
+// words of its own past pSize.
+const (
+	pLLOut    = pSize      // u64: the output
+	pLLStride = pSize + 8  // u64: bytes between the input chunks sent to successive ranks (0: the whole input to each)
+	pLLRow    = pSize + 16 // u64: bytes of one source row in a half of the LL area
+	pLLSize   = pSize + 24
+
+	flagGather = 16 // copy each row to out + q*bytes (all-gather) instead of summing the rows
+	flagOwn    = 32 // with flagGather: copy this rank's input to out + me*bytes too (out of place)
+
+	llLine = 16 // bytes of one line: {data u32, flag u32} twice; 8 bytes of data
+)
+
 // Signal region of one kernel: the launch word (the epoch of this rank's
 // last finished launch; every CTA of a launch uses it + 1), the finished
 // count (CTAs of the running launch that ended), header[maxRanks] {epoch,
@@ -161,6 +177,11 @@ const (
 	// Its word block: consumed, arrived[kernMaxRanks-1], finished[2], u32.
 	lcFinished, lcWordBytes = %d, %d
 
+	// Low-latency kernel: output, input stride, row bytes (past the
+	// header's block: llArgBytes), its flags, bytes per line.
+	llOut, llStride, llRow, llArgBytes = %d, %d, %d, %d
+	llFlagGather, llFlagOwn, llLineBytes = %d, %d, %d
+
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
 	// skip, reported, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = %d, %d, %d, %d, %d
@@ -180,6 +201,7 @@ const (
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
+		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, kindMismatch, kindStopped, kindAbandoned,
 		pGateApproved, pGateFailed, pGateCall)

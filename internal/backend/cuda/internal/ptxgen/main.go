@@ -6,6 +6,7 @@
 //	ptx/allreduce.ptx   the one-shot all-reduce pull kernel
 //	ptx/reducescatter.ptx the low-contention reduce-scatter's reduction
 //	ptx/handshake.ptx   the argument check beside the copy-engine paths and NCCL
+//	ptx/lowlatency.ptx  the low-latency kernel for small messages (all three ops)
 //	kernel_layout.go    parameter and region offsets the launch code writes
 //
 // The kernels are built from the same fragments (layout.go: the parameter
@@ -45,6 +46,7 @@ func outputs() (map[string][]byte, error) {
 		"ptx/allreduce.ptx":     []byte(allReduce()),
 		"ptx/reducescatter.ptx": []byte(reduceScatterLC()),
 		"ptx/handshake.ptx":     []byte(handshake()),
+		"ptx/lowlatency.ptx":    []byte(lowLatency()),
 		"kernel_layout.go":      goSrc,
 	}, nil
 }

@@ -33,9 +33,10 @@ func TestGenerated(t *testing.T) {
 // TestFragmentsShared: the signalling protocol and the reduction exist
 // once. The signalling kernels wait exactly twice (ready with the peer's
 // launch header, done; the handshake: ready, and on a mismatch the peer's
-// word that it reported too), the lc reduction once (arrived), each wait
-// traps on the watchdog, every kernel starts with the
-// same parameter load and both reductions sum alike; only the handshake
+// word that it reported too), the lc reduction once (arrived), the
+// low-latency kernel once for the row headers and twice per rank for its
+// lines; each wait traps on the watchdog, every kernel starts with the
+// same parameter load and the reductions sum alike; only the handshake
 // stops the context on a mismatch (the others skip their work).
 func TestFragmentsShared(t *testing.T) {
 	var load ptx
@@ -45,7 +46,7 @@ func TestFragmentsShared(t *testing.T) {
 		waits     int
 		reduction bool
 	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true},
-		"handshake": {handshake(), 2, false}} {
+		"handshake": {handshake(), 2, false}, "lowlatency": {lowLatency(), 1 + 2*maxRanks, true}} {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
@@ -54,15 +55,21 @@ func TestFragmentsShared(t *testing.T) {
 		// them when the call gate fails (P.stop); the handshake and lc sit
 		// beside work that only a trap stops.
 		polls := 0
-		if name == "allgather" || name == "allreduce" {
+		if name == "allgather" || name == "allreduce" || name == "lowlatency" {
 			polls = k.waits
 		}
 		if c := bytes.Count([]byte(src), []byte(fmt.Sprintf("[P+%d];", pStop))); c != polls {
 			t.Errorf("%s: %d waits read P.stop, want %d", name, c, polls)
 		}
-		// The signalling kernels also acquire the peer's launch header.
+		// The signalling kernels also acquire the peer's launch header;
+		// the low-latency kernel acquires nothing: data and flag come in
+		// one load.
 		acquires := k.waits
-		if name != "reducescatter" {
+		switch name {
+		case "reducescatter":
+		case "lowlatency":
+			acquires = 0
+		default:
 			acquires++
 		}
 		if c := bytes.Count([]byte(src), []byte("ld.acquire.sys.global.u32")); c != acquires {

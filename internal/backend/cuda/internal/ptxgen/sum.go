@@ -27,6 +27,12 @@ func (p *ptx) sumSetup() {
 
 // sumVector: one 16-byte result vector in %r21..%r24 (see above).
 func (p *ptx) sumVector() {
+	p.loadQuads()
+	p.sumQuads()
+}
+
+// loadQuads loads rank k's vector at [table[k] + %rd27] into quad(k).
+func (p *ptx) loadQuads() {
 	p.w("\t// Every rank's vector in flight at once: quad k in %r(21+4k)..%r(24+4k).")
 	p.w("\tld.shared.u64   %rd35, [%rd31];")
 	p.w("\tadd.u64         %rd36, %rd35, %rd27;")
@@ -36,6 +42,11 @@ func (p *ptx) sumVector() {
 		p.f("\t@%%q%d add.u64   %%rd36, %%rd35, %%rd27;", k)
 		p.f("\t@%%q%d ld.global.cg.v4.u32 %s, [%%rd36];", k, quad(k))
 	}
+}
+
+// sumQuads sums quad(0)..quad(n-1) (rank k's vector in quad(k)) into
+// %r21..%r24: float32 in rank order, one rounding, avg (see above).
+func (p *ptx) sumQuads() {
 	p.w(`	setp.eq.u32     %p7, %r7, 1;
 	@%p7 bra        L_bf16;
 	setp.eq.u32     %p7, %r7, 2;

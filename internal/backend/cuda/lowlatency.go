@@ -1,0 +1,173 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// The low-latency path (algorithm ll): one launch of ptx/lowlatency.ptx for
+// small all-gathers, reduce-scatters and all-reduces. Each rank pushes its
+// data into every peer's LL area (in the signal pad, past the regions the
+// other paths use) with the launch's epoch in the same stores, and each
+// rank copies or sums what landed in its own area into its output: one
+// one-way trip over NVLink, where the kernel path waits for a ready and a
+// done round trip. The area is double-buffered by the epoch's parity (the
+// PTX header says why that is safe without a ready signal).
+//
+// Only the pad is symmetric, so the buffers may be any device memory (pool
+// blocks or not). Calls need 16-byte aligned buffers and a multiple of 16
+// bytes per row (an all-gather's slice, a reduce-scatter's chunk, an
+// all-reduce's tensor), at most llMaxBytes for the group's rank count.
+// Lines carry 8 bytes of data in 16, so a row costs twice its bytes: the
+// path is for sizes where latency, not bandwidth, sets the time.
+const (
+	llArea = 128 << 10 // byte offset of the LL area in the pad (kernRegion and lcWords lie below)
+	llVec  = 16        // bytes of data per thread and trip: two lines
+)
+
+// llRowBytes is the bytes of one source row of an LL half in a pad of
+// padBytes for n ranks (two halves of n rows).
+func llRowBytes(padBytes int64, n int) int64 {
+	return (padBytes - llArea) / int64(2*n) / llLineBytes * llLineBytes
+}
+
+// llMaxBytes is the largest row message for n ranks: a row holds the header
+// line and two lines per 16 bytes.
+func llMaxBytes(padBytes int64, n int) int64 {
+	return (llRowBytes(padBytes, n) - llLineBytes) / 2 / llVec * llVec
+}
+
+// llRowOf is the bytes each rank sends each peer (and sums or copies per
+// row): an all-gather's slice, a reduce-scatter's chunk, an all-reduce's
+// tensor — req.Count elements in each case.
+func llRowOf(req backend.Request) int64 { return req.Count * int64(req.DType.Size()) }
+
+// llCTAs is the grid for rows of bytes: one vector per thread, at most
+// kernMaxCTAs CTAs (they loop). It depends on bytes alone.
+func llCTAs(bytes int64) int {
+	per := int64(kernThreads * llVec)
+	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
+}
+
+// llPath is the low-latency path: its parameter block (nil without
+// kernels).
+type llPath struct {
+	whole
+	g    *Group
+	args *cudadrv.Args
+}
+
+// Refusals only the ll path gives.
+const (
+	refLLAlign refusal = iota + refElemAlign + 1 // a buffer or the row off 16 bytes
+	refLLSize                                    // the row larger than the LL area holds
+	refLLAlias                                   // input and output overlap other than in place
+)
+
+// check says whether the ll path can run req.
+func (l *llPath) check(req backend.Request) refusal {
+	row := llRowOf(req)
+	switch {
+	case req.Kind != coll.AllGather && req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+		return refKind
+	case l.args == nil:
+		return refNoKernels
+	case req.Kind != coll.AllGather && !reducible(req):
+		return refOp
+	case (req.In.Ptr|req.Out.Ptr|uint64(row))%llVec != 0:
+		return refLLAlign
+	case row > llMaxBytes(l.g.pad.size, len(l.g.ranks)):
+		return refLLSize
+	case !llAliasOK(req, l.g.me):
+		return refLLAlias
+	}
+	return served
+}
+
+// llAliasOK reports whether req's buffers are disjoint or exactly in place
+// (all-gather: the input is slot me of the output; reduce-scatter: the
+// output is chunk me of the input; all-reduce: in == out). A thread sends
+// its input vectors before it writes its outputs, but another thread's
+// output could overwrite an input vector not yet sent.
+func llAliasOK(req backend.Request, me int) bool {
+	if req.Out.End() <= req.In.Ptr || req.In.End() <= req.Out.Ptr {
+		return true
+	}
+	row := uint64(llRowOf(req))
+	switch req.Kind {
+	case coll.AllGather:
+		return req.In.Ptr == req.Out.Ptr+uint64(me)*row
+	case coll.ReduceScatter:
+		return req.Out.Ptr == req.In.Ptr+uint64(me)*row
+	}
+	return req.In.Ptr == req.Out.Ptr
+}
+
+// whyNot says why the ll path cannot run req (nil if it can).
+func (l *llPath) whyNot(req backend.Request) error {
+	switch r := l.check(req); r {
+	case served:
+		return nil
+	case refKind:
+		return fmt.Errorf("ll serves all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+	case refOp:
+		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, ErrNotSupported)
+	case refLLAlign:
+		return fmt.Errorf("ll moves 16-byte vectors: input %#x, output %#x and %d bytes per rank must be multiples of 16: %w (use kernel or nccl)", req.In.Ptr, req.Out.Ptr, llRowOf(req), ErrNotSupported)
+	case refLLSize:
+		return fmt.Errorf("ll holds at most %d bytes per rank on %d ranks, not %d: %w (use kernel or nccl)", llMaxBytes(l.g.pad.size, len(l.g.ranks)), len(l.g.ranks), llRowOf(req), ErrNotSupported)
+	case refLLAlias:
+		return fmt.Errorf("ll needs input and output disjoint or exactly in place: %w", ErrNotSupported)
+	default:
+		return kernelsWhyNot(l.g, req, r)
+	}
+}
+
+func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
+
+// issue issues c: one launch. The caller holds runMu and has checked whyNot.
+func (l *llPath) issue(c call) error {
+	l.fill(c.req)
+	p := l.g.newProgram()
+	p.Launch(c.req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(c.req)), kernThreads)
+	return l.g.issue(p, &c, "ll")
+}
+
+// fill writes req's parameter block (pure: no driver call).
+func (l *llPath) fill(req backend.Request) {
+	g, a := l.g, l.args
+	n, me := len(g.ranks), g.me
+	row := llRowOf(req)
+	var flags, stride uint32
+	switch req.Kind {
+	case coll.AllGather:
+		flags = llFlagGather
+		if req.In.Ptr != req.Out.Ptr+uint64(int64(me)*row) {
+			flags |= llFlagOwn
+		}
+	case coll.ReduceScatter:
+		stride = uint32(row)
+		flags = reduceFlags(req, true) &^ arFlagDirect
+	default:
+		flags = reduceFlags(req, true) &^ arFlagDirect
+	}
+	for r := 0; r < n; r++ {
+		a.PutU64(argDst+8*r, g.padPeers[r]+llArea)
+		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+	}
+	a.PutU64(argIn, req.In.Ptr)
+	a.PutU64(argSlice, uint64(row))
+	a.PutU64(argRegion, g.padPeers[me]+kernRegion)
+	a.PutU32(argMe, uint32(me))
+	a.PutU32(argN, uint32(n))
+	a.PutU32(arDType, arDTypes[req.DType])
+	a.PutU32(arFlags, flags)
+	a.PutU32(argUnit, llVec)
+	a.PutU64(llOut, req.Out.Ptr)
+	a.PutU64(llStride, uint64(stride))
+	a.PutU64(llRow, uint64(llRowBytes(g.pad.size, n)))
+	g.faults.put(a, req)
+}

@@ -1,0 +1,80 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// TestLLArea: the rows of both halves fit the pad past llArea, a row holds
+// its header line and two lines per 16 bytes of its largest message, and
+// the largest message is a multiple of 16.
+func TestLLArea(t *testing.T) {
+	const pad = 2 << 20
+	for n := 2; n <= kernMaxRanks; n++ {
+		row, most := llRowBytes(pad, n), llMaxBytes(pad, n)
+		if llArea+2*int64(n)*row > pad {
+			t.Errorf("n=%d: rows of %d bytes overflow the pad", n, row)
+		}
+		if llLineBytes+2*most > row || most%llVec != 0 || most <= 0 {
+			t.Errorf("n=%d: %d bytes per row do not fit a row of %d", n, most, row)
+		}
+		if llLineBytes+2*(most+llVec) <= row {
+			t.Errorf("n=%d: %d bytes per row, but %d fit", n, most, most+llVec)
+		}
+	}
+	if llArea < lcWords+lcWordBytes {
+		t.Errorf("the LL area at %d overlaps the lc words at %d", llArea, lcWords)
+	}
+}
+
+// TestLLCheck: what the ll path serves and why it refuses the rest.
+func TestLLCheck(t *testing.T) {
+	g := fakeGroup(4, 1)
+	g.paths.ll.args = nil
+	req := func(k coll.Kind, count int64, in, out uint64) backend.Request {
+		r := backend.Request{Kind: k, DType: coll.BFloat16, Op: coll.Sum, Count: count}
+		inN, outN := count*2, count*2
+		switch k {
+		case coll.AllGather:
+			outN *= 4
+		case coll.ReduceScatter:
+			inN *= 4
+		}
+		r.In, r.Out = coll.Span{Ptr: in, Len: inN}, coll.Span{Ptr: out, Len: outN}
+		return r
+	}
+	if r := g.paths.ll.check(req(coll.AllReduce, 512, 0x1000, 0x2000)); r != refNoKernels {
+		t.Fatalf("without kernels: refusal %d, want refNoKernels", r)
+	}
+	g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
+	most := llMaxBytes(2<<20, 4) / 2
+	for _, c := range []struct {
+		name string
+		req  backend.Request
+		want refusal
+	}{
+		{"all-reduce", req(coll.AllReduce, 512, 0x10000, 0x20000), served},
+		{"all-reduce in place", req(coll.AllReduce, 512, 0x10000, 0x10000), served},
+		{"all-reduce overlapping", req(coll.AllReduce, 512, 0x10000, 0x10100), refLLAlias},
+		{"all-gather in place", req(coll.AllGather, 512, 0x10400, 0x10000), served},
+		{"all-gather slot 0 of rank 1", req(coll.AllGather, 512, 0x10000, 0x10000), refLLAlias},
+		{"reduce-scatter in place", req(coll.ReduceScatter, 512, 0x10000, 0x10400), served},
+		{"reduce-scatter chunk 0", req(coll.ReduceScatter, 512, 0x10000, 0x10000), refLLAlias},
+		{"largest", req(coll.AllReduce, most, 0x1000000, 0x2000000), served},
+		{"too large", req(coll.AllReduce, most+8, 0x1000000, 0x2000000), refLLSize},
+		{"odd count", req(coll.AllReduce, 511, 0x10000, 0x20000), refLLAlign},
+		{"input off 16", req(coll.AllReduce, 512, 0x10008, 0x20000), refLLAlign},
+		{"broadcast", backend.Request{Kind: coll.Broadcast, DType: coll.BFloat16, Count: 512}, refKind},
+		{"max", backend.Request{Kind: coll.AllReduce, DType: coll.BFloat16, Op: coll.Max, Count: 512}, refOp},
+	} {
+		if got := g.paths.ll.check(c.req); got != c.want {
+			t.Errorf("%s: refusal %d, want %d (%v)", c.name, got, c.want, g.paths.ll.whyNot(c.req))
+		}
+		if err := g.paths.ll.whyNot(c.req); (err == nil) != (c.want == served) {
+			t.Errorf("%s: whyNot %v", c.name, err)
+		}
+	}
+}
