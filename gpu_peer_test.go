@@ -157,21 +157,32 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 	fill := bytes.Repeat([]byte{0xAB}, int(out.Len))
 	// "path": the same arguments, rank 0 forcing two-shot (two launches)
 	// and the others the one-shot kernel (one): the second launch of rank 0
-	// ends uncounted, so the matching call after it pairs up right.
+	// ends uncounted, so the matching call after it pairs up right; or rank
+	// 0 on ll, which the kernel ranks see in their launch header and ll in
+	// the header the kernel ranks wrote. ll's calls are an eighth (its area
+	// holds 122 KiB per rank on 4 ranks).
 	for _, variant := range []string{"type", "count", "path"} {
-		for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot} {
+		for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLL} {
 			for _, kind := range []coll.Kind{coll.AllGather, coll.AllReduce} {
-				if algo == coll.AlgoTwoShot && kind == coll.AllGather || variant == "path" && (algo != coll.AlgoKernel || kind != coll.AllGather) {
+				if algo == coll.AlgoTwoShot && kind == coll.AllGather || variant == "path" && (algo == coll.AlgoTwoShot || kind != coll.AllGather) {
 					continue
 				}
 				if variant == "path" {
 					kind = coll.AllReduce
 				}
-				dt, bytes0, ralgo := coll.Float32, int64(4*elems), algo
+				per := int64(elems)
+				if algo == coll.AlgoLL {
+					per /= 8
+				}
+				dt, bytes0, ralgo := coll.Float32, 4*per, algo
+				other := coll.AlgoTwoShot // rank 0's path in the path variant
 				switch {
 				case variant == "path":
+					if algo == coll.AlgoLL {
+						other, ralgo = coll.AlgoLL, coll.AlgoKernel
+					}
 					if me == 0 {
-						ralgo = coll.AlgoTwoShot
+						ralgo = other
 					}
 				case me == 0:
 				case variant == "type":
@@ -221,9 +232,9 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 				named := []string{"with dtype=float32", "with dtype=bfloat16"}
 				switch variant {
 				case "count":
-					named = []string{fmt.Sprintf("with count=%d", elems), fmt.Sprintf("with count=%d", elems/4)}
+					named = []string{fmt.Sprintf("with count=%d", per), fmt.Sprintf("with count=%d", per/4)}
 				case "path":
-					named = []string{"on two-shot", "on kernel"}
+					named = []string{"on " + string(other), "on kernel"}
 				}
 				for _, s := range named {
 					if !strings.Contains(serr.Error(), s) {
