@@ -45,10 +45,11 @@ func llMaxBytes(padBytes int64, n int) int64 {
 // tensor — req.Count elements in each case.
 func llRowOf(req backend.Request) int64 { return req.Count * int64(req.DType.Size()) }
 
-// llCTAs is the grid for rows of bytes: one vector per thread, at most
-// kernMaxCTAs CTAs (they loop). It depends on bytes alone.
+// llCTAs is the grid for rows of bytes: one vector per thread (llThreads
+// per CTA), at most kernMaxCTAs CTAs (they loop). It depends on bytes
+// alone.
 func llCTAs(bytes int64) int {
-	per := int64(kernThreads * llVec)
+	per := int64(llThreads * llVec)
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
@@ -132,7 +133,7 @@ func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 func (l *llPath) issue(c call) error {
 	l.fill(c.req)
 	p := l.g.newProgram()
-	p.Launch(c.req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(c.req)), kernThreads)
+	p.Launch(c.req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(c.req)), llThreads)
 	return l.g.issue(p, &c, "ll")
 }
 

@@ -95,7 +95,8 @@ const (
 	flagGather = 16 // copy each row to out + q*bytes (all-gather) instead of summing the rows
 	flagOwn    = 32 // with flagGather: copy this rank's input to out + me*bytes too (out of place)
 
-	llLine = 16 // bytes of one line: {data u32, flag u32} twice; 8 bytes of data
+	llLine    = 16  // bytes of one line: {data u32, flag u32} twice; 8 bytes of data
+	llThreads = 256 // threads per CTA of the low-latency kernel (its registers hold every rank's lines)
 )
 
 // Signal region of one kernel: the launch word (the epoch of this rank's
@@ -181,6 +182,7 @@ const (
 	// header's block: llArgBytes), its flags, bytes per line.
 	llOut, llStride, llRow, llArgBytes = %d, %d, %d, %d
 	llFlagGather, llFlagOwn, llLineBytes = %d, %d, %d
+	llThreads                            = %d // threads per CTA
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
 	// skip, reported, then ready and done[kernMaxCTAs][kernMaxRanks], u32.
@@ -201,7 +203,7 @@ const (
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine,
+		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine, llThreads,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, kindMismatch, kindStopped, kindAbandoned,
 		pGateApproved, pGateFailed, pGateCall)

@@ -32,17 +32,25 @@ that wait there see a difference at once) and writes the row's header line
 {digest, e, digest, e}; every thread sends its 16-byte vectors i = b*T +
 tid (stride nb*T) of the input chunk for peer k (input + k*P.stride: 0 for
 all-gather and all-reduce, the chunk for reduce-scatter) as two lines into
-row me of peer k's half e&1. Then thread k of every CTA waits for row k's
-header line and compares the digest (a difference: no output is written,
-the kernel reports through P.fault like every kernel, and the group stays
-usable); after a barrier each thread polls its lines of every row and
-either copies row q to out + q*bytes (flagGather; its own input too with
-flagOwn) or sums every rank's vector in rank order 0..n-1 (its own from its
-input chunk me; float32, one rounding: sum.go) into out. Waits read P.stop
-after 100 us and trap after P.timeout, as every kernel wait.
+row me of peer k's half e&1. Then each thread loads its lines of every row
+at once (its first vector with the rows' header lines), and where a
+peer's are not there yet spins on them alone. Before it writes anything it
+compares every header's digest with its own: a difference (another call)
+makes it write nothing and report through P.fault, as every kernel does,
+and the group stays usable; every thread sees the same headers, so all
+decide alike without a barrier. Then it copies row q to out + q*bytes
+(flagGather; its own input too with flagOwn) or sums every rank's vector
+in rank order 0..n-1 (its own from its input chunk me; float32, one
+rounding: sum.go) into out. A spin looks every 32 trips at the launch
+header the peer wrote here (a peer running another kernel at this launch:
+a difference), at P.stop and at the watchdog, as every kernel wait.
+
+A one-CTA launch counts itself at its start (its thread 0 is the launch
+word's only reader): no atomics or fences at its end.
 
 Bytes per row (P.bytes) are a multiple of 16 and buffers 16-byte aligned
-(the host refuses other calls). Area of rank r: half h at LL + h*n*R, row q
+(the host refuses other calls). %[23]d threads per CTA: every rank's lines are
+in registers at once. Area of rank r: half h at LL + h*n*R, row q
 at + q*R (R = P.row), line 0 the header, line 1+2i and 2+2i vector i.
 
 Parameter block P (%[2]d bytes; kernel_layout.go):
@@ -52,23 +60,28 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
   %[16]d timeout u64 | %[17]d hash u32 | %[18]d fault u64 | %[19]d stop u64
   %[20]d out u64 | %[21]d stride u64 | %[22]d row bytes u64`,
 		llLine, pLLSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, flagGather, flagOwn,
-		pPtrs, maxRanks, pPeerRegs, pTimeout, pHash, pFault, pStop, pLLOut, pLLStride, pLLRow))
+		pPtrs, maxRanks, pPeerRegs, pTimeout, pHash, pFault, pStop, pLLOut, pLLStride, pLLRow, llThreads))
 	p.w("")
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
 	p.f(".shared .align 8 .b64 sll[%d];", maxRanks)
 	p.w(".shared .align 4 .b32 sepoch;")
 	p.faultShared()
 	p.w("")
-	p.entryTuned("symmem_lowlatency", fmt.Sprintf(".maxntid %d, 1, 1", threads), `	.reg .pred  %p<16>;
+	p.entryTuned("symmem_lowlatency", fmt.Sprintf(".maxntid %d, 1, 1\n.minnctapersm 1", llThreads), `	.reg .pred  %p<20>;
 	.reg .pred  %q<8>;
 	.reg .b16   %h<20>;
-	.reg .b32   %r<72>;
+	.reg .b32   %r<120>;
 	.reg .f32   %f<20>;
 	.reg .b64   %rd<48>;
 `)
 	p.loadParams()
 	p.setup("Thread 0: peer regions and LL areas to shared memory, the epoch.", false, table{"sreg", pPeerRegs}, table{"sll", pPtrs})
-	p.f(`	ld.shared.u32   %%r8, [sepoch];
+	p.f(`	// One CTA: its thread 0 is the launch word's only reader, so the
+	// launch is counted now (no atomics or fences at the end).
+	setp.ne.u32     %%p7, %%r4, 1;
+	setp.ne.or.u32  %%p7, %%r1, 0, %%p7;
+	@!%%p7 st.relaxed.gpu.global.u32 [%%rd3+%d], %%r8;
+	ld.shared.u32   %%r8, [sepoch];
 	ld.param.u32    %%r16, [P+%d];                // flags
 	ld.param.u64    %%rd4, [P+%d];                // R
 	ld.param.u64    %%rd5, [P+%d];                // stride
@@ -76,8 +89,9 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
 	and.b32         %%r11, %%r16, %d;
 	setp.ne.u32     %%p10, %%r11, 0;                // %%p10: gather
 	and.b32         %%r11, %%r16, %d;
-	setp.ne.u32     %%p12, %%r11, 0;                // %%p12: copy the own input (gather, out of place)`,
-		pFlags, pLLRow, pLLStride, pLLOut, flagGather, flagOwn)
+	setp.ne.u32     %%p12, %%r11, 0;                // %%p12: copy the own input (gather, out of place)
+	setp.eq.u64     %%p14, %%rd5, 0;                // %%p14: every peer gets the same vector`,
+		rLaunch, pFlags, pLLRow, pLLStride, pLLOut, flagGather, flagOwn)
 	p.w(`	// Half e&1: hoff = (e&1)*n*R; this rank's row in a peer's half: hoff + me*R.
 	cvt.u64.u32     %rd7, %r6;
 	mul.lo.u64      %rd7, %rd7, %rd4;             // n*R
@@ -135,6 +149,8 @@ L_send:
 	shl.b64         %%rd27, %%rd24, 4;              // 16i
 	shl.b64         %%rd28, %%rd24, 5;
 	add.u64         %%rd28, %%rd28, %d;             // line 1+2i
+	add.u64         %%rd11, %%rd1, %%rd27;
+	@%%p14 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];
 	mov.u32         %%r10, 0;
 L_send_k:
 	setp.ge.u32     %%p5, %%r10, %%r6;
@@ -142,10 +158,12 @@ L_send_k:
 	setp.eq.u32     %%p5, %%r10, %%r5;
 	@%%p5 bra        L_send_k_next;
 	cvt.u64.u32     %%rd10, %%r10;
+	@%%p14 bra       L_send_loaded;
 	mul.lo.u64      %%rd11, %%rd10, %%rd5;
 	add.u64         %%rd11, %%rd11, %%rd1;
 	add.u64         %%rd11, %%rd11, %%rd27;
 	ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];
+L_send_loaded:
 	shl.b64         %%rd12, %%rd10, 3;
 	mov.u64         %%rd13, sll;
 	add.u64         %%rd12, %%rd12, %%rd13;
@@ -161,12 +179,13 @@ L_send_next:
 	add.u64         %%rd24, %%rd24, %%rd26;
 	bra             L_send;
 L_sent:`, rHeader, llLine, llLine)
-	p.headerCheck()
 	p.sumSetup()
 	p.w(`
 	// Receive: vector i of every row (rank k's in quad(k); this rank's
-	// from its own chunk), then copy (gather) or sum.
-	mov.u64         %rd46, %globaltimer;
+	// from its own chunk); the first vector also reads every row's header
+	// line (%p13) and compares the digests before anything is written.
+	mov.u64         %rd46, 0;                     // the first slow poll starts the watchdog
+	setp.eq.u32     %p13, %r1, %r1;               // %p13: the first vector
 	mov.u64         %rd24, %rd30;
 L_recv:
 	setp.ge.u64     %p5, %rd24, %rd29;
@@ -174,19 +193,44 @@ L_recv:
 	shl.b64         %rd27, %rd24, 4;              // 16i
 	shl.b64         %rd28, %rd24, 5;`)
 	p.f("\tadd.u64         %%rd28, %%rd28, %d;             // line 1+2i", llLine)
+	p.w("\t// Every rank's loads in flight at once.")
 	for k := 0; k < maxRanks; k++ {
-		p.receiveRank(k)
+		p.llLoad(k)
 	}
-	p.w(`	@%p10 bra       L_recv_next;`)
+	p.w("\t// Every peer's flags (a late peer: its own spin, out of line).")
+	for k := 0; k < maxRanks; k++ {
+		p.llCheck(k)
+	}
+	p.w(`	@!%p13 bra      L_digests_done;`)
+	for k := 0; k < maxRanks; k++ {
+		p.llPeerOnly(k, fmt.Sprintf("L_dg%d", k))
+		p.f("\tsetp.ne.u32     %%p15, %%r%d, %%r15;\n\t@%%p15 bra       L_mis%d;                   // another call: report, write nothing\nL_dg%d:", 104+2*k, k, k)
+	}
+	p.w(`	setp.ne.u32     %p13, %r1, %r1;
+L_digests_done:
+	@!%p10 bra      L_sum;`)
+	for k := 0; k < maxRanks; k++ {
+		p.llStore(k)
+	}
+	p.w(`	bra             L_recv_next;
+L_sum:`)
 	p.sumQuads()
 	p.w(`	add.u64         %rd36, %rd6, %rd27;
 	st.global.v4.u32 [%rd36], {%r21, %r22, %r23, %r24};
 L_recv_next:
 	add.u64         %rd24, %rd24, %rd26;
 	bra             L_recv;`)
-	p.finish()
-	p.faultExit()
+	p.f(`L_end:
+	setp.eq.u32     %%p7, %%r4, 1;
+	@%%p7 bra        L_end_ret;                    // one CTA: counted at the start`)
+	p.lastCTA("L_end_count", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
 	for k := 0; k < maxRanks; k++ {
+		p.llSpin(k)
+	}
+	for k := 0; k < maxRanks; k++ {
+		p.f("L_mis%d:\n\tmov.u32         %%r11, %%r%d;", k, 104+2*k)
+		p.f("L_xmis%d:", k)
+		p.llMismatch(k)
 		p.f("L_ab%d:", k)
 		p.abandonReport("L_end", fmt.Sprint(k))
 	}
@@ -194,91 +238,122 @@ L_recv_next:
 	return p.b.String()
 }
 
-// headerCheck: thread k < n (k != me) of every CTA waits for the header
-// line of row k in this rank's half and compares its digest; while it
-// waits it also looks at the launch header peer k wrote here, so a peer
-// that runs another kernel at this epoch (another path) is a difference at
-// once. A difference or an abandoned wait goes to L_fault, as after
-// signalReady.
-func (p *ptx) headerCheck() {
-	p.w(`
-	// Thread k: row k's header line (this launch's, digest equal).
-	@%p2 bra        L_hdr_done;
-	cvt.u64.u32     %rd16, %r1;
-	mul.lo.u64      %rd16, %rd16, %rd4;
-	add.u64         %rd16, %rd16, %rd14;          // row k, line 0
-	mul.wide.u32    %rd45, %r1, 8;
-	add.u64         %rd45, %rd3, %rd45;`)
-	p.f("\tadd.u64         %%rd45, %%rd45, %d;             // own header[k]", rHeader)
-	p.w(`	mov.u64         %rd46, %globaltimer;
-L_spin_hdr:
-	ld.volatile.global.v4.u32 {%r11, %r13, %r12, %r14}, [%rd16];
-	setp.eq.u32     %p4, %r13, %r8;
-	setp.eq.and.u32 %p4, %r14, %r8, %p4;          // both halves of launch e
-	@!%p4 bra       L_spin_hdr_wait;
-	setp.ne.u32     %p7, %r11, %r15;
-	@%p7 bra        L_hdr_bad;                    // another call: report, do not run
-	bra             L_hdr_done;
-L_spin_hdr_wait:
-	ld.relaxed.sys.global.u64 %rd47, [%rd45];
-	mov.b64         {%r13, %r11}, %rd47;          // {epoch, digest} peer k announced
-	setp.ne.u32     %p7, %r13, %r8;
-	setp.eq.or.u32  %p7, %r11, %r15, %p7;
-	@!%p7 bra       L_hdr_bad;                    // another kernel at this launch`)
-	p.trapAfterTimeout("L_spin_hdr", "L_hdr_abandon")
-	p.w(`	bra             L_spin_hdr;
-L_hdr_abandon:
-	st.shared.u32   [sfault+4], %r1;
-	st.shared.u32   [sfault+8], 0;
-	st.shared.u32   [sfault], 2;                  // abandoned: the gate failed
-	bra             L_hdr_done;
-L_hdr_bad:
-	st.shared.u32   [sfault+4], %r1;
-	st.shared.u32   [sfault+8], %r11;
-	st.shared.u32   [sfault], 1;
-L_hdr_done:
-	bar.sync        0;
-	ld.shared.u32   %r11, [sfault];
-	setp.ne.u32     %p7, %r11, 0;
-	@%p7 bra        L_fault;`)
+// The receive's registers per rank k: its vector in quad(k); its lines'
+// four flags in %r(72+4k)..%r(75+4k); its header line's digest and flag in
+// %r(104+2k), %r(105+2k).
+func llFlag(k, j int) string { return fmt.Sprintf("%%r%d", 72+4*k+j) }
+
+// llPeerOnly skips to skip unless rank k exists and is not this rank.
+func (p *ptx) llPeerOnly(k int, skip string) {
+	if k > 0 {
+		p.f("\t@!%%q%d bra       %s;", k, skip)
+	}
+	p.f("\tsetp.eq.u32     %%p15, %%r5, %d;\n\t@%%p15 bra       %s;", k, skip)
 }
 
-// receiveRank: rank k's vector i into quad(k): this rank's from its own
-// chunk (copied to its slot when flagOwn), a peer's from its two lines
-// (copied to out + k*bytes when flagGather). Ranks k >= n are skipped.
-func (p *ptx) receiveRank(k int) {
+// llLoad issues rank k's loads: this rank's vector from its own chunk, a
+// peer's two lines (and, for the first vector, its header line) from row k.
+func (p *ptx) llLoad(k int) {
 	q := func(j int) string { return fmt.Sprintf("%%r%d", 21+4*k+j) }
-	p.f("\t// Rank %d.", k)
 	if k > 0 {
-		p.f("\t@!%%q%d bra       L_r%d;", k, k)
+		p.f("\t@!%%q%d bra       L_ld%d_done;", k, k)
 	}
-	p.f(`	setp.ne.u32     %%p11, %%r5, %d;
-	@%%p11 bra       L_poll%d;
+	p.f(`	setp.ne.u32     %%p15, %%r5, %d;
+	@%%p15 bra       L_ld%d;
 	add.u64         %%rd36, %%rd15, %%rd27;
 	ld.global.v4.u32 %s, [%%rd36];
-	@!%%p12 bra      L_r%d;
+	bra             L_ld%d_done;
+L_ld%d:`, k, k, quad(k), k, k)
+	p.llLines(k)
+	p.f("L_ld%d_done:", k)
+	_ = q
+}
+
+// llLines loads rank k's lines of vector i (and with %p13 its header line).
+func (p *ptx) llLines(k int) {
+	q := func(j int) string { return fmt.Sprintf("%%r%d", 21+4*k+j) }
+	p.f(`	mul.lo.u64      %%rd18, %%rd4, %d;
+	add.u64         %%rd18, %%rd18, %%rd14;         // row %d
+	@%%p13 ld.volatile.global.v2.u32 {%%r%d, %%r%d}, [%%rd18];
+	add.u64         %%rd18, %%rd18, %%rd28;
+	ld.volatile.global.v4.u32 {%s, %s, %s, %s}, [%%rd18];
+	ld.volatile.global.v4.u32 {%s, %s, %s, %s}, [%%rd18+%d];`,
+		k, k, 104+2*k, 105+2*k, q(0), llFlag(k, 0), q(1), llFlag(k, 1), q(2), llFlag(k, 2), q(3), llFlag(k, 3), llLine)
+}
+
+// llReady sets %p4: rank k's lines (and with %p13 its header line) carry
+// this launch's epoch.
+func (p *ptx) llReady(k int) {
+	p.f(`	setp.eq.u32     %%p4, %s, %%r8;
+	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
+	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
+	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
+	setp.eq.u32     %%p15, %%r%d, %%r8;
+	or.pred         %%p15, %%p15, !%%p13;
+	and.pred        %%p4, %%p4, %%p15;`, llFlag(k, 0), llFlag(k, 1), llFlag(k, 2), llFlag(k, 3), 105+2*k)
+}
+
+// llCheck goes to rank k's spin when its lines are not there yet; the spin
+// comes back to L_ck%d.
+func (p *ptx) llCheck(k int) {
+	p.llPeerOnly(k, fmt.Sprintf("L_ck%d", k))
+	p.llReady(k)
+	p.f("\t@!%%p4 bra       L_spin%d;\nL_ck%d:", k, k)
+}
+
+// llSpin is rank k's wait, out of line: its loads again until they carry
+// the epoch; every 32 trips it also looks at the launch header rank k
+// wrote here (another kernel at this launch: a difference), at P.stop and
+// at the watchdog (started by the first such look).
+func (p *ptx) llSpin(k int) {
+	loop := fmt.Sprintf("L_spin%d_loop", k)
+	p.f("L_spin%d:\n\tmov.u32         %%r71, 0;\n%s:", k, loop)
+	p.llLines(k)
+	p.llReady(k)
+	p.f(`	@%%p4 bra        L_ck%d;
+	add.u32         %%r71, %%r71, 1;
+	and.b32         %%r11, %%r71, 31;
+	setp.ne.u32     %%p15, %%r11, 0;
+	@%%p15 bra       %s;
+	ld.relaxed.sys.global.u64 %%rd47, [%%rd3+%d];  // header[%d]: {epoch, digest} rank %d announced here
+	mov.b64         {%%r13, %%r11}, %%rd47;
+	setp.ne.u32     %%p15, %%r13, %%r8;
+	setp.eq.or.u32  %%p15, %%r11, %%r15, %%p15;
+	@!%%p15 bra      L_xmis%d;                   // another kernel at this launch
+	setp.eq.u64     %%p15, %%rd46, 0;
+	@%%p15 mov.u64   %%rd46, %%globaltimer;`, k, loop, rHeader+8*k, k, k, k)
+	p.trapAfterTimeout(loop, fmt.Sprintf("L_ab%d", k))
+	p.f("\tbra             %s;", loop)
+}
+
+// llStore writes rank k's vector of a gather: a peer's to out + k*bytes,
+// this rank's own to its slot when flagOwn.
+func (p *ptx) llStore(k int) {
+	if k > 0 {
+		p.f("\t@!%%q%d bra       L_st%d;", k, k)
+	}
+	p.f(`	setp.ne.u32     %%p15, %%r5, %d;
+	@%%p15 bra       L_st%d_peer;
+	@!%%p12 bra      L_st%d;
 	add.u64         %%rd36, %%rd17, %%rd27;
 	st.global.v4.u32 [%%rd36], %s;
-	bra             L_r%d;
-L_poll%d:
-	mul.lo.u64      %%rd18, %%rd4, %d;
-	add.u64         %%rd18, %%rd18, %%rd14;
-	add.u64         %%rd18, %%rd18, %%rd28;         // row %d, line 1+2i`, k, k, quad(k), k, quad(k), k, k, k, k)
-	for half, off := range []int{0, llLine} {
-		loop := fmt.Sprintf("L_poll%d_%d", k, half)
-		p.w(loop + ":")
-		p.f("\tld.volatile.global.v4.u32 {%s, %%r69, %s, %%r70}, [%%rd18+%d];", q(2*half), q(2*half+1), off)
-		p.w(`	setp.eq.u32     %p4, %r69, %r8;
-	setp.eq.and.u32 %p4, %r70, %r8, %p4;`)
-		p.f("\t@%%p4 bra        %s_ok;", loop)
-		p.trapAfterTimeout(loop, fmt.Sprintf("L_ab%d", k))
-		p.f("\tbra             %s;\n%s_ok:", loop, loop)
-	}
-	p.f(`	@!%%p10 bra      L_r%d;
+	bra             L_st%d;
+L_st%d_peer:
 	cvt.u64.u32     %%rd19, %d;
 	mul.lo.u64      %%rd19, %%rd19, %%rd2;
 	add.u64         %%rd19, %%rd19, %%rd6;
 	add.u64         %%rd19, %%rd19, %%rd27;
 	st.global.v4.u32 [%%rd19], %s;
-L_r%d:`, k, k, quad(k), k)
+L_st%d:`, k, k, k, quad(k), k, k, k, quad(k), k)
+}
+
+// llMismatch reports that rank k's digest (%r11) differs from this call's
+// (kind mismatch; one thread of the launch writes it) and ends the thread
+// without writing anything.
+func (p *ptx) llMismatch(k int) {
+	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r12, [%%rd3+%d], %%r8;
+	setp.eq.u32     %%p15, %%r12, %%r8;
+	@%%p15 bra       L_end;                        // another thread reported this launch`, rReported)
+	p.writeReport("", field{val: fmt.Sprint(k)}, field{val: "%r11"}, field{val: fmt.Sprint(kindMismatch)})
+	p.w("\tbra             L_end;")
 }
