@@ -11,7 +11,8 @@
 # reports <name>-<op>.<dtype>.graph.bench.json). Writes outdir/<name>-<op>.json (the
 # table) and outdir/<name>-<op>.<dtype>.bench.json (the measurements,
 # inputs of go generate in results/auto/), name = NAME (default
-# <gpu>x<N>, e.g. h100x2). Build first: scripts/build-gpu.sh.
+# <gpu>x<N>, e.g. h100x2). SYMMEM is the CLI (default .build/symmem).
+# Build first: scripts/build-gpu.sh.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-tune-out}}
 mkdir -p "$OUTDIR"
@@ -22,7 +23,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$(echo "${CUDA_VISIB
 NAME=${NAME:-${gpu:-gpu}x$N}
 gpu_env >"$OUTDIR/env-$NAME.log" 2>&1
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
-  step "tune-$NAME-$op" "${T:-150}" .build/symmem tune --backend cuda --nproc-per-node "$N" \
+  step "tune-$NAME-$op" "${T:-150}" "${SYMMEM:-.build/symmem}" tune --backend cuda --nproc-per-node "$N" \
     --dtypes "${DTYPES:-bfloat16}" --ops "$op" -b "${MIN:-1K}" -e "${MAX:-1G}" -f "${F:-2}" \
     --budget "${BUDGET:-50ms}" --rounds "${ROUNDS:-1}" -G "${GRAPH:-0}" --graph-max "${GRAPH_MAX:-16M}" \
     --progress -o "$OUTDIR/$NAME-$op.json"

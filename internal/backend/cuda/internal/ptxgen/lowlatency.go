@@ -32,18 +32,18 @@ that wait there see a difference at once) and writes the row's header line
 {digest, e, digest, e}; every thread sends its 16-byte vectors i = b*T +
 tid (stride nb*T) of the input chunk for peer k (input + k*P.stride: 0 for
 all-gather and all-reduce, the chunk for reduce-scatter) as two lines into
-row me of peer k's half e&1. Then each thread loads its lines of every row
-at once (its first vector with the rows' header lines), and where a
-peer's are not there yet spins on them alone. Before it writes anything it
-compares every header's digest with its own: a difference (another call)
-makes it write nothing and report through P.fault, as every kernel does,
-and the group stays usable; every thread sees the same headers, so all
-decide alike without a barrier. Then it copies row q to out + q*bytes
-(flagGather; its own input too with flagOwn) or sums every rank's vector
-in rank order 0..n-1 (its own from its input chunk me; float32, one
-rounding: sum.go) into out. A spin looks every 32 trips at the launch
-header the peer wrote here (a peer running another kernel at this launch:
-a difference), at P.stop and at the watchdog, as every kernel wait.
+row me of peer k's half e&1. Then each thread issues the loads of its
+first vector's lines of every row, and, while they are in flight, thread
+k of every CTA waits for row k's header line and compares its digest (and
+looks at the launch header peer k wrote here: a peer running another
+kernel at this launch); a difference makes the CTA write nothing and
+report through P.fault after a barrier, as every kernel does, and the
+group stays usable. Then each thread checks its lines' flags (a late
+peer: a spin of its own) and copies row q to out + q*bytes (flagGather;
+its own input too with flagOwn) or sums every rank's vector in rank order
+0..n-1 (its own from its input chunk me; float32, one rounding: sum.go)
+into out. Spins look at P.stop and the watchdog every 32 trips, as every
+kernel wait does.
 
 A one-CTA launch counts itself at its start (its thread 0 is the launch
 word's only reader): no atomics or fences at its end.
@@ -70,7 +70,7 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
 	p.entryTuned("symmem_lowlatency", fmt.Sprintf(".maxntid %d, 1, 1\n.minnctapersm 1", llThreads), `	.reg .pred  %p<20>;
 	.reg .pred  %q<8>;
 	.reg .b16   %h<20>;
-	.reg .b32   %r<120>;
+	.reg .b32   %r<104>;
 	.reg .f32   %f<20>;
 	.reg .b64   %rd<48>;
 `)
@@ -181,34 +181,34 @@ L_send_next:
 L_sent:`, rHeader, llLine, llLine)
 	p.sumSetup()
 	p.w(`
-	// Receive: vector i of every row (rank k's in quad(k); this rank's
-	// from its own chunk); the first vector also reads every row's header
-	// line (%p13) and compares the digests before anything is written.
+	// Receive. The first vector's loads (rank k's in quad(k); this rank's
+	// from its own chunk) go out before the header check, so they are in
+	// flight while thread k waits for row k's header line.
 	mov.u64         %rd46, 0;                     // the first slow poll starts the watchdog
-	setp.eq.u32     %p13, %r1, %r1;               // %p13: the first vector
 	mov.u64         %rd24, %rd30;
+	setp.lt.u64     %p13, %rd24, %rd29;           // %p13: this thread has a vector
+	@!%p13 bra      L_first_issued;`)
+	p.llOffsets()
+	for k := 0; k < maxRanks; k++ {
+		p.llLoad(k, "f")
+	}
+	p.w("L_first_issued:")
+	p.headerCheck()
+	p.w(`	@!%p13 bra      L_end;
+	bra             L_have;
 L_recv:
 	setp.ge.u64     %p5, %rd24, %rd29;
-	@%p5 bra        L_end;
-	shl.b64         %rd27, %rd24, 4;              // 16i
-	shl.b64         %rd28, %rd24, 5;`)
-	p.f("\tadd.u64         %%rd28, %%rd28, %d;             // line 1+2i", llLine)
+	@%p5 bra        L_end;`)
+	p.llOffsets()
 	p.w("\t// Every rank's loads in flight at once.")
 	for k := 0; k < maxRanks; k++ {
-		p.llLoad(k)
+		p.llLoad(k, "")
 	}
-	p.w("\t// Every peer's flags (a late peer: its own spin, out of line).")
+	p.w("L_have:\n\t// Every peer's flags (a late peer: its own spin, out of line).")
 	for k := 0; k < maxRanks; k++ {
 		p.llCheck(k)
 	}
-	p.w(`	@!%p13 bra      L_digests_done;`)
-	for k := 0; k < maxRanks; k++ {
-		p.llPeerOnly(k, fmt.Sprintf("L_dg%d", k))
-		p.f("\tsetp.ne.u32     %%p15, %%r%d, %%r15;\n\t@%%p15 bra       L_mis%d;                   // another call: report, write nothing\nL_dg%d:", 104+2*k, k, k)
-	}
-	p.w(`	setp.ne.u32     %p13, %r1, %r1;
-L_digests_done:
-	@!%p10 bra      L_sum;`)
+	p.w(`	@!%p10 bra      L_sum;`)
 	for k := 0; k < maxRanks; k++ {
 		p.llStore(k)
 	}
@@ -224,13 +224,11 @@ L_recv_next:
 	setp.eq.u32     %%p7, %%r4, 1;
 	@%%p7 bra        L_end_ret;                    // one CTA: counted at the start`)
 	p.lastCTA("L_end_count", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
+	p.faultExit()
 	for k := 0; k < maxRanks; k++ {
 		p.llSpin(k)
 	}
 	for k := 0; k < maxRanks; k++ {
-		p.f("L_mis%d:\n\tmov.u32         %%r11, %%r%d;", k, 104+2*k)
-		p.f("L_xmis%d:", k)
-		p.llMismatch(k)
 		p.f("L_ab%d:", k)
 		p.abandonReport("L_end", fmt.Sprint(k))
 	}
@@ -238,9 +236,16 @@ L_recv_next:
 	return p.b.String()
 }
 
-// The receive's registers per rank k: its vector in quad(k); its lines'
-// four flags in %r(72+4k)..%r(75+4k); its header line's digest and flag in
-// %r(104+2k), %r(105+2k).
+// llOffsets: the offsets of vector i (%rd24): 16i in the chunk (%rd27),
+// its first line in a row (%rd28).
+func (p *ptx) llOffsets() {
+	p.f(`	shl.b64         %%rd27, %%rd24, 4;              // 16i
+	shl.b64         %%rd28, %%rd24, 5;
+	add.u64         %%rd28, %%rd28, %d;             // line 1+2i`, llLine)
+}
+
+// The receive's registers per rank k: its vector in quad(k), its lines'
+// four flags in %r(72+4k)..%r(75+4k).
 func llFlag(k, j int) string { return fmt.Sprintf("%%r%d", 72+4*k+j) }
 
 // llPeerOnly skips to skip unless rank k exists and is not this rank.
@@ -251,46 +256,39 @@ func (p *ptx) llPeerOnly(k int, skip string) {
 	p.f("\tsetp.eq.u32     %%p15, %%r5, %d;\n\t@%%p15 bra       %s;", k, skip)
 }
 
-// llLoad issues rank k's loads: this rank's vector from its own chunk, a
-// peer's two lines (and, for the first vector, its header line) from row k.
-func (p *ptx) llLoad(k int) {
-	q := func(j int) string { return fmt.Sprintf("%%r%d", 21+4*k+j) }
+// llLoad issues rank k's loads of vector i: this rank's from its own
+// chunk, a peer's two lines from row k (tag makes its labels unique).
+func (p *ptx) llLoad(k int, tag string) {
 	if k > 0 {
-		p.f("\t@!%%q%d bra       L_ld%d_done;", k, k)
+		p.f("\t@!%%q%d bra       L_ld%s%d;", k, tag, k)
 	}
 	p.f(`	setp.ne.u32     %%p15, %%r5, %d;
-	@%%p15 bra       L_ld%d;
+	@%%p15 bra       L_ld%s%d_peer;
 	add.u64         %%rd36, %%rd15, %%rd27;
 	ld.global.v4.u32 %s, [%%rd36];
-	bra             L_ld%d_done;
-L_ld%d:`, k, k, quad(k), k, k)
+	bra             L_ld%s%d;
+L_ld%s%d_peer:`, k, tag, k, quad(k), tag, k, tag, k)
 	p.llLines(k)
-	p.f("L_ld%d_done:", k)
-	_ = q
+	p.f("L_ld%s%d:", tag, k)
 }
 
-// llLines loads rank k's lines of vector i (and with %p13 its header line).
+// llLines loads rank k's two lines of vector i into quad(k) and its flags.
 func (p *ptx) llLines(k int) {
 	q := func(j int) string { return fmt.Sprintf("%%r%d", 21+4*k+j) }
 	p.f(`	mul.lo.u64      %%rd18, %%rd4, %d;
-	add.u64         %%rd18, %%rd18, %%rd14;         // row %d
-	@%%p13 ld.volatile.global.v2.u32 {%%r%d, %%r%d}, [%%rd18];
-	add.u64         %%rd18, %%rd18, %%rd28;
+	add.u64         %%rd18, %%rd18, %%rd14;
+	add.u64         %%rd18, %%rd18, %%rd28;         // row %d, line 1+2i
 	ld.volatile.global.v4.u32 {%s, %s, %s, %s}, [%%rd18];
 	ld.volatile.global.v4.u32 {%s, %s, %s, %s}, [%%rd18+%d];`,
-		k, k, 104+2*k, 105+2*k, q(0), llFlag(k, 0), q(1), llFlag(k, 1), q(2), llFlag(k, 2), q(3), llFlag(k, 3), llLine)
+		k, k, q(0), llFlag(k, 0), q(1), llFlag(k, 1), q(2), llFlag(k, 2), q(3), llFlag(k, 3), llLine)
 }
 
-// llReady sets %p4: rank k's lines (and with %p13 its header line) carry
-// this launch's epoch.
+// llReady sets %p4: rank k's lines carry this launch's epoch.
 func (p *ptx) llReady(k int) {
 	p.f(`	setp.eq.u32     %%p4, %s, %%r8;
 	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
 	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
-	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;
-	setp.eq.u32     %%p15, %%r%d, %%r8;
-	or.pred         %%p15, %%p15, !%%p13;
-	and.pred        %%p4, %%p4, %%p15;`, llFlag(k, 0), llFlag(k, 1), llFlag(k, 2), llFlag(k, 3), 105+2*k)
+	setp.eq.and.u32 %%p4, %s, %%r8, %%p4;`, llFlag(k, 0), llFlag(k, 1), llFlag(k, 2), llFlag(k, 3))
 }
 
 // llCheck goes to rank k's spin when its lines are not there yet; the spin
@@ -301,29 +299,79 @@ func (p *ptx) llCheck(k int) {
 	p.f("\t@!%%p4 bra       L_spin%d;\nL_ck%d:", k, k)
 }
 
-// llSpin is rank k's wait, out of line: its loads again until they carry
-// the epoch; every 32 trips it also looks at the launch header rank k
-// wrote here (another kernel at this launch: a difference), at P.stop and
-// at the watchdog (started by the first such look).
+// spinSlow counts a failed trip of a spin in %r71 and, every 32nd trip,
+// falls through to the slow checks (the caller's); else it goes to loop.
+func (p *ptx) spinSlow(loop string) {
+	p.f(`	add.u32         %%r71, %%r71, 1;
+	and.b32         %%r70, %%r71, 31;
+	setp.ne.u32     %%p15, %%r70, 0;
+	@%%p15 bra       %s;
+	setp.eq.u64     %%p15, %%rd46, 0;
+	@%%p15 mov.u64   %%rd46, %%globaltimer;           // the first slow trip starts the watchdog`, loop)
+}
+
+// llSpin is rank k's wait, out of line: its lines again until they carry
+// the epoch; every 32 trips it also looks at P.stop and the watchdog.
 func (p *ptx) llSpin(k int) {
 	loop := fmt.Sprintf("L_spin%d_loop", k)
 	p.f("L_spin%d:\n\tmov.u32         %%r71, 0;\n%s:", k, loop)
 	p.llLines(k)
 	p.llReady(k)
-	p.f(`	@%%p4 bra        L_ck%d;
-	add.u32         %%r71, %%r71, 1;
-	and.b32         %%r11, %%r71, 31;
-	setp.ne.u32     %%p15, %%r11, 0;
-	@%%p15 bra       %s;
-	ld.relaxed.sys.global.u64 %%rd47, [%%rd3+%d];  // header[%d]: {epoch, digest} rank %d announced here
-	mov.b64         {%%r13, %%r11}, %%rd47;
-	setp.ne.u32     %%p15, %%r13, %%r8;
-	setp.eq.or.u32  %%p15, %%r11, %%r15, %%p15;
-	@!%%p15 bra      L_xmis%d;                   // another kernel at this launch
-	setp.eq.u64     %%p15, %%rd46, 0;
-	@%%p15 mov.u64   %%rd46, %%globaltimer;`, k, loop, rHeader+8*k, k, k, k)
+	p.f("\t@%%p4 bra        L_ck%d;", k)
+	p.spinSlow(loop)
 	p.trapAfterTimeout(loop, fmt.Sprintf("L_ab%d", k))
 	p.f("\tbra             %s;", loop)
+}
+
+// headerCheck: thread k < n (k != me) of every CTA waits for the header
+// line of row k in this rank's half and compares its digest; every 32
+// trips it also looks at the launch header peer k wrote here (a peer that
+// runs another kernel at this launch: a difference at once), at P.stop and
+// at the watchdog. One thread per CTA and peer polls the line (every
+// thread polling one address slowed 32-CTA calls 30-fold). A difference or
+// an abandoned wait goes to L_fault after the barrier, as after
+// signalReady: no output is written.
+func (p *ptx) headerCheck() {
+	p.w(`
+	// Thread k: row k's header line (this launch's, digest equal).
+	@%p2 bra        L_hdr_done;
+	cvt.u64.u32     %rd16, %r1;
+	mul.lo.u64      %rd16, %rd16, %rd4;
+	add.u64         %rd16, %rd16, %rd14;          // row k, line 0
+	mul.wide.u32    %rd45, %r1, 8;
+	add.u64         %rd45, %rd3, %rd45;`)
+	p.f("\tadd.u64         %%rd45, %%rd45, %d;             // own header[k]", rHeader)
+	p.w(`	mov.u32         %r71, 0;
+L_spin_hdr:
+	ld.volatile.global.v2.u32 {%r11, %r13}, [%rd16];
+	setp.ne.u32     %p4, %r13, %r8;
+	@%p4 bra        L_spin_hdr_wait;
+	setp.ne.u32     %p7, %r11, %r15;
+	@%p7 bra        L_hdr_bad;                    // another call: report, do not run
+	bra             L_hdr_done;
+L_spin_hdr_wait:`)
+	p.spinSlow("L_spin_hdr")
+	p.w(`	ld.relaxed.sys.global.u64 %rd47, [%rd45];
+	mov.b64         {%r13, %r11}, %rd47;          // {epoch, digest} peer k announced
+	setp.ne.u32     %p7, %r13, %r8;
+	setp.eq.or.u32  %p7, %r11, %r15, %p7;
+	@!%p7 bra       L_hdr_bad;                    // another kernel at this launch`)
+	p.trapAfterTimeout("L_spin_hdr", "L_hdr_abandon")
+	p.w(`	bra             L_spin_hdr;
+L_hdr_abandon:
+	st.shared.u32   [sfault+4], %r1;
+	st.shared.u32   [sfault+8], 0;
+	st.shared.u32   [sfault], 2;                  // abandoned: the gate failed
+	bra             L_hdr_done;
+L_hdr_bad:
+	st.shared.u32   [sfault+4], %r1;
+	st.shared.u32   [sfault+8], %r11;
+	st.shared.u32   [sfault], 1;
+L_hdr_done:
+	bar.sync        0;
+	ld.shared.u32   %r11, [sfault];
+	setp.ne.u32     %p7, %r11, 0;
+	@%p7 bra        L_fault;`)
 }
 
 // llStore writes rank k's vector of a gather: a peer's to out + k*bytes,
@@ -345,15 +393,4 @@ L_st%d_peer:
 	add.u64         %%rd19, %%rd19, %%rd27;
 	st.global.v4.u32 [%%rd19], %s;
 L_st%d:`, k, k, k, quad(k), k, k, k, quad(k), k)
-}
-
-// llMismatch reports that rank k's digest (%r11) differs from this call's
-// (kind mismatch; one thread of the launch writes it) and ends the thread
-// without writing anything.
-func (p *ptx) llMismatch(k int) {
-	p.f(`	atom.relaxed.gpu.global.exch.b32 %%r12, [%%rd3+%d], %%r8;
-	setp.eq.u32     %%p15, %%r12, %%r8;
-	@%%p15 bra       L_end;                        // another thread reported this launch`, rReported)
-	p.writeReport("", field{val: fmt.Sprint(k)}, field{val: "%r11"}, field{val: fmt.Sprint(kindMismatch)})
-	p.w("\tbra             L_end;")
 }

@@ -34,7 +34,8 @@ func TestGenerated(t *testing.T) {
 // once. The signalling kernels wait exactly twice (ready with the peer's
 // launch header, done; the handshake: ready, and on a mismatch the peer's
 // word that it reported too), the lc reduction once (arrived), the
-// low-latency kernel once per rank (its lines, with its header line);
+// low-latency kernel once for the row headers and once per rank (its
+// lines);
 // each wait traps on the watchdog, every kernel starts with the same
 // parameter load and the reductions sum alike; only the handshake
 // stops the context on a mismatch (the others skip their work).
@@ -46,7 +47,7 @@ func TestFragmentsShared(t *testing.T) {
 		waits     int
 		reduction bool
 	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true},
-		"handshake": {handshake(), 2, false}, "lowlatency": {lowLatency(), maxRanks, true}} {
+		"handshake": {handshake(), 2, false}, "lowlatency": {lowLatency(), 1 + maxRanks, true}} {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
