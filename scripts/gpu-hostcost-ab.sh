@@ -3,7 +3,9 @@
 # one small all-gather through the user API, 2 ranks) from two builds of
 # the root package's test binary, alternated in one run. TESTS lists
 # NAME=binary pairs (default "A=.build/base/symmem.test B=.build/symmem.test").
-# Logs: outdir/hostcost.log; rank 0's lines of each run are printed last.
+# Logs: outdir/hostcost.log; the table (scripts/hostcost-table.py: every
+# round's and rank's median per build, size and mode, ratios to the first
+# build, a permutation test of each difference) is printed last.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-hostcost-out}}
 ROUNDS=${2:-3}
@@ -20,4 +22,5 @@ for r in $(seq "$ROUNDS"); do
       -test.run '^TestGPUUserHostCost$' -test.timeout 110s >>"$LOG" 2>&1 || echo "### rc=$?" >>"$LOG"
   done
 done
-grep -E "^### round|USERCOST|FAIL" "$LOG" | head -80
+grep -E "FAIL|### rc=" "$LOG" | head -20
+python3 scripts/hostcost-table.py "$LOG" "${TESTS[@]%%=*}"
