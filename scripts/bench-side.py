@@ -50,7 +50,9 @@ def main():
                 else:
                     cols.append(f"{'-':>11}")
             ref = c.get(a.ref)
-            others = [v[0] for al, v in c.items() if al not in (a.ref, "auto")]
+            if ref and ref[1]:
+                ref = None  # wrong results have no ratio
+            others = [v[0] for al, v in c.items() if al not in (a.ref, "auto") and not v[1]]
             ratio = lambda x: f"{ref[0] / x:.2f}" if ref and x else "-"
             best = min(others) if others else None
             win = c.get("nccl-window", (None,))[0]
