@@ -75,6 +75,7 @@ var rules = []rule{
 			"cmd/symmem -> internal/tune": "`symmem tune` builds and writes auto's table (the format package: vocabulary, no backend)",
 		}},
 	{name: "this package holds only the test", pkgs: []string{"internal/layers"}},
+	{name: "scripts holds only the tests of its table scripts", pkgs: []string{"scripts"}},
 }
 
 // pkg is what `go list -json` says of one package.
