@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // graphRank is a fake rank that "captures" calls: a replay runs them.
@@ -76,5 +78,60 @@ func TestRunGraph(t *testing.T) {
 	}
 	if _, err := runFake(2, cfg, 0); err == nil || !strings.Contains(err.Error(), "-G 4: the fake target cannot capture CUDA graphs") {
 		t.Errorf("-G on a target without graphs: %v", err)
+	}
+}
+
+// refusingGraphRank refuses to capture one algorithm on every rank, as a
+// path with no graph support does.
+type refusingGraphRank struct {
+	graphRank
+	algo coll.Algo
+}
+
+func (g refusingGraphRank) Capture(calls int, k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (Graph, error) {
+	if algo == g.algo {
+		return nil, fmt.Errorf("%s cannot be captured: %w", algo, errs.Refused)
+	}
+	return g.graphRank.Capture(calls, k, out, in, count, dt, op, root, algo)
+}
+
+// TestRunGraphRefused: an algorithm every rank refuses to capture gives
+// refused rows with the reason, and the sweep measures the others (a
+// `symmem tune -G` goes on).
+func TestRunGraphRefused(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Graph, cfg.Iters, cfg.Budget = 4, 9, 0
+	cfg.Algos = []coll.Algo{coll.AlgoKernel, coll.AlgoNCCL}
+	j := newFakeJob(2)
+	var replays, captured atomic.Int64
+	reps := make([]*Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			reps[r], errs[r] = Run(refusingGraphRank{graphRank{j.ranks[r], &replays, &captured}, coll.AlgoNCCL}, cfg)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	timed, refused := 0, 0
+	for _, res := range reps[0].Results {
+		for _, m := range res.measures() {
+			switch {
+			case res.Algo == string(coll.AlgoNCCL) && m.Path == "refused" && strings.Contains(m.Refused, "in a CUDA graph: nccl cannot be captured"):
+				refused++
+			case res.Algo == string(coll.AlgoKernel) && m.TimeUs > 0 && m.Graph == 4:
+				timed++
+			default:
+				t.Errorf("%s %s %d: %+v", res.Algo, res.Op, res.Bytes, m)
+			}
+		}
+	}
+	if timed == 0 || refused == 0 {
+		t.Errorf("%d timed and %d refused graph measures, want both", timed, refused)
 	}
 }

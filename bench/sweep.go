@@ -484,6 +484,9 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	}
 	if cfg.Graph > 0 {
 		if err := s.graphed(m, k, a, out, in, l); err != nil {
+			if refusal, ok := err.(graphRefusal); ok {
+				return &Measure{Path: "refused", Refused: refusal.Error()}, nil
+			}
 			return nil, err
 		}
 		return m, nil
@@ -501,13 +504,46 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 	return m, nil
 }
 
+// graphRefusal is a call that runs eagerly but refuses to be captured
+// into a CUDA graph on every rank (a path with no graph support): a
+// refused row, as a refused eager call is.
+type graphRefusal struct{ error }
+
 // graphed times replays of a graph of cfg.Graph captured calls: about
-// m.Iters calls in all (at least one replay), warmed up by one replay.
+// m.Iters calls in all (at least one replay), warmed up by one replay. A
+// capture every rank refused (errs.Refused, errs.NotSupported) is a
+// graphRefusal; one that some ranks refused or failed is an error on
+// every rank.
 func (s *sweep) graphed(m *Measure, k coll.Kind, a coll.Algo, out, in coll.Span, l layout) error {
 	cfg := &s.cfg
 	g, err := s.t.(Grapher).Capture(cfg.Graph, k, out, in, l.runCount, cfg.DType, cfg.RedOp, cfg.Root, a)
-	if err != nil {
+	// Captured calls move no data, so a rank that failed left no peer
+	// waiting; every rank says how its capture went (0 captured, 1
+	// refused, 2 failed) and they end alike.
+	state := 0.0
+	switch {
+	case errors.Is(err, errs.Refused) || errors.Is(err, errs.NotSupported):
+		state = 1
+	case err != nil:
+		state = 2
+	}
+	flags, xerr := s.x.exchange([]float64{state, 0})
+	if xerr != nil || state != 0 {
+		if g != nil {
+			g.Close()
+		}
+	}
+	switch {
+	case xerr != nil:
+		return xerr
+	case state == 2:
 		return fmt.Errorf("capturing %d calls into a CUDA graph (-G): %w", cfg.Graph, err)
+	case slices.ContainsFunc(flags, func(v []float64) bool { return v[0] == 2 }):
+		return fmt.Errorf("capturing %d calls into a CUDA graph (-G): another rank failed to capture -algo %s", cfg.Graph, a)
+	case slices.ContainsFunc(flags, func(v []float64) bool { return v[0] != state }):
+		return fmt.Errorf("ranks disagree whether -algo %s can be captured into a CUDA graph (this rank: %v)", a, err)
+	case state == 1:
+		return graphRefusal{fmt.Errorf("in a CUDA graph: %w", err)}
 	}
 	defer g.Close()
 	replays := max(1, m.Iters/cfg.Graph)
