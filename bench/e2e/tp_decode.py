@@ -13,7 +13,7 @@ The all-reduce, per --modes (all in one run, alternated per batch size):
   torch-one-shot  torch symmetric memory: torch.ops.symm_mem.one_shot_all_reduce
   torch-two-shot  torch symmetric memory: torch.ops.symm_mem.two_shot_all_reduce_
   symmem          symmem.all_reduce on a symmem tensor (auto; --symmem-algo forces a path)
-  symmem:PATH     the same with PATH forced (symmem:nccl-window, symmem:kernel,
+  symmem:PATH     the same with PATH forced (symmem:ll, symmem:nccl-window, symmem:kernel,
                   symmem:two-shot, ...): several paths side by side in one run
 
 The row-parallel matmuls write straight into the collective's buffer
