@@ -211,10 +211,11 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 	}
 	f := autoFacts{g: g, c: c}
 	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, false)
-	// Asking the driver whether the stream is captured costs about a
-	// microsecond of an eager call's host time (1.2 us at 1-4 KiB on 2 H100:
-	// results/gpu-2026-11-26e.md), so auto asks only where the graph rows
-	// answer otherwise than the eager ones.
+	// Asking the driver whether the stream is captured is a driver call on
+	// an eager call's host path (auto took 1.1-1.4 us more than forced ll
+	// at 1-4 KiB on 2 H100 while it asked every call: results/gpu-2026-11-26e.md),
+	// so auto asks only where the graph rows answer otherwise than the
+	// eager ones.
 	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
 		start = gs
 	}
