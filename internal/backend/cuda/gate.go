@@ -110,7 +110,8 @@ func newCallGate(g *Group) (*callGate, error) {
 // exited before a call it never made, goes to abort — the group's
 // abortGroup: its NCCL communicators are aborted (kernels waiting in them
 // end) and every later call and Synchronize fails with the difference.
-// Calls that differ between hosts only are not compared (docs/multihost.md).
+// Calls that differ between hosts only are compared after the fact, by the
+// group's call log (members.CallLog, docs/multihost.md).
 func hostGate(g *Group, abort func(error)) *callGate {
 	gt := &callGate{g: g, ag: g.hostPeers, members: g.hostMembers, abort: abort, c: g.hostPeers.Gate(),
 		quit: make(chan struct{}), done: make(chan struct{})}

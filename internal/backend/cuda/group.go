@@ -86,10 +86,12 @@ type Group struct {
 	x    executor // the driver and NCCL (edge.go)
 
 	// gone is abortGroup's error (a member gone, or a difference on this
-	// host, in a group that spans hosts); unwatch ends the presence watch
-	// (nil without one).
+	// host or between hosts, in a group that spans hosts); unwatch ends the
+	// presence watch (nil without one); calls compares the calls across
+	// hosts after they were issued (nil unless the group spans hosts).
 	gone    atomic.Pointer[error]
 	unwatch func()
+	calls   *members.CallLog
 
 	closeOnce sync.Once
 }
@@ -252,6 +254,13 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.hostPeers != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
+		}
+		if spans {
+			// Every rank posts and reads two neighbours' posts each tick:
+			// fewer ticks for larger groups keep the store's load flat.
+			tick := members.LogTick * time.Duration(max(1, len(g.ranks)/16))
+			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, tick,
+				func(err error) { g.abortGroup(err, comms) })
 		}
 	}
 	return nil
@@ -561,6 +570,9 @@ func (g *Group) Close() error {
 		if g.unwatch != nil {
 			g.unwatch()
 		}
+		if g.calls != nil {
+			g.calls.Close()
+		}
 		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 			if a != nil {
 				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
@@ -596,7 +608,7 @@ func (g *Group) Close() error {
 				s.Destroy()
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.hs.args} {
+		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.paths.ll.args, g.hs.args} {
 			if a != nil {
 				a.Free()
 			}

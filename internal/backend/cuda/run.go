@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 )
 
 // errNotSymmetric is wrapped when a forced symmetric path gets buffers that
@@ -47,6 +48,9 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	} else if err = g.gate.publish(&c); err == nil {
 		if err = p.issue(c); err == nil {
 			err = g.gate.enqueued(c.gate)
+		}
+		if err == nil && g.calls != nil { // a group across hosts: compared after the fact
+			g.calls.Add(c.req.Record, agree.PathCode(algo))
 		}
 	}
 	g.runMu.Unlock()
