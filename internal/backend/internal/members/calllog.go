@@ -93,15 +93,20 @@ func (l *CallLog) Add(rec pool.Record, path uint8) {
 	l.mu.Unlock()
 }
 
-// Close stops the log (a last post is not made: a rank closing has made
-// its calls, the peers compare what they saw).
+// Close stops the log and deletes this rank's post (a last post is not
+// made: a rank closing has made its calls, the peers compare what they
+// saw).
 func (l *CallLog) Close() {
 	select {
 	case <-l.quit:
+		return
 	default:
 		close(l.quit)
 	}
 	<-l.done
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = l.store.Delete(ctx, l.key(l.me))
 }
 
 func (l *CallLog) run() {
