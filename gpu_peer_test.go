@@ -281,3 +281,58 @@ func roleGPUKernelMismatch(ctx context.Context) error {
 	}
 	return nil
 }
+
+// roleGPUHostsMismatch (a run of several hosts, SYMMEM_TEST_HOSTS; it
+// skips otherwise): the second half of the ranks, another "host", passes
+// half the count of an NCCL all-reduce. No gate or kernel sees across
+// hosts; the group's call log finds the difference after the call was
+// issued and aborts the group's communicators: every rank's Synchronize
+// (or a later call) fails within 2 s with ErrMismatch naming the count,
+// instead of hanging in NCCL.
+func roleGPUHostsMismatch(ctx context.Context) error {
+	if envInt("SYMMEM_TEST_HOSTS", 0) < 2 {
+		fmt.Println("SKIP: not a run of several hosts (SYMMEM_TEST_HOSTS)")
+		return nil
+	}
+	w, err := gpuWorld(ctx, Options{Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	const bytes = 1 << 20
+	bufs, err := gpuAlloc(ctx, g, bytes, bytes)
+	if err != nil {
+		return err
+	}
+	out, in := bufs[0], bufs[1]
+	call := func(n int64) error {
+		_, err := g.AllReduce(ctx, coll.Span{Ptr: out.Ptr, Len: n}, coll.Span{Ptr: in.Ptr, Len: n}, coll.Float32, coll.Sum)
+		if err == nil {
+			err = w.Synchronize(ctx)
+		}
+		return err
+	}
+	if err := call(bytes); err != nil { // the same call everywhere: no difference
+		return fmt.Errorf("a matching all-reduce: %w", err)
+	}
+	n := int64(bytes)
+	if g.Rank() >= g.Size()/2 {
+		n /= 2
+	}
+	t0 := time.Now()
+	err = call(n)
+	for err == nil && time.Since(t0) < 3*time.Second { // found after the call: a later one fails
+		time.Sleep(10 * time.Millisecond)
+		err = call(bytes)
+	}
+	el := time.Since(t0)
+	fmt.Printf("GPU hosts mismatch: rank %d passed %d bytes; failed after %v: %v\n", g.Rank(), n, el.Round(time.Millisecond), err)
+	switch {
+	case !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "count="):
+		return fmt.Errorf("the ranks' counts differ across hosts: got %v, want ErrMismatch naming the count", err)
+	case el > 2*time.Second:
+		return fmt.Errorf("the difference was reported after %v, want < 2 s", el)
+	}
+	return nil
+}

@@ -35,6 +35,7 @@ func init() {
 	// the harness's 55 s, of a GPU call that runs it 5 times.
 	roleLimits["gpudie"] = 30 * time.Second
 	roles["gpumismatch"] = roleGPUKernelMismatch
+	roles["gpuhostsmismatch"] = roleGPUHostsMismatch
 }
 
 // gpuSpawn runs role on the ranks gpuRanks chooses (several may share a
@@ -55,6 +56,7 @@ func TestGPUWorldGraph(t *testing.T)          { gpuSpawn(t, "gpugraph") }
 func TestGPUWorldReduceKernel(t *testing.T)   { gpuSpawn(t, "gpuark") }
 func TestGPUWorldPeerDies(t *testing.T)       { gpuSpawn(t, "gpudie") }
 func TestGPUWorldKernelMismatch(t *testing.T) { gpuSpawn(t, "gpumismatch") }
+func TestGPUWorldHostsMismatch(t *testing.T)  { gpuSpawn(t, "gpuhostsmismatch") }
 
 // otherHost reports whether err is a forced path's refusal because the
 // group spans hosts (a run with SYMMEM_TEST_HOSTS, docs/multihost.md):
