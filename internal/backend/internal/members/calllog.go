@@ -19,7 +19,8 @@ import (
 // host before; checked mode compares every call before, at a store round
 // trip per call). Each rank folds every call (its record and path) into a
 // running hash and, every tick in which it made calls, posts its count,
-// hash and last calls to the store; it reads the posts of its two
+// hash and last calls to the store (idle, it backs off to logIdle ticks);
+// it reads the posts of its two
 // neighbours in the group (a ring: if every pair of neighbours agrees, all
 // agree) and compares each that is not ahead of it with its own log at the
 // same count (a neighbour ahead compares with this rank). The first
@@ -109,20 +110,34 @@ func (l *CallLog) Close() {
 	_ = l.store.Delete(ctx, l.key(l.me))
 }
 
+// logIdle bounds the backoff of an idle log: after rounds without new
+// calls the wait doubles up to logIdle ticks (a rank waiting in NCCL makes
+// no calls, but must still learn a difference found elsewhere: within a
+// few hundred milliseconds).
+const logIdle = 8
+
 func (l *CallLog) run() {
 	defer close(l.done)
-	t := time.NewTicker(l.tick)
+	t := time.NewTimer(l.tick)
 	defer t.Stop()
+	wait := l.tick
 	for {
 		select {
 		case <-l.quit:
 			return
 		case <-t.C:
 		}
+		before := l.posted
 		if err := l.round(); err != nil {
 			l.diffOnce.Do(func() { l.onDiff(err) })
 			return
 		}
+		if l.posted != before {
+			wait = l.tick
+		} else {
+			wait = min(2*wait, logIdle*l.tick)
+		}
+		t.Reset(wait)
 	}
 }
 
