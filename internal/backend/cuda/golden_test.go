@@ -560,7 +560,16 @@ func hostCostReqs(g *Group) []goldenReq {
 		{"reduce_scatter 64K auto", makeReq(g, coll.ReduceScatter, coll.BFloat16, coll.Sum, 1<<14, false, "io", 0).req},
 		{"all_gather 64K input registered auto (ce)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "i", 0).req},
 		{"all_gather 64K unregistered auto (nccl)", makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "-", 0).req},
+		{"all_gather 64K in-place ll", forced(makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req, coll.AlgoLL)},
+		{"all_reduce 64K ll", forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<15, false, "io", 0).req, coll.AlgoLL)},
+		{"all_gather 64K in-place kernel", forced(makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req, coll.AlgoKernel)},
 	}
+}
+
+// forced is req with algorithm a.
+func forced(req backend.Request, a coll.Algo) backend.Request {
+	req.Algo = a
+	return req
 }
 
 // TestRunAllocatesNothing: Group.Run's Go side, on each route of
