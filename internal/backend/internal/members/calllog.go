@@ -19,16 +19,15 @@ import (
 // host before; checked mode compares every call before, at a store round
 // trip per call). Each rank folds every call (its record and path) into a
 // running hash and, every tick in which it made calls, posts its count,
-// hash and last calls to the store (idle, it backs off to logIdle ticks);
-// it reads the posts of its two
-// neighbours in the group (a ring: if every pair of neighbours agrees, all
-// agree) and compares each that is not ahead of it with its own log at the
-// same count (a neighbour ahead compares with this rank). The first
-// difference goes to the store, so every rank learns it within a tick, and
-// to onDiff on each. Detection is
-// after the fact: a call that differs between hosts may already have
-// produced wrong data or be waiting in NCCL; onDiff is where the group
-// aborts its communicators and fails its later calls.
+// hash and last calls to the store. Every tick (an idle rank backs off to
+// logIdle ticks) it reads the posts of its two neighbours in the group's
+// ring (if every pair of neighbours agrees, all agree) and compares each
+// that is not ahead of it with its own log at that count (a neighbour
+// ahead compares with this rank). The first difference goes to the store,
+// so every rank learns it within a tick or so, and to onDiff on each.
+// Detection is after the fact: a call that differs between hosts may
+// already have produced wrong data or be waiting in NCCL; onDiff is where
+// the group aborts its communicators and fails its later calls.
 type CallLog struct {
 	what   string
 	store  *rendezvous.Client
