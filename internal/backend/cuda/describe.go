@@ -42,8 +42,12 @@ func (b *Backend) Describe() string {
 		if g.nccl.comm == nil && g.nccl.err != nil {
 			nccl = "false (" + g.nccl.err.Error() + ")"
 		}
-		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d\n",
-			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered())
+		across := ""
+		if g.calls != nil {
+			across = "; calls compared across hosts after they are issued (call log)"
+		}
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s\n",
+			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), across)
 	}
 	return s.String()
 }
