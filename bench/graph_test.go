@@ -49,20 +49,8 @@ func (g *fakeGraph) Close() error { g.closed = true; return nil }
 func TestRunGraph(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Graph, cfg.Iters, cfg.Budget = 4, 9, 0
-	j := newFakeJob(2)
 	var replays, captured atomic.Int64
-	reps := make([]*Report, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Go(func() { reps[r], errs[r] = Run(graphRank{j.ranks[r], &replays, &captured}, cfg) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	reps := runGraphRanks(t, cfg, func(r *fakeRank) Target { return graphRank{r, &replays, &captured} })
 	var measures int64
 	for _, res := range reps[0].Results {
 		for _, m := range res.measures() {
@@ -102,22 +90,10 @@ func TestRunGraphRefused(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Graph, cfg.Iters, cfg.Budget = 4, 9, 0
 	cfg.Algos = []coll.Algo{coll.AlgoKernel, coll.AlgoNCCL}
-	j := newFakeJob(2)
 	var replays, captured atomic.Int64
-	reps := make([]*Report, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Go(func() {
-			reps[r], errs[r] = Run(refusingGraphRank{graphRank{j.ranks[r], &replays, &captured}, coll.AlgoNCCL}, cfg)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	reps := runGraphRanks(t, cfg, func(r *fakeRank) Target {
+		return refusingGraphRank{graphRank{r, &replays, &captured}, coll.AlgoNCCL}
+	})
 	timed, refused := 0, 0
 	for _, res := range reps[0].Results {
 		for _, m := range res.measures() {
@@ -134,4 +110,24 @@ func TestRunGraphRefused(t *testing.T) {
 	if timed == 0 || refused == 0 {
 		t.Errorf("%d timed and %d refused graph measures, want both", timed, refused)
 	}
+}
+
+// runGraphRanks runs cfg on two fake ranks, each the target rank makes of
+// its fake rank, and returns their reports (a rank's error fails t).
+func runGraphRanks(t *testing.T, cfg Config, rank func(*fakeRank) Target) []*Report {
+	t.Helper()
+	j := newFakeJob(2)
+	reps := make([]*Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() { reps[r], errs[r] = Run(rank(j.ranks[r]), cfg) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reps
 }

@@ -45,14 +45,11 @@ func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, 
 	return coll.AlgoNCCL
 }
 
-// captured reports whether auto should read the tables' graph rows for a
-// call on stream s: only when a table has any (asking the driver costs a
-// call), and only when s is being captured (an error to ask counts as
-// not captured: the eager rows answer).
+// captured reports whether stream s is being captured into a CUDA graph
+// (an error to ask counts as not captured: the eager rows answer). auto
+// asks only where the tables' graph rows answer otherwise than their eager
+// rows, which needs a table with graph rows.
 func (g *Group) captured(s uint64) bool {
-	if !g.b.table.HasGraphRows() && !builtinTable.HasGraphRows() {
-		return false
-	}
 	c, err := g.x.capturing(g.b.ctx, s)
 	return err == nil && c
 }

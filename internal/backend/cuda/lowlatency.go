@@ -61,13 +61,6 @@ type llPath struct {
 	args *cudadrv.Args
 }
 
-// Refusals only the ll path gives.
-const (
-	refLLAlign refusal = iota + refElemAlign + 1 // a buffer or the row off 16 bytes
-	refLLSize                                    // the row larger than the LL area holds
-	refLLAlias                                   // input and output overlap other than in place
-)
-
 // check says whether the ll path can run req.
 func (l *llPath) check(req backend.Request) refusal {
 	row := llRowOf(req)
@@ -121,7 +114,8 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case refLLSize:
 		return fmt.Errorf("ll holds at most %d bytes per rank on %d ranks, not %d: %w (use kernel or nccl)", llMaxBytes(l.g.pad.size, len(l.g.ranks)), len(l.g.ranks), llRowOf(req), ErrNotSupported)
 	case refLLAlias:
-		return fmt.Errorf("ll needs input and output disjoint or exactly in place: %w", ErrNotSupported)
+		return fmt.Errorf("ll needs input and output disjoint or exactly in place, not input %#x (%d bytes) and output %#x (%d bytes): %w (use kernel or nccl)",
+			req.In.Ptr, req.In.Len, req.Out.Ptr, req.Out.Len, ErrNotSupported)
 	default:
 		return kernelsWhyNot(l.g, req, r)
 	}
@@ -142,7 +136,7 @@ func (l *llPath) fill(req backend.Request) {
 	g, a := l.g, l.args
 	n, me := len(g.ranks), g.me
 	row := llRowOf(req)
-	var flags, stride uint32
+	flags, stride := reduceFlags(req, false), uint32(0) // reductions: avg or not
 	switch req.Kind {
 	case coll.AllGather:
 		flags = llFlagGather
@@ -150,10 +144,7 @@ func (l *llPath) fill(req backend.Request) {
 			flags |= llFlagOwn
 		}
 	case coll.ReduceScatter:
-		stride = uint32(row)
-		flags = reduceFlags(req, true) &^ arFlagDirect
-	default:
-		flags = reduceFlags(req, true) &^ arFlagDirect
+		stride = uint32(row) // peer k gets chunk k
 	}
 	for r := 0; r < n; r++ {
 		a.PutU64(argDst+8*r, g.padPeers[r]+llArea)

@@ -52,6 +52,9 @@ const (
 	refOp                // the kernels do not reduce this op and type
 	refHeld              // an in-place all-reduce larger than the kernel holds
 	refElemAlign         // a buffer is not element-aligned
+	refLLAlign           // ll: a buffer or the per-rank bytes off 16 bytes
+	refLLSize            // ll: more bytes per rank than its area holds
+	refLLAlias           // ll: input and output overlap, not exactly in place
 )
 
 // kernelsWhyNot is the error of the refusals every kernel path shares.

@@ -83,11 +83,16 @@ func NewCallLog(what string, store *rendezvous.Client, prefix string, ranks []in
 // Add logs the next call of the group on this rank: its record and path
 // code (agree.PathCode).
 func (l *CallLog) Add(rec pool.Record, path uint8) {
-	h := agree.Digest(agree.Call{Record: rec, Path: agree.PathOf(path)})
 	l.mu.Lock()
 	l.n++
-	l.hash = (l.hash ^ uint64(h) ^ l.n<<32) * 0x9e3779b97f4a7c15
-	l.hash ^= l.hash >> 31
+	// Each word mixed in whole (as agree.Digest does), the path last.
+	h := l.hash
+	for _, w := range rec {
+		h = (h ^ w) * 0x9e3779b97f4a7c15
+		h ^= h >> 29
+	}
+	h = (h ^ uint64(path)) * 0x9e3779b97f4a7c15
+	l.hash = h ^ h>>31
 	l.calls[l.n%logHistory] = loggedCall{rec, path}
 	l.sums[l.n%logHistory] = l.hash
 	l.mu.Unlock()

@@ -188,22 +188,30 @@ L_spin_ready:
 L_spin_ready_wait:`)
 	p.trapAfterTimeout("L_spin_ready", "L_ready_abandon")
 	p.w(`	bra             L_spin_ready;`)
+	p.verdict("ready")
+}
+
+// verdict ends the waits of a CTA's signalling threads (labels L_<name>_*):
+// _abandon (with p.abandon: the gate failed) and _bad (another digest, in
+// %r11) record peer k (%r1) in sfault; at _done the CTA meets at a barrier
+// and leaves through L_fault when any thread recorded one.
+func (p *ptx) verdict(name string) {
 	if p.abandon {
-		p.w(`L_ready_abandon:
-	st.shared.u32   [sfault+4], %r1;
+		p.f(`L_%[1]s_abandon:
+	st.shared.u32   [sfault+4], %%r1;
 	st.shared.u32   [sfault+8], 0;
 	st.shared.u32   [sfault], 2;                  // abandoned: the gate failed
-	bra             L_ready_done;`)
+	bra             L_%[1]s_done;`, name)
 	}
-	p.w(`L_ready_bad:
-	st.shared.u32   [sfault+4], %r1;
-	st.shared.u32   [sfault+8], %r11;
+	p.f(`L_%[1]s_bad:
+	st.shared.u32   [sfault+4], %%r1;
+	st.shared.u32   [sfault+8], %%r11;
 	st.shared.u32   [sfault], 1;
-L_ready_done:
+L_%[1]s_done:
 	bar.sync        0;
-	ld.shared.u32   %r11, [sfault];
-	setp.ne.u32     %p7, %r11, 0;
-	@%p7 bra        L_fault;`)
+	ld.shared.u32   %%r11, [sfault];
+	setp.ne.u32     %%p7, %%r11, 0;
+	@%%p7 bra        L_fault;`, name)
 }
 
 // signalDone: after a barrier (every thread's accesses of the data precede

@@ -357,21 +357,8 @@ L_spin_hdr_wait:`)
 	setp.eq.or.u32  %p7, %r11, %r15, %p7;
 	@!%p7 bra       L_hdr_bad;                    // another kernel at this launch`)
 	p.trapAfterTimeout("L_spin_hdr", "L_hdr_abandon")
-	p.w(`	bra             L_spin_hdr;
-L_hdr_abandon:
-	st.shared.u32   [sfault+4], %r1;
-	st.shared.u32   [sfault+8], 0;
-	st.shared.u32   [sfault], 2;                  // abandoned: the gate failed
-	bra             L_hdr_done;
-L_hdr_bad:
-	st.shared.u32   [sfault+4], %r1;
-	st.shared.u32   [sfault+8], %r11;
-	st.shared.u32   [sfault], 1;
-L_hdr_done:
-	bar.sync        0;
-	ld.shared.u32   %r11, [sfault];
-	setp.ne.u32     %p7, %r11, 0;
-	@%p7 bra        L_fault;`)
+	p.w(`	bra             L_spin_hdr;`)
+	p.verdict("hdr")
 }
 
 // llStore writes rank k's vector of a gather: a peer's to out + k*bytes,
