@@ -27,11 +27,11 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "tp-*.log"))):
     rows = [json.loads(l) for l in open(path) if l.startswith("{") and '"bench": "tp_decode"' in l]
     if not rows:
         continue
-    modes = list(rows[0]["us_per_step"])
+    modes = list(dict.fromkeys(m for j in rows for m in list(j["us_per_step"]) + list(j.get("refused", {}))))
     print("GPUs | batch | AR bytes | " + " | ".join(modes) + " (us/step) | symmem modes vs best other | symmem's path (auto)")
     for j in rows:
         t, vs = j["us_per_step"], j.get("vs_best_other") or {}
-        cells = " | ".join(f"{t[m]:.1f}" if m in t else "-" for m in modes)
+        cells = " | ".join(f"{t[m]:.1f}" if m in t else ("refused" if m in j.get("refused", {}) else "-") for m in modes)
         ratios = ", ".join(f"{m} {r:.3f}" for m, r in vs.items()) or "-"
         print(f"{j['world']} | {j['batch']} | {j['allreduce_bytes']} | {cells} | {ratios} | {j.get('symmem_path') or '-'}")
 PY

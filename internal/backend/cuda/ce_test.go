@@ -17,7 +17,7 @@ import (
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
 	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: wait.DefaultTimeout,
-		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n), pad: &segment{size: 2 << 20}, x: nopExec{}}
+		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}, x: nopExec{}}
 	for r := range g.ranks {
 		g.ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)

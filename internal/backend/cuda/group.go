@@ -330,7 +330,7 @@ func (g *Group) setupCE(ctx context.Context) error {
 		g.hs.ev[i] = g.checkEv[i].Handle()
 	}
 	g.hs.stream = g.check.Handle()
-	if g.pad, err = createLocal(c, g.b.gran, g.b.gran); err != nil {
+	if g.pad, err = createLocal(c, padBytes(len(g.ranks), g.b.gran), g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
 	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {

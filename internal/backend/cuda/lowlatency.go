@@ -26,7 +26,17 @@ import (
 const (
 	llArea = 128 << 10 // byte offset of the LL area in the pad (kernRegion and lcWords lie below)
 	llVec  = 16        // bytes of data per thread and trip: two lines
+	// llCap is the row the pad is sized for: tensor-parallel decode's
+	// all-reduces reach 512 KiB (64 tokens of a 4096-wide bf16 layer).
+	llCap = 1 << 20
 )
+
+// padBytes is the signal pad's size for n ranks: the regions below llArea
+// and an LL area whose rows hold llCap, in whole granules.
+func padBytes(n int, gran int64) int64 {
+	need := llArea + int64(2*n)*(2*llCap+llLineBytes)
+	return (need + gran - 1) / gran * gran
+}
 
 // llRowBytes is the bytes of one source row of an LL half in a pad of
 // padBytes for n ranks (two halves of n rows).

@@ -9,12 +9,17 @@ import (
 )
 
 // TestLLArea: the rows of both halves fit the pad past llArea, a row holds
-// its header line and two lines per 16 bytes of its largest message, and
-// the largest message is a multiple of 16.
+// its header line and two lines per 16 bytes of its largest message, the
+// largest message is a multiple of 16 and at least llCap, and the pad is
+// whole granules.
 func TestLLArea(t *testing.T) {
-	const pad = 2 << 20
+	const gran = 2 << 20
 	for n := 2; n <= kernMaxRanks; n++ {
+		pad := padBytes(n, gran)
 		row, most := llRowBytes(pad, n), llMaxBytes(pad, n)
+		if pad%gran != 0 || most < llCap {
+			t.Errorf("n=%d: a pad of %d bytes holds %d bytes per row (want whole granules of %d, at least %d)", n, pad, most, gran, llCap)
+		}
 		if llArea+2*int64(n)*row > pad {
 			t.Errorf("n=%d: rows of %d bytes overflow the pad", n, row)
 		}
@@ -50,7 +55,7 @@ func TestLLCheck(t *testing.T) {
 		t.Fatalf("without kernels: refusal %d, want refNoKernels", r)
 	}
 	g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
-	most := llMaxBytes(2<<20, 4) / 2
+	most := llMaxBytes(g.pad.size, 4) / 2
 	for _, c := range []struct {
 		name string
 		req  backend.Request

@@ -26,7 +26,9 @@ received the receiver's lines of e-1, or its signals: every launch on the
 group's shared epoch hears from every peer). Stale lines carry an older
 epoch and never match.
 
-Per call: CTA 0's thread k (k < n, k != me) announces the launch in peer
+Per call: each thread's first input vector is loaded before the setup
+when every peer gets the same one (stride 0), so that load overlaps thread
+0's read of the launch word. CTA 0's thread k (k < n, k != me) announces the launch in peer
 k's launch header (one 8-byte store {e, digest}: kernels of other paths
 that wait there see a difference at once) and writes the row's header line
 {digest, e, digest, e}; every thread sends its 16-byte vectors i = b*T +
@@ -75,6 +77,20 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
 	.reg .b64   %rd<48>;
 `)
 	p.loadParams()
+	p.f(`	// Prefetch: this thread's first input vector when every peer gets the
+	// same one (stride 0): its address needs no epoch, so the load is in
+	// flight while thread 0 reads the launch word.
+	ld.param.u64    %%rd5, [P+%d];
+	setp.eq.u64     %%p14, %%rd5, 0;
+	mul.wide.u32    %%rd24, %%r2, %%r3;
+	cvt.u64.u32     %%rd25, %%r1;
+	add.u64         %%rd24, %%rd24, %%rd25;
+	shr.u64         %%rd29, %%rd2, 4;
+	setp.lt.u64     %%p16, %%rd24, %%rd29;
+	and.pred        %%p16, %%p16, %%p14;            // %%p16: the first vector is prefetched
+	shl.b64         %%rd27, %%rd24, 4;
+	add.u64         %%rd11, %%rd1, %%rd27;
+	@%%p16 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];`, pLLStride)
 	p.setup("Thread 0: peer regions and LL areas to shared memory, the epoch.", false, table{"sreg", pPeerRegs}, table{"sll", pPtrs})
 	p.f(`	// One CTA: its thread 0 is the launch word's only reader, so the
 	// launch is counted now (no atomics or fences at the end).
@@ -150,7 +166,10 @@ L_send:
 	shl.b64         %%rd28, %%rd24, 5;
 	add.u64         %%rd28, %%rd28, %d;             // line 1+2i
 	add.u64         %%rd11, %%rd1, %%rd27;
+	@%%p16 bra       L_send_have;                  // prefetched
 	@%%p14 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];
+L_send_have:
+	setp.ne.u32     %%p16, %%r1, %%r1;              // later vectors load their own
 	mov.u32         %%r10, 0;
 L_send_k:
 	setp.ge.u32     %%p5, %%r10, %%r6;
