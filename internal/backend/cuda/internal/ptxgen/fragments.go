@@ -335,21 +335,23 @@ func (p *ptx) skipIfFirstFailed() {
 
 // skipExit is L_skip (see skipIfFirstFailed).
 func (p *ptx) skipExit() {
-	p.lastCTA("L_skip", fmt.Sprintf("\tst.relaxed.gpu.global.u32 [%%rd3+%d], 0;       // skip consumed; the launch word stays\n\tbra             L_end_ret;", rSkip))
+	p.lastCTA("L_skip", "acq_rel", fmt.Sprintf("\tst.relaxed.gpu.global.u32 [%%rd3+%d], 0;       // skip consumed; the launch word stays\n\tbra             L_end_ret;", rSkip))
 }
 
 // lastCTA is label, where thread 0 counts its CTA in the region's finished
-// word; the CTA that completes the count resets it and runs last (the
-// others, and every other thread, go to L_end_ret).
-func (p *ptx) lastCTA(label, last string) {
+// word (an atomic add of semantics sem: acq_rel, or relaxed where nothing
+// after the count depends on the CTAs' earlier writes); the CTA that
+// completes the count resets it and runs last (the others, and every other
+// thread, go to L_end_ret).
+func (p *ptx) lastCTA(label, sem, last string) {
 	p.f(`%s:
 	setp.ne.u32     %%p7, %%r1, 0;
 	@%%p7 bra        L_end_ret;
-	atom.acq_rel.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
+	atom.%s.gpu.global.add.u32 %%r11, [%%rd3+%d], 1;
 	sub.u32         %%r12, %%r4, 1;
 	setp.ne.u32     %%p7, %%r11, %%r12;
 	@%%p7 bra        L_end_ret;
-	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;`, label, rFinished, rFinished)
+	st.relaxed.gpu.global.u32 [%%rd3+%d], 0;`, label, sem, rFinished, rFinished)
 	p.w(last)
 }
 
@@ -422,5 +424,5 @@ func (p *ptx) faultReport(stopped bool) {
 // finished; the CTA that completes the count resets it and stores e into
 // the launch word, where the next launch reads it (setup).
 func (p *ptx) finish() {
-	p.lastCTA("L_end", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
+	p.lastCTA("L_end", "acq_rel", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
 }

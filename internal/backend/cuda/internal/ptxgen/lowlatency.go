@@ -48,7 +48,12 @@ into out. Spins look at P.stop and the watchdog every 32 trips, as every
 kernel wait does.
 
 A one-CTA launch counts itself at its start (its thread 0 is the launch
-word's only reader): no atomics or fences at its end.
+word's only reader): no atomics or fences at its end. Larger launches count
+their CTAs with a relaxed atomic and the last one writes the launch word
+relaxed: every CTA read the word (into sepoch) before it counts, the next
+launch reads it only after this one ended (stream order), and no reader of
+this launch's data needs its order, so a release (which waits for the
+remote stores' acknowledgements) buys nothing.
 
 Bytes per row (P.bytes) are a multiple of 16 and buffers 16-byte aligned
 (the host refuses other calls). %[23]d threads per CTA: every rank's lines are
@@ -242,7 +247,7 @@ L_recv_next:
 	p.f(`L_end:
 	setp.eq.u32     %%p7, %%r4, 1;
 	@%%p7 bra        L_end_ret;                    // one CTA: counted at the start`)
-	p.lastCTA("L_end_count", fmt.Sprintf("\tst.release.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
+	p.lastCTA("L_end_count", "relaxed", fmt.Sprintf("\tst.relaxed.gpu.global.u32 [%%rd3+%d], %%r8;   // this launch finished\nL_end_ret:\n\tret;", rLaunch))
 	p.faultExit()
 	for k := 0; k < maxRanks; k++ {
 		p.llSpin(k)
