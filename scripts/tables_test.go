@@ -80,3 +80,28 @@ func TestHostcostTable(t *testing.T) {
 		}
 	}
 }
+
+// TestABTable: one row per op and algorithm of a bench that runs several
+// (the bench's section lines), graph benches apart, rank 0's rows only, a
+// refused row leaves its cell empty, and a slowdown in every round is
+// marked.
+func TestABTable(t *testing.T) {
+	out := python(t, "ab-table.py", "testdata/ab.log", "A", "B")
+	for _, c := range []struct {
+		fields []string
+		ratio  string
+	}{
+		{[]string{"all_gather", "|", "ll", "|", "1024"}, "0.500"},
+		{[]string{"all_gather", "|", "ll", "|", "4096"}, "1.000"},
+		{[]string{"all_reduce", "|", "ll", "|", "1024"}, "slower"},
+		{[]string{"all_reduce", "|", "ll", "|", "4096"}, "-"},
+		{[]string{"all_gather", "-G", "|", "kernel", "|", "1024"}, "slower"},
+	} {
+		if f := row(t, out, c.fields...); f[len(f)-1] != c.ratio && !(c.ratio == "slower" && strings.HasSuffix(strings.Join(f, " "), "slower each round")) {
+			t.Errorf("%v: ends %q, want %q\n%s", c.fields, f[len(f)-1], c.ratio, out)
+		}
+	}
+	if strings.Contains(out, "99") {
+		t.Errorf("rank 1's row counted:\n%s", out)
+	}
+}
