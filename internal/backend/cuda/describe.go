@@ -42,12 +42,16 @@ func (b *Backend) Describe() string {
 		if g.nccl.comm == nil && g.nccl.err != nil {
 			nccl = "false (" + g.nccl.err.Error() + ")"
 		}
+		pad := ""
+		if g.pad != nil { // the kernels' region, lc's words and ll's area
+			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", g.pad.size>>20, llMaxBytes(g.pad.size, len(g.ranks))>>10)
+		}
 		across := ""
 		if g.calls != nil {
 			across = "; calls compared across hosts after they are issued (call log)"
 		}
-		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s\n",
-			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), across)
+		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s%s\n",
+			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), pad, across)
 	}
 	return s.String()
 }

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
@@ -81,5 +83,16 @@ func TestLLCheck(t *testing.T) {
 		if err := g.paths.ll.whyNot(c.req); (err == nil) != (c.want == served) {
 			t.Errorf("%s: whyNot %v", c.name, err)
 		}
+	}
+}
+
+// TestDescribePad: doctor's group line gives the signal pad's size and the
+// largest ll row it holds.
+func TestDescribePad(t *testing.T) {
+	g := fakeGroup(2, 0)
+	g.b.groups = []*Group{g}
+	want := fmt.Sprintf("signal pad 10 MiB (ll rows up to %d KiB)", llMaxBytes(padBytes(2, 2<<20), 2)>>10)
+	if got := g.b.Describe(); !strings.Contains(got, want) {
+		t.Errorf("Describe:\n%s\nwant a group line with %q", got, want)
 	}
 }
