@@ -7,7 +7,9 @@
 # (scripts/build-gpu.sh: .build/libsymmem.so). COMMS lists the variants
 # run in turn each round (default "nccl symmem"; "symmem:ALGO" forces a
 # path, e.g. COMMS="nccl symmem symmem:all_gather=ce" compares auto with
-# the copy-engine all-gather in the same run). ARGS adds arguments to every
+# the copy-engine all-gather in the same run; "local" adds the ceiling: the
+# step without communication between GPUs, fsdp_train.py's --comm local).
+# ARGS adds arguments to every
 # run (e.g. "--preset small" to check the script).
 # SIZES chooses the GPU counts (default 2, and 4 where there are 4); the
 # ranks use the first n of CUDA_VISIBLE_DEVICES when it is set (a lane of
@@ -53,5 +55,6 @@ for n in sorted({k[0] for k in runs}):
         t = statistics.median(r["step_ms_median"] for r in rs)
         tps = statistics.median(r["tokens_per_s"] for r in rs)
         drift = max((abs(a - b) for r in rs for a, b in zip(r["losses"], base[0]["losses"])), default=0.0) if base else None
-        print(f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | {bt / t:.3f} | {drift:.2e}" if bt else f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | - | -")
+        d = "- (other weights)" if comm == "local" or drift is None else f"{drift:.2e}"
+        print(f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | {bt / t:.3f} | {d}" if bt else f"{n} | {comm} | {len(rs)} | {t:.1f} | {tps:.0f} | - | -")
 PY

@@ -6,6 +6,14 @@ item 2; the seed's claim is +15% tokens/s.
 
     torchrun --standalone --nproc-per-node 2 bench/e2e/fsdp_train.py --comm nccl
     torchrun --standalone --nproc-per-node 2 bench/e2e/fsdp_train.py --comm symmem
+    torchrun --standalone --nproc-per-node 2 bench/e2e/fsdp_train.py --comm local
+
+--comm local is the ceiling, not a competitor: FSDP's collectives replaced by
+copies on the rank itself (the all-gather repeats this rank's shard in every
+slot, the reduce-scatter keeps this rank's chunk), so the step has FSDP's
+compute and memory traffic and no communication between GPUs. Its time is
+what no collective library can beat: NCCL's step minus it is all a faster
+comm could save (its losses are not the model's: the weights differ).
 
 Rank 0 prints one JSON line last: the configuration, the median step time
 and tokens/s over the timed steps, and every step's loss (the same seed
@@ -22,8 +30,8 @@ collective. The default size (dim 4096, 16 blocks: ~3.5B parameters, seq
 4096, batch 1 per rank) fills 2 and 4 H100s; --preset small checks the
 script in seconds.
 
-NOT YET RUN on a GPU host (written 2026-11-26 without device time): expect
-to fix details on its first run.
+Runs: results/gpu-2026-11-26c.md, gpu-2026-11-26d.md, gpu-2026-11-26f.md
+(--comm local not run yet).
 """
 
 import argparse
@@ -93,9 +101,49 @@ def batch(step, rank, cfg, device):
     return t[:, :-1], t[:, 1:]
 
 
+def apply_local(model):
+    """--comm local: every FSDP module's all-gather and reduce-scatter
+    replaced by copies on this rank (FSDP2's custom collectives, as
+    symmem.fsdp sets them). Returns how many modules it set."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+
+    class Done:
+        def wait(self, timeout=None):
+            return True
+
+        def is_completed(self):
+            return True
+
+    class LocalAllGather(AllGather):
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, async_op=False):
+            n = output_tensor.numel() // input_tensor.numel()
+            output_tensor.view(n, -1).copy_(input_tensor.reshape(1, -1).expand(n, -1))
+            return Done() if async_op else None
+
+    class LocalReduceScatter(ReduceScatter):
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            n = input_tensor.numel() // output_tensor.numel()
+            output_tensor.view(-1).copy_(input_tensor.view(n, -1)[dist.get_rank(group)])
+            return Done() if async_op else None
+
+    mods = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in mods:
+        m.set_custom_all_gather(LocalAllGather())
+        m.set_custom_reduce_scatter(LocalReduceScatter())
+    return len(mods)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--comm", choices=["nccl", "symmem"], required=True)
+    ap.add_argument("--comm", choices=["nccl", "symmem", "local"], required=True,
+                    help="local: no communication between GPUs, the ceiling (see the module doc)")
     ap.add_argument("--algo", default=None,
                     help="symmem: a path instead of auto's choice, for both collectives (PATH) or one "
                          "(all_gather=PATH, reduce_scatter=PATH, comma-separated)")
@@ -129,6 +177,8 @@ def main():
         if algo and "=" in algo:  # per collective: all_gather=ce
             algo = dict(kv.split("=", 1) for kv in algo.split(","))
         modules = symmem.fsdp.apply(model, algo=algo)
+    elif args.comm == "local":
+        modules = apply_local(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
     losses, times = [], []
@@ -158,7 +208,7 @@ def main():
     if rank == 0:
         print(json.dumps({
             "bench": "fsdp_train", "comm": args.comm, "algo": args.algo or "auto", "world": world,
-            "config": cfg, "params": params, "symmem_modules": modules,
+            "config": cfg, "params": params, "custom_modules": modules,
             "step_ms_median": med * 1e3, "step_ms": [x * 1e3 for x in times], "tokens_per_s": tokens / med,
             "losses": losses, "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
             "gpu": torch.cuda.get_device_name(device),
