@@ -6,7 +6,8 @@
 # ranks use the first n of CUDA_VISIBLE_DEVICES when it is set). ARGS adds
 # arguments (e.g. "--layers 4 --batches 1,64"; "--modes
 # nccl,torch-two-shot,symmem,symmem:ll,symmem:nccl-window" for symmem's
-# paths side by side). T bounds each run (default 600 s). Build first:
+# paths side by side; a mode "none" adds the step without all-reduces, the
+# ceiling). T bounds each run (default 600 s). Build first:
 # scripts/build-gpu.sh (.build/libsymmem.so). Logs: outdir/tp-<n>.log; a
 # table per run is printed last. Runs: results/gpu-2026-11-26d.md.
 set -u

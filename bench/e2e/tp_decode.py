@@ -15,6 +15,9 @@ The all-reduce, per --modes (all in one run, alternated per batch size):
   symmem          symmem.all_reduce on a symmem tensor (auto; --symmem-algo forces a path)
   symmem:PATH     the same with PATH forced (symmem:ll, symmem:nccl-window, symmem:kernel,
                   symmem:two-shot, ...): several paths side by side in one run
+  none            no all-reduce: the ceiling, not a competitor (the step's compute alone;
+                  its outputs are wrong and not compared). A mode's time minus none's is
+                  what its all-reduces cost the step.
 
 The row-parallel matmuls write straight into the collective's buffer
 (torch.mm(out=...)), so no mode pays a copy the others do not. Attention over
@@ -74,6 +77,8 @@ def decode_step(x, w, bufs, allreduce):
 def make_mode(mode, b, dim, device, group_name, algo):
     """The mode's two buffers and its all-reduce."""
     shape = (b, dim)
+    if mode == "none":  # the ceiling: no all-reduce at all (wrong outputs, the step's compute alone)
+        return [torch.empty(shape, dtype=torch.bfloat16, device=device) for _ in range(2)], lambda t: t
     if mode == "nccl":
         bufs = [torch.empty(shape, dtype=torch.bfloat16, device=device) for _ in range(2)]
 
@@ -189,10 +194,11 @@ def main():
                 paths[mode] = repr(symmem.world().group.last_path())
             del bufs
         ref = outs.get("nccl")
-        diff = {m: float(((o.float() - ref.float()).norm() / ref.float().norm()).item()) for m, o in outs.items()} if ref is not None else {}
+        diff = {m: float(((o.float() - ref.float()).norm() / ref.float().norm()).item())
+                for m, o in outs.items() if m != "none"} if ref is not None else {}
         if rank == 0:
             # symmem's modes against the best of the others (NCCL, torch's).
-            others = [v for m, v in res.items() if not m.startswith("symmem")]
+            others = [v for m, v in res.items() if not m.startswith("symmem") and m != "none"]
             vs = {m: min(others) / v for m, v in res.items() if m.startswith("symmem") and others}
             print(json.dumps({
                 "bench": "tp_decode", "world": tp, "batch": b, "dim": args.dim, "hidden": args.hidden,
