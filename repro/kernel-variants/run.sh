@@ -8,6 +8,8 @@
 #                and NCCL's all-reduce as the control (the same in both
 #                builds: its ratio is the run's noise)
 #   ll-t512      ll of every op, 4-256 KiB, eager and in CUDA graphs
+#   ll-rows      ll of every op, 64 KiB-2 MiB, eager and in CUDA graphs
+#                (a layout change: its checks matter, not its times)
 #   stamps       no checks, no A/B: the kernel path's all-gather,
 #                reduce-scatter and all-reduce at 1 KiB-16 MiB, eager and
 #                in graphs, and the median of each stage its kernels print
@@ -17,7 +19,7 @@ OUTDIR=${1:-${OUT:-./kernel-variants-out}}
 mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/../.."
 . scripts/gpu-lib.sh
-VARIANTS=${VARIANTS:-ar-prefetch ll-t512 stamps}
+VARIANTS=${VARIANTS:-ar-prefetch ll-t512 ll-rows stamps}
 for v in base $VARIANTS; do
   for b in symmem symmem.test; do
     [ -x .build/kv/$v/$b ] || gzip -dkf .build/kv/$v/$b.gz || exit 2
@@ -57,6 +59,9 @@ for v in $VARIANTS; do
       B="--ops reduce_scatter --algo kernel $S;--ops all_reduce --algo kernel $S;--ops all_reduce --algo nccl $S" ;;
     ll-t512)
       S="--ops all_gather,reduce_scatter,all_reduce -d bfloat16 --algo ll -b 4K -e 256K -f 4"
+      B="$S;$S -G 20" ;;
+    ll-rows)
+      S="--ops all_gather,reduce_scatter,all_reduce -d bfloat16 --algo ll -b 64K -e 2M -f 4"
       B="$S;$S -G 20" ;;
   esac
   mkdir -p "$OUTDIR/ab-$v"
