@@ -276,9 +276,7 @@ func raceFree(l *Layout, stages [][][]Step, mem []*Mem, k int) error {
 				}
 			}
 			switch st.Kind {
-			case Copy, CrossAR:
-				w(st.Dst, st.Bytes)
-			case CrossRS:
+			case Copy, CrossAR, CrossRS:
 				w(st.Dst, st.Bytes)
 			case Pull:
 				w(st.Dst, st.Bytes)
