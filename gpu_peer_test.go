@@ -94,12 +94,13 @@ func roleGPUPeerDies(ctx context.Context) error {
 // exits 300 ms later without making it. Its presence in the store ends
 // (and, on its host, its pidfd: the host gate), every other rank's group
 // aborts its NCCL communicators, and Synchronize fails within 1 s of the
-// exit naming rank 1 (not at the watchdog or never); a later host-side
-// wait (a barrier) fails at once.
+// exit naming rank 1 (not at the watchdog or never); host-side waits (a
+// barrier beside Synchronize, one after it) fail too.
 func peerDiesAcrossHosts(ctx context.Context, w *World, g *Group, out, in coll.Span) error {
 	const exitAfter = 300 * time.Millisecond
 	if g.Rank() == 1 {
 		time.Sleep(exitAfter)
+		fmt.Printf("rank 1 exits (unix ms %d)\n", time.Now().UnixMilli())
 		os.Exit(0) // never makes the all-gather, as a crashed rank would
 	}
 	t0 := time.Now()
@@ -109,12 +110,22 @@ func peerDiesAcrossHosts(ctx context.Context, w *World, g *Group, out, in coll.S
 	}
 	// Said before the wait, so a hang shows where it stopped (the harness
 	// prints what a killed rank wrote).
-	fmt.Printf("rank %d queued the all-gather via %s in %v\n", g.Rank(), path.Algo, time.Since(t0).Round(time.Millisecond))
+	fmt.Printf("rank %d queued the all-gather via %s in %v (unix ms %d)\n", g.Rank(), path.Algo, time.Since(t0).Round(time.Millisecond), time.Now().UnixMilli())
+	// A host-side wait beside the GPU one: it ends when the store says rank
+	// 1 is gone, so the two times tell the exit's detection from the NCCL
+	// kernels' end after the abort.
+	probe := make(chan time.Duration, 1)
+	var perr error
+	go func() {
+		perr = g.Barrier(ctx)
+		probe <- time.Since(t0)
+	}()
 	serr := w.Synchronize(ctx)
 	el := time.Since(t0)
+	pel := <-probe
 	berr := g.Barrier(ctx)
-	fmt.Printf("GPU peer dies across hosts: rank 1 exited after %v; rank %d's Synchronize after %v: %v; barrier: %v\n",
-		exitAfter, g.Rank(), el.Round(time.Millisecond), serr, berr)
+	fmt.Printf("GPU peer dies across hosts: rank 1 exited after %v; rank %d's Synchronize after %v: %v; host-side wait beside it after %v: %v; barrier after: %v\n",
+		exitAfter, g.Rank(), el.Round(time.Millisecond), serr, pel.Round(time.Millisecond), perr, berr)
 	switch {
 	case serr == nil:
 		return fmt.Errorf("the all-gather completed without rank 1")
@@ -125,8 +136,8 @@ func peerDiesAcrossHosts(ctx context.Context, w *World, g *Group, out, in coll.S
 		// "rank 1 exited before it made collective N") before the store
 		// says so ("rank 1 (host h) exited"); either names it.
 		return fmt.Errorf("Synchronize's error does not name rank 1 (ErrPeerExited): %w", serr)
-	case !errors.Is(berr, ErrPeerExited):
-		return fmt.Errorf("a barrier after rank 1's exit: %v, want ErrPeerExited", berr)
+	case !errors.Is(perr, ErrPeerExited) || !errors.Is(berr, ErrPeerExited):
+		return fmt.Errorf("host-side waits after rank 1's exit: %v, then %v; want ErrPeerExited", perr, berr)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ func TestMain(m *testing.M) {
 type rankResult struct {
 	code int
 	out  string
+	took time.Duration // from the spawn to the process's end
 }
 
 // spawn runs role on n ranks and returns every rank's result. extra is added
@@ -81,6 +82,7 @@ func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 	}
 	devices := launch.VisibleDevices(n, os.Environ())
 	res := make([]rankResult, n)
+	start := time.Now()
 	var wg sync.WaitGroup
 	for r := range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -110,13 +112,13 @@ func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 				<-done
 				fmt.Fprintf(&buf, "\n(killed by the harness after %v)", roleLimit(role))
 			}
-			res[r] = rankResult{code: cmd.ProcessState.ExitCode(), out: buf.String()}
+			res[r] = rankResult{code: cmd.ProcessState.ExitCode(), out: buf.String(), took: time.Since(start)}
 		}()
 	}
 	wg.Wait()
 	if testing.Verbose() {
 		for r, x := range res {
-			t.Logf("rank %d exit %d: %s", r, x.code, strings.TrimSpace(x.out))
+			t.Logf("rank %d exit %d after %v: %s", r, x.code, x.took.Round(time.Millisecond), strings.TrimSpace(x.out))
 		}
 	}
 	return res

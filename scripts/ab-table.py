@@ -33,7 +33,9 @@ def main(log, names):
             section = (m.group(1), m.group(2))
             continue
         f = body.split()
-        if len(f) < 13 or not f[0].isdigit():  # nccl-tests row: size count type redop root time ...
+        # nccl-tests row: size count type redop root, then time algbw busbw
+        # #wrong out of place and again in place (absent with --inplace no)
+        if len(f) < COL + 4 or not f[0].isdigit():
             continue
         try:
             t = float(f[COL])

@@ -96,6 +96,7 @@ func TestABTable(t *testing.T) {
 		{[]string{"all_reduce", "|", "ll", "|", "1024"}, "| 1.500 slower each round"},
 		{[]string{"all_reduce", "|", "ll", "|", "4096"}, "| -"},
 		{[]string{"all_gather", "-G", "|", "kernel", "|", "1024"}, "| 1.100 slower each round"},
+		{[]string{"reduce_scatter", "|", "kernel", "|", "1048576"}, "| 0.750"}, // --inplace no: out-of-place columns only
 	} {
 		if f := strings.Join(row(t, out, c.fields...), " "); !strings.HasSuffix(f, c.end) {
 			t.Errorf("%v: row %q, want it to end %q\n%s", c.fields, f, c.end, out)

@@ -84,6 +84,10 @@ type Backend struct {
 	// presences follows the ranks of other hosts (members.Presences),
 	// announced at the first group that spans hosts; nil until then.
 	presences *members.Presences
+	// aborted ends at the first abort of a group that spans hosts
+	// (Group.abortGroup); Synchronize stops waiting for the stream then.
+	aborted      context.Context
+	abortedFired context.CancelFunc
 }
 
 // watchHosts returns the rank's presence in the job (announced on first
@@ -148,6 +152,7 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	}
 	b := &Backend{env: env, ctx: ctx, info: info, gran: gran, prov: newProvider(ctx, gran), stream: s, watchdog: opts.Watchdog, share: opts.ShareDevice,
 		lcCTAs: opts.LowContentionCTAs}
+	b.aborted, b.abortedFired = context.WithCancel(context.Background())
 	if opts.NoNCCL {
 		b.nccl.err = fmt.Errorf("NCCL disabled by option")
 	} else {
@@ -289,8 +294,18 @@ func (b *Backend) Close() error {
 }
 
 // Synchronize waits (bounded by timeout) until the backend's own stream,
-// which runs calls made without WithStream, is idle.
+// which runs calls made without WithStream, is idle, or until a group
+// that spans hosts is aborted (a member exited): NCCL's teardown of an
+// aborted communicator holds its calls on the stream until it completes
+// (24 s on 2 "hosts" of one H100 each with NCCL's socket transport:
+// results/gpu-2026-11-26g.md), and the error is known at the abort.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
+	if b.aborted != nil {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(b.aborted, stop)()
+	}
 	werr := b.stream.Wait(ctx, timeout)
 	b.mu.Lock()
 	groups := append([]*Group(nil), b.groups...)

@@ -44,7 +44,7 @@ func (b *Backend) Describe() string {
 		}
 		pad := ""
 		if g.pad != nil { // the kernels' region, lc's words and ll's area
-			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", g.pad.size>>20, llMaxBytes(g.pad.size, len(g.ranks))>>10)
+			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", g.pad.size>>20, llCap>>10)
 		}
 		across := ""
 		if g.calls != nil {

@@ -20,7 +20,7 @@ import (
 // Only the pad is symmetric, so the buffers may be any device memory (pool
 // blocks or not). Calls need 16-byte aligned buffers and a multiple of 16
 // bytes per row (an all-gather's slice, a reduce-scatter's chunk, an
-// all-reduce's tensor), at most llMaxBytes for the group's rank count.
+// all-reduce's tensor), at most llCap.
 // Lines carry 8 bytes of data in 16, so a row costs twice its bytes: the
 // path is for sizes where latency, not bandwidth, sets the time.
 const (
@@ -31,23 +31,16 @@ const (
 	llCap = 1 << 20
 )
 
+// llRowSize is the bytes of one source row of an LL half: the header line and
+// two lines per 16 bytes of llCap. It depends on nothing a rank could see
+// differently (a peer's granularity), so every rank lays rows out alike.
+const llRowSize = llLineBytes + 2*llCap
+
 // padBytes is the signal pad's size for n ranks: the regions below llArea
-// and an LL area whose rows hold llCap, in whole granules.
+// and the LL area's two halves of n rows, in whole granules.
 func padBytes(n int, gran int64) int64 {
-	need := llArea + int64(2*n)*(2*llCap+llLineBytes)
+	need := llArea + int64(2*n)*llRowSize
 	return (need + gran - 1) / gran * gran
-}
-
-// llRowBytes is the bytes of one source row of an LL half in a pad of
-// padBytes for n ranks (two halves of n rows).
-func llRowBytes(padBytes int64, n int) int64 {
-	return (padBytes - llArea) / int64(2*n) / llLineBytes * llLineBytes
-}
-
-// llMaxBytes is the largest row message for n ranks: a row holds the header
-// line and two lines per 16 bytes.
-func llMaxBytes(padBytes int64, n int) int64 {
-	return (llRowBytes(padBytes, n) - llLineBytes) / 2 / llVec * llVec
 }
 
 // llRowOf is the bytes each rank sends each peer (and sums or copies per
@@ -83,7 +76,7 @@ func (l *llPath) check(req backend.Request) refusal {
 		return refOp
 	case (req.In.Ptr|req.Out.Ptr|uint64(row))%llVec != 0:
 		return refLLAlign
-	case row > llMaxBytes(l.g.pad.size, len(l.g.ranks)):
+	case row > llCap:
 		return refLLSize
 	case !llAliasOK(req, l.g.me):
 		return refLLAlias
@@ -122,7 +115,7 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case refLLAlign:
 		return fmt.Errorf("ll moves 16-byte vectors: input %#x, output %#x and %d bytes per rank must be multiples of 16: %w (use kernel or nccl)", req.In.Ptr, req.Out.Ptr, llRowOf(req), ErrNotSupported)
 	case refLLSize:
-		return fmt.Errorf("ll holds at most %d bytes per rank on %d ranks, not %d: %w (use kernel or nccl)", llMaxBytes(l.g.pad.size, len(l.g.ranks)), len(l.g.ranks), llRowOf(req), ErrNotSupported)
+		return fmt.Errorf("ll holds at most %d bytes per rank, not %d: %w (use kernel or nccl)", llCap, llRowOf(req), ErrNotSupported)
 	case refLLAlias:
 		return fmt.Errorf("ll needs input and output disjoint or exactly in place, not input %#x (%d bytes) and output %#x (%d bytes): %w (use kernel or nccl)",
 			req.In.Ptr, req.In.Len, req.Out.Ptr, req.Out.Len, ErrNotSupported)
@@ -170,6 +163,6 @@ func (l *llPath) fill(req backend.Request) {
 	a.PutU32(argUnit, llVec)
 	a.PutU64(llOut, req.Out.Ptr)
 	a.PutU64(llStride, uint64(stride))
-	a.PutU64(llRow, uint64(llRowBytes(g.pad.size, n)))
+	a.PutU64(llRow, llRowSize)
 	g.faults.put(a, req)
 }

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -10,27 +9,19 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// TestLLArea: the rows of both halves fit the pad past llArea, a row holds
-// its header line and two lines per 16 bytes of its largest message, the
-// largest message is a multiple of 16 and at least llCap, and the pad is
-// whole granules.
+// TestLLArea: both halves' rows fit the pad past llArea, a row holds its
+// header line and two lines per 16 bytes of llCap, and the pad is whole
+// granules.
 func TestLLArea(t *testing.T) {
 	const gran = 2 << 20
 	for n := 2; n <= kernMaxRanks; n++ {
 		pad := padBytes(n, gran)
-		row, most := llRowBytes(pad, n), llMaxBytes(pad, n)
-		if pad%gran != 0 || most < llCap {
-			t.Errorf("n=%d: a pad of %d bytes holds %d bytes per row (want whole granules of %d, at least %d)", n, pad, most, gran, llCap)
+		if llArea+2*int64(n)*llRowSize > pad || pad%gran != 0 || pad-gran >= llArea+2*int64(n)*llRowSize {
+			t.Errorf("n=%d: a pad of %d bytes for rows of %d (want the fewest whole granules of %d that hold them)", n, pad, llRowSize, gran)
 		}
-		if llArea+2*int64(n)*row > pad {
-			t.Errorf("n=%d: rows of %d bytes overflow the pad", n, row)
-		}
-		if llLineBytes+2*most > row || most%llVec != 0 || most <= 0 {
-			t.Errorf("n=%d: %d bytes per row do not fit a row of %d", n, most, row)
-		}
-		if llLineBytes+2*(most+llVec) <= row {
-			t.Errorf("n=%d: %d bytes per row, but %d fit", n, most, most+llVec)
-		}
+	}
+	if llRowSize != llLineBytes+2*llCap || llRowSize%llLineBytes != 0 {
+		t.Errorf("a row of %d bytes for %d-byte messages", llRowSize, llCap)
 	}
 	if llArea < lcWords+lcWordBytes {
 		t.Errorf("the LL area at %d overlaps the lc words at %d", llArea, lcWords)
@@ -57,7 +48,7 @@ func TestLLCheck(t *testing.T) {
 		t.Fatalf("without kernels: refusal %d, want refNoKernels", r)
 	}
 	g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
-	most := llMaxBytes(g.pad.size, 4) / 2
+	most := int64(llCap / 2)
 	for _, c := range []struct {
 		name string
 		req  backend.Request
@@ -91,7 +82,7 @@ func TestLLCheck(t *testing.T) {
 func TestDescribePad(t *testing.T) {
 	g := fakeGroup(2, 0)
 	g.b.groups = []*Group{g}
-	want := fmt.Sprintf("signal pad 10 MiB (ll rows up to %d KiB)", llMaxBytes(padBytes(2, 2<<20), 2)>>10)
+	want := "signal pad 10 MiB (ll rows up to 1024 KiB)"
 	if got := g.b.Describe(); !strings.Contains(got, want) {
 		t.Errorf("Describe:\n%s\nwant a group line with %q", got, want)
 	}
