@@ -140,7 +140,7 @@ func roleGPUGraph(ctx context.Context) error {
 
 // graphReductions captures an all-reduce (sum, float32) through each of
 // symmem's reduction paths on stream s and replays it on fresh inputs
-// against reduce.ReduceN. lc's first call in the group happens inside the
+// against reduce.ReduceN (ll also on buffers off 16 bytes). lc's first call in the group happens inside the
 // capture and must be refused (its staging is allocated at the first call,
 // which a capture cannot do), naming what to do; after one eager call it
 // captures.
@@ -148,11 +148,18 @@ func graphReductions(ctx context.Context, w *World, g *Group, s *cudadrv.Stream,
 	n, me := g.Size(), g.Rank()
 	cctx := w.be.(*cuda.Backend).Context()
 	for _, algo := range []coll.Algo{coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL} {
-		for _, nb := range []int64{48 << 10, 24<<20 + 96} {
+		// shift moves both buffers off 16 bytes (4 and 12): ll stages them
+		// through stream-ordered scratch, which the capture must record.
+		for _, cs := range []struct{ nb, shift int64 }{{48 << 10, 0}, {24<<20 + 96, 0}, {48 << 10, 4}} {
+			nb := cs.nb
 			if algo == coll.AlgoLL && nb > 48<<10 {
 				continue // larger than its area: refused
 			}
-			src, dst := coll.Span{Ptr: in.Ptr, Len: nb}, coll.Span{Ptr: out.Ptr, Len: nb}
+			if cs.shift != 0 && algo != coll.AlgoLL {
+				continue
+			}
+			src := coll.Span{Ptr: in.Ptr + uint64(cs.shift), Len: nb}
+			dst := coll.Span{Ptr: out.Ptr + uint64(3*cs.shift), Len: nb}
 			capture := func() (*cudadrv.Graph, error) {
 				if err := g.Barrier(ctx); err != nil {
 					return nil, err
@@ -227,7 +234,7 @@ func graphReductions(ctx context.Context, w *World, g *Group, s *cudadrv.Stream,
 			if err != nil {
 				return err
 			}
-			fmt.Printf("GPU graph %-12s all_reduce %9d bytes: 3 replays on fresh inputs, %d wrong\n", algo, nb, sum)
+			fmt.Printf("GPU graph %-12s all_reduce %9d bytes (shift %d): 3 replays on fresh inputs, %d wrong\n", algo, nb, cs.shift, sum)
 			if sum != 0 {
 				return fmt.Errorf("%s all-reduce %d bytes: %d wrong results after graph replay", algo, nb, sum)
 			}

@@ -14,12 +14,13 @@ import (
 )
 
 // TestGPUWorldOddCounts: symmem's own GPU paths take every count on any
-// element-aligned buffer (issue 22): counts 1, 3, 361, 4015 and 2^20+1
-// elements, at the start of a pool block and at an odd element offset
-// inside it, in place and out of place, forced per algorithm — kernel
-// (all_gather of f32/bf16/int8/f64; all_reduce and reduce_scatter, sum and
-// avg of f32/bf16/f16), two-shot (all_reduce), lc (reduce_scatter,
-// all_reduce), ce (all_gather) — bit-exact against package reduce's serial
+// element-aligned buffer (issue 22): counts 1, 3, 361, 2048, 4015 and
+// 2^20+1 elements, at the start of a pool block and at an odd element
+// offset inside it, in place and out of place, forced per algorithm —
+// kernel (all_gather of f32/bf16/int8/f64; all_reduce and reduce_scatter,
+// sum and avg of f32/bf16/f16), two-shot (all_reduce), lc (reduce_scatter,
+// all_reduce), ce (all_gather), ll (every op, rows of 16-byte multiples up
+// to 1 MiB: 2048 elements; staged at the odd offset) — bit-exact against package reduce's serial
 // reference (float32 sums in rank order, one rounding; avg as
 // reduce.Finish), with fresh random data per case. The bytes around the
 // output (64 before and after) must stay untouched. The only refusal
@@ -35,7 +36,7 @@ func init() {
 
 // oddCounts are the element counts per rank (all_gather, reduce_scatter)
 // or in all (all_reduce).
-var oddCounts = []int64{1, 3, 361, 4015, 1<<20 + 1}
+var oddCounts = []int64{1, 3, 361, 2048, 4015, 1<<20 + 1}
 
 // oddGuard is the bytes checked before and after a case's spans.
 const oddGuard = 64
@@ -75,6 +76,9 @@ func oddCases() []oddCase {
 					}
 					add(coll.AlgoKernel, coll.AllGather, dt, coll.Sum)
 					add(coll.AlgoCE, coll.AllGather, dt, coll.Sum)
+					if llRow(count, dt) {
+						add(coll.AlgoLL, coll.AllGather, dt, coll.Sum)
+					}
 				}
 				for _, op := range []coll.ReduceOp{coll.Sum, coll.Avg} {
 					for _, dt := range []coll.DType{coll.Float32, coll.BFloat16, coll.Float16} {
@@ -86,12 +90,24 @@ func oddCases() []oddCase {
 						add(coll.AlgoTwoShot, coll.AllReduce, dt, op)
 						add(coll.AlgoLowContention, coll.AllReduce, dt, op)
 						add(coll.AlgoLowContention, coll.ReduceScatter, dt, op)
+						if llRow(count, dt) {
+							add(coll.AlgoLL, coll.AllReduce, dt, op)
+							add(coll.AlgoLL, coll.ReduceScatter, dt, op)
+						}
 					}
 				}
 			}
 		}
 	}
 	return cs
+}
+
+// llRow: ll serves rows of a multiple of 16 bytes up to 1 MiB (2048
+// elements: at the odd offset its buffers are off 16 bytes, so it stages
+// them).
+func llRow(count int64, dt coll.DType) bool {
+	row := count * int64(dt.Size())
+	return row%16 == 0 && row <= 1<<20
 }
 
 func roleGPUOddCounts(ctx context.Context) error {

@@ -17,6 +17,10 @@ import (
 type executor interface {
 	capturing(ctx *cudadrv.Context, s uint64) (bool, error)
 	program(p *cudadrv.Program) error
+	// scratch allocates n bytes in stream order on stream s; release
+	// frees them after the stream's earlier work.
+	scratch(ctx *cudadrv.Context, s uint64, n int64) (uint64, error)
+	release(ctx *cudadrv.Context, s, ptr uint64)
 	nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error)
 }
 
@@ -28,6 +32,14 @@ func (driver) capturing(ctx *cudadrv.Context, s uint64) (bool, error) {
 }
 
 func (driver) program(p *cudadrv.Program) error { return p.Exec() }
+
+func (driver) scratch(ctx *cudadrv.Context, s uint64, n int64) (uint64, error) {
+	return cudadrv.AllocAsync(ctx, s, n)
+}
+
+// release ignores an error: the scratch then stays allocated in the
+// driver's pool (the copies and the kernel were queued before it).
+func (driver) release(ctx *cudadrv.Context, s, ptr uint64) { _ = cudadrv.FreeAsync(ctx, s, ptr) }
 
 func (driver) nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {
 	return c.RunDecided(ctx, req, win)

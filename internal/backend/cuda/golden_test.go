@@ -82,6 +82,18 @@ func (r *recorder) program(p *cudadrv.Program) error {
 	return nil
 }
 
+// scratchAt is the fake address of every scratch allocation.
+const scratchAt = 0x5C000000
+
+func (r *recorder) scratch(_ *cudadrv.Context, s uint64, n int64) (uint64, error) {
+	fmt.Fprintf(r.w, "  scratch %d bytes on stream %#x -> %#x\n", n, s, scratchAt)
+	return scratchAt, nil
+}
+
+func (r *recorder) release(_ *cudadrv.Context, s, ptr uint64) {
+	fmt.Fprintf(r.w, "  release %#x on stream %#x\n", ptr, s)
+}
+
 func (r *recorder) nccl(_ context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {
 	which := "windows"
 	if c == r.g.nccl.plain {
@@ -545,8 +557,10 @@ func TestGoldenRun(t *testing.T) {
 // the Go side of a call alone (the cgo launch is TestLaunchCost's).
 type nopExec struct{}
 
-func (nopExec) capturing(*cudadrv.Context, uint64) (bool, error) { return false, nil }
-func (nopExec) program(*cudadrv.Program) error                   { return nil }
+func (nopExec) capturing(*cudadrv.Context, uint64) (bool, error)        { return false, nil }
+func (nopExec) program(*cudadrv.Program) error                          { return nil }
+func (nopExec) scratch(*cudadrv.Context, uint64, int64) (uint64, error) { return scratchAt, nil }
+func (nopExec) release(*cudadrv.Context, uint64, uint64)                {}
 func (nopExec) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.Path, error) {
 	return coll.Path{Algo: coll.AlgoNCCL}, nil
 }

@@ -18,9 +18,13 @@ import (
 // PTX header says why that is safe without a ready signal).
 //
 // Only the pad is symmetric, so the buffers may be any device memory (pool
-// blocks or not). Calls need 16-byte aligned buffers and a multiple of 16
-// bytes per row (an all-gather's slice, a reduce-scatter's chunk, an
-// all-reduce's tensor), at most llCap.
+// blocks or not). Calls need a multiple of 16 bytes per row (an
+// all-gather's slice, a reduce-scatter's chunk, an all-reduce's tensor),
+// at most llCap. Buffers off 16 bytes are staged: the kernel runs on
+// stream-ordered scratch, with copies in and out around it. Only the row,
+// which every rank passes alike, decides whether ll serves a call, so
+// auto's choice never depends on this rank's addresses (ranks whose
+// buffers differ mod 16 would otherwise take different paths).
 // Lines carry 8 bytes of data in 16, so a row costs twice its bytes: the
 // path is for sizes where latency, not bandwidth, sets the time.
 const (
@@ -74,7 +78,7 @@ func (l *llPath) check(req backend.Request) refusal {
 		return refNoKernels
 	case req.Kind != coll.AllGather && !reducible(req):
 		return refOp
-	case (req.In.Ptr|req.Out.Ptr|uint64(row))%llVec != 0:
+	case row%llVec != 0:
 		return refLLAlign
 	case row > llCap:
 		return refLLSize
@@ -113,7 +117,7 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case refOp:
 		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, ErrNotSupported)
 	case refLLAlign:
-		return fmt.Errorf("ll moves 16-byte vectors: input %#x, output %#x and %d bytes per rank must be multiples of 16: %w (use kernel or nccl)", req.In.Ptr, req.Out.Ptr, llRowOf(req), ErrNotSupported)
+		return fmt.Errorf("ll moves 16-byte vectors: %d bytes per rank is not a multiple of 16: %w (use kernel or nccl)", llRowOf(req), ErrNotSupported)
 	case refLLSize:
 		return fmt.Errorf("ll holds at most %d bytes per rank, not %d: %w (use kernel or nccl)", llCap, llRowOf(req), ErrNotSupported)
 	case refLLAlias:
@@ -126,16 +130,44 @@ func (l *llPath) whyNot(req backend.Request) error {
 
 func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
-// issue issues c: one launch. The caller holds runMu and has checked whyNot.
+// issue issues c: one launch (with copies through scratch when a buffer
+// is off 16 bytes). The caller holds runMu and has checked whyNot.
 func (l *llPath) issue(c call) error {
-	l.fill(c.req)
+	req := c.req
+	in, out := req.In.Ptr, req.Out.Ptr
+	staged := (in|out)%llVec != 0
+	if staged {
+		tmp, err := l.g.x.scratch(l.g.b.ctx, req.Stream, llStaging(req))
+		if err != nil {
+			l.g.broken = fmt.Errorf("%v ll: staging buffers off 16 bytes: %w", req.Kind, err)
+			return fmt.Errorf("%w: %w", ErrBroken, l.g.broken)
+		}
+		in, out = tmp, tmp+llStagedOut(req)
+		defer l.g.x.release(l.g.b.ctx, req.Stream, tmp) // in stream order, after the copy out
+	}
+	l.fill(req, in, out)
 	p := l.g.newProgram()
-	p.Launch(c.req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(c.req)), llThreads)
+	if staged {
+		p.Copy(req.Stream, in, req.In.Ptr, req.In.Len)
+	}
+	p.Launch(req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(req)), llThreads)
+	if staged {
+		p.Copy(req.Stream, req.Out.Ptr, out, req.Out.Len)
+	}
 	return l.g.issue(p, &c, "ll")
 }
 
-// fill writes req's parameter block (pure: no driver call).
-func (l *llPath) fill(req backend.Request) {
+// llStagedOut is the output's offset in a staged call's scratch: past the
+// input, at a 16-byte boundary.
+func llStagedOut(req backend.Request) uint64 { return uint64(req.In.Len+llVec-1) / llVec * llVec }
+
+// llStaging is a staged call's scratch: its input, then its output (an
+// in-place call's too: the kernel runs it out of place there).
+func llStaging(req backend.Request) int64 { return int64(llStagedOut(req)) + req.Out.Len }
+
+// fill writes req's parameter block for input in and output out (req's
+// buffers, or their staging) (pure: no driver call).
+func (l *llPath) fill(req backend.Request, in, out uint64) {
 	g, a := l.g, l.args
 	n, me := len(g.ranks), g.me
 	row := llRowOf(req)
@@ -143,7 +175,7 @@ func (l *llPath) fill(req backend.Request) {
 	switch req.Kind {
 	case coll.AllGather:
 		flags = llFlagGather
-		if req.In.Ptr != req.Out.Ptr+uint64(int64(me)*row) {
+		if in != out+uint64(int64(me)*row) {
 			flags |= llFlagOwn
 		}
 	case coll.ReduceScatter:
@@ -153,7 +185,7 @@ func (l *llPath) fill(req backend.Request) {
 		a.PutU64(argDst+8*r, g.padPeers[r]+llArea)
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
-	a.PutU64(argIn, req.In.Ptr)
+	a.PutU64(argIn, in)
 	a.PutU64(argSlice, uint64(row))
 	a.PutU64(argRegion, g.padPeers[me]+kernRegion)
 	a.PutU32(argMe, uint32(me))
@@ -161,7 +193,7 @@ func (l *llPath) fill(req backend.Request) {
 	a.PutU32(arDType, arDTypes[req.DType])
 	a.PutU32(arFlags, flags)
 	a.PutU32(argUnit, llVec)
-	a.PutU64(llOut, req.Out.Ptr)
+	a.PutU64(llOut, out)
 	a.PutU64(llStride, uint64(stride))
 	a.PutU64(llRow, llRowSize)
 	g.faults.put(a, req)

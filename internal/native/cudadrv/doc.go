@@ -13,6 +13,7 @@
 //   - VMM memory: cuMemCreate with POSIX-fd handles, export/import of fds,
 //     reserve+map+set-access and the reverse;
 //   - streams, events, synchronous copies and memsets for setup and tests;
+//   - stream-ordered scratch (AllocAsync, FreeAsync: cuMemAllocAsync);
 //   - Exec: a whole sequence of stream operations (signal writes and waits,
 //     copies, event records and waits, batched memory operations, kernel
 //     launches, graph launches) issued in ONE cgo call, so a small collective

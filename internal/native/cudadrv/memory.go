@@ -41,6 +41,26 @@ func Memset8(ctx *Context, dst uint64, v byte, n int64) error {
 	return check("cuMemsetD8", C.symc_memset8(ctx.h, C.CUdeviceptr(dst), C.uchar(v), C.size_t(n)))
 }
 
+// AllocAsync allocates n bytes of device memory in stream order on stream
+// (the device's default memory pool; captured into a graph as an
+// allocation node): for scratch a call uses and frees on the same stream.
+func AllocAsync(ctx *Context, stream uint64, n int64) (uint64, error) {
+	var p C.CUdeviceptr
+	if err := check("cuMemAllocAsync", C.symc_alloc_async(ctx.h, C.size_t(n), C.CUstream(ptrOf(stream)), &p)); err != nil {
+		return 0, fmt.Errorf("cuda: allocating %d bytes in stream order: %w", n, err)
+	}
+	return uint64(p), nil
+}
+
+// FreeAsync frees an AllocAsync allocation once stream's earlier work is
+// done.
+func FreeAsync(ctx *Context, stream, ptr uint64) error {
+	if err := check("cuMemFreeAsync", C.symc_free_async(ctx.h, C.CUdeviceptr(ptr), C.CUstream(ptrOf(stream)))); err != nil {
+		return fmt.Errorf("cuda: freeing %#x in stream order: %w", ptr, err)
+	}
+	return nil
+}
+
 // Memset32 sets n 32-bit words at dst to v (dst 4-byte aligned) and waits
 // until it is done.
 func Memset32(ctx *Context, dst uint64, v uint32, n int64) error {

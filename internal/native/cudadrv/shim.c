@@ -54,6 +54,8 @@ FN(CUresult, cuMemcpyDtoH, (void*, CUdeviceptr, size_t))
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t))
 FN(CUresult, cuMemsetD32, (CUdeviceptr, unsigned, size_t))
 FN(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned, size_t, CUstream))
+FN(CUresult, cuMemAllocAsync, (CUdeviceptr*, size_t, CUstream))
+FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream))
 FN(CUresult, cuStreamWriteValue32, (CUstream, CUdeviceptr, uint32_t, unsigned))
 FN(CUresult, cuStreamWaitValue32, (CUstream, CUdeviceptr, uint32_t, unsigned))
 FN(CUresult, cuStreamBatchMemOp, (CUstream, unsigned, symc_CUstreamBatchMemOpParams*, unsigned))
@@ -126,6 +128,8 @@ static symc_sym syms[] = {
 	S(cuMemsetD8, "cuMemsetD8_v2"),
 	S(cuMemsetD32, "cuMemsetD32_v2"),
 	S(cuMemsetD32Async, "cuMemsetD32Async"),
+	OPT(cuMemAllocAsync, "cuMemAllocAsync"),
+	OPT(cuMemFreeAsync, "cuMemFreeAsync"),
 	S(cuStreamWriteValue32, "cuStreamWriteValue32_v2", "cuStreamWriteValue32"),
 	S(cuStreamWaitValue32, "cuStreamWaitValue32_v2", "cuStreamWaitValue32"),
 	OPT(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2", "cuStreamBatchMemOp"),
@@ -308,6 +312,18 @@ CUresult symc_memset8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n)
 	CTX(ctx);
 	CUresult r = p_cuMemsetD8(dst, v, n);
 	return r != 0 ? r : p_cuCtxSynchronize();
+}
+// Stream-ordered allocation (CUDA 11.2): captured into a graph as
+// allocation and free nodes. CUDA_ERROR_NOT_SUPPORTED (801) without it.
+CUresult symc_alloc_async(CUcontext ctx, size_t n, CUstream s, CUdeviceptr* p) {
+	if (!p_cuMemAllocAsync || !p_cuMemFreeAsync) return 801;
+	CTX(ctx);
+	return p_cuMemAllocAsync(p, n, s);
+}
+CUresult symc_free_async(CUcontext ctx, CUdeviceptr p, CUstream s) {
+	if (!p_cuMemFreeAsync) return 801;
+	CTX(ctx);
+	return p_cuMemFreeAsync(p, s);
 }
 CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n) {
 	CTX(ctx);

@@ -105,6 +105,8 @@ CUresult symc_htod(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n);
 CUresult symc_dtoh(CUcontext ctx, void* dst, CUdeviceptr src, size_t n);
 CUresult symc_memset8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n);
 CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n);
+CUresult symc_alloc_async(CUcontext ctx, size_t n, CUstream s, CUdeviceptr* p);
+CUresult symc_free_async(CUcontext ctx, CUdeviceptr p, CUstream s);
 
 // symc_exec runs ops[0..n) in order. On failure *failed is the index of the
 // failing op and the CUresult is returned.

@@ -56,7 +56,7 @@ this launch's data needs its order, so a release (which waits for the
 remote stores' acknowledgements) buys nothing.
 
 Bytes per row (P.bytes) are a multiple of 16 and buffers 16-byte aligned
-(the host refuses other calls). %[23]d threads per CTA: every rank's lines are
+(the host refuses other rows and stages other buffers). %[23]d threads per CTA: every rank's lines are
 in registers at once. Area of rank r: half h at LL + h*n*R, row q
 at + q*R (R = P.row), line 0 the header, line 1+2i and 2+2i vector i.
 
