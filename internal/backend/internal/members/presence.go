@@ -34,11 +34,11 @@ type Presences struct {
 	subs map[*goneSub]struct{}
 }
 
-// goneSub is one OnGone registration.
+// goneSub is one OnGone registration (in subs until it runs or is
+// cancelled: it runs at most once).
 type goneSub struct {
 	ranks map[int]bool
 	f     func(error)
-	once  sync.Once
 }
 
 // The job's presence keys in the store.
@@ -97,10 +97,11 @@ func (p *Presences) OnGone(ranks []int, f func(error)) (cancel func()) {
 	}
 }
 
-// notify runs the subscriptions that are due.
+// notify runs the subscriptions that are due, each once, and drops them
+// (a later entry of the gone list finds nothing more to run for them).
 func (p *Presences) notify() {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for s := range p.subs {
 		err := p.lost
 		for r := range s.ranks {
@@ -110,7 +111,8 @@ func (p *Presences) notify() {
 			}
 		}
 		if err != nil {
-			go s.once.Do(func() { s.f(err) })
+			delete(p.subs, s)
+			go s.f(err)
 		}
 	}
 }
