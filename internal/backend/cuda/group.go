@@ -272,9 +272,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 // fail with err, and the group's NCCL communicators are aborted, which
 // ends NCCL kernels waiting for the gone rank (ncclCommAbort) instead of
 // leaving the stream blocked until the process is killed. Synchronize
-// returns err at once; the stream drains when NCCL's teardown completes. Nothing else
-// waits across hosts: symmem's kernels and copy engines do not run on such
-// groups.
+// returns err at once; the stream drains when NCCL's teardown completes.
+// Nothing else waits across hosts: symmem's kernels and copy engines do
+// not run on such groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
