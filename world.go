@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -48,8 +49,9 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	if opts.Timeout < 0 || opts.StagingBytes > 1<<40 {
 		return nil, fmt.Errorf("symmem: Init: Timeout %v / StagingBytes %d out of range: %w", opts.Timeout, opts.StagingBytes, ErrInvalid)
 	}
-	if opts.GPU.LowContentionCTAs < 0 || opts.GPU.LowContentionCTAs > 64 {
-		return nil, fmt.Errorf("symmem: Init: Options.GPU.LowContentionCTAs %d: want 0 (the default, 8) to 64: %w", opts.GPU.LowContentionCTAs, ErrInvalid)
+	if opts.GPU.LowContentionCTAs < 0 || opts.GPU.LowContentionCTAs > cuda.MaxLowContentionCTAs {
+		return nil, fmt.Errorf("symmem: Init: Options.GPU.LowContentionCTAs %d: want 0 (the default, %d) to %d: %w",
+			opts.GPU.LowContentionCTAs, cuda.DefaultLowContentionCTAs, cuda.MaxLowContentionCTAs, ErrInvalid)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
