@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,12 +37,11 @@ func library(t *testing.T) string {
 			built.err = err.Error()
 			return
 		}
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goCmd); err != nil {
-			if goCmd, err = exec.LookPath("go"); err != nil {
-				built.err = "no go command: " + err.Error()
-				return
-			}
+		// go test puts its own GOROOT/bin first in the test's PATH.
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			built.err = "no go command: " + err.Error()
+			return
 		}
 		cmd := exec.Command(goCmd, "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libsymmem.so"), ".")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,9 +84,9 @@ func TestWheel(t *testing.T) {
 	}
 
 	// Build.
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
+	goCmd, err := exec.LookPath("go") // go test puts its own GOROOT/bin first in PATH
+	if err != nil {
+		t.Fatalf("no go command: %v", err)
 	}
 	out := strings.Split(strings.TrimSpace(string(run(py, filepath.Join(root, "python", "build_wheel.py"),
 		"--out", filepath.Join(tmp, "dist"), "--go", goCmd))), "\n")
