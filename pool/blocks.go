@@ -141,11 +141,11 @@ func (p *Pool) removeFreeIfIndexed(s *segment, b blk) {
 }
 
 // createSegmentLocked asks the provider for a segment and tracks it.
-func (p *Pool) createSegmentLocked(size int64) (*segment, error) {
+func (p *Pool) createSegmentLocked(size int64) error {
 	id := p.nextID + 1
 	base, err := p.prov.CreateSegment(id, size)
 	if err != nil {
-		return nil, fmt.Errorf("pool: creating segment %d of %d bytes: %w", id, size, err)
+		return fmt.Errorf("pool: creating segment %d of %d bytes: %w", id, size, err)
 	}
 	bad := ""
 	if base%uint64(p.segGran) != 0 {
@@ -157,7 +157,7 @@ func (p *Pool) createSegmentLocked(size int64) (*segment, error) {
 	}
 	if bad != "" {
 		rerr := p.prov.ReleaseSegment(id)
-		return nil, fmt.Errorf("pool: provider returned a bad segment %d: %s (release: %v)", id, bad, rerr)
+		return fmt.Errorf("pool: provider returned a bad segment %d: %s (release: %v)", id, bad, rerr)
 	}
 	p.nextID = id
 	p.stateH += segHash(id, size)
@@ -176,7 +176,7 @@ func (p *Pool) createSegmentLocked(size int64) (*segment, error) {
 	p.bases = slices.Insert(p.bases, i, base)
 	p.addFree(s, 0, size)
 	p.reserved += size
-	return s, nil
+	return nil
 }
 
 func (p *Pool) overlapLocked(base uint64, size int64) *segment {

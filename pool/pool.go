@@ -144,7 +144,7 @@ func (p *Pool) Reserve(bytes int64) error {
 	if err := p.fitsLocked(fmt.Sprintf("pool: Reserve(%d)", bytes), size); err != nil {
 		return err
 	}
-	_, err := p.createSegmentLocked(size)
+	err := p.createSegmentLocked(size)
 	return err
 }
 
@@ -214,7 +214,7 @@ func (p *Pool) growLocked(size, need int64) error {
 	if err := p.fitsLocked(fmt.Sprintf("pool: Alloc(%d)", size), want); err != nil {
 		return err
 	}
-	_, err := p.createSegmentLocked(want)
+	err := p.createSegmentLocked(want)
 	return err
 }
 
