@@ -22,9 +22,12 @@ type Report struct {
 	RedOp     string   `json:"redop"`
 	Root      int      `json:"root"`
 	Symmetric bool     `json:"symmetric"` // buffers came from the symmetric pool
-	Checked   bool     `json:"checked"`
-	Seed      uint64   `json:"seed"`
-	Rounds    int      `json:"rounds"` // each row is the fastest of this many rounds
+	// Offset is Config.Offset: the buffers start this many bytes past
+	// their allocations' aligned starts.
+	Offset  int64  `json:"offset,omitempty"`
+	Checked bool   `json:"checked"`
+	Seed    uint64 `json:"seed"`
+	Rounds  int    `json:"rounds"` // each row is the fastest of this many rounds
 	// NoMemcpy: no memcpy baseline was timed (Config.NoMemcpy).
 	NoMemcpy bool `json:"no_memcpy,omitempty"`
 	// MemcpyThreads is how many threads each rank's memcpy baseline used

@@ -23,12 +23,17 @@ type Config struct {
 	OutOfPlace bool          // measure out-of-place calls
 	InPlace    bool          // measure in-place calls
 	Plain      bool          // ordinary (non-symmetric) buffers: the staged path
-	Check      bool          // verify every size against the serial reference
-	Iters      int           // timed iterations per size (the maximum when Budget > 0)
-	MinIters   int           // the minimum when Budget > 0 (default 3)
-	Warmup     int           // untimed iterations before timing (at most Iters)
-	Budget     time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
-	Rounds     int           // repeat each size this many times, keep the fastest (default 1); the first round checks
+	// Offset moves the input and output this many bytes past the start
+	// of their allocations (a multiple of the element size, below
+	// MaxOffset): buffers off the 16-byte alignment the paths' vector
+	// modes want, to time their element modes and staging.
+	Offset   int64
+	Check    bool          // verify every size against the serial reference
+	Iters    int           // timed iterations per size (the maximum when Budget > 0)
+	MinIters int           // the minimum when Budget > 0 (default 3)
+	Warmup   int           // untimed iterations before timing (at most Iters)
+	Budget   time.Duration // adaptive: aim for this much timed work per size; 0 = always Iters
+	Rounds   int           // repeat each size this many times, keep the fastest (default 1); the first round checks
 	// NoMemcpy skips the memcpy baseline (two local copies timed around
 	// each round of each row): symmem tune, whose table does not use it.
 	// Rows then have no memcpy_gbps and no busbw/memcpy.
@@ -121,6 +126,17 @@ type sweep struct {
 	want    []byte
 }
 
+// MaxOffset bounds Config.Offset.
+const MaxOffset = 4096
+
+// CheckOffset says what is wrong with a Config.Offset for elements of dt.
+func CheckOffset(off int64, dt coll.DType) error {
+	if off < 0 || off >= MaxOffset || off%int64(dt.Size()) != 0 {
+		return fmt.Errorf("bench: offset %d: want a multiple of %v's %d-byte elements from 0 to %d (buffers start at whole elements)", off, dt, dt.Size(), MaxOffset-1)
+	}
+	return nil
+}
+
 // Run executes the sweep; it is collective over the ranks of t. The report
 // is the same on every rank.
 func Run(t Target, cfg Config) (*Report, error) {
@@ -143,12 +159,15 @@ func Run(t Target, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: -G %d: the %s target cannot capture CUDA graphs", cfg.Graph, t.Name())
 	}
 	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
+	if err := CheckOffset(cfg.Offset, cfg.DType); err != nil {
+		return nil, err
+	}
 	var maxBytes int64
 	for _, b := range cfg.Sizes {
 		maxBytes = max(maxBytes, b)
 	}
 	if mc, ok := t.(interface{ CheckFits(int64) error }); ok && !cfg.Plain {
-		if err := mc.CheckFits(2 * maxBytes); err != nil {
+		if err := mc.CheckFits(2 * (maxBytes + cfg.Offset)); err != nil {
 			return nil, fmt.Errorf("bench: the sweep needs an input and an output buffer of %s each: %w", FormatSize(maxBytes), err)
 		}
 	}
@@ -157,18 +176,21 @@ func Run(t Target, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer s.x.close()
-	if s.in, err = t.Alloc(maxBytes, !cfg.Plain); err != nil {
+	in, err := t.Alloc(maxBytes+cfg.Offset, !cfg.Plain)
+	if err != nil {
 		return nil, fmt.Errorf("bench: allocating %s input buffer: %w", FormatSize(maxBytes), err)
 	}
-	defer t.Free(s.in)
-	if s.out, err = t.Alloc(maxBytes, !cfg.Plain); err != nil {
+	defer t.Free(in)
+	out, err := t.Alloc(maxBytes+cfg.Offset, !cfg.Plain)
+	if err != nil {
 		return nil, fmt.Errorf("bench: allocating %s output buffer: %w", FormatSize(maxBytes), err)
 	}
-	defer t.Free(s.out)
+	defer t.Free(out)
+	s.in, s.out = sub(in, cfg.Offset, maxBytes), sub(out, cfg.Offset, maxBytes)
 	s.got, s.want = make([]byte, min(chunk, maxBytes)), make([]byte, min(chunk, maxBytes))
 
 	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
-		Root: cfg.Root, Symmetric: !cfg.Plain, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds), NoMemcpy: cfg.NoMemcpy,
+		Root: cfg.Root, Symmetric: !cfg.Plain, Offset: cfg.Offset, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds), NoMemcpy: cfg.NoMemcpy,
 		Date: time.Now().UTC().Format(time.RFC3339)}
 	if mt, ok := t.(MemcpyThreader); ok {
 		rep.MemcpyThreads = mt.MemcpyThreads()

@@ -192,7 +192,11 @@ func writePreamble(b *strings.Builder, r *Report) {
 	if !r.Checked {
 		check = 0
 	}
-	fmt.Fprintf(b, "# symmem bench: backend %s, nRanks %d, type %s, redop %s, %s buffers, validation: %d, seed %d\n",
+	mem += " buffers"
+	if r.Offset != 0 {
+		mem += fmt.Sprintf(" at offset %d", r.Offset)
+	}
+	fmt.Fprintf(b, "# symmem bench: backend %s, nRanks %d, type %s, redop %s, %s, validation: %d, seed %d\n",
 		r.Backend, r.Ranks, r.DType, r.RedOp, mem, check, r.Seed)
 	switch {
 	case r.Rounds > 1 && r.NoMemcpy:

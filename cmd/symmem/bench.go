@@ -61,6 +61,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc, ll")
 	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
+	fs.Int64Var(&f.cfg.Offset, "offset", 0, "start the input and output this many bytes past their allocations (a multiple of the element size): buffers off 16-byte alignment")
 	fs.IntVarP(&o.check, "check", "c", 1, "check every size against a serial reference (#wrong): 1 on, 0 off")
 	fs.IntVarP(&f.cfg.Iters, "iters", "n", 1000, "timed iterations per size (the maximum when --budget > 0: small sizes need many to amortise the final synchronisation)")
 	fs.IntVarP(&f.cfg.Warmup, "warmup", "w", 5, "untimed warmup iterations per size")
@@ -121,6 +122,9 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	}
 	if c.DType, err = coll.ParseDType(dtype); err != nil {
 		return nil, fmt.Errorf("-d: %w", err)
+	}
+	if err := bench.CheckOffset(c.Offset, c.DType); err != nil {
+		return nil, fmt.Errorf("--offset: %w", err)
 	}
 	if c.RedOp, err = coll.ParseReduceOp(redop); err != nil {
 		return nil, fmt.Errorf("--op: %w", err)

@@ -136,6 +136,25 @@ func TestDoctorAllPrefixes(t *testing.T) {
 	}
 }
 
+// TestBenchOffset: buffers off 16 bytes (--offset) on the CPU backend,
+// checked against the serial reference, every op in and out of place; the
+// preamble and the JSON say the offset.
+func TestBenchOffset(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "r.json")
+	out, errs, err := cli(t, "bench", "-b", "4K", "-e", "64K", "-f", "16", "-iters", "2", "-warmup", "0",
+		"-dtype", "bfloat16", "--offset", "6", "--nproc-per-node", "3", "-J", js)
+	if err != nil {
+		t.Fatalf("symmem bench --offset 6: %v\n%s\n%s", err, out, errs)
+	}
+	if !strings.Contains(out, "symmetric buffers at offset 6") || !strings.Contains(out, "Out of bounds values : 0 OK") {
+		t.Errorf("output:\n%s", out)
+	}
+	b, err := os.ReadFile(js)
+	if err != nil || !strings.Contains(string(b), `"offset": 6`) {
+		t.Errorf("JSON lacks the offset (%v):\n%.300s", err, b)
+	}
+}
+
 func TestBenchFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -167,6 +186,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-r", "5"}, "root 5"},
 		{[]string{"-b", "4", "-e", "4K"}, "-b 4: below 8 bytes (one float element per rank for 2 ranks)"},
 		{[]string{"-J", "/nonexistent-dir/r.json"}, "-J /nonexistent-dir/r.json: cannot write the results file"},
+		{[]string{"--offset", "2"}, "--offset: bench: offset 2: want a multiple of float32's 4-byte elements from 0 to 4095"},
+		{[]string{"--offset", "-4"}, "offset -4"},
+		{[]string{"--offset", "4096"}, "offset 4096"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--nosuchflag"}, "unknown flag: --nosuchflag"},
 		{[]string{"-nosuchflag"}, `invalid argument "osuchflag" for "-n, --iters" flag`},

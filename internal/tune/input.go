@@ -40,6 +40,7 @@ type benchReport struct {
 	Ranks     int    `json:"ranks"`
 	DType     string `json:"dtype"`
 	Symmetric bool   `json:"symmetric"`
+	Offset    int64  `json:"offset"`
 	Date      string `json:"date"`
 	Command   string `json:"command"`
 	Machine   *struct {
@@ -94,6 +95,8 @@ func ReadInput(name string, data []byte) (Input, error) {
 		return Input{}, fmt.Errorf("%s: bench schema version %d, this symmem reads %d: measure again with this build (`symmem bench -J` or `symmem tune`)", name, r.Schema, benchSchema)
 	case !r.Symmetric:
 		return Input{}, fmt.Errorf("%s: measured on ordinary buffers (--plain); auto's table is measured on symmetric ones", name)
+	case r.Offset != 0:
+		return Input{}, fmt.Errorf("%s: measured on buffers %d bytes past their aligned starts (--offset); auto's table is measured on aligned ones", name, r.Offset)
 	case r.Ranks < 1:
 		return Input{}, fmt.Errorf("%s: the report says %d ranks, want 1 or more (a `symmem bench -J` report names the ranks it ran on)", name, r.Ranks)
 	}

@@ -338,6 +338,7 @@ func TestReadInputRefuses(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
 		{`{"schema_version": 1, "ranks": 2, "dtype": "float", "symmetric": true}`, "bench schema version 1"},
 		{`{"schema_version": 2, "ranks": 2, "dtype": "float", "symmetric": false}`, "ordinary buffers"},
+		{`{"schema_version": 2, "ranks": 2, "dtype": "float", "symmetric": true, "offset": 4}`, "4 bytes past their aligned starts"},
 		{`{"schema_version": 2, "ranks": 2, "dtype": "complex", "symmetric": true}`, `unknown dtype "complex"`},
 		{`{"schema_version": 2, "ranks": 0, "dtype": "float", "symmetric": true}`, "the report says 0 ranks"},
 		{`{"hello": 1}`, "neither a bench report"},
