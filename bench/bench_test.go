@@ -499,6 +499,55 @@ func TestRunFakeLarge(t *testing.T) {
 	}
 }
 
+// TestRunFakeOffset: Config.Offset moves every call's input and output
+// that many bytes past their allocations, the results stay right, the
+// report says it; an offset off whole elements is refused.
+func TestRunFakeOffset(t *testing.T) {
+	for _, off := range []int64{0, 6} {
+		j := newFakeJob(2)
+		cfg := baseConfig()
+		cfg.DType, cfg.Offset = coll.BFloat16, off
+		cfg.Sizes = []int64{4 << 10, 64 << 10}
+		rep, err := runFakeJob(j, cfg, 0)
+		if err != nil {
+			t.Fatalf("offset %d: %v", off, err)
+		}
+		if rep.Offset != off {
+			t.Errorf("report offset %d, want %d", rep.Offset, off)
+		}
+		for _, res := range rep.Results {
+			for _, m := range res.measures() {
+				if m.Wrong != 0 || m.TimeUs <= 0 {
+					t.Errorf("offset %d, %s %d: %+v", off, res.Op, res.Bytes, m)
+				}
+			}
+		}
+		// Slices and chunks are multiples of 16 bytes at these sizes, so
+		// every span of the sweep's bf16 calls (a rank's slot too) is off
+		// 16 by the offset (the harness's own float64 exchanges are not).
+		for r, f := range j.ranks {
+			swept := 0
+			for _, b := range f.bufs {
+				if b.dt != coll.BFloat16 {
+					continue
+				}
+				swept++
+				if int64(b.in) != off || int64(b.out) != off {
+					t.Fatalf("offset %d: rank %d ran a call with input %d and output %d bytes off 16", off, r, b.in, b.out)
+				}
+			}
+			if swept == 0 {
+				t.Fatalf("rank %d ran no bf16 call", r)
+			}
+		}
+	}
+	cfg := baseConfig()
+	cfg.Offset = 2 // float32: half an element
+	if _, err := runFake(2, cfg, 0); err == nil || !strings.Contains(err.Error(), "want a multiple of float32's 4-byte elements") {
+		t.Errorf("offset 2 of float32: %v", err)
+	}
+}
+
 // TestRunFakeNoPathRows: a size no path serves (ErrNotSupported, even
 // through auto: a GPU whose ranks share it has no NCCL) is a row that says
 // why, and the sweep goes on to the sizes after it.

@@ -43,7 +43,15 @@ type fakeRank struct {
 	allocs map[uint64][]byte
 	next   uint64
 	calls  int
-	runs   []string // "algo/bytes per rank" of every Run, in order
+	runs   []string   // "algo/bytes per rank" of every Run, in order
+	bufs   []fakeBufs // where every Run's buffers sat
+}
+
+// fakeBufs is a Run's type and its input's and output's address mod 16
+// (allocations are 4096-aligned).
+type fakeBufs struct {
+	dt      coll.DType
+	in, out uint64
 }
 
 func newFakeJob(n int) *fakeJob {
@@ -149,6 +157,7 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 		return coll.Path{}, fmt.Errorf("fake: no path for %d bytes per rank: %w", count*es, errs.NotSupported)
 	}
 	f.runs = append(f.runs, fmt.Sprintf("%s/%d", algo, count*es))
+	f.bufs = append(f.bufs, fakeBufs{dt, in.Ptr % 16, out.Ptr % 16})
 	if f.calls++; f.calls <= j.slowFirst {
 		time.Sleep(j.slowFor)
 	}
