@@ -44,7 +44,9 @@ func gpuRanks(t *testing.T) (int, []string) {
 		n = v
 	}
 	env := []string{"NCCL_NVLS_ENABLE=0"}
-	if n > gpus {
+	// As H hosts (SYMMEM_TEST_HOSTS) each host's ranks get the GPUs
+	// (launch.RankEnv): they share them only when a host has more ranks.
+	if per := n / max(1, envInt("SYMMEM_TEST_HOSTS", 1)); per > gpus {
 		env = append(env, rendezvous.VarShareDevice+"=1")
 		t.Logf("%d ranks share %d GPU(s)", n, gpus)
 	}
@@ -111,7 +113,7 @@ func roleGPU(ctx context.Context) error {
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoKernel, count: 1 << 18, inPl: true},
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: 1 << 14})
-	shared := w.env.ShareDevice && gpusVisible() < n
+	shared := w.env.ShareDevice && gpusVisible() < w.env.LocalWorldSize // ranks of this host share a GPU
 	if shared {
 		// Ranks share a GPU: NCCL is off. Forced NCCL and ordinary memory
 		// must say so (ErrNotSupported), and the NCCL cases are dropped.

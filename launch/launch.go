@@ -60,7 +60,10 @@ type Config struct {
 	// LOCAL_WORLD_SIZE within the host, GROUP_RANK the host's index (as
 	// torchrun's node rank), and its own block of N/Hosts GPUs of
 	// CUDA_VISIBLE_DEVICES (default 0..N-1) where that list has N entries
-	// or more. 0 or 1: one host.
+	// or more; with N/Hosts to N-1 entries every host gets the first
+	// N/Hosts (as real hosts each have GPUs 0..L-1: on one machine a GPU
+	// then serves one rank of each host, in separate contexts). 0 or 1:
+	// one host.
 	Hosts int
 	// Signals, if set, are forwarded to every running rank (the CLI feeds it
 	// from signal.Notify for SIGINT and SIGTERM). After a forwarded signal,
@@ -152,8 +155,11 @@ func RankEnv(n, hosts, r int, devices []string) []string {
 	name := "host" + strconv.Itoa(h)
 	env = append(env, "LOCAL_RANK="+strconv.Itoa(r%per), "LOCAL_WORLD_SIZE="+strconv.Itoa(per),
 		"GROUP_RANK="+strconv.Itoa(h), rendezvous.VarHost+"="+name, "NCCL_HOSTID="+name)
-	if len(devices) >= n {
+	switch {
+	case len(devices) >= n:
 		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(devices[h*per:(h+1)*per], ","))
+	case len(devices) >= per:
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(devices[:per], ","))
 	}
 	return env
 }

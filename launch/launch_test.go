@@ -295,7 +295,10 @@ func TestRankEnv(t *testing.T) {
 		{2, 1, 0, nil, "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2"},
 		{4, 2, 3, []string{"0", "1", "2", "3"}, "RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1 CUDA_VISIBLE_DEVICES=2,3"},
 		{6, 3, 2, []string{"a", "b", "c", "d", "e", "f", "g"}, "RANK=2 WORLD_SIZE=6 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1 CUDA_VISIBLE_DEVICES=c,d"},
-		// Fewer GPUs than ranks (ranks share them): the list is left alone.
+		// As many GPUs as one host's ranks: every host gets them all.
+		{4, 2, 2, []string{"0", "1"}, "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1 CUDA_VISIBLE_DEVICES=0,1"},
+		{4, 2, 1, []string{"0", "1", "2"}, "RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 SYMMEM_HOST=host0 NCCL_HOSTID=host0 CUDA_VISIBLE_DEVICES=0,1"},
+		// Fewer GPUs than a host's ranks (they share them): the list is left alone.
 		{4, 2, 2, []string{"0"}, "RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 SYMMEM_HOST=host1 NCCL_HOSTID=host1"},
 	} {
 		if got := strings.Join(RankEnv(tc.n, tc.hosts, tc.r, tc.devices), " "); got != tc.want {

@@ -21,7 +21,10 @@ import (
 // blocks or not). Calls need a multiple of 16 bytes per row (an
 // all-gather's slice, a reduce-scatter's chunk, an all-reduce's tensor),
 // at most llCap. Buffers off 16 bytes are staged: the kernel runs on
-// stream-ordered scratch, with copies in and out around it. Only the row,
+// staging, with copies in and out around it (eager calls: the group's
+// staging, allocated at the first such call and reused: ll calls of a
+// group run in stream order anyway, as its rows need; captured calls:
+// stream-ordered scratch, an allocation node the graph owns). Only the row,
 // which every rank passes alike, decides whether ll serves a call, so
 // auto's choice never depends on this rank's addresses (ranks whose
 // buffers differ mod 16 would otherwise take different paths).
@@ -64,8 +67,9 @@ func llCTAs(bytes int64) int {
 // kernels).
 type llPath struct {
 	whole
-	g    *Group
-	args *cudadrv.Args
+	g       *Group
+	args    *cudadrv.Args
+	staging *segment // eager staged calls' (nil until the first)
 }
 
 // check says whether the ll path can run req.
@@ -137,13 +141,15 @@ func (l *llPath) issue(c call) error {
 	in, out := req.In.Ptr, req.Out.Ptr
 	staged := (in|out)%llVec != 0
 	if staged {
-		tmp, err := l.g.x.scratch(l.g.b.ctx, req.Stream, llStaging(req))
+		tmp, scratch, err := l.stage(req)
 		if err != nil {
 			l.g.broken = fmt.Errorf("%v ll: staging buffers off 16 bytes: %w", req.Kind, err)
 			return fmt.Errorf("%w: %w", ErrBroken, l.g.broken)
 		}
 		in, out = tmp, tmp+llStagedOut(req)
-		defer l.g.x.release(l.g.b.ctx, req.Stream, tmp) // in stream order, after the copy out
+		if scratch {
+			defer l.g.x.release(l.g.b.ctx, req.Stream, tmp) // in stream order, after the copy out
+		}
 	}
 	l.fill(req, in, out)
 	p := l.g.newProgram()
@@ -155,6 +161,31 @@ func (l *llPath) issue(c call) error {
 		p.Copy(req.Stream, req.Out.Ptr, out, req.Out.Len)
 	}
 	return l.g.issue(p, &c, "ll")
+}
+
+// stage is where a staged call's buffers go: the group's staging for an
+// eager call, stream-ordered scratch (scratch true: release it after the
+// call) while the stream is captured (the graph owns that memory; the
+// group's staging could be freed before the graph's last replay).
+func (l *llPath) stage(req backend.Request) (ptr uint64, scratch bool, err error) {
+	g := l.g
+	captured, err := g.x.capturing(g.b.ctx, req.Stream)
+	if err != nil {
+		return 0, false, err
+	}
+	if captured {
+		p, err := g.x.scratch(g.b.ctx, req.Stream, llStaging(req))
+		return p, true, err
+	}
+	if l.staging == nil {
+		// Room for the largest row: n rows in, n rows out.
+		gran := max(g.b.gran, 1)
+		size := (2*int64(len(g.ranks))*llCap + llVec + gran - 1) / gran * gran
+		if l.staging, err = g.x.local(g.b.ctx, size, g.b.gran); err != nil {
+			return 0, false, err
+		}
+	}
+	return l.staging.base, false, nil
 }
 
 // llStagedOut is the output's offset in a staged call's scratch: past the

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -86,5 +87,64 @@ func TestDescribePad(t *testing.T) {
 	want := "signal pad 10 MiB (ll rows up to 1024 KiB)"
 	if got := g.b.Describe(); !strings.Contains(got, want) {
 		t.Errorf("Describe:\n%s\nwant a group line with %q", got, want)
+	}
+}
+
+// stagingExec counts what a staged ll call allocates: the group's staging
+// (local), or scratch while stream captured is captured.
+type stagingExec struct {
+	nopExec
+	captured                    uint64
+	locals, scratches, releases int
+}
+
+func (x *stagingExec) capturing(_ *cudadrv.Context, s uint64) (bool, error) {
+	return s == x.captured, nil
+}
+
+func (x *stagingExec) local(c *cudadrv.Context, size, gran int64) (*segment, error) {
+	x.locals++
+	return x.nopExec.local(c, size, gran)
+}
+
+func (x *stagingExec) scratch(c *cudadrv.Context, s uint64, n int64) (uint64, error) {
+	x.scratches++
+	return x.nopExec.scratch(c, s, n)
+}
+
+func (x *stagingExec) release(*cudadrv.Context, uint64, uint64) { x.releases++ }
+
+// TestLLStaging: eager ll calls on buffers off 16 bytes share the group's
+// staging, allocated once and large enough for the largest row; captured
+// ones take stream-ordered scratch each and release it; aligned calls
+// take neither.
+func TestLLStaging(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "staging", kern: true, ce: true}, 2, 0)
+	x := &stagingExec{captured: callerStream}
+	g.x = x
+	run := func(shift int64, stream uint64, count int64) {
+		t.Helper()
+		req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, count, false, "io", shift).req, coll.AlgoLL)
+		req.Stream = stream
+		if _, err := g.Run(context.Background(), req); err != nil {
+			t.Fatalf("shift %d stream %#x: %v", shift, stream, err)
+		}
+	}
+	run(0, ownStream, 1<<10) // aligned: no staging
+	if x.locals+x.scratches != 0 {
+		t.Fatalf("an aligned call staged: %+v", x)
+	}
+	run(4, ownStream, 1<<10)
+	run(2, ownStream, llCap/2) // the largest row
+	if x.locals != 1 || x.scratches != 0 {
+		t.Fatalf("eager staged calls: %d local allocations and %d scratch, want 1 and 0", x.locals, x.scratches)
+	}
+	if want := 2*int64(len(g.ranks))*llCap + llVec; g.paths.ll.staging.size < want {
+		t.Fatalf("staging of %d bytes, a row of %d needs %d", g.paths.ll.staging.size, llCap, want)
+	}
+	run(4, callerStream, 1<<10)
+	run(4, callerStream, 1<<10)
+	if x.locals != 1 || x.scratches != 2 || x.releases != 2 {
+		t.Fatalf("captured staged calls: %d local, %d scratch, %d released, want 1, 2, 2", x.locals, x.scratches, x.releases)
 	}
 }
