@@ -1,12 +1,19 @@
 package hier
 
-import "fmt"
+import (
+	"fmt"
 
-// Mem is one rank's buffers in a simulation. Aliased: In is Out (an
-// in-place call); In is then ignored.
+	"github.com/symmem/symmem/coll"
+)
+
+// Mem is one rank's memory in a simulation: In and Out are spans of Arena
+// (InOff, OutOff; they may overlap, as an in-place call's do), Scratch its
+// own.
 type Mem struct {
-	In, Out, Scratch []byte
-	Aliased          bool
+	Arena         []byte
+	InOff, OutOff int64
+	InLen, OutLen int64
+	Scratch       []byte
 }
 
 // Sum adds srcs element by element into dst (dst = srcs[0] + srcs[1] +
@@ -14,291 +21,148 @@ type Mem struct {
 type Sum func(dst []byte, srcs [][]byte)
 
 // Simulate runs every rank's schedule (scheds[r] for group rank r) on mem,
-// stage by stage (the steps between Barriers), the NCCL steps of a
-// communicator together, and reports the first schedule error: a step
-// outside its buffer, ranks of one host with different stage counts, an
-// NCCL step its communicator's ranks do not all take at the same place,
-// unmatched sends and receives, or a rank reading bytes that a host peer
-// writes in the same stage (a missing Barrier).
+// step by step, each collective step on its child groups together, and
+// reports the first schedule error: members of a child group that take
+// different steps, a step outside its buffer, or a collective whose input
+// and output overlap other than in place.
 func Simulate(l *Layout, scheds [][]Step, mem []*Mem, sum Sum) error {
 	n := len(l.Host)
 	if len(scheds) != n || len(mem) != n {
 		return fmt.Errorf("hier: %d schedules and %d memories for %d ranks", len(scheds), len(mem), n)
 	}
-	stages := make([][][]Step, n)
-	for r, s := range scheds {
-		stages[r] = split(s)
-		if q := l.hosts[l.Host[r]][0]; len(stages[r]) != len(stages[q]) && q < r {
-			return fmt.Errorf("hier: rank %d has %d stages, rank %d of its host %d", r, len(stages[r]), q, len(stages[q]))
+	for r := 1; r < n; r++ {
+		if len(scheds[r]) != len(scheds[0]) {
+			return fmt.Errorf("hier: rank %d has %d steps, rank 0 %d", r, len(scheds[r]), len(scheds[0]))
 		}
 	}
-	depth := 0
-	for _, st := range stages {
-		depth = max(depth, len(st))
-	}
-	for k := 0; k < depth; k++ {
-		if err := raceFree(l, stages, mem, k); err != nil {
-			return err
-		}
-		width := 0
-		for r := range stages {
-			if k < len(stages[r]) {
-				width = max(width, len(stages[r][k]))
+	for k := range scheds[0] {
+		for r := range scheds {
+			if st := scheds[r][k]; st.Kind != scheds[0][k].Kind || st.Bytes != scheds[0][k].Bytes {
+				return fmt.Errorf("hier: step %d: rank %d takes %v, rank 0 %v", k, r, st, scheds[0][k])
 			}
 		}
-		for p := 0; p < width; p++ {
-			for r := range stages {
-				if k < len(stages[r]) && p < len(stages[r][k]) {
-					st := stages[r][k][p]
-					if err := dataStep(l, r, st, mem, sum); err != nil {
-						return fmt.Errorf("hier: rank %d stage %d step %d (%v): %w", r, k, p, st.Kind, err)
-					}
+		var groups [][]int // the child groups the step runs on, members in their order
+		switch kind := scheds[0][k].Kind; {
+		case kind == Copy:
+			for r := range scheds {
+				if err := copyStep(mem[r], scheds[r][k]); err != nil {
+					return fmt.Errorf("hier: step %d, rank %d (%v): %w", k, r, scheds[r][k], err)
 				}
 			}
-			if err := ncclSteps(l, stages, k, p, mem, sum); err != nil {
-				return fmt.Errorf("hier: stage %d step %d: %w", k, p, err)
+			continue
+		case kind.Cross():
+			for i := 0; i < l.Local(); i++ {
+				groups = append(groups, l.Cross(i))
+			}
+		default:
+			groups = l.hosts
+		}
+		for _, members := range groups {
+			if err := collStep(members, scheds, k, mem, sum); err != nil {
+				return fmt.Errorf("hier: step %d (%v) on ranks %v: %w", k, scheds[members[0]][k].Kind, members, err)
 			}
 		}
 	}
 	return nil
 }
 
-// split cuts s at its Barriers.
-func split(s []Step) [][]Step {
-	out := [][]Step{nil}
-	for _, st := range s {
-		if st.Kind == Barrier {
-			out = append(out, nil)
-			continue
-		}
-		out[len(out)-1] = append(out[len(out)-1], st)
-	}
-	return out
-}
-
-// buf is rank r's bytes of ref, Bytes long.
-func buf(m *Mem, ref Ref, bytes int64) ([]byte, error) {
+// span is ref's bytes of m, n long, and its position: the arena's offset,
+// or -1 for scratch (which nothing else aliases).
+func span(m *Mem, ref Ref, n int64) ([]byte, int64, error) {
 	var b []byte
+	base := int64(-1)
 	switch ref.Buf {
 	case In:
-		b = m.In
-		if m.Aliased {
-			b = m.Out
-		}
+		b, base = m.Arena[m.InOff:m.InOff+m.InLen], m.InOff
 	case Out:
-		b = m.Out
+		b, base = m.Arena[m.OutOff:m.OutOff+m.OutLen], m.OutOff
 	case Scratch:
 		b = m.Scratch
 	}
-	if ref.Off < 0 || bytes < 0 || ref.Off+bytes > int64(len(b)) {
-		return nil, fmt.Errorf("%v..+%d outside the %d-byte %v", ref, bytes, len(b), ref.Buf)
+	if ref.Off < 0 || n < 0 || ref.Off+n > int64(len(b)) {
+		return nil, 0, fmt.Errorf("%v, %d bytes, is outside %v's %d bytes", ref, n, ref.Buf, len(b))
 	}
-	return b[ref.Off : ref.Off+bytes], nil
+	if base >= 0 {
+		base += ref.Off
+	}
+	return b[ref.Off : ref.Off+n], base, nil
 }
 
-// dataStep runs one of rank r's steps that moves data within its host.
-func dataStep(l *Layout, r int, st Step, mem []*Mem, sum Sum) error {
-	switch st.Kind {
-	case Copy, Pull:
-		from := r
-		if st.Kind == Pull {
-			from = st.Peer
-			if from < 0 || from >= len(l.Host) || l.Host[from] != l.Host[r] || from == r {
-				return fmt.Errorf("pull from rank %d, not a peer on host %d", from, l.Host[r])
-			}
-		}
-		src, err := buf(mem[from], st.Src, st.Bytes)
-		if err != nil {
-			return err
-		}
-		dst, err := buf(mem[r], st.Dst, st.Bytes)
-		if err != nil {
-			return err
-		}
-		copy(dst, src)
-	case Reduce:
-		var srcs [][]byte
-		for _, p := range l.hosts[l.Host[r]] {
-			b, err := buf(mem[p], st.Src, st.Bytes)
-			if err != nil {
-				return err
-			}
-			srcs = append(srcs, append([]byte(nil), b...))
-		}
-		dst, err := buf(mem[r], st.Dst, st.Bytes)
-		if err != nil {
-			return err
-		}
-		sum(dst, srcs)
+func copyStep(m *Mem, st Step) error {
+	src, sp, err := span(m, st.In, st.Bytes)
+	if err != nil {
+		return err
 	}
+	dst, dp, err := span(m, st.Out, st.Bytes)
+	if err != nil {
+		return err
+	}
+	if sp >= 0 && dp >= 0 && sp != dp && sp < dp+st.Bytes && dp < sp+st.Bytes {
+		return fmt.Errorf("copy's source and destination overlap")
+	}
+	copy(dst, src)
 	return nil
 }
 
-// ncclSteps runs the NCCL steps at place (stage k, step p): each
-// communicator's ranks must all be there with the same kind and size.
-func ncclSteps(l *Layout, stages [][][]Step, k, p int, mem []*Mem, sum Sum) error {
-	at := func(r int) (Step, bool) {
-		if k < len(stages[r]) && p < len(stages[r][k]) {
-			st := stages[r][k][p]
-			return st, st.Kind == Exchange || st.Kind == CrossRS || st.Kind == CrossAR
-		}
-		return Step{}, false
+// collStep runs step k of members (a child group, in its rank order) as the
+// collective of its kind: every member's input is read before any output
+// is written, which is what the collective promises for disjoint or
+// exactly in-place buffers, and those are the only overlaps allowed.
+func collStep(members []int, scheds [][]Step, k int, mem []*Mem, sum Sum) error {
+	kind, _ := scheds[members[0]][k].Kind.Coll()
+	s := scheds[members[0]][k].Bytes
+	m := int64(len(members))
+	inLen, outLen := s, s
+	switch kind {
+	case coll.AllGather:
+		outLen = m * s
+	case coll.ReduceScatter:
+		inLen = m * s
 	}
-	for i := 0; i < l.Local(); i++ {
-		comm := l.Cross(i)
-		first, ok := at(comm[0])
-		for _, r := range comm[1:] {
-			st, ok2 := at(r)
-			if ok2 != ok || ok && (st.Kind != first.Kind || st.Bytes != first.Bytes) {
-				return fmt.Errorf("ranks %d and %d of communicator %v take different steps here (%v, %v)", comm[0], r, comm, first.Kind, st.Kind)
-			}
-		}
-		if !ok {
-			continue
-		}
-		var err error
-		switch first.Kind {
-		case Exchange:
-			err = exchange(comm, at, mem)
-		case CrossRS, CrossAR:
-			err = crossReduce(comm, at, mem, sum, first.Kind == CrossRS)
-		}
+	ins := make([][]byte, len(members))
+	outs := make([][]byte, len(members))
+	for j, r := range members {
+		st := scheds[r][k]
+		in, ip, err := span(mem[r], st.In, inLen)
 		if err != nil {
-			return fmt.Errorf("communicator %v: %w", comm, err)
+			return fmt.Errorf("rank %d's input: %w", r, err)
 		}
-	}
-	return nil
-}
-
-// exchange matches every send with its receive and copies.
-func exchange(comm []int, at func(int) (Step, bool), mem []*Mem) error {
-	type pair struct{ from, to int }
-	sends := map[pair]Xfer{}
-	for _, r := range comm {
-		st, _ := at(r)
-		for _, x := range st.Sends {
-			sends[pair{r, x.Peer}] = x
-		}
-	}
-	for _, r := range comm {
-		st, _ := at(r)
-		for _, x := range st.Recvs {
-			s, ok := sends[pair{x.Peer, r}]
-			if !ok || s.Bytes != x.Bytes {
-				return fmt.Errorf("rank %d receives %d bytes from rank %d, which sends %d", r, x.Bytes, x.Peer, s.Bytes)
-			}
-			delete(sends, pair{x.Peer, r})
-			src, err := buf(mem[x.Peer], s.At, s.Bytes)
-			if err != nil {
-				return err
-			}
-			dst, err := buf(mem[r], x.At, x.Bytes)
-			if err != nil {
-				return err
-			}
-			copy(dst, src)
-		}
-	}
-	for p := range sends {
-		return fmt.Errorf("rank %d sends to rank %d, which does not receive", p.from, p.to)
-	}
-	return nil
-}
-
-// crossReduce is NCCL's reduce-scatter (rs: rank j of comm gets chunk j of
-// the sum of every rank's Src) or all-reduce (Dst in place), summing in
-// communicator order.
-func crossReduce(comm []int, at func(int) (Step, bool), mem []*Mem, sum Sum, rs bool) error {
-	first, _ := at(comm[0])
-	size := first.Bytes
-	whole := size
-	if rs {
-		whole = size * int64(len(comm))
-	}
-	var srcs [][]byte
-	for _, r := range comm {
-		st, _ := at(r)
-		ref := st.Dst
-		if rs {
-			ref = st.Src
-		}
-		b, err := buf(mem[r], ref, whole)
+		out, op, err := span(mem[r], st.Out, outLen)
 		if err != nil {
-			return err
+			return fmt.Errorf("rank %d's output: %w", r, err)
 		}
-		srcs = append(srcs, append([]byte(nil), b...))
-	}
-	total := make([]byte, whole)
-	sum(total, srcs)
-	for j, r := range comm {
-		st, _ := at(r)
-		dst, err := buf(mem[r], st.Dst, size)
-		if err != nil {
-			return err
-		}
-		if rs {
-			copy(dst, total[int64(j)*size:])
-		} else {
-			copy(dst, total)
-		}
-	}
-	return nil
-}
-
-// span is bytes [lo, hi) of rank Rank's buffer Buf.
-type span struct {
-	rank   int
-	buf    Buf
-	lo, hi int64
-}
-
-// raceFree checks stage k: no rank reads bytes of a host peer that the
-// peer writes in the same stage.
-func raceFree(l *Layout, stages [][][]Step, mem []*Mem, k int) error {
-	norm := func(r int, b Buf) Buf {
-		if b == In && mem[r].Aliased {
-			return Out
-		}
-		return b
-	}
-	var writes, reads []span
-	for r := range stages {
-		if k >= len(stages[r]) {
-			continue
-		}
-		for _, st := range stages[r][k] {
-			w := func(ref Ref, n int64) {
-				writes = append(writes, span{r, norm(r, ref.Buf), ref.Off, ref.Off + n})
-			}
-			rd := func(from int, ref Ref, n int64) {
-				if from != r {
-					reads = append(reads, span{from, norm(from, ref.Buf), ref.Off, ref.Off + n})
-				}
-			}
-			switch st.Kind {
-			case Copy, CrossAR, CrossRS:
-				w(st.Dst, st.Bytes)
-			case Pull:
-				w(st.Dst, st.Bytes)
-				rd(st.Peer, st.Src, st.Bytes)
-			case Reduce:
-				w(st.Dst, st.Bytes)
-				for _, p := range l.hosts[l.Host[r]] {
-					rd(p, st.Src, st.Bytes)
-				}
-			case Exchange:
-				for _, x := range st.Recvs {
-					w(x.At, x.Bytes)
-				}
+		if ip >= 0 && op >= 0 && ip < op+outLen && op < ip+inLen {
+			inPlace := map[coll.Kind]bool{
+				coll.AllGather:     ip == op+int64(j)*s,
+				coll.ReduceScatter: op == ip+int64(j)*s,
+				coll.AllReduce:     ip == op,
+			}[kind]
+			if !inPlace {
+				return fmt.Errorf("rank %d's input (%v) and output (%v) overlap, not in place", r, st.In, st.Out)
 			}
 		}
+		ins[j], outs[j] = append([]byte(nil), in...), out
 	}
-	for _, rd := range reads {
-		for _, w := range writes {
-			if rd.rank == w.rank && rd.buf == w.buf && rd.lo < w.hi && w.lo < rd.hi {
-				return fmt.Errorf("hier: stage %d: rank %d's %v bytes %d..%d are read by a host peer while rank %d writes them (a Barrier is missing)",
-					k, w.rank, w.buf, max(rd.lo, w.lo), min(rd.hi, w.hi), w.rank)
+	switch kind {
+	case coll.AllGather:
+		for _, out := range outs {
+			for j, in := range ins {
+				copy(out[int64(j)*s:], in)
 			}
+		}
+	case coll.ReduceScatter:
+		for j, out := range outs {
+			parts := make([][]byte, len(ins))
+			for q, in := range ins {
+				parts[q] = in[int64(j)*s : int64(j+1)*s]
+			}
+			sum(out, parts)
+		}
+	case coll.AllReduce:
+		total := make([]byte, s)
+		sum(total, ins)
+		for _, out := range outs {
+			copy(out, total)
 		}
 	}
 	return nil
