@@ -109,7 +109,7 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	c.count = per
 	c.root = rng.IntN(int(size))
 	c.inPlace = rng.IntN(3) == 0
-	algos := []coll.Algo{coll.AlgoAuto, coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL}
+	algos := []coll.Algo{coll.AlgoAuto, coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL, coll.AlgoHier}
 	c.algo = algos[rng.IntN(len(algos))]
 	c.pad = int64(rng.IntN(4)) * int64(rng.IntN(1<<20))
 	if rng.IntN(2) == 0 {
@@ -488,13 +488,14 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *cudadrv.Strea
 
 // stressCompare returns the first byte index where got differs from want,
 // or -1. Results are bit-exact except NCCL's floating-point sums and
-// averages: NCCL orders and rounds them its own way, so they are compared
-// within a relative tolerance.
+// averages (and hier's, whose steps across hosts are NCCL's): NCCL orders
+// and rounds them its own way, so they are compared within a relative
+// tolerance.
 func stressCompare(c stressCase, n int64, path coll.Path, got, want []byte) int {
 	if len(got) != len(want) {
 		return 0
 	}
-	nccl := path.Algo == coll.AlgoNCCL || path.Algo == coll.AlgoNCCLWindow
+	nccl := path.Algo == coll.AlgoNCCL || path.Algo == coll.AlgoNCCLWindow || path.Algo == coll.AlgoHier
 	if !nccl || (c.op != coll.Sum && c.op != coll.Avg) || (c.kind != coll.AllReduce && c.kind != coll.ReduceScatter) {
 		return firstDiffByte(got, want)
 	}

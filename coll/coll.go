@@ -163,12 +163,13 @@ const (
 	AlgoTwoShot       Algo = "two-shot"    // all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel, in place
 	AlgoLowContention Algo = "lc"          // copy engines move, a few CTAs reduce (reduce-scatter; all-reduce adds a copy-engine all-gather)
 	AlgoLL            Algo = "ll"          // symmem's low-latency kernel for small messages: data and flag in one store, no round trips; any device buffers
+	AlgoHier          Algo = "hier"        // a group across hosts: symmem's paths within each host, NCCL between hosts
 )
 
 // Algos lists every algorithm name. The order is the C ABI's algorithm codes
 // (SYMMEM_ALGO_* in include/symmem.h): append only.
 func Algos() []Algo {
-	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention, AlgoLL}
+	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention, AlgoLL, AlgoHier}
 }
 
 // Path reports what a call actually did and why, for bench output and doctor.

@@ -89,7 +89,8 @@ typedef enum {
 } symmem_kind;
 
 /* Path codes returned by collectives: an algorithm, plus SYMMEM_PATH_STAGED
- * when ordinary memory was staged through the pool. */
+ * when ordinary memory was staged through the pool (code & ~SYMMEM_PATH_STAGED
+ * is the algorithm; codes past 7 skip the staged bit). */
 #define SYMMEM_PATH_DIRECT 0      /* CPU: peers read each other's memory */
 #define SYMMEM_PATH_NCCL 1        /* plain NCCL */
 #define SYMMEM_PATH_NCCL_WINDOW 2 /* NCCL on registered windows */
@@ -99,6 +100,7 @@ typedef enum {
 #define SYMMEM_PATH_LC 6          /* low contention: copy engines move, a few CTAs reduce */
 #define SYMMEM_PATH_LL 7          /* low latency: symmem's small-message kernel, data and flag in one store */
 #define SYMMEM_PATH_STAGED 8      /* flag */
+#define SYMMEM_PATH_HIER 16       /* across hosts: symmem's paths within each host, NCCL between them */
 
 /* symmem_init flags. */
 #define SYMMEM_INIT_CHECKED 1 /* every collective verifies its arguments across ranks */
@@ -158,7 +160,7 @@ void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
  * count*size), elements for all-reduce and broadcast. In place: pass this
  * rank's slice (all-gather) / chunk (reduce-scatter) or the same buffer.
  * Broadcast is in place; root is a group rank. algo: NULL or "auto", or
- * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll". */
+ * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier". */
 int symmem_all_gather(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
                       void* stream, const char* algo);
 int symmem_reduce_scatter(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,
@@ -184,6 +186,7 @@ int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, i
 #define SYMMEM_ALGO_TWO_SHOT 6
 #define SYMMEM_ALGO_LC 7
 #define SYMMEM_ALGO_LL 8
+#define SYMMEM_ALGO_HIER 9
 #define SYMMEM_CALL(kind, dtype, op, algo, root)                                                   \
   ((uint64_t)(uint8_t)(kind) | (uint64_t)(uint8_t)(dtype) << 8 | (uint64_t)(uint8_t)(op) << 16 | \
    (uint64_t)(uint8_t)(algo) << 24 | (uint64_t)(uint32_t)(root) << 32)

@@ -70,7 +70,7 @@ func algoCode(c uint64) (coll.Algo, error) {
 	if c < uint64(len(algos)) {
 		return algos[c], nil
 	}
-	return "", fmt.Errorf("algorithm code %d is not a SYMMEM_ALGO_* value (auto 0, direct 1, nccl 2, nccl-window 3, ce 4, kernel 5, two-shot 6, lc 7, ll 8): %w", c, symmem.ErrInvalid)
+	return "", fmt.Errorf("algorithm code %d is not a SYMMEM_ALGO_* value (auto 0, direct 1, nccl 2, nccl-window 3, ce 4, kernel 5, two-shot 6, lc 7, ll 8, hier 9): %w", c, symmem.ErrInvalid)
 }
 
 // Path codes of include/symmem.h.
@@ -93,6 +93,8 @@ func pathCode(p coll.Path) C.int {
 		c = 6
 	case coll.AlgoLL:
 		c = 7
+	case coll.AlgoHier:
+		c = 16 // codes past 7 skip the staged bit
 	}
 	if p.Staged {
 		c |= pathStaged

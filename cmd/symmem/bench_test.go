@@ -163,7 +163,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-ops", "allgatherx"}, `unknown op "allgatherx"`},
 		{[]string{"-dtype", "float8"}, `unknown dtype "float8" (want one of float32`},
 		{[]string{"-op", "prod"}, `unknown reduction "prod"`},
-		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want one of [auto direct nccl nccl-window ce kernel two-shot lc ll])`},
+		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want one of [auto direct nccl nccl-window ce kernel two-shot lc ll hier])`},
 		{[]string{"-b", "1X"}, "-b: bad size"},
 		{[]string{"-b", "1M", "-e", "1K"}, "swap -b and -e"},
 		{[]string{"-f", "1"}, "factor -f 1"},

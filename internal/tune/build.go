@@ -18,9 +18,10 @@ const Tie = 0.03
 // first (they use no SMs, which stay free for the compute beside the
 // collective), then symmem's kernels (ll, the small-message kernel of one
 // push; kernel; two-shot and lc, which the table names only where they
-// measured fastest), then NCCL on windows, then plain NCCL; any other path
+// measured fastest), then NCCL on windows, then plain NCCL, then hier
+// (across hosts: NCCL alone is the simpler of two equals); any other path
 // (the CPU's direct) last.
-var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoLL, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL}
+var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoLL, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier}
 
 func prefRank(a coll.Algo) int {
 	if i := slices.Index(Preference, a); i >= 0 {

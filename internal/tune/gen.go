@@ -91,7 +91,7 @@ func Generate(dir, pkg, name string) ([]byte, error) {
 var algoNames = map[coll.Algo]string{
 	coll.AlgoDirect: "coll.AlgoDirect", coll.AlgoNCCL: "coll.AlgoNCCL", coll.AlgoNCCLWindow: "coll.AlgoNCCLWindow",
 	coll.AlgoCE: "coll.AlgoCE", coll.AlgoKernel: "coll.AlgoKernel", coll.AlgoTwoShot: "coll.AlgoTwoShot",
-	coll.AlgoLowContention: "coll.AlgoLowContention", coll.AlgoLL: "coll.AlgoLL",
+	coll.AlgoLowContention: "coll.AlgoLowContention", coll.AlgoLL: "coll.AlgoLL", coll.AlgoHier: "coll.AlgoHier",
 }
 
 var kindNames = map[coll.Kind]string{coll.AllGather: "coll.AllGather", coll.ReduceScatter: "coll.ReduceScatter",

@@ -27,7 +27,7 @@ SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
 # symmem_collective's call word: kind | dtype << 8 | op << 16 | algo << 24 |
 # root << 32 (SYMMEM_CALL in include/symmem.h).
 AG, RS, AR, BC = 0, 1, 2, 3
-_ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll"))}}
+_ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier"))}}
 _RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
 _AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
 _collective = _lib.collective
@@ -220,7 +220,7 @@ def _place_error(g, dev, what):
                                f"backend: init(backend=\"cuda\") or pass host memory")
 
 
-_PATHS = tuple(_core.PATHS.get(i) for i in range(16))
+_PATHS = tuple(_core.PATHS.get(i) for i in range(32))
 
 
 def _fail(status):
@@ -446,7 +446,7 @@ def _root(root, g):
 def _algo(a):
     c = _ALGO.get(a) if a.__class__ is str else None
     if c is None:
-        raise InvalidArgumentError(f"symmem: unknown algorithm {a!r} (want auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc or ll)")
+        raise InvalidArgumentError(f"symmem: unknown algorithm {a!r} (want auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc, ll or hier)")
     return c
 
 

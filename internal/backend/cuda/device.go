@@ -18,9 +18,9 @@ var _ backend.Device = (*Backend)(nil)
 // gpuAlgos are the algorithms a call may force on this backend, per op
 // (whether a group can run one is decided per call: ErrRefused).
 var gpuAlgos = map[coll.Kind][]coll.Algo{
-	coll.AllGather:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.ReduceScatter: {coll.AlgoKernel, coll.AlgoLL, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AllReduce:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+	coll.AllGather:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
+	coll.ReduceScatter: {coll.AlgoKernel, coll.AlgoLL, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
+	coll.AllReduce:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
 	coll.Broadcast:     {coll.AlgoNCCLWindow, coll.AlgoNCCL},
 }
 

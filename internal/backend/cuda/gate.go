@@ -154,7 +154,7 @@ func (gt *callGate) stopWord() uint64 {
 // gated reports whether calls on path a wait for the gate's approval.
 func gated(a coll.Algo) bool {
 	switch a {
-	case coll.AlgoCE, coll.AlgoLowContention, coll.AlgoNCCL, coll.AlgoNCCLWindow:
+	case coll.AlgoCE, coll.AlgoLowContention, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier:
 		return true
 	}
 	return false

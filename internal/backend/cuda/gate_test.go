@@ -29,14 +29,15 @@ func TestGateEndedWithoutGate(t *testing.T) {
 }
 
 // TestGatePaths: every algorithm has a gate code that names it back, and
-// exactly the copy-engine and NCCL paths wait for approval.
+// exactly the copy-engine and NCCL paths (hier's cross-host steps are
+// NCCL's) wait for approval.
 func TestGatePaths(t *testing.T) {
 	for _, a := range coll.Algos() {
 		c := agree.PathCode(a)
 		if c == 0 || agree.PathOf(c) != a {
 			t.Errorf("%s: code %d names %q", a, c, agree.PathOf(c))
 		}
-		want := a == coll.AlgoCE || a == coll.AlgoLowContention || a == coll.AlgoNCCL || a == coll.AlgoNCCLWindow
+		want := a == coll.AlgoCE || a == coll.AlgoLowContention || a == coll.AlgoNCCL || a == coll.AlgoNCCLWindow || a == coll.AlgoHier
 		if gated(a) != want {
 			t.Errorf("%s: gated %v, want %v", a, gated(a), want)
 		}

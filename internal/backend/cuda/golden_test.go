@@ -379,7 +379,7 @@ func goldenReqs(g *Group, small bool) []goldenReq {
 }
 
 var goldenAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
-	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, "magic"}
+	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier, "magic"}
 
 // checkGolden compares got with testdata/name.gz (or writes it with
 // -update). The files are gzipped text (a few MB each, a few hundred KB

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -84,6 +85,7 @@ type Group struct {
 
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
+	gen  int      // the name's generation (child groups of the hier path share it)
 
 	// gone is abortGroup's error (a member gone, or a difference on this
 	// host or between hosts, in a group that spans hosts); unwatch ends the
@@ -129,7 +131,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
 		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
-		prog:   cudadrv.NewProgram(64), x: driver{},
+		prog:   cudadrv.NewProgram(64), x: driver{}, gen: gen,
 	}
 	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
@@ -152,10 +154,17 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err != nil {
 		return err
 	}
-	spans := false // some member runs on another host
-	for _, v := range all {
+	spans := false                                           // some member runs on another host
+	hostOf, hosts := make([]int, len(all)), map[string]int{} // each member's host, numbered by first appearance
+	for q, v := range all {
 		spans = spans || !strings.HasPrefix(string(v), host+"|")
+		id, _, _ := strings.Cut(string(v), "|")
+		if _, ok := hosts[id]; !ok {
+			hosts[id] = len(hosts)
+		}
+		hostOf[q] = hosts[id]
 	}
+	g.paths.hier.init(hostOf, spans)
 	sameHost := g.fdx != nil && len(g.ranks) > 1 && !spans
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
@@ -280,6 +289,9 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
 	}
+	if k := g.paths.hier.kids.Load(); k != nil {
+		k.abort(err)
+	}
 	if g.b.abortedFired != nil {
 		g.b.abortedFired() // Synchronize returns e now, not when NCCL's teardown lets the stream go
 	}
@@ -393,6 +405,7 @@ func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 // Group.Close): their waits for it fail at once with errs.PeerClosed,
 // except the teardown's exchanges they make too.
 func (g *Group) Leave() {
+	g.paths.hier.leave()
 	g.ag.Leave()
 	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 		if a != nil {
@@ -485,6 +498,9 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
 	}
 	g.segs.Add(seg.ID, ps)
+	if err := g.paths.hier.register(ctx, seg); err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
 	return nil
 }
 
@@ -495,7 +511,10 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	if !ok {
 		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
 	}
-	err := g.quiesce(ctx)
+	err := g.paths.hier.deregister(ctx, seg)
+	if e := g.quiesce(ctx); err == nil {
+		err = e
+	}
 	if e := g.nccl.deregister(ctx, seg); err == nil {
 		err = e
 	}
@@ -582,6 +601,7 @@ func (g *Group) Close() error {
 				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
 			}
 		}
+		herr := g.paths.hier.close() // before quiesce: the children's calls end this group's hier calls
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()
@@ -590,7 +610,7 @@ func (g *Group) Close() error {
 				ps.unmap(g)
 			}
 		}
-		err = g.nccl.close(ctx)
+		err = errors.Join(herr, g.nccl.close(ctx))
 		if qerr != nil {
 			// Streams may still read peer memory: leak mappings rather than
 			// unmap memory in use.

@@ -10,7 +10,8 @@ import (
 )
 
 // path is one way to run a collective on the GPU: symmem's (kernel,
-// two-shot, lc, ll, ce) and NCCL's (nccl, nccl-window). Run finds the chosen
+// two-shot, lc, ll, ce), NCCL's (nccl, nccl-window) and, across hosts,
+// both (hier). Run finds the chosen
 // algorithm's path in the group's table (pathFor) and, holding runMu with
 // the call published at the gate, asks it to issue the call, then to
 // finish it with runMu released.
@@ -90,11 +91,12 @@ type paths struct {
 	ce      cePath
 	nccl    ncclPath
 	window  ncclWindowPath
+	hier    hierPath
 }
 
 func newPaths(g *Group) paths {
 	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ll: llPath{g: g}, ce: cePath{g: g},
-		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}}
+		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}, hier: hierPath{g: g}}
 }
 
 // pathFor is the path that runs algorithm a (nil: auto, or no path).
@@ -114,6 +116,8 @@ func (g *Group) pathFor(a coll.Algo) path {
 		return &g.paths.nccl
 	case coll.AlgoNCCLWindow:
 		return &g.paths.window
+	case coll.AlgoHier:
+		return &g.paths.hier
 	}
 	return nil
 }

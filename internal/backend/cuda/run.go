@@ -78,6 +78,7 @@ var requestedWhy = map[coll.Algo]string{
 	coll.AlgoKernel: "kernel requested", coll.AlgoTwoShot: "two-shot requested",
 	coll.AlgoLowContention: "lc requested", coll.AlgoCE: "ce requested",
 	coll.AlgoLL: "ll requested", coll.AlgoNCCL: "nccl requested", coll.AlgoNCCLWindow: "nccl-window requested",
+	coll.AlgoHier: "hier requested",
 }
 
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
@@ -95,7 +96,7 @@ func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 		return g.auto(c)
 	}
-	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ll, ce, nccl or nccl-window): %w", req.Algo, ErrNotSupported)
+	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ll, ce, nccl, nccl-window or hier): %w", req.Algo, ErrNotSupported)
 }
 
 // Explain reports the path Run would take for req, without running it (for

@@ -1,0 +1,283 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/backend/cuda/internal/hier"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/pool"
+)
+
+// hierPath is the hierarchical path (algorithm hier) of a group whose
+// ranks sit on several hosts, L ranks on each, consecutive in the group:
+// the schedules of internal/backend/cuda/internal/hier, executed as
+// collectives on two child groups of this rank, created at the group's
+// first hier call: its host's ranks (symmem's intra-host paths, chosen by
+// auto) and its local index's ranks across hosts (NCCL), plus copies on
+// the call's stream. Everything is queued on the call's stream, in order,
+// so the call is one stream-ordered collective like any other.
+//
+// auto does not take it (no measurement shows it ahead yet: issue 27); a
+// call forces it with algorithm hier.
+type hierPath struct {
+	g      *Group
+	layout *hier.Layout // nil: the group cannot take the path (why)
+	why    string
+
+	mu   sync.Mutex     // one hier call, registration or close at a time
+	segs []pool.Segment // the group's segments, in registration order (replayed into the children)
+	kids atomic.Pointer[hierKids]
+}
+
+// hierKids are the child groups.
+type hierKids struct{ host, cross *Group }
+
+// init decides whether the group can take the path: host[q] is group rank
+// q's host (numbered by first appearance, alike on every rank).
+func (h *hierPath) init(host []int, spans bool) {
+	g := h.g
+	l, err := hier.NewLayout(host)
+	switch {
+	case !spans:
+		h.why = "ranks on several hosts (this group is on one)"
+	case err != nil:
+		h.why = strings.TrimPrefix(err.Error(), "hier: ")
+	case !l.Blocked():
+		h.why = fmt.Sprintf("every host's ranks consecutive in the group (hosts by group rank: %v)", host)
+	case l.Local() < 2:
+		h.why = "two or more ranks on each host (with one, NCCL alone is the schedule)"
+	case g.fdx == nil:
+		h.why = "the fd exchange (the host's ranks share memory through it)"
+	default:
+		h.layout = l
+	}
+}
+
+func (h *hierPath) refuse(c call) error { return refused(c, h.whyNot(c.req)) }
+
+func (h *hierPath) whyNot(req backend.Request) error {
+	if h.layout == nil {
+		return fmt.Errorf("the hierarchical path needs %s: %w", h.why, ErrNotSupported)
+	}
+	switch req.Kind {
+	case coll.AllGather, coll.ReduceScatter:
+	case coll.AllReduce:
+		if L := int64(h.layout.Local()); req.Count%L != 0 {
+			return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
+		}
+	default:
+		return fmt.Errorf("the hierarchical path serves all-gather, reduce-scatter and all-reduce, not %v: %w", req.Kind, ErrNotSupported)
+	}
+	if h.kids.Load() == nil {
+		if c, err := h.g.x.capturing(h.g.b.ctx, req.Stream); err == nil && c {
+			return fmt.Errorf("its child groups are created at the group's first hier call, and the stream is being captured: run one hier call before capturing: %w", ErrNotSupported)
+		}
+	}
+	return nil
+}
+
+// issue queues nothing: the child groups' calls go in finish, without runMu
+// (NCCL calls may block while they enqueue).
+func (h *hierPath) issue(call) error { return nil }
+
+func (h *hierPath) finish(ctx context.Context, c call) (coll.Algo, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kids, err := h.children(ctx)
+	if err != nil {
+		return "", err
+	}
+	g, req := h.g, c.req
+	unit := int64(req.DType.Size())
+	chunk := req.Count * unit
+	steps, err := h.layout.Build(req.Kind, g.me, chunk, unit, req.InPlace)
+	if err != nil {
+		return "", err
+	}
+	var scratch uint64
+	if n := h.layout.ScratchBytes(req.Kind, chunk); n > 0 {
+		if scratch, err = g.x.scratch(g.b.ctx, req.Stream, n); err != nil {
+			return "", fmt.Errorf("hier: %d bytes of scratch: %w", n, err)
+		}
+		defer g.x.release(g.b.ctx, req.Stream, scratch) // in stream order, after the last step
+	}
+	for i, st := range steps {
+		if err := h.step(ctx, kids, req, st, scratch); err != nil {
+			// Earlier steps are queued and the peers go on: the group
+			// cannot run another call in step with them.
+			err = fmt.Errorf("hier step %d (%v): %w", i, st, err)
+			g.runMu.Lock()
+			if g.broken == nil {
+				g.broken = err
+			}
+			g.runMu.Unlock()
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// step queues st: a copy on the call's stream, or a collective of the
+// child group it names (auto chooses its path).
+func (h *hierPath) step(ctx context.Context, kids *hierKids, req backend.Request, st hier.Step, scratch uint64) error {
+	g := h.g
+	at := func(r hier.Ref) (uint64, backend.Sym) {
+		switch r.Buf {
+		case hier.In:
+			s := req.InSym
+			s.Off += r.Off
+			return req.In.Ptr + uint64(r.Off), s
+		case hier.Out:
+			s := req.OutSym
+			s.Off += r.Off
+			return req.Out.Ptr + uint64(r.Off), s
+		}
+		return scratch + uint64(r.Off), backend.Sym{}
+	}
+	in, inSym := at(st.In)
+	out, outSym := at(st.Out)
+	kind, ok := st.Kind.Coll()
+	if !ok {
+		g.runMu.Lock()
+		defer g.runMu.Unlock()
+		p := g.newProgram()
+		p.Copy(req.Stream, out, in, st.Bytes)
+		return g.x.program(p)
+	}
+	child := kids.host
+	if st.Kind.Cross() {
+		child = kids.cross
+	}
+	cr := backend.Request{Kind: kind, DType: req.DType, Op: req.Op, Count: st.Bytes / int64(req.DType.Size()),
+		In: coll.Span{Ptr: in}, Out: coll.Span{Ptr: out}, InSym: inSym, OutSym: outSym, Algo: coll.AlgoAuto, Stream: req.Stream}
+	cr = cr.Shaped(len(child.ranks), child.me)
+	var flags uint64
+	if cr.InPlace {
+		flags = agree.InPlace
+	}
+	loc := func(s backend.Sym) uint64 {
+		if !s.OK {
+			return 0
+		}
+		return agree.Loc(s.Seg, s.Off)
+	}
+	cr.Record = agree.CallRecord(kind, req.DType, req.Op, 0, cr.Count, flags, loc(inSym), loc(outSym))
+	_, err := child.Run(ctx, cr)
+	return err
+}
+
+// children returns the child groups, creating them at the first call
+// (collective: every rank of the group makes its first hier call alike)
+// with the group's segments registered. The caller holds mu.
+func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
+	if k := h.kids.Load(); k != nil {
+		return k, nil
+	}
+	g, l := h.g, h.layout
+	ranksOf := func(qs []int) []int {
+		rs := make([]int, len(qs))
+		for i, q := range qs {
+			rs[i] = g.ranks[q]
+		}
+		return rs
+	}
+	hostIdx, local := l.Host[g.me], l.LocalIndex(g.me)
+	child := func(name string, qs []int) (*Group, error) {
+		c, err := newGroup(ctx, g.b, backend.GroupConfig{Name: name, Ranks: ranksOf(qs), Rank: g.ranks[g.me],
+			Store: g.store, FDs: g.fdx, Timeout: g.timeout}, g.gen)
+		if err != nil {
+			return nil, err
+		}
+		for _, seg := range h.segs {
+			if err := c.Register(ctx, seg); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+	host, err := child(fmt.Sprintf("%s/hier-host%d", g.name, hostIdx), l.HostRanks(hostIdx))
+	if err != nil {
+		return nil, fmt.Errorf("hier: the host's child group: %w", err)
+	}
+	cross, err := child(fmt.Sprintf("%s/hier-local%d", g.name, local), l.Cross(local))
+	if err != nil {
+		host.Close()
+		return nil, fmt.Errorf("hier: the local index's child group: %w", err)
+	}
+	k := &hierKids{host: host, cross: cross}
+	h.kids.Store(k)
+	if err := g.goneErr(); err != nil { // aborted while they were made
+		k.abort(err)
+	}
+	return k, nil
+}
+
+// register and deregister keep the children's segments the group's.
+func (h *hierPath) register(ctx context.Context, seg pool.Segment) error {
+	if h.layout == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.segs = append(h.segs, seg)
+	if k := h.kids.Load(); k != nil {
+		if err := k.host.Register(ctx, seg); err != nil {
+			return err
+		}
+		return k.cross.Register(ctx, seg)
+	}
+	return nil
+}
+
+func (h *hierPath) deregister(ctx context.Context, seg pool.Segment) error {
+	if h.layout == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, s := range h.segs {
+		if s.ID == seg.ID {
+			h.segs = append(h.segs[:i], h.segs[i+1:]...)
+			break
+		}
+	}
+	if k := h.kids.Load(); k != nil {
+		return errors.Join(k.host.Deregister(ctx, seg), k.cross.Deregister(ctx, seg))
+	}
+	return nil
+}
+
+// close closes the children (collective, in the same order on every rank).
+func (h *hierPath) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if k := h.kids.Swap(nil); k != nil {
+		return errors.Join(k.host.Close(), k.cross.Close())
+	}
+	return nil
+}
+
+// leave tells the children's peers that this rank is closing.
+func (h *hierPath) leave() {
+	if k := h.kids.Load(); k != nil {
+		k.host.Leave()
+		k.cross.Leave()
+	}
+}
+
+// abort stops the children as the group's abort stops the group: their
+// later calls fail with err and their NCCL communicators are aborted.
+func (k *hierKids) abort(err error) {
+	for _, c := range []*Group{k.host, k.cross} {
+		c.abortGroup(err, []*bnccl.Comm{c.nccl.comm, c.nccl.plain})
+	}
+}
