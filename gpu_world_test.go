@@ -209,6 +209,7 @@ func roleGPUAllGather(ctx context.Context) error {
 	}
 	algos := append([]coll.Algo{coll.AlgoAuto}, w.Algos(coll.AllGather)...)
 	cases, bad, refused, unavailable := 0, 0, 0, map[coll.Algo]string{}
+	ran := map[coll.Algo]int{} // cases each forced algorithm ran
 	start := time.Now()
 	for _, size := range []int64{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20} {
 		for _, dt := range []coll.DType{coll.BFloat16, coll.Float32, coll.Int8} {
@@ -226,6 +227,8 @@ func roleGPUAllGather(ctx context.Context) error {
 						cases++
 						if strings.HasPrefix(path.Reason, "refused: ") {
 							refused++
+						} else if algo != coll.AlgoAuto && !strings.HasPrefix(path.Reason, "unavailable: ") {
+							ran[algo]++
 						}
 						if r, ok := strings.CutPrefix(path.Reason, "unavailable: "); ok {
 							unavailable[algo] = r
@@ -239,7 +242,7 @@ func roleGPUAllGather(ctx context.Context) error {
 			}
 		}
 	}
-	fmt.Printf("GPU all_gather: %d cases, %d wrong, %d refused, %.1fs (algos %v)\n", cases, bad, refused, time.Since(start).Seconds(), algos)
+	fmt.Printf("GPU all_gather: %d cases, %d wrong, %d refused, %.1fs (algos %v, ran %v)\n", cases, bad, refused, time.Since(start).Seconds(), algos, ran)
 	for a, why := range unavailable {
 		fmt.Printf("GPU all_gather: %s unavailable here: %s\n", a, why)
 	}
