@@ -278,12 +278,13 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 // abortGroup stops a group that spans hosts, once: when a member on
 // another host exited (members.Presences.OnGone), or when this host's
 // members differ or one is gone (hostGate). Later calls and Synchronize
-// fail with err, and the group's NCCL communicators are aborted, which
-// ends NCCL kernels waiting for the gone rank (ncclCommAbort) instead of
-// leaving the stream blocked until the process is killed. Synchronize
-// returns err at once; the stream drains when NCCL's teardown completes.
-// Nothing else waits across hosts: symmem's kernels and copy engines do
-// not run on such groups.
+// fail with err, and the group's NCCL communicators are stopped
+// (bnccl.Comm.Stop: revoked, or aborted before NCCL 2.28), which ends NCCL
+// kernels waiting for the gone rank instead of leaving the stream blocked
+// until the process is killed; so are the hier path's child groups.
+// Synchronize returns err at once (after an abort the stream drains only
+// when NCCL's teardown completes). Nothing else waits across hosts:
+// symmem's kernels and copy engines do not run on such groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
@@ -297,7 +298,7 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	}
 	for _, c := range comms {
 		if c != nil {
-			c.Abort() // waits for a call in progress on the communicator; nothing after Close
+			c.Stop() // waits for a call in progress on the communicator; nothing after Close
 		}
 	}
 }

@@ -163,13 +163,10 @@ func (h *hierPath) step(ctx context.Context, kids *hierKids, req backend.Request
 	if cr.InPlace {
 		flags = agree.InPlace
 	}
-	loc := func(s backend.Sym) uint64 {
-		if !s.OK {
-			return 0
-		}
-		return agree.Loc(s.Seg, s.Off)
-	}
-	cr.Record = agree.CallRecord(kind, req.DType, req.Op, 0, cr.Count, flags, loc(inSym), loc(outSym))
+	// No buffer locations: a step's buffer may sit at a rank's own slot
+	// (an in-place call's input), where members differ by construction;
+	// the group compared the call's locations already.
+	cr.Record = agree.CallRecord(kind, req.DType, req.Op, 0, cr.Count, flags, 0, 0)
 	_, err := child.Run(ctx, cr)
 	return err
 }
@@ -215,6 +212,9 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 	}
 	k := &hierKids{host: host, cross: cross}
 	h.kids.Store(k)
+	g.b.mu.Lock() // Synchronize reports their aborts and faults; Close closes them after the group (again: a no-op)
+	g.b.groups = append(g.b.groups, host, cross)
+	g.b.mu.Unlock()
 	if err := g.goneErr(); err != nil { // aborted while they were made
 		k.abort(err)
 	}

@@ -28,11 +28,12 @@ type Comm struct {
 	timeout time.Duration
 	cfg     Config
 
-	mu     sync.Mutex
-	h      *libnccl.CommHandle
-	wins   []window // sorted by ptr, non-overlapping
-	closed bool
-	broken error // set once the communicator was aborted after a failure
+	mu      sync.Mutex
+	h       *libnccl.CommHandle
+	wins    []window // sorted by ptr, non-overlapping
+	closed  bool
+	broken  error // set once the communicator was aborted after a failure
+	revoked bool  // Stop revoked it: Close destroys it without finalizing
 }
 
 // New creates the group's communicator. It is collective over the group:
@@ -163,6 +164,9 @@ func (c *Comm) usable() error {
 	if c.broken != nil {
 		return c.broken
 	}
+	if c.revoked {
+		return fmt.Errorf("nccl: group %q rank %d: stopped: %w", c.group, c.rank, ErrBroken)
+	}
 	return nil
 }
 
@@ -209,6 +213,13 @@ func (c *Comm) Close(ctx context.Context) error {
 	if c.broken != nil {
 		return nil // already aborted
 	}
+	if c.revoked { // quiesced, not finalizable: destroyed alone (its windows with it)
+		c.wins = nil
+		if err := c.lib.Destroy(c.cuctx, c.h.Comm); err != nil {
+			return fmt.Errorf("nccl: group %q rank %d: close after stop: %w", c.group, c.rank, errors.Join(err, c.lib.Abort(c.cuctx, c.h.Comm)))
+		}
+		return nil
+	}
 	var errs []error
 	for _, w := range c.wins {
 		if err := c.lib.WindowDeregister(c.cuctx, c.h.Comm, w.win); err != nil {
@@ -235,6 +246,36 @@ func (c *Comm) Close(ctx context.Context) error {
 		return fmt.Errorf("nccl: group %q rank %d: close: %w", c.group, c.rank, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Stop ends the communicator's work at once without waiting for peers (a
+// peer died, or the ranks' calls differ): NCCL kernels waiting for a peer
+// end. Where NCCL has ncclCommRevoke (2.28+) it revokes (the communicator
+// stays until Close destroys it, which then takes no peer), else, or when
+// revoking fails, it aborts. Later calls fail with ErrBroken (or
+// ErrClosed after an abort).
+func (c *Comm) Stop() error {
+	if !c.lib.HasRevoke {
+		return c.Abort()
+	}
+	c.mu.Lock()
+	if c.closed || c.broken != nil || c.revoked {
+		c.mu.Unlock()
+		return nil
+	}
+	err := c.lib.Revoke(c.cuctx, c.h.Comm)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		err = c.lib.Wait(wctx, c.h.Comm, "ncclCommRevoke")
+		cancel()
+	}
+	if err == nil {
+		c.revoked = true
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return errors.Join(fmt.Errorf("nccl: group %q rank %d: %w", c.group, c.rank, err), c.Abort())
 }
 
 // Abort tears the communicator down at once without waiting for peers (use

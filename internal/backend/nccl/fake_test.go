@@ -2,6 +2,7 @@ package nccl
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // it. NCCL code paths then run without a GPU: a communicator whose handle
 // was lost (every collective panicked on the GPU machine, 2026-11-23) fails
 // here.
-func fakeLib(t *testing.T) *libnccl.Lib {
+func fakeLib(t *testing.T, cflags ...string) *libnccl.Lib {
 	t.Helper()
 	cc := os.Getenv("CC")
 	if cc == "" {
@@ -28,7 +29,8 @@ func fakeLib(t *testing.T) *libnccl.Lib {
 		t.Skipf("no C compiler (%s) to build the fake NCCL: %v", cc, err)
 	}
 	so := filepath.Join(t.TempDir(), "libnccl.so.2")
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", so, "testdata/fakenccl.c").CombinedOutput(); err != nil {
+	args := append([]string{"-shared", "-fPIC", "-O1", "-o", so}, cflags...)
+	if out, err := exec.Command(cc, append(args, "testdata/fakenccl.c")...).CombinedOutput(); err != nil {
 		t.Fatalf("building the fake NCCL: %v\n%s", err, out)
 	}
 	lib, err := libnccl.Open([]string{so})
@@ -86,5 +88,42 @@ func TestFakeOneRank(t *testing.T) {
 	}
 	if err := c.AllReduce(addrOf(in), addrOf(out), count, coll.Float32, coll.Sum, 0); err == nil {
 		t.Error("a collective on a closed communicator succeeded")
+	}
+}
+
+// TestFakeStop: Stop revokes where NCCL has ncclCommRevoke (later calls fail
+// with ErrBroken, Close destroys without the finalize a revoked
+// communicator refuses) and aborts where it has not (ErrClosed after).
+func TestFakeStop(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cflags []string
+		revoke bool
+		after  error
+	}{
+		{"revoke", nil, true, ErrBroken},
+		{"abort", []string{"-DNO_REVOKE"}, false, ErrClosed},
+	} {
+		lib := fakeLib(t, tc.cflags...)
+		if lib.HasRevoke != tc.revoke {
+			t.Fatalf("%s: HasRevoke %v, want %v", tc.name, lib.HasRevoke, tc.revoke)
+		}
+		c, err := New(t.Context(), Options{Group: "stop-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatalf("%s: Stop: %v", tc.name, err)
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatalf("%s: second Stop: %v", tc.name, err)
+		}
+		in, out := make([]byte, 64), make([]byte, 64)
+		if err := c.AllReduce(addrOf(in), addrOf(out), 16, coll.Float32, coll.Sum, 0); !errors.Is(err, tc.after) {
+			t.Errorf("%s: a collective after Stop: %v, want %v", tc.name, err, tc.after)
+		}
+		if err := c.Close(t.Context()); err != nil {
+			t.Errorf("%s: Close after Stop: %v", tc.name, err)
+		}
 	}
 }

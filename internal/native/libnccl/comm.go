@@ -150,6 +150,23 @@ func (l *Lib) Destroy(ctx uintptr, c Comm) error {
 	return nil
 }
 
+// Revoke is ncclCommRevoke (flags 0): the communicator's in-flight work
+// ends without waiting for peers; it stays allocated until Destroy. A
+// non-blocking communicator may still be revoking: Wait for it. Only where
+// HasRevoke.
+func (l *Lib) Revoke(ctx uintptr, c Comm) error {
+	if err := l.needCtx(ctx); err != nil {
+		return err
+	}
+	if !l.HasRevoke {
+		return notSupported("%s lacks ncclCommRevoke (NCCL 2.28+)", l.Path)
+	}
+	if rc := C.sm_revoke(l.c, C.uintptr_t(ctx), C.uintptr_t(c)); rc != 0 && rc != C.int(InProgress) {
+		return l.err("ncclCommRevoke", rc, c)
+	}
+	return nil
+}
+
 // Abort is ncclCommAbort: frees the communicator without waiting for peers.
 func (l *Lib) Abort(ctx uintptr, c Comm) error {
 	if err := l.needCtx(ctx); err != nil {

@@ -22,6 +22,7 @@ type Lib struct {
 	Version    int      // ncclGetVersion, e.g. 22803
 	HasWindows bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
 	HasCUDA    bool     // cuCtxSetCurrent was resolved from libcuda.so.1
+	HasRevoke  bool     // ncclCommRevoke exists (2.28+)
 	Tried      []string // "candidate: why it failed", for those tried before Path
 
 	c *C.sm_nccl // C memory, never freed (the library stays loaded)
@@ -86,6 +87,7 @@ func Open(candidates []string) (*Lib, error) {
 		l.Version = int(v)
 		l.HasWindows = C.sm_has(cl, 0) != 0
 		l.HasCUDA = C.sm_has(cl, 2) != 0
+		l.HasRevoke = C.sm_has(cl, 4) != 0
 		return l, nil
 	}
 	if len(candidates) == 0 {

@@ -31,6 +31,7 @@ int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
   SM_OPT(getLastError, "ncclGetLastError");
   SM_OPT(winRegister, "ncclCommWindowRegister");
   SM_OPT(winDeregister, "ncclCommWindowDeregister");
+  SM_OPT(commRevoke, "ncclCommRevoke");
   // The CUDA driver: NCCL has normally loaded it already (RTLD_NOLOAD finds it).
   L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -43,6 +44,7 @@ int sm_has(const sm_nccl* L, int what) {
   case 0: return L->winRegister != NULL && L->winDeregister != NULL;
   case 2: return L->cuCtxSetCurrent != NULL;
   case 3: return L->getLastError != NULL;
+  case 4: return L->commRevoke != NULL;
   }
   return 0;
 }
@@ -90,6 +92,7 @@ int sm_async_error(const sm_nccl* L, uintptr_t comm, int* state) {
 int sm_finalize(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commFinalize((ncclComm_t)comm); }
 int sm_destroy(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commDestroy((ncclComm_t)comm); }
 int sm_abort(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commAbort((ncclComm_t)comm); }
+int sm_revoke(const sm_nccl* L, uintptr_t ctx, uintptr_t comm) { SM_CTX(ctx); return L->commRevoke((ncclComm_t)comm, 0); }
 
 int sm_all_gather(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
                          uintptr_t comm, uintptr_t stream) {

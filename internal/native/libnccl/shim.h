@@ -54,6 +54,7 @@ typedef struct {
   ncclResult_t (*broadcast)(const void*, void*, size_t, int, int, ncclComm_t, sm_stream_t);
   ncclResult_t (*winRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int);   // optional (2.27+)
   ncclResult_t (*winDeregister)(ncclComm_t, ncclWindow_t);                      // optional (2.27+)
+  ncclResult_t (*commRevoke)(ncclComm_t, int);                                  // optional (2.28+)
   CUresult (*cuCtxSetCurrent)(CUcontext);                                       // from libcuda.so.1
 } sm_nccl;
 
@@ -69,6 +70,7 @@ int sm_async_error(const sm_nccl* L, uintptr_t comm, int* state);
 int sm_finalize(const sm_nccl* L, uintptr_t ctx, uintptr_t comm);
 int sm_destroy(const sm_nccl* L, uintptr_t ctx, uintptr_t comm);
 int sm_abort(const sm_nccl* L, uintptr_t ctx, uintptr_t comm);
+int sm_revoke(const sm_nccl* L, uintptr_t ctx, uintptr_t comm);
 int sm_all_gather(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, uintptr_t comm, uintptr_t stream);
 int sm_reduce_scatter(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);
 int sm_all_reduce(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);

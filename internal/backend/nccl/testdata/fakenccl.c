@@ -10,7 +10,7 @@
 
 typedef int ncclResult_t;
 typedef struct { char internal[128]; } ncclUniqueId;
-typedef struct { int nranks, rank, calls; } fakeComm;
+typedef struct { int nranks, rank, calls, revoked; } fakeComm;
 typedef fakeComm* ncclComm_t;
 
 static int unique;
@@ -42,7 +42,18 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   strcpy(last, "init");
   return 0;
 }
-ncclResult_t ncclCommFinalize(ncclComm_t comm) { (void)comm; strcpy(last, "finalize"); return 0; }
+/* As NCCL 2.28: a revoked communicator refuses finalize and collectives
+ * (ncclInvalidUsage, 5) and is destroyed alone. Built with -DNO_REVOKE it
+ * lacks ncclCommRevoke, as older NCCL does. */
+ncclResult_t ncclCommFinalize(ncclComm_t comm) { if (comm->revoked) return 5; strcpy(last, "finalize"); return 0; }
+#ifndef NO_REVOKE
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
+  if (flags != 0 || comm->revoked) return 4;
+  comm->revoked = 1;
+  strcpy(last, "revoke");
+  return 0;
+}
+#endif
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { free(comm); strcpy(last, "destroy"); return 0; }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { free(comm); strcpy(last, "abort"); return 0; }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* st) { (void)comm; *st = 0; return 0; }
@@ -51,6 +62,7 @@ const char* ncclGetErrorString(ncclResult_t r) { return r == 4 ? "invalid argume
 static ncclResult_t copy(const char* what, ncclComm_t comm, const void* in, void* out, size_t count, int dt) {
   size_t es = dtypeSize(dt);
   if (comm == NULL) return 4;
+  if (comm->revoked) return 5;
   if (es == 0) return 4;
   if (in != out && count > 0) memmove(out, in, count * es);
   comm->calls++;
