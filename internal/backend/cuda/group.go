@@ -296,9 +296,14 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	if g.b.abortedFired != nil {
 		g.b.abortedFired() // Synchronize returns e now, not when NCCL's teardown lets the stream go
 	}
+	differ := errors.Is(err, errs.Mismatch) // NCCL may have run calls that differ: its state is undefined
 	for _, c := range comms {
-		if c != nil {
-			c.Stop() // waits for a call in progress on the communicator; nothing after Close
+		switch { // each waits for a call in progress on the communicator; nothing after Close
+		case c == nil:
+		case differ:
+			c.Abandon()
+		default:
+			c.Stop()
 		}
 	}
 }

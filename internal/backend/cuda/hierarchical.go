@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,11 @@ func (h *hierPath) whyNot(req backend.Request) error {
 		}
 	default:
 		return fmt.Errorf("the hierarchical path serves all-gather, reduce-scatter and all-reduce, not %v: %w", req.Kind, ErrNotSupported)
+	}
+	if req.Kind != coll.AllGather && req.Op == coll.Avg && slices.Contains([]coll.DType{coll.Int32, coll.Int64, coll.Int8, coll.Uint8}, req.DType) {
+		// Each level averages: a host's sum divided by L, then the hosts'
+		// by H, which truncates twice where the flat average truncates once.
+		return fmt.Errorf("an average of %v across hosts would round twice (within each host, then across hosts): %w (use nccl)", req.DType, ErrNotSupported)
 	}
 	if h.kids.Load() == nil {
 		if c, err := h.g.x.capturing(h.g.b.ctx, req.Stream); err == nil && c {

@@ -28,6 +28,16 @@ func TestHierRefuses(t *testing.T) {
 			r.Kind = coll.Broadcast
 			return call{req: r}
 		}, "not broadcast"},
+		{[]int{0, 0, 1, 1}, true, true, func(g *Group) call {
+			r := arReq(g, 1000, coll.Int32, false)
+			r.Op = coll.Avg
+			return call{req: r}
+		}, "round twice"},
+		{[]int{0, 0, 1, 1}, true, true, func(g *Group) call {
+			r := arReq(g, 1000, coll.Float32, false)
+			r.Op = coll.Avg
+			return call{req: r}
+		}, ""},
 		{[]int{0, 0, 0, 0}, false, true, func(g *Group) call { return call{req: gatherReq(g, 1000, false)} }, "this group is on one"},
 		{[]int{0, 1, 0, 1}, true, true, func(g *Group) call { return call{req: gatherReq(g, 1000, false)} }, "consecutive"},
 		{[]int{0, 1, 2, 3}, true, true, func(g *Group) call { return call{req: gatherReq(g, 1000, false)} }, "two or more ranks on each host"},

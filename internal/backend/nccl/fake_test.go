@@ -125,5 +125,20 @@ func TestFakeStop(t *testing.T) {
 		if err := c.Close(t.Context()); err != nil {
 			t.Errorf("%s: Close after Stop: %v", tc.name, err)
 		}
+		// Abandon: the same stop, and Close leaves a revoked communicator
+		// to NCCL (no destroy), an aborted one closed.
+		c, err = New(t.Context(), Options{Group: "abandon-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Abandon(); err != nil {
+			t.Fatalf("%s: Abandon: %v", tc.name, err)
+		}
+		if c.abandoned != tc.revoke {
+			t.Errorf("%s: abandoned %v after Abandon, want %v", tc.name, c.abandoned, tc.revoke)
+		}
+		if err := c.Close(t.Context()); err != nil {
+			t.Errorf("%s: Close after Abandon: %v", tc.name, err)
+		}
 	}
 }
