@@ -21,10 +21,6 @@ type executor interface {
 	// frees them after the stream's earlier work.
 	scratch(ctx *cudadrv.Context, s uint64, n int64) (uint64, error)
 	release(ctx *cudadrv.Context, s, ptr uint64)
-	// local allocates size bytes (a multiple of gran) of this GPU's memory
-	// that peers never map; drop frees them.
-	local(ctx *cudadrv.Context, size, gran int64) (*segment, error)
-	drop(ctx *cudadrv.Context, seg *segment)
 	nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error)
 }
 
@@ -44,12 +40,6 @@ func (driver) scratch(ctx *cudadrv.Context, s uint64, n int64) (uint64, error) {
 // release ignores an error: the scratch then stays allocated in the
 // driver's pool (the copies and the kernel were queued before it).
 func (driver) release(ctx *cudadrv.Context, s, ptr uint64) { _ = cudadrv.FreeAsync(ctx, s, ptr) }
-
-func (driver) local(ctx *cudadrv.Context, size, gran int64) (*segment, error) {
-	return createLocal(ctx, size, gran)
-}
-
-func (driver) drop(ctx *cudadrv.Context, seg *segment) { seg.release(ctx) }
 
 func (driver) nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {
 	return c.RunDecided(ctx, req, win)

@@ -94,18 +94,6 @@ func (r *recorder) release(_ *cudadrv.Context, s, ptr uint64) {
 	fmt.Fprintf(r.w, "  release %#x on stream %#x\n", ptr, s)
 }
 
-// stageAt is the fake address of every local allocation.
-const stageAt = 0x5D000000
-
-func (r *recorder) local(_ *cudadrv.Context, size, _ int64) (*segment, error) {
-	fmt.Fprintf(r.w, "  local %d bytes -> %#x\n", size, stageAt)
-	return &segment{base: stageAt, size: size, fd: -1}, nil
-}
-
-func (r *recorder) drop(_ *cudadrv.Context, seg *segment) {
-	fmt.Fprintf(r.w, "  drop %#x (%d bytes)\n", seg.base, seg.size)
-}
-
 func (r *recorder) nccl(_ context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {
 	which := "windows"
 	if c == r.g.nccl.plain {
@@ -573,10 +561,6 @@ func (nopExec) capturing(*cudadrv.Context, uint64) (bool, error)        { return
 func (nopExec) program(*cudadrv.Program) error                          { return nil }
 func (nopExec) scratch(*cudadrv.Context, uint64, int64) (uint64, error) { return scratchAt, nil }
 func (nopExec) release(*cudadrv.Context, uint64, uint64)                {}
-func (nopExec) local(_ *cudadrv.Context, size, _ int64) (*segment, error) {
-	return &segment{base: stageAt, size: size, fd: -1}, nil
-}
-func (nopExec) drop(*cudadrv.Context, *segment) {}
 func (nopExec) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.Path, error) {
 	return coll.Path{Algo: coll.AlgoNCCL}, nil
 }

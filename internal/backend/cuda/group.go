@@ -646,9 +646,6 @@ func (g *Group) Close() error {
 		if g.paths.lc.staging != nil {
 			g.paths.lc.staging.release(g.b.ctx)
 		}
-		if g.paths.ll.staging != nil {
-			g.x.drop(g.b.ctx, g.paths.ll.staging)
-		}
 		if g.faults.words != nil {
 			g.faults.words.Free()
 		}

@@ -42,6 +42,7 @@ const (
 	// header's block: llArgBytes), its flags, bytes per line.
 	llOut, llStride, llRow, llArgBytes   = 200, 208, 216, 224
 	llFlagGather, llFlagOwn, llLineBytes = 16, 32, 16
+	llFlagBytes                          = 64  // buffers off 16 bytes: byte loads and stores
 	llThreads                            = 256 // threads per CTA
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},

@@ -20,11 +20,9 @@ import (
 // Only the pad is symmetric, so the buffers may be any device memory (pool
 // blocks or not). Calls need a multiple of 16 bytes per row (an
 // all-gather's slice, a reduce-scatter's chunk, an all-reduce's tensor),
-// at most llCap. Buffers off 16 bytes are staged: the kernel runs on
-// staging, with copies in and out around it (eager calls: the group's
-// staging, allocated at the first such call and reused: ll calls of a
-// group run in stream order anyway, as its rows need; captured calls:
-// stream-ordered scratch, an allocation node the graph owns). Only the row,
+// at most llCap. Buffers off 16 bytes set the kernel's bytes flag: it
+// loads and stores their vectors byte by byte (staging them through
+// copies cost 10 us of host time per eager call). Only the row,
 // which every rank passes alike, decides whether ll serves a call, so
 // auto's choice never depends on this rank's addresses (ranks whose
 // buffers differ mod 16 would otherwise take different paths).
@@ -67,9 +65,8 @@ func llCTAs(bytes int64) int {
 // kernels).
 type llPath struct {
 	whole
-	g       *Group
-	args    *cudadrv.Args
-	staging *segment // eager staged calls' (nil until the first)
+	g    *Group
+	args *cudadrv.Args
 }
 
 // check says whether the ll path can run req.
@@ -134,70 +131,18 @@ func (l *llPath) whyNot(req backend.Request) error {
 
 func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
-// issue issues c: one launch (with copies through scratch when a buffer
-// is off 16 bytes). The caller holds runMu and has checked whyNot.
+// issue issues c: one launch. The caller holds runMu and has checked
+// whyNot.
 func (l *llPath) issue(c call) error {
 	req := c.req
-	in, out := req.In.Ptr, req.Out.Ptr
-	staged := (in|out)%llVec != 0
-	if staged {
-		tmp, scratch, err := l.stage(req)
-		if err != nil {
-			l.g.broken = fmt.Errorf("%v ll: staging buffers off 16 bytes: %w", req.Kind, err)
-			return fmt.Errorf("%w: %w", ErrBroken, l.g.broken)
-		}
-		in, out = tmp, tmp+llStagedOut(req)
-		if scratch {
-			defer l.g.x.release(l.g.b.ctx, req.Stream, tmp) // in stream order, after the copy out
-		}
-	}
-	l.fill(req, in, out)
+	l.fill(req, req.In.Ptr, req.Out.Ptr)
 	p := l.g.newProgram()
-	if staged {
-		p.Copy(req.Stream, in, req.In.Ptr, req.In.Len)
-	}
 	p.Launch(req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(req)), llThreads)
-	if staged {
-		p.Copy(req.Stream, req.Out.Ptr, out, req.Out.Len)
-	}
 	return l.g.issue(p, &c, "ll")
 }
 
-// stage is where a staged call's buffers go: the group's staging for an
-// eager call, stream-ordered scratch (scratch true: release it after the
-// call) while the stream is captured (the graph owns that memory; the
-// group's staging could be freed before the graph's last replay).
-func (l *llPath) stage(req backend.Request) (ptr uint64, scratch bool, err error) {
-	g := l.g
-	captured, err := g.x.capturing(g.b.ctx, req.Stream)
-	if err != nil {
-		return 0, false, err
-	}
-	if captured {
-		p, err := g.x.scratch(g.b.ctx, req.Stream, llStaging(req))
-		return p, true, err
-	}
-	if l.staging == nil {
-		// Room for the largest row: n rows in, n rows out.
-		gran := max(g.b.gran, 1)
-		size := (2*int64(len(g.ranks))*llCap + llVec + gran - 1) / gran * gran
-		if l.staging, err = g.x.local(g.b.ctx, size, g.b.gran); err != nil {
-			return 0, false, err
-		}
-	}
-	return l.staging.base, false, nil
-}
-
-// llStagedOut is the output's offset in a staged call's scratch: past the
-// input, at a 16-byte boundary.
-func llStagedOut(req backend.Request) uint64 { return uint64(req.In.Len+llVec-1) / llVec * llVec }
-
-// llStaging is a staged call's scratch: its input, then its output (an
-// in-place call's too: the kernel runs it out of place there).
-func llStaging(req backend.Request) int64 { return int64(llStagedOut(req)) + req.Out.Len }
-
-// fill writes req's parameter block for input in and output out (req's
-// buffers, or their staging) (pure: no driver call).
+// fill writes req's parameter block for input in and output out (pure: no
+// driver call).
 func (l *llPath) fill(req backend.Request, in, out uint64) {
 	g, a := l.g, l.args
 	n, me := len(g.ranks), g.me
@@ -222,6 +167,9 @@ func (l *llPath) fill(req backend.Request, in, out uint64) {
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])
+	if (in|out)%llVec != 0 {
+		flags |= llFlagBytes
+	}
 	a.PutU32(arFlags, flags)
 	a.PutU32(argUnit, llVec)
 	a.PutU64(llOut, out)

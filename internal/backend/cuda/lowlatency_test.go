@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"testing"
 
@@ -90,61 +91,22 @@ func TestDescribePad(t *testing.T) {
 	}
 }
 
-// stagingExec counts what a staged ll call allocates: the group's staging
-// (local), or scratch while stream captured is captured.
-type stagingExec struct {
-	nopExec
-	captured                    uint64
-	locals, scratches, releases int
-}
-
-func (x *stagingExec) capturing(_ *cudadrv.Context, s uint64) (bool, error) {
-	return s == x.captured, nil
-}
-
-func (x *stagingExec) local(c *cudadrv.Context, size, gran int64) (*segment, error) {
-	x.locals++
-	return x.nopExec.local(c, size, gran)
-}
-
-func (x *stagingExec) scratch(c *cudadrv.Context, s uint64, n int64) (uint64, error) {
-	x.scratches++
-	return x.nopExec.scratch(c, s, n)
-}
-
-func (x *stagingExec) release(*cudadrv.Context, uint64, uint64) { x.releases++ }
-
-// TestLLStaging: eager ll calls on buffers off 16 bytes share the group's
-// staging, allocated once and large enough for the largest row; captured
-// ones take stream-ordered scratch each and release it; aligned calls
-// take neither.
-func TestLLStaging(t *testing.T) {
-	g, _ := goldenGroup(t, goldenCfg{name: "staging", kern: true, ce: true}, 2, 0)
-	x := &stagingExec{captured: callerStream}
-	g.x = x
-	run := func(shift int64, stream uint64, count int64) {
-		t.Helper()
-		req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, count, false, "io", shift).req, coll.AlgoLL)
-		req.Stream = stream
+// TestLLBytesMode: an ll call whose input or output is off 16 bytes sets
+// the kernel's bytes flag and is still one launch; aligned calls do not.
+func TestLLBytesMode(t *testing.T) {
+	g, rec := goldenGroup(t, goldenCfg{name: "bytes", kern: true, ce: true}, 2, 0)
+	for _, shift := range []int64{0, 2, 4, 8, 16} {
+		rec.w.Reset()
+		req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<10, false, "io", shift).req, coll.AlgoLL)
 		if _, err := g.Run(context.Background(), req); err != nil {
-			t.Fatalf("shift %d stream %#x: %v", shift, stream, err)
+			t.Fatalf("shift %d: %v", shift, err)
 		}
-	}
-	run(0, ownStream, 1<<10) // aligned: no staging
-	if x.locals+x.scratches != 0 {
-		t.Fatalf("an aligned call staged: %+v", x)
-	}
-	run(4, ownStream, 1<<10)
-	run(2, ownStream, llCap/2) // the largest row
-	if x.locals != 1 || x.scratches != 0 {
-		t.Fatalf("eager staged calls: %d local allocations and %d scratch, want 1 and 0", x.locals, x.scratches)
-	}
-	if want := 2*int64(len(g.ranks))*llCap + llVec; g.paths.ll.staging.size < want {
-		t.Fatalf("staging of %d bytes, a row of %d needs %d", g.paths.ll.staging.size, llCap, want)
-	}
-	run(4, callerStream, 1<<10)
-	run(4, callerStream, 1<<10)
-	if x.locals != 1 || x.scratches != 2 || x.releases != 2 {
-		t.Fatalf("captured staged calls: %d local, %d scratch, %d released, want 1, 2, 2", x.locals, x.scratches, x.releases)
+		flags := binary.LittleEndian.Uint32(g.paths.ll.args.Bytes()[arFlags:])
+		if got, want := flags&llFlagBytes != 0, shift%16 != 0; got != want {
+			t.Errorf("shift %d: bytes flag %v, want %v (flags %#x)", shift, got, want, flags)
+		}
+		if out := rec.w.String(); strings.Count(out, "launch ") != 1 || strings.Contains(out, "copy") || strings.Contains(out, "scratch") {
+			t.Errorf("shift %d: issued\n%s\nwant one launch", shift, out)
+		}
 	}
 }

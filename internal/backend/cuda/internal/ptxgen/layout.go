@@ -94,6 +94,7 @@ const (
 
 	flagGather = 16 // copy each row to out + q*bytes (all-gather) instead of summing the rows
 	flagOwn    = 32 // with flagGather: copy this rank's input to out + me*bytes too (out of place)
+	flagBytes  = 64 // the input or the output is off 16 bytes: move their vectors byte by byte
 
 	llLine    = 16  // bytes of one line: {data u32, flag u32} twice; 8 bytes of data
 	llThreads = 256 // threads per CTA of the low-latency kernel (its registers hold every rank's lines)
@@ -182,6 +183,7 @@ const (
 	// header's block: llArgBytes), its flags, bytes per line.
 	llOut, llStride, llRow, llArgBytes = %d, %d, %d, %d
 	llFlagGather, llFlagOwn, llLineBytes = %d, %d, %d
+	llFlagBytes                          = %d // buffers off 16 bytes: byte loads and stores
 	llThreads                            = %d // threads per CTA
 
 	// Signal region: launch, finished, header[kernMaxRanks]{epoch, hash},
@@ -203,7 +205,7 @@ const (
 		pA, pBytes, pMode, pPtrs,
 		pA, pBytes, pMode, pFlags, pPtrs, arSlots, flagDirect, flagAvg, flagFirst, flagSecond,
 		pOwn, pStaging, pChunk, wFinished, wBytes,
-		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine, llThreads,
+		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine, flagBytes, llThreads,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
 		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, kindMismatch, kindStopped, kindAbandoned,
 		pGateApproved, pGateFailed, pGateCall)

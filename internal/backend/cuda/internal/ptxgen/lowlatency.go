@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // lowLatency is ptx/lowlatency.ptx: one kernel for all three ops (flags
 // choose gather or sum; the stride chooses what each rank is sent). Rank
@@ -55,19 +58,20 @@ launch reads it only after this one ended (stream order), and no reader of
 this launch's data needs its order, so a release (which waits for the
 remote stores' acknowledgements) buys nothing.
 
-Bytes per row (P.bytes) are a multiple of 16 and buffers 16-byte aligned
-(the host refuses other rows and stages other buffers). %[23]d threads per CTA: every rank's lines are
+Bytes per row (P.bytes) are a multiple of 16 (the host refuses other
+rows). Buffers off 16 bytes set the bytes flag: their 16-byte vectors are
+loaded and stored byte by byte (the rows and lines stay 16-byte aligned). %[23]d threads per CTA: every rank's lines are
 in registers at once. Area of rank r: half h at LL + h*n*R, row q
 at + q*R (R = P.row), line 0 the header, line 1+2i and 2+2i vector i.
 
 Parameter block P (%[2]d bytes; kernel_layout.go):
   %[3]d in u64 | %[4]d bytes u64 (per row) | %[5]d region u64 (local) | %[6]d me u32 | %[7]d n u32
-  %[8]d dtype u32 (0 float32, 1 bfloat16, 2 float16) | %[9]d flags u32 (%[10]d avg, %[11]d gather, %[12]d own)
+  %[8]d dtype u32 (0 float32, 1 bfloat16, 2 float16) | %[9]d flags u32 (%[10]d avg, %[11]d gather, %[12]d own, %[24]d bytes)
   %[13]d LL areas[%[14]d] u64 (rank k's as mapped here) | %[15]d peer regions[%[14]d] u64
   %[16]d timeout u64 | %[17]d hash u32 | %[18]d fault u64 | %[19]d stop u64
   %[20]d out u64 | %[21]d stride u64 | %[22]d row bytes u64`,
 		llLine, pLLSize, pA, pBytes, pRegion, pMe, pN, pMode, pFlags, flagAvg, flagGather, flagOwn,
-		pPtrs, maxRanks, pPeerRegs, pTimeout, pHash, pFault, pStop, pLLOut, pLLStride, pLLRow, llThreads))
+		pPtrs, maxRanks, pPeerRegs, pTimeout, pHash, pFault, pStop, pLLOut, pLLStride, pLLRow, llThreads, flagBytes))
 	p.w("")
 	p.f(".shared .align 8 .b64 sreg[%d];", maxRanks)
 	p.f(".shared .align 8 .b64 sll[%d];", maxRanks)
@@ -80,6 +84,8 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
 	.reg .b32   %r<104>;
 	.reg .f32   %f<20>;
 	.reg .b64   %rd<48>;
+	.reg .pred  %pb;                              // flagBytes: user buffers byte by byte
+	.reg .b32   %b<4>;
 `)
 	p.loadParams()
 	p.f(`	// Prefetch: this thread's first input vector when every peer gets the
@@ -93,9 +99,13 @@ Parameter block P (%[2]d bytes; kernel_layout.go):
 	shr.u64         %%rd29, %%rd2, 4;
 	setp.lt.u64     %%p16, %%rd24, %%rd29;
 	and.pred        %%p16, %%p16, %%p14;            // %%p16: the first vector is prefetched
+	ld.param.u32    %%b0, [P+%d];
+	and.b32         %%b0, %%b0, %d;
+	setp.ne.u32     %%pb, %%b0, 0;                  // %%pb: byte mode (then no prefetch)
+	@%%pb setp.ne.u32 %%p16, %%r1, %%r1;
 	shl.b64         %%rd27, %%rd24, 4;
 	add.u64         %%rd11, %%rd1, %%rd27;
-	@%%p16 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];`, pLLStride)
+	@%%p16 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];`, pLLStride, pFlags, flagBytes)
 	p.setup("Thread 0: peer regions and LL areas to shared memory, the epoch.", false, table{"sreg", pPeerRegs}, table{"sll", pPtrs})
 	p.f(`	// One CTA: its thread 0 is the launch word's only reader, so the
 	// launch is counted now (no atomics or fences at the end).
@@ -172,7 +182,8 @@ L_send:
 	add.u64         %%rd28, %%rd28, %d;             // line 1+2i
 	add.u64         %%rd11, %%rd1, %%rd27;
 	@%%p16 bra       L_send_have;                  // prefetched
-	@%%p14 ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];
+	@!%%p14 bra      L_send_have;
+%s
 L_send_have:
 	setp.ne.u32     %%p16, %%r1, %%r1;              // later vectors load their own
 	mov.u32         %%r10, 0;
@@ -186,7 +197,7 @@ L_send_k:
 	mul.lo.u64      %%rd11, %%rd10, %%rd5;
 	add.u64         %%rd11, %%rd11, %%rd1;
 	add.u64         %%rd11, %%rd11, %%rd27;
-	ld.global.v4.u32 {%%r21, %%r22, %%r23, %%r24}, [%%rd11];
+%s
 L_send_loaded:
 	shl.b64         %%rd12, %%rd10, 3;
 	mov.u64         %%rd13, sll;
@@ -202,7 +213,7 @@ L_send_k_next:
 L_send_next:
 	add.u64         %%rd24, %%rd24, %%rd26;
 	bra             L_send;
-L_sent:`, rHeader, llLine, llLine)
+L_sent:`, rHeader, llLine, llLoadVec(quad(0), "%rd11", "s1"), llLoadVec(quad(0), "%rd11", "s2"), llLine)
 	p.sumSetup()
 	p.w(`
 	// Receive. The first vector's loads (rank k's in quad(k); this rank's
@@ -240,7 +251,7 @@ L_recv:
 L_sum:`)
 	p.sumQuads()
 	p.w(`	add.u64         %rd36, %rd6, %rd27;
-	st.global.v4.u32 [%rd36], {%r21, %r22, %r23, %r24};
+` + llStoreVec("%rd36", quad(0), "sum") + `
 L_recv_next:
 	add.u64         %rd24, %rd24, %rd26;
 	bra             L_recv;`)
@@ -289,9 +300,9 @@ func (p *ptx) llLoad(k int, tag string) {
 	p.f(`	setp.ne.u32     %%p15, %%r5, %d;
 	@%%p15 bra       L_ld%s%d_peer;
 	add.u64         %%rd36, %%rd15, %%rd27;
-	ld.global.v4.u32 %s, [%%rd36];
+%s
 	bra             L_ld%s%d;
-L_ld%s%d_peer:`, k, tag, k, quad(k), tag, k, tag, k)
+L_ld%s%d_peer:`, k, tag, k, llLoadVec(quad(k), "%rd36", fmt.Sprintf("l%s%d", tag, k)), tag, k, tag, k)
 	p.llLines(k)
 	p.f("L_ld%s%d:", tag, k)
 }
@@ -395,13 +406,52 @@ func (p *ptx) llStore(k int) {
 	@%%p15 bra       L_st%d_peer;
 	@!%%p12 bra      L_st%d;
 	add.u64         %%rd36, %%rd17, %%rd27;
-	st.global.v4.u32 [%%rd36], %s;
+%s
 	bra             L_st%d;
 L_st%d_peer:
 	cvt.u64.u32     %%rd19, %d;
 	mul.lo.u64      %%rd19, %%rd19, %%rd2;
 	add.u64         %%rd19, %%rd19, %%rd6;
 	add.u64         %%rd19, %%rd19, %%rd27;
-	st.global.v4.u32 [%%rd19], %s;
-L_st%d:`, k, k, k, quad(k), k, k, k, quad(k), k)
+%s
+L_st%d:`, k, k, k, llStoreVec("%rd36", quad(k), fmt.Sprintf("o%d", k)), k, k, k, llStoreVec("%rd19", quad(k), fmt.Sprintf("p%d", k)), k)
+}
+
+// llLoadVec is the load of a user buffer's 16 bytes at addr into regs (a
+// quad): one v4 load, or in byte mode (%pb: a buffer off 16 bytes) 16
+// byte loads packed into the four words (tag makes its labels unique).
+func llLoadVec(regs, addr, tag string) string {
+	w := strings.Split(strings.Trim(regs, "{}"), ", ")
+	var b strings.Builder
+	fmt.Fprintf(&b, "\t@%%pb bra        L_lb_%s;\n\tld.global.v4.u32 %s, [%s];\n\tbra             L_lb_%s_done;\nL_lb_%s:\n", tag, regs, addr, tag, tag)
+	for j := 0; j < 16; j++ {
+		dst := w[j/4]
+		if j%4 != 0 {
+			dst = "%b1"
+		}
+		fmt.Fprintf(&b, "\tld.global.u8     %s, [%s+%d];\n", dst, addr, j)
+		if j%4 != 0 {
+			fmt.Fprintf(&b, "\tbfi.b32         %s, %%b1, %s, %d, 8;\n", w[j/4], w[j/4], 8*(j%4))
+		}
+	}
+	fmt.Fprintf(&b, "L_lb_%s_done:", tag)
+	return b.String()
+}
+
+// llStoreVec is the store of regs (a quad) to a user buffer's 16 bytes at
+// addr: one v4 store, or in byte mode 16 byte stores.
+func llStoreVec(addr, regs, tag string) string {
+	w := strings.Split(strings.Trim(regs, "{}"), ", ")
+	var b strings.Builder
+	fmt.Fprintf(&b, "\t@%%pb bra        L_sb_%s;\n\tst.global.v4.u32 [%s], %s;\n\tbra             L_sb_%s_done;\nL_sb_%s:\n", tag, addr, regs, tag, tag)
+	for j := 0; j < 16; j++ {
+		src := w[j/4]
+		if j%4 != 0 {
+			fmt.Fprintf(&b, "\tshr.u32         %%b1, %s, %d;\n", w[j/4], 8*(j%4))
+			src = "%b1"
+		}
+		fmt.Fprintf(&b, "\tst.global.u8     [%s+%d], %s;\n", addr, j, src)
+	}
+	fmt.Fprintf(&b, "L_sb_%s_done:", tag)
+	return b.String()
 }
