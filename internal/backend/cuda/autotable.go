@@ -174,6 +174,14 @@ var autoTurns = map[coll.Algo][]autoStep{
 	},
 	coll.AlgoNCCLWindow: {
 		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
+		// Where the table says NCCL's windows at a small size and they
+		// cannot serve, ll is next fastest (the kernel took 2.7x ll's time
+		// for a 16 KiB all-gather off 16 bytes in a graph on 2 H100:
+		// results/gpu-2026-11-26h.md).
+		// Symmetric buffers only: their alignment and windows are alike on
+		// every rank, ordinary memory's need not be.
+		{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, noWindows, llSmall, llServes}, why: "auto: symmem's low-latency kernel (buffers not in NCCL windows)"},
+		{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, poorWindows, llSmall, llServes}, why: "auto: symmem's low-latency kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
 		{algo: coll.AlgoKernel, when: []autoCond{allGather, noWindows, kernelServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
 		{algo: coll.AlgoCE, when: []autoCond{allGather, noWindows, ceServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
 		{algo: coll.AlgoKernel, when: []autoCond{allGather, poorWindows, kernelServes}, why: "auto: symmem's all-gather kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
@@ -265,7 +273,14 @@ const (
 	lcServes
 	llServes
 	ceServes
+	llSmall       // ll's row is at most llSmallRow
+	symmetricBufs // not notSymmetric
 )
+
+// llSmallRow bounds the rows where ll takes a call NCCL's windows cannot:
+// up to 256 KiB per rank ll beat the kernel and plain NCCL in every
+// measurement on 2 H100 (at 1 MiB plain NCCL's all-reduce was ahead).
+const llSmallRow = 256 << 10
 
 // autoFacts answers auto's conditions for one call.
 type autoFacts struct {
@@ -305,6 +320,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return f.c.win && f.c.verdict != windowGood
 	case notSymmetric:
 		return !symmetric(*req)
+	case symmetricBufs:
+		return symmetric(*req)
 	case elementwise:
 		return reduceElementwise(*req)
 	case oneShot:
@@ -323,6 +340,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.paths.lc.check(*req) == served
 	case llServes:
 		return g.paths.ll.check(*req) == served
+	case llSmall:
+		return llRowOf(*req) <= llSmallRow
 	case ceServes:
 		return g.paths.ce.serves(*req)
 	}
