@@ -46,6 +46,12 @@
 //     ptx/reducescatter.ptx): copy engines pull the peers' chunks into
 //     staging while a few CTAs sum them as they land (any count, as the
 //     kernels above);
+//   - the low-latency kernel for small messages (lowlatency.go,
+//     ptx/lowlatency.ptx): data and flag in one store, no round trips, any
+//     device buffers (off 16 bytes: byte by byte);
+//   - the hierarchical path for groups across hosts (hierarchical.go): the
+//     schedules of internal/hier run as collectives on two child groups
+//     (the host's ranks, the local index's ranks across hosts);
 //   - algorithm choice (auto) between plain NCCL, NCCL on windows, copy
 //     engines and the kernels: a table from measurements, a fallback order
 //     per path and the conditions its steps ask, read by one function
@@ -61,9 +67,10 @@
 // op and size, then the turns of the paths in its fallback order, where the
 // special rules are named conditions). Every algorithm is a path, a type
 // behind one interface (path.go): symmem's kernelPath (kernel.go,
-// allreduce.go), twoShotPath (twoshot.go), lcPath (lowcontention.go) and
-// cePath (ce.go), NCCL's ncclPath (nccl.go) and ncclWindowPath
-// (ncclwindow.go), each holding what only it uses. Holding runMu, Run
+// allreduce.go), twoShotPath (twoshot.go), lcPath (lowcontention.go),
+// llPath (lowlatency.go) and cePath (ce.go), NCCL's ncclPath (nccl.go) and
+// ncclWindowPath (ncclwindow.go), and hierPath (hierarchical.go: its child
+// groups' calls in finish), each holding what only it uses. Holding runMu, Run
 // publishes the call at the gate (callGate.publish: its ticket) and the path
 // issues what goes on the stream now: symmem's paths their whole stream
 // program, NCCL's the gate's guard and checked mode's handshake fork;

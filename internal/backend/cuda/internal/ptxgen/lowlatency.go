@@ -422,36 +422,40 @@ L_st%d:`, k, k, k, llStoreVec("%rd36", quad(k), fmt.Sprintf("o%d", k)), k, k, k,
 // byte loads packed into the four words (tag makes its labels unique).
 func llLoadVec(regs, addr, tag string) string {
 	w := strings.Split(strings.Trim(regs, "{}"), ", ")
-	var b strings.Builder
-	fmt.Fprintf(&b, "\t@%%pb bra        L_lb_%s;\n\tld.global.v4.u32 %s, [%s];\n\tbra             L_lb_%s_done;\nL_lb_%s:\n", tag, regs, addr, tag, tag)
-	for j := 0; j < 16; j++ {
-		dst := w[j/4]
-		if j%4 != 0 {
-			dst = "%b1"
+	return vecOrBytes("lb_"+tag, fmt.Sprintf("ld.global.v4.u32 %s, [%s];", regs, addr), func(b *strings.Builder) {
+		for j := 0; j < 16; j++ {
+			if j%4 == 0 {
+				fmt.Fprintf(b, "\tld.global.u8     %s, [%s+%d];\n", w[j/4], addr, j)
+				continue
+			}
+			fmt.Fprintf(b, "\tld.global.u8     %%b1, [%s+%d];\n", addr, j)
+			fmt.Fprintf(b, "\tbfi.b32         %s, %%b1, %s, %d, 8;\n", w[j/4], w[j/4], 8*(j%4))
 		}
-		fmt.Fprintf(&b, "\tld.global.u8     %s, [%s+%d];\n", dst, addr, j)
-		if j%4 != 0 {
-			fmt.Fprintf(&b, "\tbfi.b32         %s, %%b1, %s, %d, 8;\n", w[j/4], w[j/4], 8*(j%4))
-		}
-	}
-	fmt.Fprintf(&b, "L_lb_%s_done:", tag)
-	return b.String()
+	})
 }
 
 // llStoreVec is the store of regs (a quad) to a user buffer's 16 bytes at
 // addr: one v4 store, or in byte mode 16 byte stores.
 func llStoreVec(addr, regs, tag string) string {
 	w := strings.Split(strings.Trim(regs, "{}"), ", ")
-	var b strings.Builder
-	fmt.Fprintf(&b, "\t@%%pb bra        L_sb_%s;\n\tst.global.v4.u32 [%s], %s;\n\tbra             L_sb_%s_done;\nL_sb_%s:\n", tag, addr, regs, tag, tag)
-	for j := 0; j < 16; j++ {
-		src := w[j/4]
-		if j%4 != 0 {
-			fmt.Fprintf(&b, "\tshr.u32         %%b1, %s, %d;\n", w[j/4], 8*(j%4))
-			src = "%b1"
+	return vecOrBytes("sb_"+tag, fmt.Sprintf("st.global.v4.u32 [%s], %s;", addr, regs), func(b *strings.Builder) {
+		for j := 0; j < 16; j++ {
+			src := w[j/4]
+			if j%4 != 0 {
+				fmt.Fprintf(b, "\tshr.u32         %%b1, %s, %d;\n", w[j/4], 8*(j%4))
+				src = "%b1"
+			}
+			fmt.Fprintf(b, "\tst.global.u8     [%s+%d], %s;\n", addr, j, src)
 		}
-		fmt.Fprintf(&b, "\tst.global.u8     [%s+%d], %s;\n", addr, j, src)
-	}
-	fmt.Fprintf(&b, "L_sb_%s_done:", tag)
+	})
+}
+
+// vecOrBytes is vec (one instruction) outside byte mode, else what bytes
+// writes, under labels L_<label> and L_<label>_done.
+func vecOrBytes(label, vec string, bytes func(b *strings.Builder)) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\t@%%pb bra        L_%s;\n\t%s\n\tbra             L_%s_done;\nL_%s:\n", label, vec, label, label)
+	bytes(&b)
+	fmt.Fprintf(&b, "L_%s_done:", label)
 	return b.String()
 }
