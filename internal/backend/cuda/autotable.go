@@ -170,6 +170,11 @@ var autoTurns = map[coll.Algo][]autoStep{
 		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
 	},
 	coll.AlgoLL: {
+		// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
+		// rank) would make ll move bytes one at a time: plain NCCL was
+		// ahead there (1 MiB: 1.12-1.26x its time in graphs on 2 H100,
+		// results/gpu-2026-11-26h.md).
+		{algo: coll.AlgoNCCL, when: []autoCond{symmetricBufs, llBytesLarge, ncclUsable}, why: "auto: plain NCCL (ll would move these buffers byte by byte at this size)"},
 		{algo: coll.AlgoLL, when: []autoCond{llServes}, why: "auto: symmem's low-latency kernel, fastest here in the table (auto table)"},
 	},
 	coll.AlgoNCCLWindow: {
@@ -274,6 +279,7 @@ const (
 	llServes
 	ceServes
 	llSmall       // ll's row is at most llSmallRow
+	llBytesLarge  // ll's row is above llSmallRow and a buffer is off 16 bytes (its bytes mode)
 	symmetricBufs // not notSymmetric
 )
 
@@ -342,6 +348,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.paths.ll.check(*req) == served
 	case llSmall:
 		return llRowOf(*req) <= llSmallRow
+	case llBytesLarge:
+		return llRowOf(*req) > llSmallRow && (req.In.Ptr|req.Out.Ptr)%llVec != 0
 	case ceServes:
 		return g.paths.ce.serves(*req)
 	}

@@ -238,3 +238,35 @@ func TestAutoGraphRows(t *testing.T) {
 		t.Errorf("without graph rows: %v, asked %d times, want 0", err, asked)
 	}
 }
+
+// TestAutoLLOffsets: where the table names ll, symmetric buffers off 16
+// bytes go to ll up to llSmallRow per rank (its bytes mode) and to plain
+// NCCL above; where it names NCCL's windows and they cannot serve, ll takes
+// rows up to llSmallRow.
+func TestAutoLLOffsets(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "lloff", kern: true, ce: true, nccl: "full"}, 2, 0)
+	for _, tc := range []struct {
+		table coll.Algo
+		count int64 // bf16 elements per rank
+		shift int64
+		win   bool
+		want  coll.Algo
+	}{
+		{coll.AlgoLL, 1 << 18, 0, true, coll.AlgoLL},   // 512 KiB, aligned
+		{coll.AlgoLL, 1 << 18, 4, true, coll.AlgoNCCL}, // 512 KiB, off 16: NCCL
+		{coll.AlgoLL, 1 << 16, 4, true, coll.AlgoLL},   // 128 KiB, off 16: bytes mode
+		{coll.AlgoNCCLWindow, 1 << 12, 0, false, coll.AlgoLL},
+		{coll.AlgoNCCLWindow, 1 << 18, 0, false, coll.AlgoKernel}, // above llSmallRow: as before
+	} {
+		user := &tune.Table{Format: tune.FormatVersion, Machine: builtinTable.Machine,
+			Rows: []tune.Row{{Op: coll.AllGather, Ranks: tune.Ranks{Min: 2, Max: 2}, Algo: tc.table}}}
+		if err := user.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		g.b.table = user
+		req := makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, tc.count, false, "io", tc.shift).req
+		if a, why, err := chooseReq(g, req, tc.win); err != nil || a != tc.want {
+			t.Errorf("table %s, %d elements, shift %d, windows %v: %s (%s, %v), want %s", tc.table, tc.count, tc.shift, tc.win, a, why, err, tc.want)
+		}
+	}
+}
