@@ -12,8 +12,8 @@
 #   env native doctor world2 world3 [world4] ag10 stress2 stress3 [stress4]
 #   nccl mps verify python ecosystem cpu cestop
 # (world4 and stress4 by default where 4 or more GPUs are visible; hosts,
-# hostsstress and hostsdie, 4 ranks as 2 hosts (2 ranks with 1 GPU), only
-# when named: hostsdie
+# hostsstress, hostsdie and hostsbench, 4 ranks as 2 hosts (2 ranks with 1
+# GPU), only when named: hostsdie
 # runs the peer-exit test across hosts 5 times).
 # world2/world3/world4 run every GPU test of the user API (root package) with
 # 2, 3 and 4 ranks; stress2/3/4 run TestGPUStress (random odd and aligned
@@ -75,6 +75,13 @@ if [ "$GPUS" -lt 2 ]; then HR=2; HDEV=(CUDA_VISIBLE_DEVICES=0)
 elif [ "$GPUS" -lt 4 ]; then HDEV=(CUDA_VISIBLE_DEVICES=0,1); fi
 has hosts && SYMMEM_TEST_HOSTS=2 SYMMEM_GPU_TEST_RANKS=$HR step hosts 400 env "${HDEV[@]}" .build/symmem.test -test.v -test.count=1 -test.run "$WORLD_TESTS" -test.timeout 390s
 has hostsdie && SYMMEM_TEST_HOSTS=2 SYMMEM_GPU_TEST_RANKS=$HR step hostsdie 300 env "${HDEV[@]}" .build/symmem.test -test.v -test.count=5 -test.run '^TestGPUWorldPeerDies$' -test.timeout 290s
+# hostsbench: hier beside NCCL alone across 2 "hosts" of 2 GPUs (issue 27
+# item 4); 4 GPUs only (with 2, each GPU time-slices two ranks: no timing).
+if has hostsbench; then
+  if [ "$GPUS" -ge 4 ]; then step hostsbench 590 .build/symmem launch --hosts 2 -n 4 --timeout 580s -- .build/symmem bench --backend cuda \
+    --ops all_gather,reduce_scatter,all_reduce -d bfloat16 --algo hier,nccl-window,nccl,auto -b 1M -e 1G -f 4 --rounds 2 -J "$OUTDIR/hostsbench.json"
+  else echo "hostsbench: skipped, $GPUS GPUs (2 hosts of 2 GPUs need 4)" >"$OUTDIR/hostsbench.log"; RC[hostsbench]=skip; fi
+fi
 has hostsstress && SYMMEM_TEST_HOSTS=2 SYMMEM_GPU_TEST_RANKS=$HR SYMMEM_STRESS_SECONDS=$S step hostsstress $((S+150)) env "${HDEV[@]}" .build/symmem.test -test.v -test.count=1 -test.run '^TestGPUStress$' -test.timeout $((S+140))s
 if has nccl; then
   # From the package's folder, as go test runs it: TestFakeOneRank builds its
