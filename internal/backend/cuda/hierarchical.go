@@ -121,9 +121,7 @@ func (h *hierPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 			// cannot run another call in step with them.
 			err = fmt.Errorf("hier step %d (%v): %w", i, st, err)
 			g.runMu.Lock()
-			if g.broken == nil {
-				g.broken = err
-			}
+			g.breakWith(err)
 			g.runMu.Unlock()
 			return "", err
 		}

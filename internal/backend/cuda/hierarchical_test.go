@@ -1,10 +1,14 @@
 package cuda
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -58,5 +62,34 @@ func TestHierRefuses(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("hosts %v %v: got %v, want a refusal saying %q", tc.host, c.req.Kind, err, tc.want)
 		}
+	}
+}
+
+// failExec is an executor whose programs fail (a launch the driver
+// refused).
+type failExec struct{ nopExec }
+
+func (failExec) program(*cudadrv.Program) error { return errors.New("fake launch failure") }
+
+// TestBrokenTellsPeers: a call whose program fails breaks the group, and
+// this host's peers learn it at once from the state word: their verdict on
+// this rank is errs.Broken (their waits fail naming it instead of timing
+// out).
+func TestBrokenTellsPeers(t *testing.T) {
+	as := goldenAgreements(t, 2)
+	g, _ := goldenGroup(t, goldenCfg{name: "broken", kern: true, ce: true}, 2, 0)
+	g.agreement, g.x = as[0], failExec{}
+	if err := as[1].Gone(0, false); err != nil {
+		t.Fatalf("before: peer's verdict on rank 0: %v", err)
+	}
+	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<10, false, "io", 0).req, coll.AlgoLL)
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) {
+		t.Fatalf("a failed launch: %v, want ErrBroken", err)
+	}
+	if err := as[1].Gone(0, false); !errors.Is(err, errs.Broken) {
+		t.Fatalf("after: peer's verdict on rank 0: %v, want errs.Broken", err)
+	}
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "fake launch failure") {
+		t.Fatalf("a later call: %v, want ErrBroken with the first cause", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -122,6 +123,21 @@ func (g *Group) pathFor(a coll.Algo) path {
 	return nil
 }
 
+// breakWith marks the group broken by err (the first cause stays): every
+// later call is refused, and the peers on this host learn it at once from
+// this rank's state word (members.StateFailed: their waits for this rank
+// fail naming it, instead of timing out). The caller holds runMu.
+func (g *Group) breakWith(err error) {
+	if g.broken == nil {
+		g.broken = err
+	}
+	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
+		if a != nil {
+			a.SetState(members.StateFailed)
+		}
+	}
+}
+
 // newProgram is the group's program, emptied, for the call being built.
 func (g *Group) newProgram() *cudadrv.Program {
 	p := g.prog
@@ -142,9 +158,9 @@ func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
 			return ferr
 		}
 		if c.gate.n > 0 { // the call's number at the gate, as its peers count it
-			g.broken = fmt.Errorf("%v %s (collective %d on the group) failed: %w", c.req.Kind, what, c.gate.n, err)
+			g.breakWith(fmt.Errorf("%v %s (collective %d on the group) failed: %w", c.req.Kind, what, c.gate.n, err))
 		} else {
-			g.broken = fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err)
+			g.breakWith(fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err))
 		}
 		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
 	}
