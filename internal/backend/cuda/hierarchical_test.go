@@ -3,10 +3,13 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/rendezvous"
@@ -91,5 +94,126 @@ func TestBrokenTellsPeers(t *testing.T) {
 	}
 	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "fake launch failure") {
 		t.Fatalf("a later call: %v, want ErrBroken with the first cause", err)
+	}
+}
+
+// hierLog is an executor that writes, in order, what a hier call issues:
+// the parent's scratch and copies, and the children's NCCL calls with
+// their requests (buffers named relative to the parent's In, Out and
+// scratch).
+type hierLog struct {
+	nopExec
+	name  string
+	lines *[]string
+	refOf func(p uint64) string
+}
+
+func (x *hierLog) scratch(_ *cudadrv.Context, _ uint64, n int64) (uint64, error) {
+	*x.lines = append(*x.lines, fmt.Sprintf("scratch %d", n))
+	return scratchAt, nil
+}
+
+func (x *hierLog) release(*cudadrv.Context, uint64, uint64) {
+	*x.lines = append(*x.lines, "release")
+}
+
+func (x *hierLog) program(p *cudadrv.Program) error {
+	for _, o := range p.Ops() {
+		if o.Kind == cudadrv.OpCopy {
+			*x.lines = append(*x.lines, fmt.Sprintf("copy %s <- %s (%d)", x.refOf(o.A), x.refOf(o.B), o.C))
+		}
+	}
+	return nil
+}
+
+func (x *hierLog) nccl(_ context.Context, _ *bnccl.Comm, req backend.Request, _ bool) (coll.Path, error) {
+	*x.lines = append(*x.lines, fmt.Sprintf("%s %v %s -> %s count=%d inplace=%v rec=%#x,%#x",
+		x.name, req.Kind, x.refOf(req.In.Ptr), x.refOf(req.Out.Ptr), req.Count, req.InPlace, req.Record[3], req.Record[4]))
+	return coll.Path{Algo: coll.AlgoNCCL}, nil
+}
+
+// TestHierIssues: a hier call on rank 1 of 2 hosts x 2 ranks issues its
+// schedule as the children's calls and the parent's copies, in order, on
+// the parent's buffers (an all-gather, reduce-scatter and all-reduce, in
+// and out of place): what the simulator checked as data, here as calls.
+func TestHierIssues(t *testing.T) {
+	const me = 1 // host 0, local index 1
+	for _, tc := range []struct {
+		kind    coll.Kind
+		inPlace bool
+		want    []string
+	}{
+		{coll.AllGather, false, []string{
+			"scratch 2048",
+			"cross all_gather in+0 -> scratch+0 count=512 inplace=false rec=0x0,0x0",
+			"copy out+1024 <- scratch+0 (1024)", "copy out+3072 <- scratch+1024 (1024)",
+			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0",
+			"host all_gather out+3072 -> out+2048 count=512 inplace=true rec=0x0,0x0",
+			"release"}},
+		{coll.AllGather, true, []string{
+			"scratch 2048",
+			"cross all_gather out+1024 -> scratch+0 count=512 inplace=false rec=0x0,0x0",
+			"copy out+1024 <- scratch+0 (1024)", "copy out+3072 <- scratch+1024 (1024)",
+			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0",
+			"host all_gather out+3072 -> out+2048 count=512 inplace=true rec=0x0,0x0",
+			"release"}},
+		{coll.ReduceScatter, false, []string{
+			"scratch 2048",
+			"host reduce_scatter in+0 -> scratch+0 count=512 inplace=false rec=0x0,0x0",
+			"host reduce_scatter in+2048 -> scratch+1024 count=512 inplace=false rec=0x0,0x0",
+			"cross reduce_scatter scratch+0 -> out+0 count=512 inplace=false rec=0x0,0x0",
+			"release"}},
+		{coll.ReduceScatter, true, []string{
+			"scratch 2048",
+			"host reduce_scatter in+0 -> scratch+0 count=512 inplace=false rec=0x0,0x0",
+			"host reduce_scatter in+2048 -> scratch+1024 count=512 inplace=false rec=0x0,0x0",
+			"cross reduce_scatter scratch+0 -> in+1024 count=512 inplace=false rec=0x0,0x0",
+			"release"}},
+		{coll.AllReduce, false, []string{
+			"host reduce_scatter in+0 -> out+1024 count=512 inplace=false rec=0x0,0x0",
+			"cross all_reduce out+1024 -> out+1024 count=512 inplace=true rec=0x0,0x0",
+			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0"}},
+		{coll.AllReduce, true, []string{
+			"host reduce_scatter out+0 -> out+1024 count=512 inplace=true rec=0x0,0x0",
+			"cross all_reduce out+1024 -> out+1024 count=512 inplace=true rec=0x0,0x0",
+			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0"}},
+	} {
+		g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
+		g.fdx = &rendezvous.FDExchange{}
+		g.paths.hier.init([]int{0, 0, 1, 1}, true)
+		host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
+		cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
+		count := int64(512) // bf16 per rank: 1 KiB chunks (all-reduce: the tensor, 2 pieces of 512)
+		if tc.kind == coll.AllReduce {
+			count = 1024
+		}
+		req := forced(makeReq(g, tc.kind, coll.BFloat16, coll.Sum, count, tc.inPlace, "io", 0).req, coll.AlgoHier)
+		req = req.Shaped(4, me)
+		in, out := req.In.Ptr, req.Out.Ptr
+		refOf := func(p uint64) string {
+			switch {
+			case p >= scratchAt && p < scratchAt+1<<20:
+				return fmt.Sprintf("scratch+%d", p-scratchAt)
+			case p >= out && p < out+1<<20 && !(tc.kind == coll.ReduceScatter && tc.inPlace):
+				return fmt.Sprintf("out+%d", p-out)
+			case p >= in && p < in+1<<20:
+				return fmt.Sprintf("in+%d", p-in)
+			}
+			return fmt.Sprintf("%#x", p)
+		}
+		var lines []string
+		g.x = &hierLog{name: "parent", lines: &lines, refOf: refOf}
+		host.x = &hierLog{name: "host", lines: &lines, refOf: refOf}
+		cross.x = &hierLog{name: "cross", lines: &lines, refOf: refOf}
+		host.segs.Add(1, seg1(g)) // the parent's segment, registered in the children
+		cross.segs.Add(1, seg1(g))
+		g.paths.hier.kids.Store(&hierKids{host: host, cross: cross})
+		path, err := g.Run(context.Background(), req)
+		if err != nil || path.Algo != coll.AlgoHier {
+			t.Fatalf("%v in place %v: path %v, %v", tc.kind, tc.inPlace, path, err)
+		}
+		if got, want := strings.Join(lines, "\n"), strings.Join(tc.want, "\n"); got != want {
+			t.Errorf("%v in place %v issued\n%s\nwant\n%s", tc.kind, tc.inPlace, got, want)
+		}
 	}
 }
