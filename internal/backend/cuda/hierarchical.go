@@ -50,7 +50,7 @@ func (h *hierPath) init(host []int, spans bool) {
 	case !spans:
 		h.why = "ranks on several hosts (this group is on one)"
 	case err != nil:
-		h.why = strings.TrimPrefix(err.Error(), "hier: ")
+		h.why = "the same number of ranks on every host (" + strings.TrimPrefix(err.Error(), "hier: ") + ")"
 	case !l.Blocked():
 		h.why = fmt.Sprintf("every host's ranks consecutive in the group (hosts by group rank: %v)", host)
 	case l.Local() < 2:
