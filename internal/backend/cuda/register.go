@@ -1,0 +1,160 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/pool"
+)
+
+// Registered segments: every rank's mapping of each, the registration
+// agreement, and the quiescing that makes deregistration and close safe.
+
+// peerSeg is every rank's mapping of one registered segment.
+type peerSeg struct {
+	size  int64
+	bases []uint64 // by group rank; bases[me] is this rank's own segment
+}
+
+// Register makes seg usable by the group's collectives: peers' copies are
+// mapped here (copy engines) and the segment becomes an NCCL window. It is
+// collective; ranks that register different segments get an error wrapping
+// pool.ErrMismatch (never a hang).
+func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
+	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	fd, size, err := g.b.prov.fd(seg.ID)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register: %w", g.name, err)
+	}
+	if size != seg.Size {
+		return fmt.Errorf("cuda: group %q: register segment %d: pool says %d bytes, provider %d", g.name, seg.ID, seg.Size, size)
+	}
+	mine := fmt.Sprintf("register seg=%d size=%d", seg.ID, seg.Size)
+	all, err := g.AllGather(ctx, []byte(mine))
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	for r, v := range all {
+		if string(v) != mine {
+			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
+				pool.ErrMismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
+		}
+	}
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks))}
+	if g.ce && len(g.ranks) > 1 {
+		if ps.bases, err = g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size); err != nil {
+			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+		}
+	}
+	ps.bases[g.me] = seg.Base
+	if err := g.nccl.register(ctx, seg); err != nil {
+		ps.unmap(g)
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	g.segs.Add(seg.ID, ps)
+	if err := g.paths.hier.register(ctx, seg); err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+	}
+	return nil
+}
+
+// Deregister waits until the group's last collective finished (bounded by
+// the timeout), then unmaps the peers' copies of seg and drops its window.
+func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
+	ps, ok := g.segs.Remove(seg.ID)
+	if !ok {
+		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+	}
+	err := g.paths.hier.deregister(ctx, seg)
+	if e := g.quiesce(ctx); err == nil {
+		err = e
+	}
+	if e := g.nccl.deregister(ctx, seg); err == nil {
+		err = e
+	}
+	ps.unmap(g)
+	if err != nil {
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.name, seg.ID, err)
+	}
+	return nil
+}
+
+// quiesce waits (bounded by the timeout) until every collective issued so
+// far (outside graph capture) finished: it fences the backend's stream and
+// waits for the fence events recorded on callers' streams (track).
+func (g *Group) quiesce(ctx context.Context) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	if g.last == nil {
+		return nil
+	}
+	if g.usedOwn {
+		if err := g.last.Record(g.b.stream); err != nil {
+			return err
+		}
+		if err := g.last.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
+		g.usedOwn = false
+	}
+	// Fences of callers' streams are waited on, then dropped: a stream the
+	// caller destroyed leaves nothing behind after the next quiesce.
+	for len(g.fences) > 0 {
+		f := g.fences[len(g.fences)-1]
+		if err := f.ev.Wait(ctx, g.timeout); err != nil {
+			return err
+		}
+		f.ev.Destroy()
+		g.fences = g.fences[:len(g.fences)-1]
+	}
+	// Side streams are joined into the caller's stream by events, so they
+	// are idle once it is.
+	return nil
+}
+
+// exchange sends fd to every peer under tag and imports every peer's fd of
+// the same size, mapped for this device. Indexed by group rank (0 for me).
+func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
+	bases := make([]uint64, len(g.ranks))
+	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
+		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
+		bases[r] = p
+		return err
+	})
+	if err != nil {
+		for r, p := range bases {
+			if p != 0 && r != g.me {
+				cudadrv.Unmap(g.b.ctx, p, size)
+			}
+		}
+		return nil, err
+	}
+	return bases, nil
+}
+
+func (ps *peerSeg) unmap(g *Group) {
+	for r, p := range ps.bases {
+		if r != g.me && p != 0 {
+			cudadrv.Unmap(g.b.ctx, p, ps.size)
+		}
+	}
+}
+
+// Registered is the number of segments registered with the group.
+func (g *Group) Registered() int {
+	return g.segs.Len()
+}
+
+// peer returns rank r's address of segment seg at offset off.
+func (g *Group) peer(seg pool.SegmentID, r int, off int64) (uint64, bool) {
+	ps, ok := g.segs.Get(seg)
+	if !ok || ps.bases[r] == 0 {
+		return 0, false
+	}
+	return ps.bases[r] + uint64(off), true
+}
