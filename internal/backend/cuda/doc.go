@@ -1,8 +1,10 @@
-// Package cuda is symmem's GPU backend for the ranks of one host. It owns:
+// Package cuda is symmem's GPU backend: its own paths among the ranks of
+// one host, NCCL (and the hier path) for groups across hosts
+// (spanning.go). It owns:
 //
 //   - Provider: the pool's segments as CUDA VMM allocations (cuMemCreate with
 //     POSIX-fd export, 2 MiB granularity), mapped for this rank's device;
-//   - Group: registration of segments with a group (the segment's fd goes to
+//   - Group: registration of segments with a group (register.go: the segment's fd goes to
 //     every peer over rendezvous.FDExchange, peers import and map it and keep
 //     the peer addresses per segment), signal pads (a VMM segment per group,
 //     peer-mapped: 10 MiB on 2 ranks, mostly ll's area, padBytes), Run, and for ranks on one host the in-band
