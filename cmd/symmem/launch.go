@@ -65,7 +65,7 @@ rank's status.`,
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
 	fs.DurationVar(&o.grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.BoolVar(&o.noPrefix, "no-prefix", false, `do not prefix output lines with "[rank r] "`)
-	fs.IntVar(&o.hosts, "hosts", 0, "act as this many hosts on this machine (testing multi-host groups): consecutive ranks per host, each host with its own SYMMEM_HOST and NCCL_HOSTID, local ranks and block of CUDA_VISIBLE_DEVICES")
+	fs.IntVar(&o.hosts, "hosts", 0, "act as this many hosts on this machine (testing multi-host groups): consecutive ranks per host, each host with its own SYMMEM_HOST and NCCL_HOSTID, local ranks and block of CUDA_VISIBLE_DEVICES (with fewer than N listed but N/H or more, every host gets the first N/H)")
 	fs.BoolVar(&o.share, "share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")
 	return cmd
 }
