@@ -17,15 +17,25 @@ import (
 // byte-wise FNV-1a, and only the hosts compute it. Its values are part of
 // the GPU programs (the golden net pins them): change it only with them.
 func Digest(c Call) uint32 {
-	h := uint64(0x243f6a8885a308d3)
-	for _, w := range c.Record {
-		h = (h ^ w) * 0x9e3779b97f4a7c15
-		h ^= h >> 29
-	}
+	h := FoldRecord(0x243f6a8885a308d3, c.Record)
 	for i := 0; i < len(c.Path); i++ {
-		h = (h ^ uint64(c.Path[i])) * 0x9e3779b97f4a7c15
+		h = (h ^ uint64(c.Path[i])) * mixMul
 	}
 	return uint32(h ^ h>>32)
+}
+
+// mixMul is the odd multiplier of the word mixing (2^64 / golden ratio).
+const mixMul = 0x9e3779b97f4a7c15
+
+// FoldRecord mixes rec's words into h, each in whole (a bijection of the
+// state per word): Digest's step, and the call log's running hash
+// (members.CallLog).
+func FoldRecord(h uint64, rec pool.Record) uint64 {
+	for _, w := range rec {
+		h = (h ^ w) * mixMul
+		h ^= h >> 29
+	}
+	return h
 }
 
 // RecordBytes is the size of a record in its store encoding.

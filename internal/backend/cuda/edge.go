@@ -38,7 +38,7 @@ func (driver) scratch(ctx *cudadrv.Context, s uint64, n int64) (uint64, error) {
 }
 
 // release ignores an error: the scratch then stays allocated in the
-// driver's pool (the copies and the kernel were queued before it).
+// driver's pool (the work that uses it was queued before).
 func (driver) release(ctx *cudadrv.Context, s, ptr uint64) { _ = cudadrv.FreeAsync(ctx, s, ptr) }
 
 func (driver) nccl(ctx context.Context, c *bnccl.Comm, req backend.Request, win bool) (coll.Path, error) {

@@ -135,16 +135,16 @@ func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 // whyNot.
 func (l *llPath) issue(c call) error {
 	req := c.req
-	l.fill(req, req.In.Ptr, req.Out.Ptr)
+	l.fill(req)
 	p := l.g.newProgram()
 	p.Launch(req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(req)), llThreads)
 	return l.g.issue(p, &c, "ll")
 }
 
-// fill writes req's parameter block for input in and output out (pure: no
-// driver call).
-func (l *llPath) fill(req backend.Request, in, out uint64) {
+// fill writes req's parameter block (pure: no driver call).
+func (l *llPath) fill(req backend.Request) {
 	g, a := l.g, l.args
+	in, out := req.In.Ptr, req.Out.Ptr
 	n, me := len(g.ranks), g.me
 	row := llRowOf(req)
 	flags, stride := reduceFlags(req, false), uint32(0) // reductions: avg or not

@@ -86,11 +86,7 @@ func (l *CallLog) Add(rec pool.Record, path uint8) {
 	l.mu.Lock()
 	l.n++
 	// Each word mixed in whole (as agree.Digest does), the path last.
-	h := l.hash
-	for _, w := range rec {
-		h = (h ^ w) * 0x9e3779b97f4a7c15
-		h ^= h >> 29
-	}
+	h := agree.FoldRecord(l.hash, rec)
 	h = (h ^ uint64(path)) * 0x9e3779b97f4a7c15
 	l.hash = h ^ h>>31
 	l.calls[l.n%logHistory] = loggedCall{rec, path}
