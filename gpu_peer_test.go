@@ -347,3 +347,50 @@ func roleGPUHostsMismatch(ctx context.Context) error {
 	}
 	return nil
 }
+
+// roleGPUHostsHierMix (several hosts): the first host's ranks force the
+// hier path while the others take auto (NCCL). The first host's ranks
+// then wait for the others to make hier's child groups, the others in
+// NCCL for them: the call log's comparison must end both with
+// ErrMismatch within 2 s on every rank, not the group's 30 s timeout.
+func roleGPUHostsHierMix(ctx context.Context) error {
+	hosts := envInt("SYMMEM_TEST_HOSTS", 0)
+	if hosts < 2 {
+		fmt.Println("SKIP: not a run of several hosts (SYMMEM_TEST_HOSTS)")
+		return nil
+	}
+	w, err := gpuWorld(ctx, Options{Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	g := w.World()
+	if g.Size()%hosts != 0 || g.Size()/hosts < 2 {
+		fmt.Printf("SKIP: hier needs 2 or more ranks on each of %d hosts, the world has %d\n", hosts, g.Size())
+		return nil
+	}
+	const n = 1 << 20
+	bufs, err := gpuAlloc(ctx, g, n, n)
+	if err != nil {
+		return err
+	}
+	out, in := bufs[0], bufs[1]
+	var opts []CallOption
+	if g.Rank() < g.Size()/hosts {
+		opts = append(opts, WithAlgo(coll.AlgoHier))
+	}
+	t0 := time.Now()
+	_, err = g.AllReduce(ctx, coll.Span{Ptr: out.Ptr, Len: n}, coll.Span{Ptr: in.Ptr, Len: n}, coll.Float32, coll.Sum, opts...)
+	if err == nil {
+		err = w.Synchronize(ctx)
+	}
+	el := time.Since(t0)
+	fmt.Printf("GPU hosts hier mix: rank %d (hier forced: %t) failed after %v: %v\n", g.Rank(), len(opts) > 0, el.Round(time.Millisecond), err)
+	switch {
+	case !errors.Is(err, ErrMismatch):
+		return fmt.Errorf("hier on one host, NCCL on the other: got %v, want ErrMismatch", err)
+	case el > 2*time.Second:
+		return fmt.Errorf("the difference was reported after %v, want < 2 s", el)
+	}
+	return nil
+}

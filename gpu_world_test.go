@@ -36,6 +36,7 @@ func init() {
 	roleLimits["gpudie"] = 30 * time.Second
 	roles["gpumismatch"] = roleGPUKernelMismatch
 	roles["gpuhostsmismatch"] = roleGPUHostsMismatch
+	roles["gpuhostshiermix"] = roleGPUHostsHierMix
 }
 
 // gpuSpawn runs role on the ranks gpuRanks chooses (several may share a
@@ -57,6 +58,7 @@ func TestGPUWorldReduceKernel(t *testing.T)   { gpuSpawn(t, "gpuark") }
 func TestGPUWorldPeerDies(t *testing.T)       { gpuSpawn(t, "gpudie") }
 func TestGPUWorldKernelMismatch(t *testing.T) { gpuSpawn(t, "gpumismatch") }
 func TestGPUWorldHostsMismatch(t *testing.T)  { gpuSpawn(t, "gpuhostsmismatch") }
+func TestGPUWorldHostsHierMix(t *testing.T)   { gpuSpawn(t, "gpuhostshiermix") }
 
 // otherHost reports whether err is a forced path's refusal because the
 // group spans hosts (a run with SYMMEM_TEST_HOSTS, docs/multihost.md):

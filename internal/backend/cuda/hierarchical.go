@@ -36,6 +36,10 @@ type hierPath struct {
 	mu   sync.Mutex     // one hier call, registration or close at a time
 	segs []pool.Segment // the group's segments, in registration order (replayed into the children)
 	kids atomic.Pointer[hierKids]
+	// stopMaking cancels the children's creation while it waits for peers
+	// (set only then): the group's abort ends it at once, where a rank
+	// whose peers took another path would wait for them until the timeout.
+	stopMaking atomic.Pointer[context.CancelCauseFunc]
 }
 
 // hierKids are the child groups.
@@ -191,9 +195,14 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 		return rs
 	}
 	hostIdx, local := l.Host[g.me], l.LocalIndex(g.me)
+	ctx, made := h.making(ctx)
+	defer made()
 	child := func(name string, qs []int) (*Group, error) {
 		c, err := newGroup(ctx, g.b, backend.GroupConfig{Name: name, Ranks: ranksOf(qs), Rank: g.ranks[g.me],
 			Store: g.store, FDs: g.fdx, Timeout: g.timeout}, g.gen)
+		if gone := g.goneErr(); err != nil && gone != nil { // stopped by the abort: its reason, not the cancellation
+			return nil, fmt.Errorf("%w (while making %s)", gone, name)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -223,6 +232,27 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 		k.abort(err)
 	}
 	return k, nil
+}
+
+// making is the context the children are made under, cancelled with the
+// group's abort (stop), also one that came before; done ends it.
+func (h *hierPath) making(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	h.stopMaking.Store(&cancel)
+	if err := h.g.goneErr(); err != nil { // aborted before stop could see cancel
+		cancel(err)
+	}
+	return ctx, func() {
+		h.stopMaking.Store(nil)
+		cancel(nil)
+	}
+}
+
+// stop ends a creation of the children in progress with err.
+func (h *hierPath) stop(err error) {
+	if cancel := h.stopMaking.Load(); cancel != nil {
+		(*cancel)(err)
+	}
 }
 
 // register and deregister keep the children's segments the group's.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
@@ -214,6 +215,40 @@ func TestHierIssues(t *testing.T) {
 		}
 		if got, want := strings.Join(lines, "\n"), strings.Join(tc.want, "\n"); got != want {
 			t.Errorf("%v in place %v issued\n%s\nwant\n%s", tc.kind, tc.inPlace, got, want)
+		}
+	}
+}
+
+// TestHierMakingStops: the group's abort (a peer gone, a call log
+// difference: a peer took another path) ends the children's creation at
+// once with the abort's reason, also an abort that came before it began;
+// once made, a later abort no longer reaches the finished creation.
+func TestHierMakingStops(t *testing.T) {
+	cause := fmt.Errorf("rank 2 called all_reduce via nccl: %w", errs.Mismatch)
+	for _, before := range []bool{false, true} {
+		g := fakeGroup(4, 1)
+		h := &g.paths.hier
+		if before {
+			g.abortGroup(cause, nil)
+		}
+		ctx, done := h.making(context.Background())
+		if !before {
+			if ctx.Err() != nil {
+				t.Fatalf("a creation of a live group began cancelled: %v", context.Cause(ctx))
+			}
+			g.abortGroup(cause, nil)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("abort before=%t: the creation's context was not cancelled", before)
+		}
+		if err := context.Cause(ctx); !errors.Is(err, errs.Mismatch) {
+			t.Errorf("abort before=%t: cause %v, want the abort's", before, err)
+		}
+		done()
+		if h.stopMaking.Load() != nil {
+			t.Errorf("abort before=%t: the stop outlived the creation", before)
 		}
 	}
 }

@@ -30,6 +30,7 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
 	}
+	g.paths.hier.stop(err) // children in the making: their wait for peers ends
 	if k := g.paths.hier.kids.Load(); k != nil {
 		k.abort(err)
 	}
