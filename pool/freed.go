@@ -1,9 +1,10 @@
 package pool
 
-// Live reports whether the block that Alloc returned with address addr and
-// generation gen is still allocated: false once it was freed, also when a
-// later allocation starting at addr took its place. (An addr that is not a
-// block's start is not judged here: true, and Free says what is wrong.)
+// Live reports whether the block that Alloc returned with generation gen,
+// holding addr, is still allocated: false once it was freed, also when a
+// later allocation took addr's place, wherever that one starts
+// (generations are unique: an address inside a live block carries that
+// block's).
 func (p *Pool) Live(addr, gen uint64) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -12,10 +13,7 @@ func (p *Pool) Live(addr, gen uint64) bool {
 		return false
 	}
 	b := &s.blocks[s.blockAt(int64(addr-s.seg.Base))]
-	if b.state != stateLive {
-		return false
-	}
-	return b.gen == gen || s.seg.Base+uint64(b.off) != addr
+	return b.state == stateLive && b.gen == gen
 }
 
 // Freed reports whether addr lies inside one of the pool's segments but not

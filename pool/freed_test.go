@@ -27,3 +27,31 @@ func TestLiveAndFreed(t *testing.T) {
 		t.Fatal("an address outside the pool is live")
 	}
 }
+
+// TestLiveInsideLaterBlock: a freed block whose address now lies inside a
+// later, larger block starting before it is dead (the review found it
+// reported live: Buffer.Bytes of the freed buffer returned the new block's
+// memory); an address inside a live block with its generation is live.
+func TestLiveInsideLaterBlock(t *testing.T) {
+	p, _ := newTestPool(t, Options{})
+	a := mustAlloc(t, p, 256, 1)
+	b := mustAlloc(t, p, 256, 1)
+	if b.Off != a.Off+256 {
+		t.Fatalf("b at %d, a at %d: the layout this test needs changed", b.Off, a.Off)
+	}
+	for _, x := range []Block{a, b} {
+		if err := p.Free(x.Addr, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := mustAlloc(t, p, 512, 1)
+	if c.Off != a.Off {
+		t.Fatalf("c at %d, want a's offset %d (coalesced reuse)", c.Off, a.Off)
+	}
+	if p.Live(b.Addr, b.Gen) || p.Live(a.Addr, a.Gen) {
+		t.Error("a freed block inside a later one reported live")
+	}
+	if !p.Live(c.Addr+300, c.Gen) {
+		t.Error("an address inside a live block with its generation reported dead")
+	}
+}
