@@ -27,6 +27,9 @@ type Group struct {
 
 	mu     sync.Mutex // one collective at a time per group
 	closed atomic.Bool
+	// teardown is held through Group.Close: World.Close's Leave must not
+	// touch a backend group that Close is releasing.
+	teardown sync.Mutex
 }
 
 // IsMember reports whether this rank belongs to the group.
@@ -63,9 +66,11 @@ func (g *Group) Close(ctx context.Context) error {
 	if g == w.World() {
 		return fmt.Errorf("symmem: Close of the world group: close the World instead: %w", ErrInvalid)
 	}
+	g.teardown.Lock()
+	defer g.teardown.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed.Load() {
+	if g.closed.Load() { // closed before, or by World.Close meanwhile
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)

@@ -9,7 +9,10 @@ import (
 	"github.com/symmem/symmem/coll"
 )
 
-func init() { roles["groupclose"] = roleGroupClose }
+func init() {
+	roles["groupclose"] = roleGroupClose
+	roles["closeinflight"] = roleCloseInFlight
+}
 
 // TestGroupClose: 3 ranks create a subgroup of ranks {0, 1}, run a
 // collective, close it and create it again, three rounds; a closed group
@@ -97,4 +100,56 @@ func roleGroupClose(ctx context.Context) error {
 	}
 	fmt.Printf("rank %d: 3 rounds of create/use/close, close mismatch refused, %d group(s) left\n", w.Rank(), len(w.Groups()))
 	return nil
+}
+
+// TestCloseWhileCallInFlight: World.Close while another goroutine of the
+// rank is inside a 64 MiB all-reduce on symmetric buffers. The call ends
+// with an error (the world closed, or the peer left) and the process lives:
+// before, Close released the pool under the running call, which then
+// touched unmapped memory (SIGSEGV, found by review). Timing-dependent, so
+// three runs.
+func TestCloseWhileCallInFlight(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		expectOK(t, spawn(t, 2, "closeinflight"))
+	}
+}
+
+func roleCloseInFlight(ctx context.Context) error {
+	w, err := Init(ctx, testOptions())
+	if err != nil {
+		return err
+	}
+	b, err := allocBufs(ctx, w.World(), 64<<20)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	calls := make(chan struct{}, 1)
+	go func() {
+		for {
+			_, err := w.World().AllReduce(ctx, b.out.Span, b.in.Span, coll.Float32, coll.Sum)
+			if err != nil {
+				done <- err
+				return
+			}
+			select {
+			case calls <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	<-calls // the loop runs: Close lands inside a call or between two
+	cerr := w.Close()
+	err = <-done
+	fmt.Printf("rank %d: the call in flight ended with: %v; Close: %v\n", w.Rank(), err, cerr)
+	// Which one depends on where each rank's Close lands: this rank's world
+	// closed, the peer left or exited, or the peer's Close broke its call
+	// midway.
+	for _, want := range []error{ErrClosed, ErrGroupClosed, ErrPeerClosed, ErrPeerExited, ErrBroken} {
+		if errors.Is(err, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the call in flight during Close ended with %v, want ErrClosed, ErrGroupClosed, ErrPeerClosed, ErrPeerExited or ErrBroken", err)
 }

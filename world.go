@@ -331,11 +331,22 @@ func (w *World) Close() error {
 	w.mu.Unlock()
 	// Peers still waiting for this rank in a call of a group fail at once
 	// (ErrPeerClosed), and those not closing too fail the teardown's
-	// exchanges below (instead of stalling them for the timeout).
+	// exchanges below (instead of stalling them for the timeout). A
+	// Group.Close in progress ends first (its group is then skipped).
 	for _, g := range groups {
-		if g.bg != nil {
+		g.teardown.Lock()
+		if g.bg != nil && !g.closed.Load() {
 			g.bg.Leave()
 		}
+		g.teardown.Unlock()
+	}
+	// Calls of this rank in flight on other goroutines end before the pool
+	// releases their memory (they fail fast: the peers left too, or are
+	// told so above); later ones find the group closed.
+	for _, g := range groups {
+		g.mu.Lock()
+		g.closed.Store(true)
+		g.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.Timeout)
 	defer cancel()
