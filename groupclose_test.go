@@ -15,7 +15,8 @@ func init() {
 }
 
 // TestGroupClose: 3 ranks create a subgroup of ranks {0, 1}, run a
-// collective, close it and create it again, three rounds; a closed group
+// collective, close it and create it again, three rounds, then the name
+// with ranks {1, 2}; a closed group
 // refuses calls, the world group cannot be closed, ranks that close
 // different groups get ErrMismatch, and the pool keeps no trace of the
 // closed groups.
@@ -71,6 +72,24 @@ func roleGroupClose(ctx context.Context) error {
 		if n := len(w.Groups()); n != 1 {
 			return fmt.Errorf("round %d: %d groups after Close, want the world only", round, n)
 		}
+	}
+	// The name again with other members: rank 2 is new to it (its members
+	// once counted generations alone and never met).
+	g, err := w.NewGroup(ctx, "pair", []int{1, 2})
+	if err != nil {
+		return fmt.Errorf("pair of ranks 1 and 2 after three of ranks 0 and 1: %w", err)
+	}
+	b, err := allocBufs(ctx, g, 1<<16)
+	if err != nil {
+		return err
+	}
+	if g.IsMember() {
+		if err := runCase(ctx, g, coll.AllReduce, coll.Float32, coll.Sum, "sym", 1000, b, 7); err != nil {
+			return fmt.Errorf("pair of ranks 1 and 2: %w", err)
+		}
+	}
+	if err := g.Close(ctx); err != nil {
+		return err
 	}
 	if err := w.World().Close(ctx); !errors.Is(err, ErrInvalid) {
 		return fmt.Errorf("closing the world group: %v, want ErrInvalid", err)

@@ -171,8 +171,9 @@ func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify b
 		}
 	}
 	g := &Group{w: w, name: name, ranks: sorted, rank: slices.Index(sorted, w.env.Rank), gid: -1}
+	gen := backend.Generation(w.env.JobID, name) // on every rank: members change when a name is used again
 	if g.rank >= 0 {
-		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout}
+		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout, Gen: gen}
 		if g.bg, err = w.be.NewGroup(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("symmem: NewGroup %q: %w", name, err)
 		}

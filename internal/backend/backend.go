@@ -124,6 +124,7 @@ type GroupConfig struct {
 	Store   *rendezvous.Client
 	FDs     *rendezvous.FDExchange // local fd passing; nil when unused
 	Timeout time.Duration          // bound on every wait
+	Gen     int                    // the name's generation (Generation), alike on every member
 }
 
 // Sym locates a span inside a symmetric block that is registered with the

@@ -233,7 +233,7 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
 	}
 	b.mu.Unlock()
-	g, err := newGroup(ctx, b, cfg, members.Generation("cuda", b.env.JobID, cfg.Name))
+	g, err := newGroup(ctx, b, cfg, cfg.Gen)
 	if err != nil {
 		return nil, err
 	}

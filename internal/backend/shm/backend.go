@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -48,7 +47,7 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		return nil, fmt.Errorf("shm: NewGroup %q: backend is closed", cfg.Name)
 	}
 	b.mu.Unlock()
-	g, err := newGroup(ctx, b, cfg, members.Generation("shm", b.env.JobID, cfg.Name))
+	g, err := newGroup(ctx, b, cfg, cfg.Gen)
 	if err != nil {
 		return nil, err
 	}

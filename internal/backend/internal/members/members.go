@@ -21,27 +21,6 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-var (
-	genMu sync.Mutex
-	gens  = map[string]int{}
-)
-
-// Generation numbers the groups of one name that this process creates on
-// one backend kind in one job, so that the store keys (and NCCL unique ids)
-// of a group created again — also by a second Backend in the same process —
-// never meet those of an earlier one. It is process-wide on purpose: a
-// per-Backend counter restarted at 0 and read a stale NCCL id under `symmem
-// launch` (results/gpu-2026-11-21.md). Ranks that create the
-// same groups in the same order agree on it.
-func Generation(kind, job, name string) int {
-	genMu.Lock()
-	defer genMu.Unlock()
-	k := kind + "\x00" + job + "\x00" + name
-	g := gens[k]
-	gens[k]++
-	return g
-}
-
 // Prefix is the store namespace of generation gen of group name.
 func Prefix(kind, job, name string, gen int) string {
 	return fmt.Sprintf("symmem/%s/%s/%s#%d", job, kind, name, gen)

@@ -1,32 +1,12 @@
 package members
 
 import (
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
-// A group created again gets a new generation (and so a new namespace),
-// also across backends of one process; other names, kinds and jobs count
-// on their own.
-var generationRuns atomic.Int64
-
-func TestGeneration(t *testing.T) {
-	// The counters are the process's: names unique to this run keep the
-	// test repeatable (-count N).
-	job := fmt.Sprintf("job-%d", generationRuns.Add(1))
-	for i, want := range []int{0, 1, 2} {
-		if got := Generation("cpu", job, "tp0"); got != want {
-			t.Fatalf("call %d: generation %d, want %d", i, got, want)
-		}
-	}
-	if g := Generation("cuda", job, "tp0"); g != 0 {
-		t.Errorf("another backend kind: %d, want 0", g)
-	}
-	if g := Generation("cpu", job+"-other", "tp0"); g != 0 {
-		t.Errorf("another job: %d, want 0", g)
-	}
+// TestPrefix: generations of a name have their own namespaces.
+func TestPrefix(t *testing.T) {
 	if a, b := Prefix("cpu", "j", "w", 0), Prefix("cpu", "j", "w", 1); a == b {
 		t.Errorf("generations share a prefix %q", a)
 	}
