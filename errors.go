@@ -57,3 +57,18 @@ var (
 	// error names the size and the limit.
 	ErrNoMemory = pool.ErrNoMemory
 )
+
+// sentinels are the errors a rank's failure is sent to its peers as
+// (allMade), by position: change only by appending.
+var sentinels = []error{ErrInvalid, ErrNotSupported, ErrNoMemory, ErrMismatch, ErrPeerExited, ErrPeerClosed, ErrBroken, ErrClosed, ErrGroupClosed}
+
+// sentinelIndex is 1 + the position of the first sentinel err wraps, 0 if
+// none.
+func sentinelIndex(err error) int {
+	for i, s := range sentinels {
+		if errors.Is(err, s) {
+			return i + 1
+		}
+	}
+	return 0
+}

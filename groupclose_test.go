@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/pool"
 )
 
 func init() {
 	roles["groupclose"] = roleGroupClose
 	roles["closeinflight"] = roleCloseInFlight
+	roles["newgroupfails"] = roleNewGroupFails
 }
 
 // TestGroupClose: 3 ranks create a subgroup of ranks {0, 1}, run a
@@ -171,4 +174,64 @@ func roleCloseInFlight(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("the call in flight during Close ended with %v, want ErrClosed, ErrGroupClosed, ErrPeerClosed, ErrPeerExited or ErrBroken", err)
+}
+
+// TestNewGroupFailsOnMembersOnly: NewGroup fails where only the members
+// can fail (their pools hold pool.MaxGroups groups; the non-member's does
+// not). Every rank fails, the non-member naming the member that did, and
+// the world stays usable: before, the non-member kept a staging buffer
+// the members never allocated and every later scope end of the world
+// failed with ErrMismatch (found by review).
+func TestNewGroupFailsOnMembersOnly(t *testing.T) {
+	t.Parallel()
+	expectOK(t, spawn(t, 3, "newgroupfails"))
+}
+
+func roleNewGroupFails(ctx context.Context) error {
+	w, err := Init(ctx, testOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	var pairs []*Group
+	for i := range pool.MaxGroups - 1 { // with the world, the members' pools are full
+		g, err := w.NewGroup(ctx, fmt.Sprintf("p%d", i), []int{0, 1})
+		if err != nil {
+			return fmt.Errorf("group p%d: %w", i, err)
+		}
+		pairs = append(pairs, g)
+	}
+	_, err = w.NewGroup(ctx, "extra", []int{0, 1})
+	want := "the pool already holds"
+	if w.Rank() == 2 {
+		want = "rank 0 failed"
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		return fmt.Errorf("NewGroup past the members' limit: %v, want an error saying %q", err, want)
+	}
+	sc, err := w.World().OpenScope()
+	if err != nil {
+		return err
+	}
+	if _, err := sc.Alloc(1 << 12); err != nil {
+		return err
+	}
+	if err := sc.End(ctx); err != nil {
+		return fmt.Errorf("the world's scope end after the failed NewGroup: %w", err)
+	}
+	if err := pairs[0].Close(ctx); err != nil {
+		return err
+	}
+	g, err := w.NewGroup(ctx, "extra", []int{0, 1}) // room again
+	if err != nil {
+		return fmt.Errorf("NewGroup once a group was closed: %w", err)
+	}
+	b, err := allocBufs(ctx, g, 1<<16)
+	if err != nil {
+		return err
+	}
+	if g.IsMember() {
+		return runCase(ctx, g, coll.AllReduce, coll.Float32, coll.Sum, "sym", 1000, b, 3)
+	}
+	return nil
 }

@@ -172,15 +172,27 @@ func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify b
 	}
 	g := &Group{w: w, name: name, ranks: sorted, rank: slices.Index(sorted, w.env.Rank), gid: -1}
 	gen := backend.Generation(w.env.JobID, name) // on every rank: members change when a name is used again
+	var made error
 	if g.rank >= 0 {
 		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout, Gen: gen}
-		if g.bg, err = w.be.NewGroup(ctx, cfg); err != nil {
-			return nil, fmt.Errorf("symmem: NewGroup %q: %w", name, err)
+		if g.bg, made = w.be.NewGroup(ctx, cfg); made == nil {
+			g.gid, made = w.pool.AddGroup(g.bg)
 		}
-		if g.gid, err = w.pool.AddGroup(g.bg); err != nil {
+		if made != nil {
+			made = fmt.Errorf("symmem: NewGroup %q: %w", name, made)
+		}
+	}
+	if verify {
+		made = w.allMade(ctx, fmt.Sprintf("NewGroup %q", name), made)
+	}
+	if made != nil { // nothing registered yet: each rank undoes its part alone
+		if g.gid >= 0 {
+			w.pool.DropGroup(g.gid)
+		}
+		if g.bg != nil {
 			g.bg.Close()
-			return nil, fmt.Errorf("symmem: NewGroup %q: %w", name, err)
 		}
+		return nil, made
 	}
 	// Every rank allocates every group's staging buffer, so the pools stay
 	// identical; members register it now.
@@ -247,6 +259,37 @@ func (w *World) agree(ctx context.Context, what, mine string) error {
 		return fmt.Errorf("symmem: %s: %w", what, err)
 	}
 	return firstDiff(what, wg.ranks, all)
+}
+
+// allMade tells every rank whether every rank made its part of a
+// collective step (mine: this rank's error, nil if it did): a member that
+// failed alone would leave its peers with a group it lacks, and the
+// non-members' pools with a staging buffer the members never allocated.
+// It returns mine, or the first failing rank's error, wrapping the same
+// sentinel, so that every rank fails alike.
+func (w *World) allMade(ctx context.Context, what string, mine error) error {
+	var msg []byte
+	if mine != nil {
+		msg = append([]byte{byte(sentinelIndex(mine))}, mine.Error()...)
+	}
+	wg := w.World()
+	all, err := wg.bg.AllGather(ctx, msg)
+	switch {
+	case mine != nil:
+		return mine
+	case err != nil:
+		return fmt.Errorf("symmem: %s: learning whether every rank made its part: %w", what, err)
+	}
+	for q, v := range all {
+		if len(v) > 0 {
+			err := fmt.Errorf("symmem: %s: rank %d failed (%s), so no rank keeps its part", what, wg.ranks[q], v[1:])
+			if i := int(v[0]); i > 0 && i <= len(sentinels) {
+				err = fmt.Errorf("%w: %w", err, sentinels[i-1])
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // firstDiff returns ErrMismatch naming the first rank whose value differs

@@ -309,6 +309,27 @@ func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
 	return nil
 }
 
+// DropGroup removes group id on this rank alone: it undoes AddGroup where
+// the group's creation failed on another rank. Only a group that never
+// registered a segment can go this way (registrations are undone
+// together, by RemoveGroup); its open scopes end with ErrGroupClosed.
+func (p *Pool) DropGroup(id GroupID) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.groupLocked(id)
+	switch {
+	case g == nil || g.closed:
+		return fmt.Errorf("%w: DropGroup(%d): no such group (removed, or never added)", ErrGroupClosed, id)
+	case p.hasRegistrationsLocked(id):
+		return fmt.Errorf("pool: DropGroup(%q): the group registered segments: remove it with RemoveGroup, together with its members", g.name)
+	}
+	g.closed = true
+	clear(g.scopes)
+	g.scopes = nil
+	p.groups[id] = nil
+	return nil
+}
+
 // deregister deregisters segs from g in order, clearing the registration
 // bits as it goes. The caller holds g.cmu.
 func (p *Pool) deregister(ctx context.Context, g *group, segs []Segment) error {

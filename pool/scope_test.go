@@ -416,3 +416,37 @@ func TestConcurrentAllocFreeLookup(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestDropGroup: a group that never registered a segment is removed on this
+// rank alone (its id is free again, its scopes end with ErrGroupClosed);
+// one with registrations is refused (RemoveGroup, together).
+func TestDropGroup(t *testing.T) {
+	ctx := context.Background()
+	p, _ := newTestPool(t, Options{})
+	id, err := p.AddGroup(newGroup("g", 1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := p.OpenScope(id)
+	if err := p.DropGroup(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.End(ctx); !errors.Is(err, ErrGroupClosed) {
+		t.Errorf("a dropped group's scope ended with %v, want ErrGroupClosed", err)
+	}
+	if err := p.DropGroup(id); !errors.Is(err, ErrGroupClosed) {
+		t.Errorf("dropped twice: %v, want ErrGroupClosed", err)
+	}
+	again, err := p.AddGroup(newGroup("h", 1)[0])
+	if err != nil || again != id {
+		t.Fatalf("the id after DropGroup: %d, %v; want %d", again, err, id)
+	}
+	sc, _ = p.OpenScope(again)
+	mustAlloc(t, p, 1000, 1)
+	if err := sc.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DropGroup(again); err == nil || !strings.Contains(err.Error(), "RemoveGroup") {
+		t.Errorf("a group with registrations dropped alone: %v", err)
+	}
+}
