@@ -3,6 +3,7 @@ package symmem
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
@@ -177,6 +178,9 @@ func (g *Group) validate(c *call) error {
 		}
 		if s.sp.Len > 0 && s.sp.Ptr == 0 {
 			return fmt.Errorf("%s has a nil address for %d bytes: %w", s.name, s.sp.Len, ErrInvalid)
+		}
+		if s.sp.End() < s.sp.Ptr || s.sp.Len > math.MaxInt64/n { // the size checks below multiply by n
+			return fmt.Errorf("%s at %#x holds %d bytes: past the end of the address space: %w", s.name, s.sp.Ptr, s.sp.Len, ErrInvalid)
 		}
 	}
 	switch c.kind {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -141,6 +142,9 @@ func roleErrors(ctx context.Context) error {
 	add("AG out too big", err, ErrInvalid, "want group size 2")
 	_, err = g.AllReduce(ctx, sub(out, 6), sub(in, 6), coll.Float32, coll.Sum)
 	add("AR 6 bytes of float32", err, ErrInvalid, "not a whole number of float32")
+	huge := coll.Span{Ptr: in.Ptr, Len: math.MaxInt64 / 2 & ^int64(7)} // in*2 would wrap: refused before any multiplication
+	_, err = g.AllGather(ctx, coll.Span{Ptr: out.Ptr, Len: (huge.Len * 2)}, huge, coll.Float32)
+	add("AG past the address space", err, ErrInvalid, "past the end of the address space")
 	_, err = g.AllReduce(ctx, sub(out, 8), sub(in, 8), coll.Float32, coll.ReduceOp(9))
 	add("AR unknown op", err, ErrInvalid, "unknown reduction")
 	_, err = g.AllReduce(ctx, sub(out, 8), sub(in, 8), coll.DType(42), coll.Sum)
