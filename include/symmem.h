@@ -110,9 +110,10 @@ const char* symmem_last_error(void);
 int symmem_abi_version(void);
 
 /* Worlds. backend: "auto", "cpu", "cuda" or NULL (auto). timeout_ms: bound on
- * every wait, 0 for the default (60 s). symmem_init reads the job environment
- * (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
- * SYMMEM_TOKEN, SYMMEM_JOB_ID: `symmem launch`; or torchrun's variables).
+ * every wait, 0 for the default (60 s), at most 9223372036854 (INT64_MAX ns).
+ * symmem_init reads the job environment (RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID:
+ * `symmem launch`; or torchrun's variables).
  * symmem_init_explicit takes the same description as arguments; rank 0
  * hosts symmem's store on master_port+1 (master_port stays free for torch). */
 int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
@@ -151,7 +152,7 @@ int symmem_free(symmem_world_t world, void* ptr, void* stream);
 int symmem_is_symmetric(symmem_group_t group, const void* ptr, size_t bytes);
 
 /* PyTorch CUDAPluggableAllocator hooks, on the most recently initialised
- * world (CUDA backend). No collective work: register with a scope. */
+ * world still open (CUDA backend). No collective work: register with a scope. */
 void* symmem_torch_alloc(size_t size, int device, void* stream);
 void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
 

@@ -440,15 +440,14 @@ int main(void) {
 }
 `
 
-func TestHeaderFromC(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) to build a C program against include/symmem.h")
-	}
+// cCommand compiles a C program against include/symmem.h and the library
+// and returns the command that runs it.
+func cCommand(t *testing.T, cc, program string, args ...string) *exec.Cmd {
+	t.Helper()
 	dir := library(t)
 	work := t.TempDir()
 	src := filepath.Join(work, "main.c")
-	if err := os.WriteFile(src, []byte(cProgram), 0o644); err != nil {
+	if err := os.WriteFile(src, []byte(program), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	inc, _ := filepath.Abs(filepath.Join("..", "..", "include"))
@@ -456,8 +455,17 @@ func TestHeaderFromC(t *testing.T) {
 	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", inc, src, "-L", dir, "-lsymmem", "-o", bin).CombinedOutput(); err != nil {
 		t.Fatalf("compiling a C program against include/symmem.h: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
+	return cmd
+}
+
+func TestHeaderFromC(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build a C program against include/symmem.h")
+	}
+	cmd := cCommand(t, cc, cProgram)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the C program failed (%v):\n%s", err, out)

@@ -44,9 +44,41 @@ type table struct {
 var (
 	handles = table{m: map[uint64]any{}}
 	// current is the world the PyTorch allocator hooks use: the most
-	// recently initialised one still open.
+	// recently initialised one still open (worlds.close falls back to an
+	// older one). An atomic, so the hooks read it without a lock.
 	current atomic.Pointer[world]
+	worlds  openWorlds
 )
+
+// openWorlds lists the open worlds, oldest first, to point current at the
+// newest remaining one when a world closes.
+type openWorlds struct {
+	mu   sync.Mutex
+	list []*world
+}
+
+func (o *openWorlds) open(w *world) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.list = append(o.list, w)
+	current.Store(w)
+}
+
+func (o *openWorlds) close(w *world) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, x := range o.list {
+		if x == w {
+			o.list = append(o.list[:i], o.list[i+1:]...)
+			break
+		}
+	}
+	var newest *world
+	if n := len(o.list); n > 0 {
+		newest = o.list[n-1]
+	}
+	current.Store(newest)
+}
 
 func (t *table) add(v any) uint64 {
 	t.mu.Lock()
@@ -108,7 +140,7 @@ func (w *world) drop() {
 		handles.remove(h)
 	}
 	handles.remove(w.id)
-	current.CompareAndSwap(w, nil)
+	worlds.close(w)
 }
 
 func (g *group) setLast(p coll.Path) {

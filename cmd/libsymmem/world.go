@@ -6,6 +6,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 	"unsafe"
 
@@ -16,6 +17,9 @@ import (
 const abiVersion = 3 // SYMMEM_ABI_VERSION
 
 const initChecked = 1 // SYMMEM_INIT_CHECKED
+
+// maxTimeoutMs is the largest timeout_ms a time.Duration holds.
+const maxTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
 
 //export symmem_abi_version
 func symmem_abi_version() C.int { return abiVersion }
@@ -28,6 +32,9 @@ func options(backend *C.char, timeoutMs C.int64_t, flags C.int) (symmem.Options,
 	}
 	if timeoutMs < 0 {
 		return o, fmt.Errorf("symmem_init: timeout_ms %d is negative (0 means the default, %v): %w", timeoutMs, symmem.DefaultTimeout, symmem.ErrInvalid)
+	}
+	if int64(timeoutMs) > maxTimeoutMs {
+		return o, fmt.Errorf("symmem_init: timeout_ms %d is above the maximum %d (about 292 years): pass a smaller one, or 0 for the default (%v): %w", timeoutMs, maxTimeoutMs, symmem.DefaultTimeout, symmem.ErrInvalid)
 	}
 	o.Timeout = time.Duration(timeoutMs) * time.Millisecond
 	if flags&^initChecked != 0 {
@@ -50,7 +57,7 @@ func start(opts symmem.Options, out *C.uint64_t) C.int {
 	w.id = handles.add(w)
 	w.group = handles.add(&group{w: w, g: sw.World()})
 	w.own(w.group)
-	current.Store(w)
+	worlds.open(w)
 	*out = C.uint64_t(w.id)
 	return statusOK
 }
@@ -254,7 +261,9 @@ func symmem_group_size(gh C.uint64_t) C.int {
 // full length, like snprintf.
 func put(buf *C.char, capacity C.size_t, s string) C.int {
 	if buf != nil && capacity > 0 {
-		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity))
+		// Span only the bytes written: callers may pass SIZE_MAX for "big
+		// enough", more than a slice can span.
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(min(uint64(capacity), uint64(len(s))+1)))
 		n := copy(dst[:len(dst)-1], s)
 		dst[n] = 0
 	}

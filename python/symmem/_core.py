@@ -211,12 +211,26 @@ class Group:
         self.is_member = self.rank >= 0
         self.cuda = w.backend == "cuda"
         self.device = w.device  # the torch path reads the current stream of this device
+        # Serialises the registration scopes _alloc_registered opens: the
+        # library keeps one scope stack per group, so two threads' scopes
+        # would nest there and end out of order.
+        self._alloc_lock = threading.Lock()
 
     def close(self):
         """Removes the group (collective over the whole world)."""
-        h, self.handle = self.handle, 0
-        if h:
+        if self is self.world.group:
+            raise InvalidArgumentError("symmem: the world group closes with the world: call World.close() "
+                                       "(or symmem.close()) instead")
+        h = self.handle
+        if not h:
+            return
+        try:
             check(lib.symmem_group_close(h))
+        except _lib.BadHandleError:
+            self.handle = 0  # already gone (its world closed): nothing left to close
+            raise
+        # Cleared only now: a refused close leaves the group open and usable.
+        self.handle = 0
 
     def last_path(self):
         """The path of this group's last collective on this rank, with the reason."""
@@ -267,16 +281,30 @@ class Scope:
         h = _lib.u64()
         check(lib.symmem_scope_open(group.handle, ctypes.byref(h)))
         self.handle = h.value
-        _scopes().append(self)
+        # The opening thread's stack, kept here: scopes of different groups
+        # may end in any order, and on another thread.
+        self._stack = _scopes()
+        self._stack.append(self)
 
     def end(self):
-        h, self.handle = self.handle, 0
+        h = self.handle
         if not h:
             return
-        st = _scopes()
-        if st and st[-1] is self:
-            st.pop()
-        check(lib.symmem_scope_end(h))
+        try:
+            check(lib.symmem_scope_end(h))
+        except InvalidArgumentError:
+            raise  # refused, nothing changed (an inner scope of the group is open): still open, to end again
+        except _lib.SymmemError:
+            self._forget()  # the library dropped the scope with the error
+            raise
+        self._forget()
+
+    def _forget(self):
+        self.handle = 0
+        try:
+            self._stack.remove(self)  # by identity: Scope has no __eq__
+        except ValueError:
+            pass
 
 
 def in_scope(group):
@@ -334,11 +362,12 @@ def _alloc_registered(g, nbytes):
     (at its end) or by a scope of its own."""
     if in_scope(g):
         return _host_block(g.world, nbytes)
-    sc = Scope(g)
-    try:
-        arr = _host_block(g.world, nbytes)
-    finally:
-        sc.end()
+    with g._alloc_lock:
+        sc = Scope(g)
+        try:
+            arr = _host_block(g.world, nbytes)
+        finally:
+            sc.end()
     return arr
 
 

@@ -11,6 +11,7 @@ builtin entry (_lib.collective) and return a shared Path object."""
 
 import ctypes
 import operator
+import sys
 import weakref
 
 from . import _core, _lib
@@ -21,6 +22,11 @@ DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 
           "float32": 7, "float64": 8, "bfloat16": 9}
 _SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
 _NAME = {v: k for k, v in DTYPES.items()}
+# The dtypes the library runs (not uint32, uint64), for the error hints.
+_SUPPORTED = ("int8", "uint8", "int32", "int64", "float16", "float32", "float64", "bfloat16")
+# The dtype code of a buffer whose format has no symmem dtype: _RAW plus its
+# element size, which dtype= must match.
+_RAW = 16
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 _OP = {**OPS, **{v: v for v in OPS.values()}}
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
@@ -52,6 +58,8 @@ _get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_in
 _release_buffer = ctypes.pythonapi.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
 _PYBUF_WRITABLE, _PYBUF_FORMAT, _PYBUF_C_CONTIGUOUS = 0x1, 0x4, 0x38
+# Format prefixes of the other byte order than this machine's.
+_FOREIGN = ">!" if sys.byteorder == "little" else "<"
 
 
 def _buffer(x, writable):
@@ -63,10 +71,16 @@ def _buffer(x, writable):
         what = "a writable, C-contiguous buffer" if writable else "a C-contiguous buffer"
         raise InvalidArgumentError(f"symmem: {type(x).__name__} is not {what}: {e}") from None
     try:
-        fmt = (v.format or b"B").decode().lstrip("@=<>!")
-        dt = _FMT.get((fmt, v.itemsize))
+        fmt = (v.format or b"B").decode()
+        if fmt[:1] in _FOREIGN and v.itemsize > 1:
+            # The library reduces in native order: these would be summed as garbage.
+            raise InvalidArgumentError(f"symmem: {type(x).__name__} has elements of format {fmt!r}, not in this "
+                                       f"machine's {sys.byteorder}-endian byte order: convert it to native order "
+                                       f"first (numpy: a.astype(a.dtype.newbyteorder('=')); ctypes: the plain type, "
+                                       f"not __ctype_be__ or __ctype_le__)")
+        dt = _FMT.get((fmt.lstrip("@=<>!"), v.itemsize))
         if dt is None:
-            dt = -1 if v.itemsize != 2 else 16  # 16: a 2-byte format, usable with dtype=
+            dt = _RAW + v.itemsize  # usable with a dtype= of that element size
         return v.buf or 0, v.len, dt, -1
     finally:
         _release_buffer(ctypes.byref(v))
@@ -84,6 +98,11 @@ def _cached_buffer(x, writable):
         if d[1] == x.nbytes and not (writable and e[2]):  # x.nbytes raises on a released memoryview
             return d
     d = _buffer(x, writable)
+    if not hasattr(type(x), "nbytes"):
+        # No size to check a cached entry against (mmap, ctypes arrays; an
+        # mmap can also be closed or resized): describe it every time.
+        _handlers[type(x)] = _buffer
+        return d
     try:
         k = id(x)
         _cache[k] = (weakref.ref(x, lambda _, k=k: _cache.pop(k, None)), d, not writable and _readonly(x))
@@ -101,7 +120,7 @@ def _readonly(x):
 
 def _array(x, writable):
     a, n = x.buffer_info()
-    dt = _FMT.get((x.typecode, x.itemsize), -1 if x.itemsize != 2 else 16)
+    dt = _FMT.get((x.typecode, x.itemsize), _RAW + x.itemsize)
     return a, n * x.itemsize, dt, -1
 
 
@@ -162,17 +181,26 @@ def describe(x, writable):
 
 
 def _dtype(dt, override, what):
+    size = _SIZE.get(dt) or dt - _RAW  # the element size
     if override is not None:
         want = DTYPES.get(override) if isinstance(override, str) else _torch_dtype_code(override)
         if want is None:
-            raise InvalidArgumentError(f"symmem: unknown dtype {override!r} (want one of {', '.join(DTYPES)})")
-        if _SIZE[want] != _SIZE.get(dt, 2 if dt == 16 else 0):
-            raise InvalidArgumentError(f"symmem: dtype {override!r} does not match the {what}'s element size")
+            raise InvalidArgumentError(f"symmem: unknown dtype {override!r} (want one of {', '.join(_SUPPORTED)})")
+        if _SIZE[want] != size:
+            raise InvalidArgumentError(f"symmem: dtype {override!r} has {_SIZE[want]}-byte elements, the {what}'s "
+                                       f"are {size} bytes: {_fitting(size)}")
         return want
-    if dt < 0 or dt == 16:
-        raise InvalidArgumentError(f"symmem: the {what}'s element type has no symmem dtype: pass dtype= "
-                                   f"(one of {', '.join(DTYPES)})")
+    if dt >= _RAW:
+        raise InvalidArgumentError(f"symmem: the {what}'s element type has no symmem dtype: {_fitting(size)}")
     return dt
+
+
+def _fitting(size):
+    """What dtype= to pass for elements of size bytes."""
+    fit = [n for n in _SUPPORTED if _SIZE[DTYPES[n]] == size]
+    if not fit:
+        return f"no symmem dtype has {size}-byte elements ({', '.join(_SUPPORTED)})"
+    return f"pass dtype= ({' or '.join(fit)})"
 
 
 def _torch_dtype_code(d):
@@ -285,7 +313,7 @@ def _all_gather(output, input, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
-    if idt != odt or idt < 0 or idt == 16 or dtype is not None:
+    if idt != odt or idt >= _RAW or dtype is not None:
         idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
     es = _SIZE[idt]
     if ob != ib * g.size or idt != odt or dev != odev or ib % es:
@@ -326,7 +354,7 @@ def _reduce_scatter(output, input, op, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
     oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
-    if idt != odt or idt < 0 or idt == 16 or dtype is not None:
+    if idt != odt or idt >= _RAW or dtype is not None:
         idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
     es = _SIZE[idt]
     if ib != ob * g.size or idt != odt or dev != odev or ob % es:
@@ -379,7 +407,7 @@ def _all_reduce(tensor, op, group, output, dtype, algo, stream, lib=None):
         oa, ob, odt, odev = ia, ib, idt, dev
     else:
         oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
-    if idt < 0 or idt == 16 or dtype is not None or idt != odt:
+    if idt >= _RAW or dtype is not None or idt != odt:
         idt, odt = _dtype(idt, dtype, "tensor"), _dtype(odt, dtype, "output")
     es = _SIZE[idt]
     if ob != ib or idt != odt or dev != odev or ib % es:
@@ -416,7 +444,7 @@ def broadcast(tensor, root=0, group=None, *, dtype=None, algo=None, stream=None)
 def _broadcast(tensor, root, group, dtype, algo, stream, lib=None):
     g = group or _world_group()
     a, b, dt, dev = (_handlers.get(type(tensor)) or _handler(type(tensor)))(tensor, True)
-    if dt < 0 or dt == 16 or dtype is not None:
+    if dt >= _RAW or dtype is not None:
         dt = _dtype(dt, dtype, "tensor")
     if (dev >= 0) != g.cuda:
         _place_error(g, dev, "tensor")

@@ -9,14 +9,16 @@ mismatches of collectives raise on every rank)."""
 
 import array
 import ctypes
+import mmap
 import os
 import random
 import struct
+import sys
 import threading
 import unittest
 
 import symmem
-from symmem import _lib
+from symmem import _core, _lib
 
 W = None
 CHECKED = os.environ.get("SYMMEM_TEST_CHECKED") == "1"
@@ -196,6 +198,20 @@ class TestCollectives(Base):
         want = [v for r in range(W.size) for v in gen(seed, r, 64, "float32", "mv")]
         self.assertValues(out.tolist(), want, "float32", "all_gather from a read-only memoryview")
 
+    def test_buffers_without_nbytes(self):
+        # Weak-referenceable buffers with no .nbytes: the second call used to
+        # read it to check its cached description.
+        m = mmap.mmap(-1, 16)
+        m[:] = bytes([W.rank + 1]) * 16
+        a = type("Ints", (ctypes.c_int32 * 4,), {})(*[W.rank + 1] * 4)
+        s = W.size * (W.size + 1) // 2
+        for want in (s, s * W.size):
+            symmem.all_reduce(m)
+            symmem.all_reduce(a)
+            self.assertEqual(bytes(m), bytes([want]) * 16)
+            self.assertEqual(list(a), [want] * 4)
+        m.close()
+
     def test_path_reason_and_explain(self):
         b = symmem.empty_buffer(16, "float32")
         symmem.all_reduce(b)
@@ -259,6 +275,41 @@ class TestScopes(Base):
         self.assertFalse(symmem.all_reduce(a[:16]).staged)
         self.assertEqual(a[0], W.size * (W.size + 1) / 2)
 
+    def test_refused_end_leaves_the_scope_open(self):
+        outer, inner = symmem.Scope(W.group), symmem.Scope(W.group)
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            outer.end()  # an inner scope of the group is still open
+        self.assertIn("end them first", str(cm.exception))
+        h = outer.handle
+        self.assertTrue(h, "a refused end leaves the scope open, to end again")
+        self.assertTrue(_core.in_scope(W.group))
+        inner.end()
+        outer.end()
+        self.assertEqual((outer.handle, inner.handle), (0, 0))
+        self.assertEqual(_lib.lib.symmem_scope_end(h), symmem.BadHandleError.code, "the library ended it")
+        self.assertFalse(_core.in_scope(W.group))
+        self.assertEqual(_core._scopes(), [])
+
+    def test_scopes_end_in_any_order_and_on_any_thread(self):
+        g = symmem.new_group(range(W.size))
+        try:
+            a, b = symmem.Scope(W.group), symmem.Scope(g)
+            a.end()  # scopes of different groups: not nested in the library
+            b.end()
+            s = symmem.Scope(W.group)
+            t = threading.Thread(target=s.end)
+            t.start()
+            t.join()
+            self.assertEqual((a.handle, b.handle, s.handle), (0, 0, 0))
+            self.assertFalse(_core.in_scope(W.group))
+            self.assertFalse(_core.in_scope(g))
+            self.assertEqual(_core._scopes(), [])
+            x = symmem.empty_buffer(16, "float32", group=g)  # registered by a scope of its own again
+            self.assertTrue(symmem.is_symmetric(x, group=g))
+            del x
+        finally:
+            g.close()
+
     def test_free_and_reuse(self):
         a = symmem.empty_buffer(1000, "float32")
         addr = symmem._ops.describe(a, False)[0]
@@ -296,6 +347,15 @@ class TestGroups(Base):
             g.close()
         with self.assertRaises(symmem.BadHandleError):  # the closed group's own handle
             _lib.check(_lib.lib.symmem_group_rank(h))
+
+    def test_world_group_close_is_refused(self):
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            W.group.close()
+        self.assertTrue(W.group.handle, "the world group stays open")
+        a = array.array("f", [1.0])
+        symmem.all_reduce(a)
+        self.assertEqual(a[0], W.size)
+        self.assertIn("World.close()", str(cm.exception))
 
     def test_group_mismatch_raises_everywhere(self):
         with self.assertRaises(symmem.MismatchError) as cm:
@@ -373,6 +433,39 @@ class TestErrors(Base):
         with self.assertRaises(symmem.InvalidArgumentError) as cm:
             symmem.broadcast(array.array("f", [0.0]), root=W.size + 5)
         self.assertIn(f"root {W.size + 5}", str(cm.exception))
+
+    def test_foreign_byte_order_is_refused(self):
+        # The library reduces in native order: big-endian ints summed as
+        # little-endian ones come back wrong, silently.
+        other = "__ctype_be__" if sys.byteorder == "little" else "__ctype_le__"
+        for ct in (ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_double):
+            a = (getattr(ct, other) * 2)(1, 256)
+            for call in (lambda: symmem.all_reduce(a), lambda: symmem.broadcast(a, 0)):
+                with self.assertRaises(symmem.InvalidArgumentError, msg=ct.__name__) as cm:
+                    call()
+                self.assertIn("native order", str(cm.exception))
+            self.assertEqual(list(a), [1, 256])
+        n = (ctypes.c_int32 * 2)(W.rank, 256)  # ctypes marks native order too ('<i' here): taken
+        symmem.all_reduce(n, "max")
+        self.assertEqual(list(n), [W.size - 1, 256])
+
+    def test_dtype_for_a_format_without_symmem_dtype(self):
+        m = memoryview(bytearray(16)).cast("P")  # pointer-sized: no symmem dtype
+        size = m.itemsize
+        fit = {8: "int64 or float64", 4: "int32 or float32"}[size]
+        m[0], m[1] = W.rank + 1, 7
+        symmem.all_reduce(m, dtype=fit.split()[0])  # dtype= of the element size is taken
+        self.assertEqual(list(m), [W.size * (W.size + 1) // 2, 7 * W.size])
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            symmem.all_reduce(m)
+        self.assertIn(f"pass dtype= ({fit})", str(cm.exception))
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            symmem.all_reduce(m, dtype="int8")
+        self.assertIn(f"are {size} bytes", str(cm.exception))
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:
+            symmem.all_reduce(m, dtype="complex64")
+        self.assertIn("bfloat16", str(cm.exception))
+        self.assertNotIn("uint64", str(cm.exception), "the hint lists only dtypes the library runs")
 
     def test_last_error_is_per_thread(self):
         lib = _lib.lib

@@ -8,6 +8,7 @@ import array
 import os
 import re
 import socket
+import threading
 import unittest
 from unittest import mock
 
@@ -96,6 +97,34 @@ class TestExplicitInit(unittest.TestCase):
             symmem.world()
         with self.assertRaises(symmem.BadHandleError):  # the closed world's own handle
             symmem._lib.check(symmem._lib.lib.symmem_world_rank(h))
+
+
+    def test_threads_allocate_on_one_group(self):
+        # The library keeps one scope stack per group, Python one per
+        # thread: two threads' registration scopes must not nest.
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            errs = []
+
+            def run():
+                try:
+                    for _ in range(300):
+                        b = symmem.empty_buffer(64, "float32")
+                        if not symmem.is_symmetric(b):
+                            errs.append("an empty_buffer is not registered")
+                            return
+                except symmem.SymmemError as e:
+                    errs.append(f"{type(e).__name__}: {e}")
+
+            ts = [threading.Thread(target=run) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(errs, [])
+            self.assertFalse(_core.in_scope(w.group))
+        finally:
+            w.close()
 
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "symmem.h")
