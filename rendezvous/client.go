@@ -46,8 +46,14 @@ const maxIdle = 4
 
 // Dial connects to the store at addr and presents token. The store may not be
 // up yet (ranks start at different times): Dial retries until ctx's deadline
-// (DefaultCallTimeout without one). A refused token fails at once.
+// (DefaultCallTimeout without one). A refused token, or an addr that is not
+// host:port with a port in 1..65535 (an error wrapping ErrBadEnv), fails at
+// once.
 func Dial(ctx context.Context, addr, token string) (*Client, error) {
+	// No retry can make a malformed address work.
+	if _, _, err := splitStoreAddr(addr); err != nil {
+		return nil, fmt.Errorf("%w: store address %q %v (check %s, or %s and %s)", ErrBadEnv, addr, err, VarStore, VarMasterAddr, VarStorePort)
+	}
 	c := &Client{addr: addr, token: token, busy: map[net.Conn]struct{}{}}
 	ctx, cancel := withDefault(ctx)
 	defer cancel()

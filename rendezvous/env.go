@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -121,6 +122,11 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 	e.LocalRank = num(VarLocalRank, 0, maxRanks)
 	e.LocalWorldSize = num(VarLocalWorldSize, 1, maxRanks)
 	e.MasterAddr = str(VarMasterAddr)
+	if e.MasterAddr != "" {
+		if err := checkHost(e.MasterAddr); err != nil {
+			probs = append(probs, fmt.Sprintf("%s=%q %v", VarMasterAddr, e.MasterAddr, err))
+		}
+	}
 	e.MasterPort = num(VarMasterPort, 1, 65535)
 	opt := func(name string) string {
 		v, _ := lookup(name)
@@ -144,24 +150,31 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 	if e.Host = opt(VarHost); strings.ContainsAny(e.Host, "|/\x00 \t\n") {
 		probs = append(probs, fmt.Sprintf("%s=%q may not contain '|', '/', NUL or whitespace", VarHost, e.Host))
 	}
-	e.Store = opt(VarStore)
-	if opt(VarStoreHosted) == "1" && e.Store == "" && e.MasterAddr != "" && e.MasterPort > 0 {
-		e.Store = e.StoreAddr()
+	// Checked here, not left to Dial: every rank would retry an address
+	// that cannot work until its deadline.
+	if e.Store = opt(VarStore); e.Store != "" {
+		host, _, err := splitStoreAddr(e.Store)
+		if err == nil && host == "" {
+			err = errors.New("has no host")
+		}
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s=%q %v: set it to host:port of the launcher's store, or unset it for rank 0 to host one", VarStore, e.Store, err))
+		}
+	} else if opt(VarStoreHosted) == "1" && e.MasterAddr != "" && e.MasterPort > 0 {
+		e.Store = e.StoreAddr() // checked as MASTER_ADDR and MASTER_PORT
 	}
-	if e.Store != "" {
-		if _, _, err := net.SplitHostPort(e.Store); err != nil {
-			probs = append(probs, fmt.Sprintf("%s=%q is not host:port", VarStore, e.Store))
-		}
-	} else if v := opt(VarStorePort); v != "" {
-		p, err := strconv.Atoi(v)
-		if err != nil || p < 1 || p > 65535 {
-			probs = append(probs, fmt.Sprintf("%s=%q is not a port number (1..65535)", VarStorePort, v))
-		}
-		e.StorePort = p
-	} else if e.MasterPort > 0 {
-		e.StorePort = e.MasterPort + 1
-		if e.StorePort > 65535 {
-			probs = append(probs, fmt.Sprintf("MASTER_PORT=%d leaves no port above it for symmem's store: set %s", e.MasterPort, VarStorePort))
+	if e.Store == "" {
+		if v := opt(VarStorePort); v != "" {
+			p, err := strconv.Atoi(v)
+			if err != nil || p < 1 || p > 65535 {
+				probs = append(probs, fmt.Sprintf("%s=%q is not a port number (1..65535)", VarStorePort, v))
+			}
+			e.StorePort = p
+		} else if e.MasterPort > 0 {
+			e.StorePort = e.MasterPort + 1
+			if e.StorePort > 65535 {
+				probs = append(probs, fmt.Sprintf("MASTER_PORT=%d leaves no port above it for symmem's store: set %s", e.MasterPort, VarStorePort))
+			}
 		}
 	}
 	if e.StorePort == e.MasterPort && e.Store == "" && e.MasterPort > 0 {
@@ -193,6 +206,46 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 			ErrBadEnv, strings.Join(probs, "; "))
 	}
 	return e, nil
+}
+
+// checkHost reports what is wrong with host as MASTER_ADDR, a host name or
+// IP address alone: a port in it (a common slip) would have every rank meet
+// at "[host:port]:port+1".
+func checkHost(host string) error {
+	if !strings.Contains(host, ":") {
+		if strings.ContainsAny(host, "[]") {
+			return errors.New("is not a host name or IP address")
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // bare IPv6
+	}
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		return fmt.Errorf("has a port (%s): set %s=%s, the host alone; the port goes in %s", p, VarMasterAddr, h, VarMasterPort)
+	}
+	return errors.New("is not a host name or IP address (write IPv6 without brackets, e.g. ::1)")
+}
+
+// splitStoreAddr splits host:port of a store and checks what
+// net.SplitHostPort lets through: a port that is not a number in 1..65535
+// ("h:", "h:0", "h:http") and a host with a colon that is no IPv6 address
+// ("[h:port]:port", from a port in MASTER_ADDR).
+func splitStoreAddr(addr string) (host string, port int, err error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("is not host:port: %w", err)
+	}
+	if strings.Contains(host, ":") {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", 0, fmt.Errorf("has host %q, not a host name or IP address", host)
+		}
+	}
+	port, err = strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("has port %q, not a number in 1..65535", ps)
+	}
+	return host, port, nil
 }
 
 // HostID identifies the host this rank runs on: ranks with equal IDs share

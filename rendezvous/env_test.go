@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"errors"
 	"maps"
+	"net"
 	"strings"
 	"testing"
 )
@@ -26,12 +27,50 @@ func TestEnvFrom(t *testing.T) {
 		}
 		return m
 	}
+	// Accepted variants of full, and what each changes in the Env.
+	accepted := []struct {
+		name string
+		env  map[string]string
+		fix  func(*Env)
+	}{
+		{"ok", full, func(*Env) {}},
+		{"share device off", with("SYMMEM_SHARE_DEVICE", "0"), func(*Env) {}},
+		{"master host name", with("MASTER_ADDR", "node-0.cluster"), func(e *Env) { e.MasterAddr = "node-0.cluster" }},
+		{"master ipv6", with("MASTER_ADDR", "::1"), func(e *Env) { e.MasterAddr = "::1" }},
+		{"master ipv6 zone", with("MASTER_ADDR", "fe80::1%eth0"), func(e *Env) { e.MasterAddr = "fe80::1%eth0" }},
+		{"store", with("SYMMEM_STORE", "10.0.0.5:29600"), func(e *Env) { e.Store, e.StorePort = "10.0.0.5:29600", 0 }},
+		{"store ipv6", with("SYMMEM_STORE", "[::1]:65535"), func(e *Env) { e.Store, e.StorePort = "[::1]:65535", 0 }},
+		{"store hosted", with("SYMMEM_STORE_HOSTED", "1"), func(e *Env) { e.Store, e.StorePort = "127.0.0.1:29500", 0 }},
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := envFrom(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Env{Rank: 1, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29500,
+				Token: "tok", JobID: "job1", StorePort: 29501, TokenFrom: VarToken}
+			tc.fix(&want)
+			if e != want {
+				t.Fatalf("got %+v want %+v", e, want)
+			}
+			if got, w := e.StoreAddr(), net.JoinHostPort(want.MasterAddr, "29500"); got != w {
+				t.Fatalf("StoreAddr %q, want %q", got, w)
+			}
+			wantStore := want.Store
+			if wantStore == "" {
+				wantStore = net.JoinHostPort(want.MasterAddr, "29501")
+			}
+			if got := e.SymmemStore(); got != wantStore {
+				t.Fatalf("SymmemStore %q, want %q", got, wantStore)
+			}
+		})
+	}
 	cases := []struct {
 		name string
 		env  map[string]string
-		want []string // substrings of the error; nil = success
+		want []string // substrings of the error
 	}{
-		{"ok", full, nil},
 		{"nothing set", map[string]string{}, []string{"RANK is not set", "WORLD_SIZE is not set", "LOCAL_RANK is not set",
 			"LOCAL_WORLD_SIZE is not set", "MASTER_ADDR is not set", "MASTER_PORT is not set", "SYMMEM_TOKEN is not set (nor TORCHELASTIC_RUN_ID"}},
 		{"rank too big", with("RANK", "4"), []string{"RANK=4 must be less than WORLD_SIZE=4"}},
@@ -46,9 +85,22 @@ func TestEnvFrom(t *testing.T) {
 		{"store port is master port", with("SYMMEM_PORT", "29500"), []string{"SYMMEM_PORT=29500 equals MASTER_PORT"}},
 		{"store port not a number", with("SYMMEM_PORT", "x"), []string{`SYMMEM_PORT="x" is not a port number`}},
 		{"no port above master", with("MASTER_PORT", "65535"), []string{"MASTER_PORT=65535 leaves no port above it"}},
-		{"bad store", with("SYMMEM_STORE", "nohostport"), []string{`SYMMEM_STORE="nohostport" is not host:port`}},
+		{"bad store", with("SYMMEM_STORE", "nohostport"), []string{`SYMMEM_STORE="nohostport" is not host:port`, "set it to host:port"}},
+		// A store address that no retry can reach fails here, not after
+		// every rank retried Dial until its deadline.
+		{"store without port", with("SYMMEM_STORE", "127.0.0.1:"), []string{`SYMMEM_STORE="127.0.0.1:" has port "", not a number in 1..65535`}},
+		{"store named port", with("SYMMEM_STORE", "127.0.0.1:port"), []string{`SYMMEM_STORE="127.0.0.1:port" has port "port"`}},
+		{"store port range", with("SYMMEM_STORE", "127.0.0.1:99999"), []string{`SYMMEM_STORE="127.0.0.1:99999" has port "99999"`}},
+		{"store port zero", with("SYMMEM_STORE", "127.0.0.1:0"), []string{`SYMMEM_STORE="127.0.0.1:0" has port "0"`}},
+		{"store colon", with("SYMMEM_STORE", ":"), []string{`SYMMEM_STORE=":" has port ""`}},
+		{"store without host", with("SYMMEM_STORE", ":29600"), []string{`SYMMEM_STORE=":29600" has no host`}},
+		// A port in MASTER_ADDR made the store "[127.0.0.1:29500]:29501".
+		{"master with port", with("MASTER_ADDR", "127.0.0.1:29500"), []string{`MASTER_ADDR="127.0.0.1:29500" has a port (29500): set MASTER_ADDR=127.0.0.1,`, "MASTER_PORT"}},
+		{"master ipv6 with port", with("MASTER_ADDR", "[::1]:29500"), []string{`MASTER_ADDR="[::1]:29500" has a port (29500): set MASTER_ADDR=::1,`}},
+		{"master with port, store hosted", with("MASTER_ADDR", "127.0.0.1:29500", "SYMMEM_STORE_HOSTED", "1"), []string{`MASTER_ADDR="127.0.0.1:29500" has a port`}},
+		{"master bracketed", with("MASTER_ADDR", "[::1]"), []string{`MASTER_ADDR="[::1]" is not a host name or IP address (write IPv6 without brackets`}},
+		{"master not an address", with("MASTER_ADDR", "::1:29500"), []string{`MASTER_ADDR="::1:29500" is not a host name or IP address`}},
 		{"bad job id", with("SYMMEM_JOB_ID", "a/b"), []string{"SYMMEM_JOB_ID"}},
-		{"share device off", with("SYMMEM_SHARE_DEVICE", "0"), nil},
 		{"bad share device", with("SYMMEM_SHARE_DEVICE", "maybe"), []string{`SYMMEM_SHARE_DEVICE="maybe": want 1`}},
 		{"bad host", with("SYMMEM_HOST", "a|b"), []string{`SYMMEM_HOST="a|b" may not contain '|'`}},
 		{"host with space", with("SYMMEM_HOST", "a b"), []string{`SYMMEM_HOST="a b" may not contain`}},
@@ -71,21 +123,7 @@ func TestEnvFrom(t *testing.T) {
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := envFrom(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
-			if tc.want == nil {
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := Env{Rank: 1, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29500,
-					Token: "tok", JobID: "job1", StorePort: 29501, TokenFrom: VarToken}
-				if e != want {
-					t.Fatalf("got %+v want %+v", e, want)
-				}
-				if e.StoreAddr() != "127.0.0.1:29500" {
-					t.Fatalf("StoreAddr %q", e.StoreAddr())
-				}
-				return
-			}
+			_, err := envFrom(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 			if !errors.Is(err, ErrBadEnv) {
 				t.Fatalf("err = %v, want ErrBadEnv", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -182,6 +183,11 @@ func (s *Server) serve(c net.Conn) {
 			present, resp = &req, msg{op: respOK}
 		case opLeave:
 			present, resp = nil, msg{op: respOK}
+		case opWait:
+			var ok bool
+			if resp, ok = s.wait(c, &req); !ok {
+				return // the client hung up mid-wait
+			}
 		default:
 			resp = s.handle(&req)
 		}
@@ -218,9 +224,6 @@ func errResp(format string, a ...any) msg {
 
 // handle executes one request and returns its response.
 func (s *Server) handle(r *msg) msg {
-	if r.op == opWait {
-		return s.wait(r)
-	}
 	if len(r.keys) != 1 {
 		return errResp("op %d needs exactly one key, got %d", r.op, len(r.keys))
 	}
@@ -279,23 +282,27 @@ func (s *Server) notifyLocked() {
 }
 
 // wait blocks until every key exists, the request's timeout passes or the
-// server closes.
-func (s *Server) wait(r *msg) msg {
+// server closes. ok is false when the client hung up meanwhile (a cancelled
+// Wait closes its connection): the caller drops the connection at once
+// rather than holding its goroutine, socket and place in Drain until the
+// timeout.
+func (s *Server) wait(c net.Conn, r *msg) (resp msg, ok bool) {
 	if len(r.keys) == 0 {
-		return errResp("wait needs at least one key")
+		return errResp("wait needs at least one key"), true
 	}
 	if r.num <= 0 {
-		return errResp("wait needs a positive timeout, got %d ms", r.num)
+		return errResp("wait needs a positive timeout, got %d ms", r.num), true
 	}
 	timer := time.NewTimer(time.Duration(r.num) * time.Millisecond)
 	defer timer.Stop()
+	var hungUp <-chan struct{} // watched only once the wait blocks
 	for {
 		s.mu.Lock()
 		var missing []string
 		vals := make([][]byte, len(r.keys))
 		for i, k := range r.keys {
-			v, ok := s.data[k]
-			if !ok {
+			v, have := s.data[k]
+			if !have {
 				missing = append(missing, k)
 			}
 			vals[i] = v
@@ -303,14 +310,45 @@ func (s *Server) wait(r *msg) msg {
 		ch := s.changed
 		s.mu.Unlock()
 		if len(missing) == 0 {
-			return msg{op: respOK, vals: vals}
+			return msg{op: respOK, vals: vals}, true
+		}
+		if hungUp == nil {
+			var stop func() bool
+			hungUp, stop = watchHangup(c)
+			defer func() {
+				if !stop() {
+					ok = false
+				}
+			}()
 		}
 		select {
 		case <-ch:
+		case <-hungUp:
+			return msg{}, false
 		case <-timer.C:
-			return msg{op: respTimeout, keys: missing}
+			return msg{op: respTimeout, keys: missing}, true
 		case <-s.closed:
-			return errResp("store is shutting down")
+			return errResp("store is shutting down"), true
 		}
+	}
+}
+
+// watchHangup reads c while the server owes it a reply: the protocol is
+// strict request/reply, so the read ends only when the client hangs up (or
+// breaks the protocol), and the returned channel is then closed. stop ends
+// the watch and reports whether c is still good to serve.
+func watchHangup(c net.Conn) (hungUp <-chan struct{}, stop func() bool) {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		var b [1]byte
+		_, err = c.Read(b[:])
+		close(done)
+	}()
+	return done, func() bool {
+		c.SetReadDeadline(time.Unix(1, 0)) // unblock the read
+		<-done
+		c.SetReadDeadline(time.Time{})
+		return errors.Is(err, os.ErrDeadlineExceeded)
 	}
 }

@@ -161,6 +161,49 @@ func TestWaitCancel(t *testing.T) {
 	}
 }
 
+// TestWaitHangup: the server notices a client hanging up in the middle of
+// a wait (a cancelled Wait closes its connection) and drops the connection
+// at once, so Drain does not wait out the wait's timeout for a client that
+// is gone. Waits that block and then end, by the key or by their timeout,
+// leave the connection serving.
+func TestWaitHangup(t *testing.T) {
+	s, c := newStore(t)
+	ctx := tctx(t, 10*time.Second)
+	conns := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { c.Set(ctx, "late", []byte("v")) }) // on a second connection
+	if v, err := c.Wait(ctx, "late"); err != nil || string(v[0]) != "v" {
+		t.Fatalf("blocked wait: %q, %v", v, err)
+	}
+	n := conns()
+	if _, err := c.Wait(tctx(t, 200*time.Millisecond), "never"); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("wait past its timeout: err = %v, want ErrTimeout", err)
+	}
+	if _, err := c.Get(ctx, "late"); err != nil || conns() != n {
+		t.Fatalf("after blocked waits: get %v, %d server connections, want %d still serving", err, conns(), n)
+	}
+
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := c.Wait(wctx, "never"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: err = %v", err)
+	}
+	c.Close()
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer dcancel()
+	start := time.Now()
+	if !s.Drain(dctx) {
+		t.Fatalf("Drain gave up after %v: %d server connection(s) left after the only client cancelled its wait and closed",
+			time.Since(start).Round(time.Millisecond), conns())
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Drain took %v", d)
+	}
+}
+
 func TestConcurrentWaiters(t *testing.T) {
 	_, c := newStore(t)
 	ctx := tctx(t, 10*time.Second)
@@ -249,6 +292,70 @@ func TestBarrier(t *testing.T) {
 	}
 }
 
+// TestBarrierWithdraw: a participant whose wait fails takes its arrival
+// back, so later rounds of the name still need all n (a timed-out arrival
+// used to stay counted: the next round's first arriver passed alone). One
+// whose wait fails after the n-th arrival passes: the round is complete.
+func TestBarrierWithdraw(t *testing.T) {
+	s, c := newStore(t)
+	ctx := tctx(t, 10*time.Second)
+	timeout := func() context.Context { return tctx(t, 200*time.Millisecond) }
+	cancelled := func() context.Context { // while it waits
+		ctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(100*time.Millisecond, cancel)
+		return ctx
+	}
+	fails := []struct {
+		ctx  func() context.Context
+		want error
+		text string
+	}{
+		{timeout, ErrTimeout, "only 1 of 2 participants arrived"},
+		{timeout, ErrTimeout, "only 1 of 2 participants arrived"},
+		{cancelled, context.Canceled, ""},
+		{timeout, ErrTimeout, "only 1 of 2 participants arrived"},
+	}
+	for i, f := range fails {
+		if err := c.Barrier(f.ctx(), "b", 2); !errors.Is(err, f.want) || !strings.Contains(err.Error(), f.text) {
+			t.Fatalf("round %d alone: err = %v, want %v %q", i, err, f.want, f.text)
+		}
+	}
+	done, stop := context.WithCancel(ctx)
+	stop()
+	if err := c.Barrier(done, "b", 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("barrier with an ended ctx: err = %v", err) // and it does not arrive
+	}
+	for round := range 2 { // the name still works, and needs both
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := Dial(ctx, s.Addr(), string(s.token))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				if err := c.Barrier(ctx, "b", 2); err != nil {
+					t.Errorf("round %d of two: %v", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if v, err := c.Get(ctx, "symmem/barrier/b/count"); err != nil || string(v) != "4" {
+		t.Fatalf("count %q, %v; want 4: two rounds of two, every failed arrival withdrawn", v, err)
+	}
+
+	// The second arrival is counted but its done key never set (its Set
+	// failed): the first's wait times out, yet all arrived.
+	time.AfterFunc(100*time.Millisecond, func() { c.Add(ctx, "symmem/barrier/late/count", 1) })
+	if err := c.Barrier(tctx(t, 300*time.Millisecond), "late", 2); err != nil {
+		t.Fatalf("barrier whose wait failed after both arrived: %v", err)
+	}
+}
+
 func TestUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -263,6 +370,22 @@ func TestUnreachable(t *testing.T) {
 	}
 	if el := time.Since(start); el < 250*time.Millisecond || el > 2*time.Second {
 		t.Fatalf("Dial should retry until the deadline, took %v", el)
+	}
+}
+
+// TestDialBadAddress: an address no retry can make work fails at once, as
+// a bad environment, instead of being retried until the deadline and
+// reported unreachable.
+func TestDialBadAddress(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:port", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:99999", "nohostport", "[127.0.0.1:29500]:29501"} {
+		start := time.Now()
+		_, err := Dial(tctx(t, 5*time.Second), addr, "tok")
+		if !errors.Is(err, ErrBadEnv) || errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), fmt.Sprintf("%q", addr)) {
+			t.Errorf("Dial(%q): err = %v, want ErrBadEnv naming the address", addr, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("Dial(%q) took %v", addr, el)
+		}
 	}
 }
 
