@@ -5,7 +5,8 @@
 // for torch's init_process_group("env://")) plus SYMMEM_STORE (the store's
 // address), SYMMEM_TOKEN and SYMMEM_JOB_ID, prefixes each output line with
 // "[rank r] ", forwards signals, and when one rank fails stops the others
-// (SIGTERM, then SIGKILL after a grace period) and reports that rank's status.
+// (SIGTERM, then SIGKILL after a grace period) and reports that rank's status;
+// processes the ranks started are stopped with them, and when the job ends.
 // It is the library behind `symmem launch`; tests and the bench use Run to
 // start ranks by re-executing themselves.
 package launch

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,7 +45,12 @@ type Config struct {
 	// stopped and Run returns ExitTimeout.
 	Timeout time.Duration
 	// Grace is how long stopped ranks get between SIGTERM and SIGKILL
-	// (DefaultGrace if zero).
+	// (DefaultGrace if zero). It is also what processes a rank started and
+	// left behind get when the last rank has exited, even after success: a
+	// job leaves nothing running (torchrun signals only ranks still running;
+	// their leftovers would hold GPU memory and the output past the job's
+	// end). A rank that wants a process to outlive the job starts it in a
+	// session of its own (setsid).
 	Grace time.Duration
 	// NoPrefix turns the "[rank r] " prefix off (lines stay whole).
 	NoPrefix bool
@@ -202,9 +209,42 @@ type job struct {
 	exits chan exit
 	copy  sync.WaitGroup
 
-	mu      sync.Mutex
-	procs   []*os.Process // index = rank; nil once exited
+	mu sync.Mutex
+	// pgids[r] is rank r's process group (its pid), kept after the rank
+	// exits because its children stay in it; 0 once found empty (the id
+	// may then be reused).
+	pgids   []int
 	running int
+}
+
+// pipeIdle is how long a rank's output pipe may stay silent after the rank
+// exited before the launcher stops reading it: a child of the rank that
+// escaped its process group may hold the pipe open indefinitely.
+const pipeIdle = time.Second
+
+// tailReader reads a rank's output pipe. Once exited is set it gives up when
+// the pipe has had no data for pipeIdle (each read renews the deadline, so
+// output that keeps coming, or waits on a slow consumer, is never cut).
+type tailReader struct {
+	f      *os.File
+	exited *atomic.Bool
+}
+
+func (t tailReader) Read(p []byte) (int, error) {
+	for {
+		start, armed := time.Now(), t.exited.Load()
+		if armed {
+			t.f.SetReadDeadline(start.Add(pipeIdle))
+		}
+		n, err := t.f.Read(p)
+		// A deadline we did not set, or that passed early, is the exit's
+		// wake-up (even with data waiting): read again, timing a full
+		// idle period.
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) && (!armed || time.Since(start) < pipeIdle) {
+			continue
+		}
+		return n, err
+	}
 }
 
 func (j *job) start(r int, prog string, env []string) error {
@@ -234,11 +274,17 @@ func (j *job) start(r int, prog string, env []string) error {
 		return err
 	}
 	prefix := rankPrefix(r, j.cfg.NoPrefix)
+	exited := new(atomic.Bool)
+	copyOut := func(w io.Writer, f *os.File) {
+		defer j.copy.Done()
+		defer f.Close()
+		j.mux.copyLines(w, tailReader{f, exited}, prefix)
+	}
 	j.copy.Add(2)
-	go func() { defer j.copy.Done(); j.mux.copyLines(j.cfg.Stdout, outR, prefix) }()
-	go func() { defer j.copy.Done(); j.mux.copyLines(j.cfg.Stderr, errR, prefix) }()
+	go copyOut(j.cfg.Stdout, outR)
+	go copyOut(j.cfg.Stderr, errR)
 	j.mu.Lock()
-	j.procs = append(j.procs, cmd.Process)
+	j.pgids = append(j.pgids, cmd.Process.Pid)
 	j.running++
 	j.mu.Unlock()
 	go func() {
@@ -247,27 +293,66 @@ func (j *job) start(r int, prog string, env []string) error {
 		if errors.As(err, &ee) {
 			err = nil
 		}
-		// A rank's background children may keep the pipes open: give the
-		// copiers a moment, then close our ends.
-		go func() {
-			time.Sleep(time.Second)
-			outR.Close()
-			errR.Close()
-		}()
+		// The rank's children may keep the pipes open: from now on the
+		// copiers stop at the first idle period. Wake any blocked read so
+		// that it starts timing one (errors: the copier already closed f).
+		exited.Store(true)
+		outR.SetReadDeadline(time.Now())
+		errR.SetReadDeadline(time.Now())
 		j.exits <- exit{rank: r, state: cmd.ProcessState, err: err}
 	}()
 	return nil
 }
 
-// signal sends sig to the process group of every running rank.
+// stopAll sends sig to every rank's process group that still has members:
+// those of ranks that exited may hold the ranks' children.
 func (j *job) stopAll(sig syscall.Signal) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, p := range j.procs {
-		if p != nil {
-			syscall.Kill(-p.Pid, sig)
+	for r, g := range j.pgids {
+		if g != 0 && syscall.Kill(-g, sig) == syscall.ESRCH {
+			j.pgids[r] = 0
 		}
 	}
+}
+
+// lingering reports whether a rank's process group still has a member that
+// is not a zombie: a dead orphan waits on a reaper that may never come (a
+// container's PID 1 that doesn't reap), and kill(2) still counts it.
+func (j *job) lingering() bool {
+	j.stopAll(0)
+	groups := map[int]bool{}
+	j.mu.Lock()
+	for _, g := range j.pgids {
+		if g != 0 {
+			groups[g] = true
+		}
+	}
+	j.mu.Unlock()
+	if len(groups) == 0 {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if c := e.Name()[0]; c < '0' || c > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" {
+			if g, _ := strconv.Atoi(f[2]); groups[g] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (j *job) drain() {
@@ -285,7 +370,6 @@ func (j *job) drain() {
 
 func (j *job) reap(e exit) {
 	j.mu.Lock()
-	j.procs[e.rank] = nil
 	j.running--
 	j.mu.Unlock()
 }
@@ -366,6 +450,22 @@ func (j *job) wait(ctx context.Context) (int, error) {
 			kill = nil
 			j.stopAll(syscall.SIGKILL)
 		}
+	}
+	// Every rank has exited; what they started must not outlive the job
+	// (Config.Grace): stop it as the ranks are stopped, and wait for it,
+	// since it may hold GPU memory and the output pipes.
+	if j.lingering() {
+		stop()
+		poll := time.NewTicker(20 * time.Millisecond)
+		defer poll.Stop()
+		for kill != nil && j.lingering() {
+			select {
+			case <-poll.C:
+			case <-kill:
+				kill = nil
+			}
+		}
+		j.stopAll(syscall.SIGKILL)
 	}
 	j.copy.Wait()
 	return code, failErr

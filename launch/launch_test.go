@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +98,32 @@ func runRole(role string) int {
 		case <-time.After(30 * time.Second):
 			return 0
 		}
+	case "spew": // once the consumer holds "stall", a burst of output the pipe holds whole
+		fmt.Println("stall")
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(os.Getenv("GOFILE")); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				return 14
+			}
+		}
+		line := strings.Repeat("x", spewLen-1) + "\n"
+		for range spewLines {
+			os.Stdout.WriteString(line)
+		}
+		writePid(os.Getpid())
+		return 0
+	case "escape": // leave a silent child holding the output, outside the rank's process group
+		cmd := exec.Command("sleep", "120")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 13
+		}
+		writePid(cmd.Process.Pid)
+		fmt.Println("started")
+		return 0
 	case "wait-signal":
 		sigs := make(chan os.Signal, 2)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -127,6 +155,21 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// gatedWriter holds every write until gate is closed, closing entered when
+// the first one comes: a consumer that stalls (a pipe into a busy logger, a
+// paused terminal).
+type gatedWriter struct {
+	gate, entered chan struct{}
+	once          sync.Once
+	syncBuf
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.gate
+	return w.syncBuf.Write(p)
 }
 
 func cfgFor(role string, n int, out, errOut *syncBuf, env ...string) Config {
@@ -318,4 +361,159 @@ func TestRankEnv(t *testing.T) {
 			t.Errorf("VisibleDevices(3, %v) = %s, want %s", tc.env, got, tc.want)
 		}
 	}
+}
+
+// 48 lines of 1000 bytes: less than a pipe holds, so the rank exits while
+// they wait in it.
+const spewLines, spewLen = 48, 1000
+
+// TestOutputOutlivesStalledConsumer: a rank's last output reaches Stdout
+// however long after its exit the consumer takes it (the launcher used to
+// close the pipes a second after the exit, dropping what they still held:
+// up to ~128 KiB with its line buffer).
+func TestOutputOutlivesStalledConsumer(t *testing.T) {
+	var errOut syncBuf
+	out := &gatedWriter{gate: make(chan struct{}), entered: make(chan struct{})}
+	dir := t.TempDir()
+	cfg := cfgFor("spew", 1, nil, &errOut, "PIDFILE="+dir+"/pid", "GOFILE="+dir+"/go")
+	cfg.Stdout, cfg.NoPrefix = out, true
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() { c, err := Run(tctx(t), cfg); done <- result{c, err} }()
+	release := sync.OnceFunc(func() { close(out.gate) })
+	defer release()
+	// The copier is stuck writing "stall" with nothing else read: the
+	// rank's burst stays in the pipe until well over pipeIdle after the
+	// rank has exited (been reaped).
+	select {
+	case <-out.entered:
+	case r := <-done:
+		t.Fatalf("code %d err %v\n%s", r.code, r.err, &errOut)
+	}
+	if err := os.WriteFile(dir+"/go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for pid := 0; pid == 0 || syscall.Kill(pid, 0) == nil; pid = readPid(dir + "/pid") {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank did not exit (pid %d):\n%s", pid, &errOut)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * pipeIdle)
+	release()
+	r := <-done
+	if r.code != 0 || r.err != nil {
+		t.Fatalf("code %d err %v\n%s", r.code, r.err, &errOut)
+	}
+	want := "stall\n" + strings.Repeat(strings.Repeat("x", spewLen-1)+"\n", spewLines)
+	if got := out.String(); got != want {
+		t.Fatalf("the rank wrote %d bytes and exited 0; %d bytes (%d lines) were forwarded",
+			len(want), len(got), strings.Count(got, "\n"))
+	}
+}
+
+// TestSilentChildHoldingOutput: a child that escaped the rank's process
+// group and keeps the output pipes open without writing does not keep the
+// launcher waiting past an idle period.
+func TestSilentChildHoldingOutput(t *testing.T) {
+	var out, errOut syncBuf
+	pidFile := t.TempDir() + "/pid"
+	t.Cleanup(func() {
+		if pid := readPid(pidFile); pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cfg := cfgFor("escape", 1, &out, &errOut, "PIDFILE="+pidFile)
+	done := make(chan struct{})
+	var code int
+	var err error
+	go func() { code, err = Run(tctx(t), cfg); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run still waiting on the output of a silent child (idle limit %v):\n%s%s", pipeIdle, &out, &errOut)
+	}
+	if code != 0 || err != nil || !strings.Contains(out.String(), "[rank 0] started\n") {
+		t.Fatalf("code %d err %v\n%s%s", code, err, &out, &errOut)
+	}
+}
+
+// TestLeftoverChildrenStopped: processes a rank started do not outlive the
+// job, whether the rank failed, finished before another failed, or the
+// job succeeded, even ignoring SIGTERM. Each rank has its own process group
+// and Pdeathsig covers only the rank: they used to be left running.
+func TestLeftoverChildrenStopped(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		code         int
+	}{
+		{"child of the failed rank", `if [ "$RANK" = 0 ]; then sleep 60 & echo $! > "$D/pid"; exit 3; fi; exec sleep 60`, 3},
+		// Rank 0 fails only once rank 1 has exited (been reaped).
+		{"child of a rank that exited 0 before the failure", `if [ "$RANK" = 1 ]; then sleep 60 & echo $! > "$D/pid"; echo $$ > "$D/r1.tmp"; mv "$D/r1.tmp" "$D/r1"; exit 0; fi
+			until [ -s "$D/r1" ]; do sleep 0.01; done; while kill -0 "$(cat "$D/r1")" 2>/dev/null; do sleep 0.01; done; exit 3`, 3},
+		{"child left by a successful job", `if [ "$RANK" = 0 ]; then sleep 60 & echo $! > "$D/pid"; fi; exit 0`, 0},
+		// Rank 0 exits once the child ignores SIGTERM.
+		{"child ignoring SIGTERM", `if [ "$RANK" = 0 ]; then sh -c 'trap "" TERM; echo $$ > "$D/p"; mv "$D/p" "$D/pid"; exec sleep 60' &
+			until [ -s "$D/pid" ]; do sleep 0.01; done; fi; exit 0`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var out, errOut syncBuf
+			code, err := Run(tctx(t), Config{N: 2, Prog: "sh", Args: []string{"-c", tc.script}, Env: []string{"D=" + dir},
+				Stdout: &out, Stderr: &errOut, Grace: 500 * time.Millisecond})
+			pid := readPid(dir + "/pid")
+			if pid <= 0 {
+				t.Fatalf("no child pid written; code %d err %v\n%s%s", code, err, &out, &errOut)
+			}
+			defer func() {
+				if !gone(pid) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}()
+			if code != tc.code {
+				t.Fatalf("code %d (want %d) err %v\n%s%s", code, tc.code, err, &out, &errOut)
+			}
+			// Run waits for the process groups to empty; allow for a slow
+			// reaper of the orphans all the same.
+			deadline := time.Now().Add(10 * time.Second)
+			for !gone(pid) {
+				if time.Now().After(deadline) {
+					t.Fatalf("Run returned %d (%v) but the rank's child %d is still running", code, err, pid)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// writePid writes pid to $PIDFILE whole (readPid may look at any moment).
+func writePid(pid int) {
+	f := os.Getenv("PIDFILE")
+	os.WriteFile(f+".tmp", []byte(strconv.Itoa(pid)), 0o644)
+	os.Rename(f+".tmp", f)
+}
+
+func readPid(file string) int {
+	b, _ := os.ReadFile(file)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// gone reports whether pid has exited (a zombie not yet reaped counts).
+func gone(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
 }
