@@ -3,6 +3,7 @@ package symmem
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/native/hostmem"
@@ -99,7 +100,7 @@ func (w *World) AllocLocal(bytes int64) (Buffer, error) {
 	}
 	if w.dev == nil {
 		mem := make([]byte, bytes)
-		b := Buffer{Span: HostSpan(mem), host: true, local: true}
+		b := Buffer{Span: HostSpan(mem), host: true, local: &localBuf{mem: mem}}
 		w.mu.Lock()
 		if w.local == nil {
 			w.local = map[uint64][]byte{}
@@ -112,12 +113,24 @@ func (w *World) AllocLocal(bytes int64) (Buffer, error) {
 	if err != nil {
 		return Buffer{}, fmt.Errorf("symmem: AllocLocal(%d): %w", bytes, err)
 	}
-	return Buffer{Span: coll.Span{Ptr: p, Len: bytes}, local: true}, nil
+	return Buffer{Span: coll.Span{Ptr: p, Len: bytes}, local: &localBuf{}}, nil
+}
+
+// localBuf is an AllocLocal allocation as its Buffers share it: its Go
+// memory (CPU backend), referenced so that a Buffer's Bytes never outlive
+// it, and whether Free returned it.
+type localBuf struct {
+	mem   []byte
+	freed atomic.Bool
 }
 
 func (w *World) freeLocal(b Buffer) error {
+	if b.local.freed.Swap(true) {
+		return fmt.Errorf("symmem: Free(%#x): %w (AllocLocal's buffer, freed before)", b.Ptr, ErrFreed)
+	}
 	if w.dev != nil {
 		if err := w.dev.FreeLocal(b.Ptr); err != nil {
+			b.local.freed.Store(false)
 			return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
 		}
 		return nil

@@ -162,7 +162,7 @@ func (s *Scope) End(ctx context.Context) error {
 type Buffer struct {
 	coll.Span
 	host  bool
-	local bool       // from AllocLocal
+	local *localBuf  // from AllocLocal (nil otherwise)
 	pool  *pool.Pool // the pool it came from (nil for the zero Buffer and AllocLocal)
 	gen   uint64     // its allocation's generation in that pool
 }
@@ -172,7 +172,7 @@ type Buffer struct {
 // its memory may belong to a later allocation then. A slice obtained before
 // Free must not be used after it.
 func (b Buffer) Bytes() []byte {
-	if !b.host || b.Len == 0 || !b.live() {
+	if !b.host || b.Len == 0 || !b.live() || b.local != nil && b.local.freed.Load() {
 		return nil
 	}
 	return hostmem.Bytes(b.Ptr, int(b.Len))

@@ -3,12 +3,16 @@ package symmem
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
-	"testing"
+	"github.com/symmem/symmem/coll"
 )
 
-func init() { roles["no-memory"] = roleNoMemory }
+func init() {
+	roles["no-memory"] = roleNoMemory
+	roles["alloc-local"] = roleAllocLocal
+}
 
 // TestNoMemory: an allocation far beyond the host's memory fails at once
 // with ErrNoMemory naming the size and the limit (instead of succeeding
@@ -51,4 +55,44 @@ func roleNoMemory(ctx context.Context) error {
 		return err
 	}
 	return w.CheckFits(1 << 20)
+}
+
+// TestAllocLocal: an AllocLocal buffer on the CPU backend serves a
+// collective (staged), reads as Bytes until it is freed and nil after, and
+// a second Free is ErrFreed (before, Bytes of a freed one returned memory
+// the Go runtime may have reused, and the second Free said "not allocated
+// by AllocLocal").
+func TestAllocLocal(t *testing.T) {
+	t.Parallel()
+	expectOK(t, spawn(t, 2, "alloc-local"))
+}
+
+func roleAllocLocal(ctx context.Context) error {
+	w, err := Init(ctx, testOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	b, err := w.AllocLocal(64)
+	if err != nil {
+		return err
+	}
+	x := b.Bytes()
+	for i := range x {
+		x[i] = byte(w.Rank() + 1)
+	}
+	p, err := w.World().AllReduce(ctx, b.Span, b.Span, coll.Uint8, coll.Sum)
+	if err != nil {
+		return err
+	}
+	if !p.Staged || x[0] != 3 || x[63] != 3 {
+		return fmt.Errorf("all-reduce of an AllocLocal buffer: %+v, bytes %d..%d, want staged and 3", p, x[0], x[63])
+	}
+	if err := w.Free(b); err != nil {
+		return err
+	}
+	if b.Bytes() != nil {
+		return fmt.Errorf("Bytes of a freed AllocLocal buffer is not nil")
+	}
+	return expectErr("second Free", w.Free(b), ErrFreed, "freed before")
 }

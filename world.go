@@ -341,7 +341,7 @@ func (w *World) FreeOn(b Buffer, stream uint64) error {
 	if err := w.alive(); err != nil {
 		return err
 	}
-	if b.local {
+	if b.local != nil {
 		return w.freeLocal(b)
 	}
 	if b.pool != nil && !b.live() {
