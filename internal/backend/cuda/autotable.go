@@ -167,7 +167,7 @@ var autoTurns = map[coll.Algo][]autoStep{
 	},
 	coll.AlgoLowContention: {
 		elementwiseToNCCL,
-		{algo: coll.AlgoLowContention, when: []autoCond{lcServes}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
+		{algo: coll.AlgoLowContention, when: []autoCond{lcServes, lcReady}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
 	},
 	coll.AlgoLL: {
 		// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
@@ -276,6 +276,7 @@ const (
 	kernelServes                 // the path can run it (its check is served) ...
 	twoShotServes
 	lcServes
+	lcReady // lc's staging exists, or can be made now (the stream is not being captured)
 	llServes
 	ceServes
 	llSmall       // ll's row is at most llSmallRow
@@ -344,6 +345,12 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.paths.twoShot.check(*req) == served
 	case lcServes:
 		return g.paths.lc.check(*req) == served
+	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
+		if g.paths.lc.staging != nil {
+			return true
+		}
+		capturing, err := g.x.capturing(g.b.ctx, req.Stream)
+		return err == nil && !capturing
 	case llServes:
 		return g.paths.ll.check(*req) == served
 	case llSmall:
@@ -367,17 +374,26 @@ func (f *autoFacts) noPath() error {
 }
 
 // reduceElementwise reports whether symmem's reduction kernel would run req
-// in element mode on some rank (kernel.go: reduceUnit): an address, or a
-// reduce-scatter's per-rank size (chunk r starts r sizes in), off a 16-byte
-// boundary. Addresses mod 16 are alike on every rank (same pool offsets,
-// aligned segment bases), so every rank decides alike. Element mode is
-// slower than plain NCCL (measured: results/gpu-issue22-2026-11-26.md), so
-// auto leaves such calls to NCCL when the group has it.
+// in element mode on every rank (kernel.go: reduceUnit): a symmetric
+// buffer's address, or a reduce-scatter's per-rank size (chunk r starts r
+// sizes in), off a 16-byte boundary. Only facts alike on every rank count
+// (symmetric buffers sit at the same pool offsets, in aligned segments):
+// an ordinary output's alignment is this rank's own, and counting it made
+// ranks of one call choose the kernel and NCCL (the gate then failed the
+// group). Element mode is slower than plain NCCL (measured:
+// results/gpu-issue22-2026-11-26.md), so auto leaves such calls to NCCL
+// when the group has it.
 func reduceElementwise(req backend.Request) bool {
 	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
 		return false
 	}
-	addr := req.In.Ptr | req.Out.Ptr
+	var addr uint64
+	if req.InSym.OK {
+		addr |= req.In.Ptr
+	}
+	if req.OutSym.OK {
+		addr |= req.Out.Ptr
+	}
 	if req.Kind == coll.ReduceScatter {
 		addr |= uint64(req.Count * int64(req.DType.Size()))
 	}

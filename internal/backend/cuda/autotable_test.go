@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -268,5 +269,55 @@ func TestAutoLLOffsets(t *testing.T) {
 		if a, why, err := chooseReq(g, req, tc.win); err != nil || a != tc.want {
 			t.Errorf("table %s, %d elements, shift %d, windows %v: %s (%s, %v), want %s", tc.table, tc.count, tc.shift, tc.win, a, why, err, tc.want)
 		}
+	}
+}
+
+// TestAutoAlikeWithOrdinaryOutput: the same all-reduce on two ranks, a
+// registered input and an ordinary output that is 16-byte aligned on one
+// rank and 2 bytes off on the other: auto chooses the same path on both
+// (it read the ordinary output's alignment, this rank's own fact, and sent
+// one rank to the kernel and the other to NCCL: the gate failed the group).
+func TestAutoAlikeWithOrdinaryOutput(t *testing.T) {
+	var algos [2]coll.Algo
+	for me := range 2 {
+		g, _ := goldenGroup(t, goldenCfg{name: "rankalign", kern: true, ce: true, nccl: "full"}, 2, me)
+		req := makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<20, false, "i", 0).req
+		if me == 1 {
+			req.Out.Ptr += 2
+		}
+		a, why, err := chooseReq(g, req, false)
+		if err != nil {
+			t.Fatalf("rank %d: %v", me, err)
+		}
+		t.Logf("rank %d: %s (%s)", me, a, why)
+		algos[me] = a
+	}
+	if algos[0] != algos[1] {
+		t.Errorf("one call, auto chose %s on rank 0 and %s on rank 1", algos[0], algos[1])
+	}
+}
+
+// TestAutoLCInCapture: where a table names lc and the group's first lc call
+// is being captured (lc cannot allocate its staging then), auto takes the
+// next path instead of lc's refusal (auto never refuses a call).
+func TestAutoLCInCapture(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "lccap", kern: true, ce: true, nccl: "full"}, 2, 0)
+	user := &tune.Table{Format: tune.FormatVersion, Machine: builtinTable.Machine,
+		Rows: []tune.Row{{Op: coll.ReduceScatter, Ranks: tune.Ranks{Min: 2, Max: 2}, Algo: coll.AlgoLowContention}}}
+	if err := user.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	g.b.table, g.x = user, captureExec{s: callerStream, asked: &asked}
+	g.paths.lc.staging = nil // the group's first lc call
+	req := rsReq(g, 64<<10)
+	req.Algo, req.Stream = coll.AlgoAuto, callerStream
+	p, err := g.Run(context.Background(), req)
+	if err != nil || p.Algo == coll.AlgoLowContention {
+		t.Errorf("auto in capture before lc's staging: %s, %v; want another path, no error", p.Algo, err)
+	}
+	g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes} // made by an earlier call
+	if p, err := g.Run(context.Background(), req); err != nil || p.Algo != coll.AlgoLowContention {
+		t.Errorf("auto in capture with lc's staging: %s, %v; want lc", p.Algo, err)
 	}
 }
