@@ -229,8 +229,13 @@ func (l *CallLog) compare(q int, v []byte) string {
 	// (pn-count+1..pn) that differs from this rank's.
 	theirs := v[16:]
 	count := uint64(len(theirs) / loggedBytes)
+	before := pn - count // the difference is at or before it when no posted call is named
 	for i := uint64(0); i < count; i++ {
 		k := pn - count + 1 + i
+		if l.n-k >= logHistory { // this rank's ring holds a later call in k's place now
+			before = k
+			continue
+		}
 		var tc agree.Call
 		off := int(i) * loggedBytes
 		for w := range tc.Record {
@@ -248,5 +253,5 @@ func (l *CallLog) compare(q int, v []byte) string {
 		return fmt.Sprintf("call %d of the group (found after it was issued): rank %d and rank %d made different calls", k, l.ranks[l.me], l.ranks[q])
 	}
 	return fmt.Sprintf("rank %d and rank %d made different calls at or before call %d of the group (found after they were issued; too far back to name)",
-		l.ranks[l.me], l.ranks[q], pn-count)
+		l.ranks[l.me], l.ranks[q], before)
 }

@@ -2,6 +2,7 @@ package members
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -121,5 +122,35 @@ func TestCallLogDifference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCallLogFarBehind: a peer between logHistory-logPost and logHistory
+// calls behind is compared, and the call named is the one that differs:
+// its oldest posted calls are no longer in this rank's ring (a later call
+// took their place) and are skipped, not compared with that later call
+// (which named call 970 with call 1994's count; found by review).
+func TestCallLogFarBehind(t *testing.T) {
+	l := &CallLog{what: "t", ranks: []int{10, 11}, me: 0}
+	b := &CallLog{what: "t", ranks: []int{10, 11}, me: 1}
+	const mine, theirs, differ = 2000, 985, 980 // 1015 calls behind; the difference at call 980 (1-based)
+	for k := range mine {
+		rec, p := call(k)
+		l.Add(rec, p)
+		if k < theirs {
+			if k+1 == differ {
+				rec[2] += 1000000 // another count
+			}
+			b.Add(rec, p)
+		}
+	}
+	_, post := b.post()
+	if binary.LittleEndian.Uint64(post) != theirs {
+		t.Fatal("bad post")
+	}
+	what := l.compare(1, post)
+	t.Log(what)
+	if !strings.Contains(what, "call 980 of the group") {
+		t.Errorf("the calls differ at call %d, compare says: %s", differ, what)
 	}
 }
