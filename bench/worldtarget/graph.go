@@ -25,14 +25,16 @@ const graphWait = 5 * time.Minute
 // correct; NCCL captures its own). The stream belongs to the backend's
 // device (World.Device).
 func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64, dt coll.DType, op coll.ReduceOp, root int, algo coll.Algo) (bench.Graph, error) {
+	// Refusals wrap ErrNotSupported: every rank refuses alike, and the
+	// sweep reports a refused row and goes on (bench's graphed).
+	if k == coll.Broadcast && in != out {
+		return nil, fmt.Errorf("out-of-place broadcast is a local copy plus a broadcast here and is not captured: use --inplace only: %w", symmem.ErrNotSupported)
+	}
 	if be := t.w.Backend(); be != "cuda" {
-		return nil, fmt.Errorf("CUDA graphs need the cuda backend, this job runs %s: %w", be, errors.ErrUnsupported)
+		return nil, fmt.Errorf("CUDA graphs need the cuda backend, this job runs %s: %w", be, symmem.ErrNotSupported)
 	}
 	if calls < 1 {
 		return nil, fmt.Errorf("capture of %d calls: need at least 1", calls)
-	}
-	if k == coll.Broadcast && in != out {
-		return nil, fmt.Errorf("out-of-place broadcast is a local copy plus a broadcast here and is not captured: use --inplace only: %w", errors.ErrUnsupported)
 	}
 	ctx, err := cudadrv.Retain(t.w.Device())
 	if err != nil {

@@ -56,6 +56,25 @@ func rank() error {
 	if err := t.CheckAlgo(coll.AllGather, coll.AlgoCE); err == nil || !strings.Contains(err.Error(), "valid: auto, direct") {
 		return errorf("CheckAlgo(ce) = %v", err)
 	}
+	// Captures every rank refuses wrap ErrNotSupported (a refused row in
+	// the sweep, which then goes on; an out-of-place broadcast ended
+	// `symmem bench -G` and `symmem tune -G` before).
+	half := coll.Span{Ptr: s.Ptr, Len: 64}
+	for _, c := range []struct {
+		k       coll.Kind
+		out, in coll.Span
+		want    string
+	}{
+		{coll.Broadcast, coll.Span{Ptr: s.Ptr + 2048, Len: 64}, half, "out-of-place broadcast"},
+		{coll.AllGather, coll.Span{Ptr: s.Ptr, Len: 128}, half, "need the cuda backend"},
+	} {
+		if c.k == coll.AllGather && w.Backend() != "cpu" {
+			continue
+		}
+		if _, err := t.Capture(2, c.k, c.out, c.in, 16, coll.Float32, coll.Sum, 0, coll.AlgoAuto); !errors.Is(err, symmem.ErrNotSupported) || !strings.Contains(err.Error(), c.want) {
+			return errorf("Capture(%v) = %v, want ErrNotSupported saying %q", c.k, err, c.want)
+		}
+	}
 	if err := t.Free(s); err != nil {
 		return err
 	}
