@@ -1,9 +1,11 @@
 package symmem
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -133,4 +135,17 @@ func collect(opts []CallOption) callOpts {
 		}
 	}
 	return o
+}
+
+// Validate checks the options' ranges, as Init does first: a tool can
+// refuse a bad value before it starts any rank.
+func (o Options) Validate() error {
+	if o.Timeout < 0 || o.StagingBytes > 1<<40 {
+		return fmt.Errorf("Timeout %v / StagingBytes %d out of range: %w", o.Timeout, o.StagingBytes, ErrInvalid)
+	}
+	if o.GPU.LowContentionCTAs < 0 || o.GPU.LowContentionCTAs > cuda.MaxLowContentionCTAs {
+		return fmt.Errorf("Options.GPU.LowContentionCTAs %d: want 0 (the default, %d) to %d: %w",
+			o.GPU.LowContentionCTAs, cuda.DefaultLowContentionCTAs, cuda.MaxLowContentionCTAs, ErrInvalid)
+	}
+	return nil
 }

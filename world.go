@@ -11,7 +11,6 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/backend/cuda"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -46,12 +45,8 @@ type World struct {
 // rendezvous.Env): it connects to the rendezvous store, starts the backend and
 // the pool and creates the world group. Collective over the world.
 func Init(ctx context.Context, opts Options) (*World, error) {
-	if opts.Timeout < 0 || opts.StagingBytes > 1<<40 {
-		return nil, fmt.Errorf("symmem: Init: Timeout %v / StagingBytes %d out of range: %w", opts.Timeout, opts.StagingBytes, ErrInvalid)
-	}
-	if opts.GPU.LowContentionCTAs < 0 || opts.GPU.LowContentionCTAs > cuda.MaxLowContentionCTAs {
-		return nil, fmt.Errorf("symmem: Init: Options.GPU.LowContentionCTAs %d: want 0 (the default, %d) to %d: %w",
-			opts.GPU.LowContentionCTAs, cuda.DefaultLowContentionCTAs, cuda.MaxLowContentionCTAs, ErrInvalid)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout

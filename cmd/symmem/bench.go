@@ -182,6 +182,14 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	if f.plot != "" && !strings.HasSuffix(strings.ToLower(f.plot), ".svg") && !strings.HasSuffix(strings.ToLower(f.plot), ".png") {
 		return nil, fmt.Errorf("--plot %q: want a file name ending in .svg or .png", f.plot)
 	}
+	if f.plot != "" {
+		if err := checkWritable(f.plot); err != nil {
+			return nil, fmt.Errorf("--plot %s: %w", f.plot, err)
+		}
+	}
+	if err := (symmem.Options{GPU: symmem.GPUOptions{LowContentionCTAs: f.lcCTAs}}).Validate(); err != nil {
+		return nil, fmt.Errorf("--lc-ctas %d: %w", f.lcCTAs, err)
+	}
 	if err := c.Validate(max(f.n, c.Root+1)); err != nil {
 		return nil, err
 	}
