@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -225,6 +226,9 @@ func parseOps(s string) ([]coll.Kind, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ops: %w (or all)", err)
 		}
+		if slices.Contains(out, k) {
+			return nil, fmt.Errorf("--ops: %v listed twice (%q): each op runs once", k, s)
+		}
 		out = append(out, k)
 	}
 	return out, nil
@@ -240,6 +244,9 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 		}
 		if !ok {
 			return nil, fmt.Errorf("--algo: unknown algorithm %q (want one of %v)", p, coll.Algos())
+		}
+		if slices.Contains(out, a) {
+			return nil, fmt.Errorf("--algo: %s listed twice (%q): each algorithm runs once", a, s)
 		}
 		out = append(out, a)
 	}

@@ -189,6 +189,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--plot", "/nonexistent-dir/p.svg"}, "--plot /nonexistent-dir/p.svg: cannot write"},
 		{[]string{"--lc-ctas", "100"}, "--lc-ctas 100: Options.GPU.LowContentionCTAs 100: want 0"},
 		{[]string{"--lc-ctas", "-1"}, "--lc-ctas -1"},
+		{[]string{"--ops", "ag,all_gather"}, "--ops: all_gather listed twice"},
+		{[]string{"--algo", "auto,nccl,auto"}, "--algo: auto listed twice"},
 		{[]string{"--offset", "2"}, "--offset: bench: offset 2: want a multiple of float32's 4-byte elements from 0 to 4095"},
 		{[]string{"--offset", "-4"}, "offset -4"},
 		{[]string{"--offset", "4096"}, "offset 4096"},
