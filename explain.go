@@ -22,17 +22,45 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	if !g.IsMember() || g.closed.Load() {
 		return coll.Path{Reason: fmt.Sprintf("rank %d cannot run calls on group %q (not a member, or closed)", g.w.Rank(), g.name)}
 	}
-	p := g.bg.Explain(g.explainRequest(k, bytes, symmetric))
+	req := g.explainRequest(k, bytes, symmetric)
 	if symmetric || !g.w.host {
-		return p
+		return g.bg.Explain(req)
 	}
 	if g.staging.Len <= 0 {
-		return coll.Path{Algo: p.Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
+		return coll.Path{Algo: g.bg.Explain(req).Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
 	}
-	rounds := (bytes + g.staging.Len - 1) / g.staging.Len
+	// What staged runs: rounds in place on the staging buffer, of at most
+	// per elements (per rank for all-gather and reduce-scatter). The
+	// backend's plan differs by placement and size (the CPU backend's
+	// one-shot limit is lower in place).
+	n, es := int64(g.Size()), int64(req.DType.Size())
+	per := g.staging.Len / es
+	if k == coll.AllGather || k == coll.ReduceScatter {
+		per /= n
+	}
+	if per == 0 || req.Count == 0 {
+		return coll.Path{Staged: true, Reason: fmt.Sprintf("ordinary memory: group %q's %d-byte staging buffer holds no %v element per rank: the call fails", g.name, g.staging.Len, req.DType)}
+	}
+	rounds := (req.Count + per - 1) / per
+	round := min(per, req.Count) * es
+	if k == coll.AllGather || k == coll.ReduceScatter {
+		round *= n
+	}
+	r := g.explainRequest(k, round, true)
+	me := uint64(max(g.rank, 0))
+	switch k {
+	case coll.AllGather:
+		r.In.Ptr = r.Out.Ptr + me*uint64(r.In.Len)
+	case coll.ReduceScatter:
+		r.Out.Ptr = r.In.Ptr + me*uint64(r.Out.Len)
+	default:
+		r.In = r.Out
+	}
+	r = r.Shaped(int(n), max(g.rank, 0))
+	p := g.bg.Explain(r)
 	return coll.Path{Algo: p.Algo, Staged: true, Reason: fmt.Sprintf(
-		"ordinary memory: staged through group %q's %d KiB symmetric buffer in ~%d round(s); %s",
-		g.name, g.staging.Len>>10, max(rounds, 1), p.Reason)}
+		"ordinary memory: staged through group %q's %d-byte symmetric buffer in %d round(s), in place; %s",
+		g.name, g.staging.Len, rounds, p.Reason)}
 }
 
 // Doctor collects a doctor.Report (local, not collective): this rank's
