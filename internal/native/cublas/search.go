@@ -23,8 +23,8 @@ var search = libsearch.Search{Env: EnvLib, Names: DefaultNames, SiteDirs: SiteDi
 // Candidates lists the libraries to try, in order: $SYMMEM_CUBLAS_LIB alone
 // when set; otherwise DefaultNames (loader path), then existing copies in
 // site-packages ($VIRTUAL_ENV's first, then libsearch.SiteRoots; SiteDirs in
-// order within each; within one pattern, reverse lexical order so the newest
-// Python comes first), then the toolkit folders. getenv and glob are
+// order within each; within one pattern newest first, numbers compared as
+// numbers: python3.12 before python3.9), then the toolkit folders. getenv and glob are
 // injected so the order can be tested without touching the machine;
 // duplicates are removed.
 func Candidates(getenv func(string) string, glob func(string) ([]string, error)) []string {

@@ -30,8 +30,9 @@ var SitePatterns = func() []string {
 // Candidates lists the libraries to try, in order: $SYMMEM_NCCL_LIB alone
 // when set; otherwise "libnccl.so.2" (loader path), then existing
 // site-packages copies ($VIRTUAL_ENV first, then SitePatterns; within one
-// pattern, reverse lexical order). getenv and glob are injected so the order
-// can be tested without touching the machine; duplicates are removed.
+// pattern newest first, numbers compared as numbers). getenv and glob are
+// injected so the order can be tested without touching the machine;
+// duplicates are removed.
 func Candidates(getenv func(string) string, glob func(string) ([]string, error)) []string {
 	return search.Candidates(getenv, glob)
 }

@@ -48,7 +48,7 @@ func TestCandidatesOrder(t *testing.T) {
 		{"no venv", nil, []string{"libnccl.so.2",
 			"/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2",
 			"/usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2",
-			lib, "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"}}, // reverse lexical within a pattern
+			lib, "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"}}, // newest first within a pattern
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

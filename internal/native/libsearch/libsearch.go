@@ -32,8 +32,9 @@ type Search struct {
 // Candidates lists the paths to try, in order: $Env alone when set;
 // otherwise Names, then existing copies under site-packages ($VIRTUAL_ENV's
 // first, then SiteRoots; SiteDirs in order within each root, Names within
-// each folder; within one pattern reverse lexical order, so the newest
-// Python comes first), then ExtraDirs. Duplicates are removed.
+// each folder; within one pattern newest first, numbers compared as
+// numbers: python3.12 before python3.9), then ExtraDirs. Duplicates are
+// removed.
 func (s Search) Candidates(getenv func(string) string, glob func(string) ([]string, error)) []string {
 	if p := getenv(s.Env); p != "" {
 		return []string{p}
@@ -48,7 +49,7 @@ func (s Search) Candidates(getenv func(string) string, glob func(string) ([]stri
 		if err != nil {
 			return
 		}
-		sort.Sort(sort.Reverse(sort.StringSlice(m)))
+		sort.Slice(m, func(i, j int) bool { return naturalLess(m[j], m[i]) })
 		for _, p := range m {
 			if !seen[p] {
 				seen[p] = true
@@ -63,7 +64,9 @@ func (s Search) Candidates(getenv func(string) string, glob func(string) ([]stri
 	}
 	if v := getenv("VIRTUAL_ENV"); v != "" {
 		for _, d := range s.SiteDirs {
-			inDir(filepath.Join(v, "lib/python3*/site-packages", d))
+			// The venv's path is the user's, not a pattern: "[", "*" or "?"
+			// in it must match themselves.
+			inDir(filepath.Join(globQuote(v), "lib/python3*/site-packages", d))
 		}
 	}
 	for _, r := range SiteRoots {
@@ -87,4 +90,50 @@ func (s Search) Where() string {
 		w += ", and " + strings.Join(s.ExtraDirs, ", ")
 	}
 	return w
+}
+
+// globQuote escapes the pattern characters of filepath.Match in a literal
+// path.
+func globQuote(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// naturalLess orders strings with runs of digits compared as numbers
+// ("python3.9" < "python3.12"), the rest byte by byte.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digits is the length of s's leading run of ASCII digits.
+func digits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }

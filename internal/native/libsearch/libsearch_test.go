@@ -1,6 +1,8 @@
 package libsearch
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,4 +40,51 @@ func TestCandidates(t *testing.T) {
 	if w := s.Where(); !strings.Contains(w, "{w/a,w/b}") || !strings.Contains(w, "/tk/lib64") || !strings.Contains(w, SiteRoots[0]) {
 		t.Errorf("Where() = %q does not name the folders", w)
 	}
+}
+
+// TestNewestPythonFirst: python3.12's copy comes before python3.9's
+// (reverse lexical order put 3.9 first; found by review).
+func TestNewestPythonFirst(t *testing.T) {
+	s := Search{Env: "LIB", Names: []string{"liba.so.2"}, SiteDirs: []string{"w/a"}}
+	files := map[string][]string{
+		"/usr/local/lib/python3*/dist-packages/w/a/liba.so.2": {
+			"/usr/local/lib/python3.9/dist-packages/w/a/liba.so.2",
+			"/usr/local/lib/python3.12/dist-packages/w/a/liba.so.2",
+		},
+	}
+	glob := func(p string) ([]string, error) { return files[p], nil }
+	got := s.Candidates(func(string) string { return "" }, glob)
+	want := []string{"liba.so.2",
+		"/usr/local/lib/python3.12/dist-packages/w/a/liba.so.2",
+		"/usr/local/lib/python3.9/dist-packages/w/a/liba.so.2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// TestVirtualEnvWithBrackets: a virtual environment whose path holds a
+// pattern character ("[1]") is searched as the literal folder (it was a
+// character class: the venv's copy was never found; found by review).
+func TestVirtualEnvWithBrackets(t *testing.T) {
+	venv := filepath.Join(t.TempDir(), "proj[1]")
+	lib := filepath.Join(venv, "lib/python3.12/site-packages/w/a/liba.so.2")
+	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := Search{Env: "LIB", Names: []string{"liba.so.2"}, SiteDirs: []string{"w/a"}}
+	got := s.Candidates(func(k string) string {
+		if k == "VIRTUAL_ENV" {
+			return venv
+		}
+		return ""
+	}, filepath.Glob)
+	for _, p := range got {
+		if p == lib {
+			return
+		}
+	}
+	t.Errorf("venv copy %s not among candidates %q", lib, got)
 }
