@@ -2,6 +2,7 @@ package hostmem
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -30,7 +31,7 @@ func FutexWait(addr uint64, val uint32, timeout time.Duration) error {
 		return fmt.Errorf("hostmem.FutexWait: %w", err)
 	}
 	if timeout <= 0 {
-		if *Uint32At(addr) != val {
+		if atomic.LoadUint32(Uint32At(addr)) != val { // shared with other processes: an atomic read
 			return nil
 		}
 		return fmt.Errorf("hostmem.FutexWait at %#x (value %d, timeout %v): %w", addr, val, timeout, ErrTimeout)
