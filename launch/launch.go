@@ -36,7 +36,8 @@ type Config struct {
 	Prog string   // program to run (looked up in PATH if it has no slash)
 	Args []string // its arguments
 	// Stdout and Stderr receive the ranks' output, each line prefixed with
-	// "[rank r] ". Nil means os.Stdout / os.Stderr.
+	// "[rank r] " (a line longer than 64 KiB as several prefixed lines).
+	// Nil means os.Stdout / os.Stderr.
 	Stdout, Stderr io.Writer
 	// Env holds extra KEY=VALUE entries for every rank, on top of this
 	// process's environment and below the rank variables the launcher sets.
@@ -52,7 +53,9 @@ type Config struct {
 	// end). A rank that wants a process to outlive the job starts it in a
 	// session of its own (setsid).
 	Grace time.Duration
-	// NoPrefix turns the "[rank r] " prefix off (lines stay whole).
+	// NoPrefix turns the "[rank r] " prefix off. Lines then stay whole
+	// however long; one past 16 MiB is written in pieces (no newline
+	// inserted) that other ranks' lines may fall between.
 	NoPrefix bool
 	// MasterPort is the MASTER_PORT the ranks see, left free for torch's own
 	// store (init_process_group("env://") binds it on rank 0). 0 picks a

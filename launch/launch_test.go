@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -516,4 +517,60 @@ func gone(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// TestLongLines: with the prefix a line longer than maxLine becomes several
+// prefixed lines (each says its rank); without it lines stay whole, even
+// past maxWhole (written in pieces, no newline inserted), and a final line
+// without a newline gets one.
+func TestLongLines(t *testing.T) {
+	x := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name, prefix, in, want string
+	}{
+		{"prefixed", "[rank 0] ", x(100000) + "\n", "[rank 0] " + x(maxLine) + "\n[rank 0] " + x(100000-maxLine) + "\n"},
+		{"whole", "", x(100000) + "\n" + "next\n", x(100000) + "\nnext\n"},
+		{"whole, no final newline", "", x(100000), x(100000) + "\n"},
+		{"past maxWhole", "", x(maxWhole+maxLine+5) + "\n", x(maxWhole+maxLine+5) + "\n"},
+	} {
+		var m outMux
+		var out syncBuf
+		m.copyLines(&out, strings.NewReader(tc.in), tc.prefix)
+		if got := out.String(); got != tc.want {
+			t.Errorf("%s: %d bytes in %d lines, want %d bytes in %d lines", tc.name,
+				len(got), strings.Count(got, "\n"), len(tc.want), strings.Count(tc.want, "\n"))
+		}
+	}
+}
+
+// TestLongLineNotInterleaved: without the prefix, lines another rank writes
+// while a long line is still coming are neither blocked until it ends (the
+// ranks may be waiting on each other) nor written into it.
+func TestLongLineNotInterleaved(t *testing.T) {
+	var m outMux
+	var out syncBuf
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		m.copyLines(&out, pr, "")
+		close(done)
+	}()
+	long := strings.Repeat("x", maxLine+4464)
+	pw.Write([]byte(long)) // returns once the copier has read it all
+	other := make(chan struct{})
+	go func() {
+		m.copyLines(&out, strings.NewReader("other 1\nother 2\n"), "")
+		close(other)
+	}()
+	select {
+	case <-other:
+	case <-time.After(20 * time.Second):
+		t.Fatal("another rank's lines wait for the end of an unfinished long line")
+	}
+	pw.Write([]byte("y\n"))
+	pw.Close()
+	<-done
+	if got, want := out.String(), "other 1\nother 2\n"+long+"y\n"; got != want {
+		t.Errorf("got %d bytes in %d lines, want %d bytes in %d lines", len(got), strings.Count(got, "\n"), len(want), strings.Count(want, "\n"))
+	}
 }

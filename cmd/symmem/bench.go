@@ -159,8 +159,8 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", f.timeout)
 	}
-	if f.n < 1 {
-		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
+	if err := checkRanks(f.n); err != nil {
+		return nil, err
 	}
 	if c.Rounds < 1 {
 		return nil, fmt.Errorf("--rounds %d: need at least 1", c.Rounds)
@@ -234,16 +234,27 @@ func parseOps(s string) ([]coll.Kind, error) {
 	return out, nil
 }
 
+// parseAlgos reads --algo: algorithms coll knows, each once.
 func parseAlgos(s string) ([]coll.Algo, error) {
+	out, err := splitAlgos(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range out {
+		if !slices.Contains(coll.Algos(), a) {
+			return nil, fmt.Errorf("--algo: unknown algorithm %q (want one of %v)", a, coll.Algos())
+		}
+	}
+	return out, nil
+}
+
+// splitAlgos reads --algo's spelling only: names, none empty, each once.
+func splitAlgos(s string) ([]coll.Algo, error) {
 	var out []coll.Algo
 	for _, p := range strings.Split(s, ",") {
 		a := coll.Algo(strings.ToLower(strings.TrimSpace(p)))
-		ok := false
-		for _, v := range coll.Algos() {
-			ok = ok || a == v
-		}
-		if !ok {
-			return nil, fmt.Errorf("--algo: unknown algorithm %q (want one of %v)", p, coll.Algos())
+		if a == "" {
+			return nil, fmt.Errorf("--algo %q: empty algorithm name", s)
 		}
 		if slices.Contains(out, a) {
 			return nil, fmt.Errorf("--algo: %s listed twice (%q): each algorithm runs once", a, s)
@@ -251,6 +262,20 @@ func parseAlgos(s string) ([]coll.Algo, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// checkCPUAlgos refuses, before any rank starts, the algorithms the cpu
+// backend lacks (it has auto and direct) where backend resolves to it.
+func checkCPUAlgos(backend string, algos []coll.Algo) error {
+	if resolveBackend(backend) != "cpu" {
+		return nil
+	}
+	for _, a := range algos {
+		if a != coll.AlgoAuto && a != coll.AlgoDirect {
+			return fmt.Errorf("--algo %s: not available on the cpu backend (valid: auto, direct; the GPU paths need --backend cuda)", a)
+		}
+	}
+	return nil
 }
 
 func newBenchCmd() *cobra.Command {
@@ -275,13 +300,9 @@ func newBenchCmd() *cobra.Command {
 
 // benchCmd runs a checked bench: it starts the ranks, or is one.
 func benchCmd(f *benchFlags, args []string) int {
-	if resolveBackend(f.backend) == "cpu" {
-		for _, a := range f.cfg.Algos {
-			if a != coll.AlgoAuto && a != coll.AlgoDirect {
-				fmt.Fprintf(os.Stderr, "symmem bench: --algo %s: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)\n", a)
-				return 2
-			}
-		}
+	if err := checkCPUAlgos(f.backend, f.cfg.Algos); err != nil {
+		fmt.Fprintf(os.Stderr, "symmem bench: %v\n", err)
+		return 2
 	}
 	if f.cfg.Graph > 0 && resolveBackend(f.backend) != "cuda" {
 		fmt.Fprintf(os.Stderr, "symmem bench: -G %d: CUDA graphs need the cuda backend (this run uses %s)\n", f.cfg.Graph, resolveBackend(f.backend))

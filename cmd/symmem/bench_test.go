@@ -191,6 +191,8 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--lc-ctas", "-1"}, "--lc-ctas -1"},
 		{[]string{"--ops", "ag,all_gather"}, "--ops: all_gather listed twice"},
 		{[]string{"--algo", "auto,nccl,auto"}, "--algo: auto listed twice"},
+		{[]string{"--algo", "auto,"}, `--algo "auto,": empty algorithm name`},
+		{[]string{"--nproc-per-node", "1025"}, "--nproc-per-node 1025: at most 1024 local ranks"},
 		{[]string{"--offset", "2"}, "--offset: bench: offset 2: want a multiple of float32's 4-byte elements from 0 to 4095"},
 		{[]string{"--offset", "-4"}, "offset -4"},
 		{[]string{"--offset", "4096"}, "offset 4096"},
@@ -243,7 +245,7 @@ func TestBenchAlgoNames(t *testing.T) {
 // clear error before anything runs.
 func TestBenchAlgoNotOnBackend(t *testing.T) {
 	out, errs, err := cli(t, "bench", "-backend", "cpu", "-algo", "ce", "-b", "1K", "-e", "1K")
-	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; nccl, nccl-window, ce and kernel need --backend cuda)`) {
+	if err == nil || !strings.Contains(errs, `-algo ce: not available on the cpu backend (valid: auto, direct; the GPU paths need --backend cuda)`) {
 		t.Errorf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
 	}
 }
@@ -390,6 +392,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--version"}, 0, "symmem "},
 		{[]string{"version"}, 0, "symmem "},
 		{[]string{"completion", "bash"}, 0, "bash completion"},
+		{[]string{"completion", "nosuch"}, 2, `unknown shell "nosuch": want one of bash, fish, powershell, zsh`},
+		{[]string{"completion"}, 2, "no shell given"},
+		{[]string{"help", "bench"}, 0, "-J, --json"},
+		{[]string{"help", "nosuch"}, 2, `unknown help topic "nosuch"`},
+		{[]string{"help", "bench", "nosuch"}, 2, `unknown help topic "bench nosuch"`},
 		{nil, 2, "no command given"},
 		{[]string{"nosuch"}, 2, `unknown command "nosuch"`},
 		{[]string{"bench", "--nosuch"}, 2, "unknown flag: --nosuch"},
@@ -398,6 +405,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"launch"}, 2, "need --nproc-per-node N"},
 		{[]string{"launch", "-n", "1", "--timeout", "-1s", "true"}, 2, "must not be negative"},
 		{[]string{"launch", "-n", "1", "--master-port", "70000", "true"}, 2, "--master-port 70000"},
+		{[]string{"launch", "-n", "1", "--grace", "0", "true"}, 2, "--grace 0s: must be positive, e.g. 100ms"},
+		{[]string{"launch", "-n", "1025", "true"}, 2, "--nproc-per-node 1025: at most 1024 local ranks"},
+		{[]string{"doctor", "--nproc-per-node", "1025"}, 2, "--nproc-per-node 1025: at most 1024 local ranks"},
 		{[]string{"doctor", "--timeout", "0s"}, 2, "--timeout 0s: must be positive"},
 		{[]string{"launch", "--nproc-per-node", "1", "--", "false"}, 1, ""},
 		{[]string{"launch", "-n", "1", "sh", "-c", "exit 7"}, 7, ""},

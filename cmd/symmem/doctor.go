@@ -37,8 +37,8 @@ launched job it starts --nproc-per-node local ranks of itself.`,
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", timeout)
 			}
-			if n < 1 {
-				return fmt.Errorf("--nproc-per-node %d: need at least 1 rank", n)
+			if err := checkRanks(n); err != nil {
+				return err
 			}
 			return exitWith(doctorCmd(n, backend, all, timeout, subArgs()))
 		},

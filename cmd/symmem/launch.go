@@ -34,8 +34,16 @@ rank's status.`,
 			if o.n < 1 || len(rest) == 0 {
 				return errors.New("need --nproc-per-node N (N >= 1) and a program to run")
 			}
-			if o.timeout < 0 || o.grace < 0 {
-				return fmt.Errorf("--timeout %v / --grace %v: must not be negative", o.timeout, o.grace)
+			if err := checkRanks(o.n); err != nil {
+				return err
+			}
+			if o.timeout < 0 {
+				return fmt.Errorf("--timeout %v: must not be negative (0: no limit)", o.timeout)
+			}
+			// launch.Config reads a zero Grace as DefaultGrace: 0 would
+			// quietly mean 5s.
+			if o.grace <= 0 {
+				return fmt.Errorf("--grace %v: must be positive, e.g. 100ms (the time a rank gets between SIGTERM and SIGKILL)", o.grace)
 			}
 			if o.masterPort < 0 || o.masterPort > 65535 {
 				return fmt.Errorf("--master-port %d: want 1..65535 (0: a free port)", o.masterPort)
@@ -63,7 +71,7 @@ rank's status.`,
 	fs.IntVarP(&o.n, "nproc-per-node", "n", 0, "number of local ranks to start (required), as torchrun spells it")
 	fs.IntVar(&o.masterPort, "master-port", 0, "MASTER_PORT the ranks see, left free for torch's init_process_group (0: a free port)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop the whole job after this long (e.g. 10m); 0 = no limit")
-	fs.DurationVar(&o.grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks")
+	fs.DurationVar(&o.grace, "grace", launch.DefaultGrace, "time between SIGTERM and SIGKILL when stopping ranks (positive)")
 	fs.BoolVar(&o.noPrefix, "no-prefix", false, `do not prefix output lines with "[rank r] "`)
 	fs.IntVar(&o.hosts, "hosts", 0, "act as this many hosts on this machine (testing multi-host groups): consecutive ranks per host, each host with its own SYMMEM_HOST and NCCL_HOSTID, local ranks and block of CUDA_VISIBLE_DEVICES (with fewer than N listed but N/H or more, every host gets the first N/H)")
 	fs.BoolVar(&o.share, "share-device", false, "let ranks share a GPU (sets SYMMEM_SHARE_DEVICE=1): symmem's own GPU paths run several ranks on one GPU; NCCL is off for them")

@@ -24,3 +24,25 @@ func TestLaunchShareDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchLongLine: with --no-prefix a line longer than the launcher's
+// 64 KiB read buffer comes out whole (a JSON document on one line); with
+// the prefix it becomes several lines, each saying its rank.
+func TestLaunchLongLine(t *testing.T) {
+	const spew = `head -c 100000 /dev/zero | tr "\0" x; echo`
+	out, errs, err := cli(t, "launch", "-n", "1", "--no-prefix", "--", "sh", "-c", spew)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	if want := strings.Repeat("x", 100000) + "\n"; out != want {
+		t.Errorf("--no-prefix: one 100000-byte line came out as %d lines, %d bytes", strings.Count(out, "\n"), len(out))
+	}
+	out, errs, err = cli(t, "launch", "-n", "1", "--", "sh", "-c", spew)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errs)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || strings.Count(out, "x") != 100000 ||
+		!strings.HasPrefix(lines[0], "[rank 0] x") || !strings.HasPrefix(lines[1], "[rank 0] x") {
+		t.Errorf("prefixed: %d lines, %d x's; want 2 lines starting [rank 0], 100000 x's", len(lines), strings.Count(out, "x"))
+	}
+}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/symmem/symmem/launch"
 )
 
 func main() { os.Exit(execute(os.Args[1:])) }
@@ -67,7 +69,55 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("symmem {{.Version}}\n")
 	root.AddCommand(newLaunchCmd(), newBenchCmd(), newTuneCmd(), newDoctorCmd(), newVersionCmd())
+	strictHelpAndCompletion(root)
 	return root
+}
+
+// strictHelpAndCompletion makes an unknown help topic or completion shell a
+// usage error (exit 2): cobra's own commands print help and exit 0.
+func strictHelpAndCompletion(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			show := c.Run
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if sub, rest, err := c.Root().Find(args); sub == nil || err != nil || len(rest) > 0 {
+					return fmt.Errorf("unknown help topic %q: want a command ('symmem -h' lists them)", strings.Join(args, " "))
+				}
+				show(c, args)
+				return nil
+			}
+		case "completion":
+			var shells []string
+			for _, s := range c.Commands() {
+				shells = append(shells, s.Name())
+			}
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return fmt.Errorf("unknown shell %q: want one of %s", args[0], strings.Join(shells, ", "))
+				}
+				c.SetOut(os.Stderr)
+				c.Usage()
+				return fmt.Errorf("no shell given: want one of %s", strings.Join(shells, ", "))
+			}
+		}
+	}
+}
+
+// checkRanks checks --nproc-per-node here, by that name: launch.Run's own
+// message says -n, which is the iteration count in bench and tune.
+func checkRanks(n int) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("--nproc-per-node %d: need at least 1 rank", n)
+	case n > launch.MaxRanks:
+		return fmt.Errorf("--nproc-per-node %d: at most %d local ranks", n, launch.MaxRanks)
+	}
+	return nil
 }
 
 func execute(args []string) int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,8 +106,14 @@ func parseGEMM(s string) (bench.GEMMShape, error) {
 func (o *overlapOpts) finish() (*overlapFlags, error) {
 	f, c := &o.f, &o.f.cfg
 	var err error
+	if strings.EqualFold(strings.TrimSpace(o.ops), "all") {
+		return nil, fmt.Errorf("--ops all: all includes broadcast, which the overlap benchmark lacks; name the ops, e.g. --ops all_gather,reduce_scatter,all_reduce")
+	}
 	if c.Ops, err = parseOps(o.ops); err != nil {
 		return nil, err
+	}
+	if slices.Contains(c.Ops, coll.Broadcast) {
+		return nil, fmt.Errorf("--ops %s: the overlap benchmark has no broadcast; want all_gather, reduce_scatter or all_reduce", o.ops)
 	}
 	if c.DType, err = coll.ParseDType(o.dtype); err != nil {
 		return nil, fmt.Errorf("-d: %w", err)
@@ -124,15 +131,16 @@ func (o *overlapOpts) finish() (*overlapFlags, error) {
 	if c.FSDPRank, err = bench.ParseSize(o.fsdpBytes); err != nil {
 		return nil, fmt.Errorf("--fsdp-size: %w", err)
 	}
+	// The all-gather moves whole elements: a remainder would be dropped
+	// quietly.
+	if es := int64(c.DType.Size()); c.FSDP && c.FSDPRank%es != 0 {
+		return nil, fmt.Errorf("--fsdp-size %d: want a multiple of %s's %d-byte elements, e.g. %d", c.FSDPRank, bench.TypeName(c.DType), es, max(es, c.FSDPRank/es*es))
+	}
 	// Algorithm names are checked against the backend's own list on the
 	// ranks (new paths need no change here); only the spelling is checked now.
 	if strings.TrimSpace(o.algos) != "" {
-		for _, p := range strings.Split(o.algos, ",") {
-			a := coll.Algo(strings.ToLower(strings.TrimSpace(p)))
-			if a == "" {
-				return nil, fmt.Errorf("--algo %q: empty algorithm name", o.algos)
-			}
-			c.Algos = append(c.Algos, a)
+		if c.Algos, err = splitAlgos(o.algos); err != nil {
+			return nil, err
 		}
 	}
 	switch strings.ToLower(f.backend) {
@@ -145,8 +153,8 @@ func (o *overlapOpts) finish() (*overlapFlags, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive (it bounds every wait)", f.timeout)
 	}
-	if f.n < 1 {
-		return nil, fmt.Errorf("--nproc-per-node %d: need at least 1 rank", f.n)
+	if err := checkRanks(f.n); err != nil {
+		return nil, err
 	}
 	ranks := f.n
 	if w, err := strconv.Atoi(os.Getenv("WORLD_SIZE")); err == nil && os.Getenv("RANK") != "" {

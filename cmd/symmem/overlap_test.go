@@ -38,7 +38,13 @@ func TestOverlapFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--ops", "broadcast"}, "overlap op broadcast: want all_gather"},
+		{[]string{"--ops", "broadcast"}, "--ops broadcast: the overlap benchmark has no broadcast; want all_gather, reduce_scatter or all_reduce"},
+		{[]string{"--ops", "ag,bc"}, "--ops ag,bc: the overlap benchmark has no broadcast"},
+		{[]string{"--ops", "all"}, "--ops all: all includes broadcast, which the overlap benchmark lacks; name the ops, e.g. --ops all_gather,reduce_scatter,all_reduce"},
+		{[]string{"--fsdp-size", "3"}, "--fsdp-size 3: want a multiple of bfloat16's 2-byte elements, e.g. 2"},
+		{[]string{"--fsdp-size", "1000001", "-d", "float"}, "--fsdp-size 1000001: want a multiple of float's 4-byte elements, e.g. 1000000"},
+		{[]string{"--algo", "ce,kernel,CE"}, "--algo: ce listed twice"},
+		{[]string{"--nproc-per-node", "1025"}, "--nproc-per-node 1025: at most 1024 local ranks"},
 		{[]string{"--ops", "gather"}, `unknown op "gather"`},
 		{[]string{"--gemm", "8x9"}, `--gemm "8x9": want N or MxNxK`},
 		{[]string{"--gemm", "0"}, `"0" is not a dimension`},
@@ -60,6 +66,10 @@ func TestOverlapFlags(t *testing.T) {
 		if _, err := parseOverlapFlags(b.args, io.Discard); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%v: error %v, want it to contain %q", b.args, err, b.want)
 		}
+	}
+	// Without the FSDP case its size is not used.
+	if _, err := parseOverlapFlags([]string{"--no-fsdp", "--fsdp-size", "3"}, io.Discard); err != nil {
+		t.Errorf("--no-fsdp --fsdp-size 3: %v", err)
 	}
 }
 

@@ -40,7 +40,7 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dtypes, "dtypes", "bfloat16,float,int32", "one element type per dtype class the table distinguishes: 16-bit float (bfloat16 or half), 32-bit float (float), other (double, the integers)")
 	fs.IntVarP(&o.graph, "cudagraph", "G", 0, "also time CUDA-graph replays of this many captured calls per path, up to --graph-max: the table's graph rows, which auto reads for captured calls (cuda backend); 0: eager calls only")
 	fs.StringVar(&o.graphMax, "graph-max", "16M", "with -G: the largest size replayed (above it captured calls take the eager rows)")
-	fs.StringVar(&o.algos, "algo", "", "comma-separated algorithms to measure, where the backend has them for an op (default: every algorithm it declares per op, and auto for auto/best)")
+	fs.StringVar(&o.algos, "algo", "", "comma-separated algorithms to measure, where the backend has them for an op, at least one besides auto (default: every algorithm it declares per op, and auto for auto/best)")
 	fs.StringVarP(&b.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
 	fs.StringVarP(&b.e, "maxbytes", "e", "1G", "largest size")
 	fs.IntVarP(&b.fact, "stepfactor", "f", 2, "size multiplication factor between steps")
@@ -90,6 +90,9 @@ func (o *tuneOpts) finish() (*tuneFlags, error) {
 		if t.algos, err = parseAlgos(o.algos); err != nil {
 			return nil, err
 		}
+		if !slices.ContainsFunc(t.algos, func(a coll.Algo) bool { return a != coll.AlgoAuto }) {
+			return nil, fmt.Errorf("--algo %s: name a path to measure besides auto (auto is what the table chooses for), e.g. --algo direct; without --algo every path is measured", o.algos)
+		}
 	}
 	// bench's checks: sizes, placements, backend, ranks; the dtype with
 	// the largest elements bounds the smallest size.
@@ -100,16 +103,20 @@ func (o *tuneOpts) finish() (*tuneFlags, error) {
 		return nil, err
 	}
 	t.benchFlags = *f
+	if err := checkCPUAlgos(f.backend, t.algos); err != nil {
+		return nil, err
+	}
+	// Checked without -G too: a bad value is refused, not ignored.
+	hi, err := bench.ParseSize(o.graphMax)
+	if err != nil {
+		return nil, fmt.Errorf("--graph-max: %w", err)
+	}
 	switch {
 	case o.graph < 0:
 		return nil, fmt.Errorf("-G/--cudagraph %d must not be negative", o.graph)
 	case o.graph > 0 && resolveBackend(f.backend) != "cuda":
 		return nil, fmt.Errorf("-G %d: CUDA graphs need the cuda backend (this run uses %s)", o.graph, resolveBackend(f.backend))
 	case o.graph > 0:
-		hi, err := bench.ParseSize(o.graphMax)
-		if err != nil {
-			return nil, fmt.Errorf("--graph-max: %w", err)
-		}
 		for _, sz := range f.cfg.Sizes {
 			if sz <= hi {
 				t.graphSizes = append(t.graphSizes, sz)
@@ -185,7 +192,8 @@ func tuneCmd(f *tuneFlags, args []string) int {
 }
 
 // tuneAlgos are the algorithms measured for k: auto and every one the
-// backend declares, or those of want it declares.
+// backend declares, or those of want it declares; none where that leaves
+// only auto (no path for the table to choose).
 func tuneAlgos(w *symmem.World, k coll.Kind, want []coll.Algo) []coll.Algo {
 	if want == nil {
 		return append([]coll.Algo{coll.AlgoAuto}, w.Algos(k)...)
@@ -195,6 +203,9 @@ func tuneAlgos(w *symmem.World, k coll.Kind, want []coll.Algo) []coll.Algo {
 		if w.Supports(k, a) {
 			out = append(out, a)
 		}
+	}
+	if !slices.ContainsFunc(out, func(a coll.Algo) bool { return a != coll.AlgoAuto }) {
+		return nil
 	}
 	return out
 }
@@ -256,7 +267,8 @@ func tuneRank(f *tuneFlags, args []string) error {
 		for _, k := range f.cfg.Ops {
 			have = append(have, fmt.Sprintf("%v: %v", k, w.Algos(k)))
 		}
-		return fmt.Errorf("--algo %v: the %s backend has none of these for the ops asked (it has %s)", f.algos, w.Backend(), strings.Join(have, "; "))
+		paths := slices.DeleteFunc(slices.Clone(f.algos), func(a coll.Algo) bool { return a == coll.AlgoAuto })
+		return fmt.Errorf("--algo %v: the %s backend has none of these paths for the ops asked (it has %s)", paths, w.Backend(), strings.Join(have, "; "))
 	}
 	tb, err := tune.NewTable(inputs, command, sources)
 	if err != nil {

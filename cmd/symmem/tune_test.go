@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -85,12 +87,34 @@ func TestTuneEndToEnd(t *testing.T) {
 	}
 }
 
-// TestTuneNoPath: --algo naming none of the backend's paths is refused
-// with what the backend has, not as a table with nothing measured.
-func TestTuneNoPath(t *testing.T) {
-	_, stderr, err := cli(t, "tune", "-o", filepath.Join(t.TempDir(), "t.json"), "--algo", "nccl", "-b", "1K", "-e", "1K", "--backend", "cpu", "--nproc-per-node", "2")
-	if err == nil || !strings.Contains(stderr, "--algo [nccl]: the cpu backend has none of these") || !strings.Contains(stderr, "all_gather: [direct]") {
-		t.Fatalf("err %v, stderr:\n%s", err, stderr)
+// TestTuneRefusedUpFront: flags that cannot give a table are usage errors
+// (exit 2) before any rank starts, and leave no file behind: --algo with no
+// path besides auto (it used to run the whole sweep, then fail and leave the
+// report), a path the cpu backend lacks (as bench refuses it), --graph-max
+// without -G, and a rank count past launch's limit by its own name (-n is
+// the iteration count here).
+func TestTuneRefusedUpFront(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--algo", "auto"}, "--algo auto: name a path to measure besides auto"},
+		{[]string{"--backend", "cpu", "--algo", "ce"}, "--algo ce: not available on the cpu backend"},
+		{[]string{"--backend", "cpu", "--algo", "auto,direct,nccl"}, "--algo nccl: not available on the cpu backend"},
+		{[]string{"--graph-max", "bogus"}, "--graph-max: bad size"},
+		{[]string{"--nproc-per-node", "1025"}, "--nproc-per-node 1025: at most 1024 local ranks"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"tune", "-o", filepath.Join(dir, "t.json"), "--dtypes", "float", "-b", "1K", "-e", "2K",
+			"-n", "5", "-w", "1", "--budget", "1ms", "--ops", "ar"}, tc.args...)
+		_, stderr, err := cli(t, args...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("tune %v: %v (want exit status 2), stderr:\n%s\nwant %q", tc.args, err, stderr, tc.want)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+			t.Errorf("tune %v: left %v behind", tc.args, left)
+		}
 	}
 }
 
