@@ -370,7 +370,7 @@ func (f *autoFacts) noPath() error {
 	if g.ncclUnsafe(f.c) {
 		return ErrNCCLWindowWrong
 	}
-	return fmt.Errorf("no GPU path: NCCL unavailable (%v) and %s: %w", g.nccl.err, g.paths.ce.why(f.c.req), ErrNotSupported)
+	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), ErrNotSupported)
 }
 
 // reduceElementwise reports whether symmem's reduction kernel would run req

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -80,6 +81,8 @@ type Backend struct {
 	copyProg *cudadrv.Program    // Copy's program (under mu)
 	local    map[uint64]*segment // AllocLocal's allocations by base
 	groups   []*Group            // creation order: closing is collective (NCCL), so every rank closes in the same order
+	making   sync.WaitGroup      // NewGroup calls in progress (Add under mu, while not closed)
+	inFlight bool                // a group closed with its collectives still running (Group.Close)
 	closed   bool
 	// presences follows the ranks of other hosts (members.Presences),
 	// announced at the first group that spans hosts; nil until then.
@@ -232,12 +235,18 @@ func (b *Backend) NewGroup(ctx context.Context, cfg backend.GroupConfig) (backen
 		b.mu.Unlock()
 		return nil, fmt.Errorf("cuda backend: NewGroup %q: backend is closed", cfg.Name)
 	}
+	b.making.Add(1) // Close waits: nothing is released under the group's setup
 	b.mu.Unlock()
+	defer b.making.Done()
 	g, err := newGroup(ctx, b, cfg, cfg.Gen)
 	if err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
+	if b.closed { // Close began meanwhile, and closes only the groups it lists
+		b.mu.Unlock()
+		return nil, errors.Join(fmt.Errorf("cuda backend: NewGroup %q: backend closed while the group was made", cfg.Name), g.Close())
+	}
 	b.groups = append(b.groups, g)
 	b.mu.Unlock()
 	return g, nil
@@ -256,7 +265,8 @@ func (b *Backend) forget(g *Group) {
 
 // Close closes every group in creation order (collective: NCCL finalizes
 // each communicator with its peers), frees every segment and releases the
-// context.
+// context. Every error is reported, the teardown goes on past each. A
+// NewGroup in progress ends first (its group closed and refused).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -264,33 +274,48 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.mu.Unlock()
+	b.making.Wait() // groups being made (bounded by their timeouts): NewGroup closes them
+	b.mu.Lock()
 	gs := append([]*Group(nil), b.groups...)
 	b.mu.Unlock()
+	var errs []error
 	for _, g := range gs {
-		g.Close()
+		if err := g.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	var perr error
 	if b.presences != nil { // after the groups: their teardown may still wait on peers
-		perr = b.presences.Close()
+		if err := b.presences.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("leaving the job's presence: %w", err))
+		}
+	}
+	b.mu.Lock()
+	inFlight := b.inFlight // also a group closed earlier (World.Close closes them first)
+	b.mu.Unlock()
+	if inFlight {
+		// A group's collectives did not finish, and it leaked its mappings
+		// so that they cannot fault on them. They may also use the pool's
+		// segments, AllocLocal's memory, the kernels and this stream, which
+		// live in the context: unmapping, unloading or releasing any of
+		// them, or the context, which takes them all, under running work
+		// faults it. So they stay, until the process exits.
+		errs = append(errs, fmt.Errorf("segments, local allocations, kernels, stream and context kept: %w", errWorkInFlight))
+		return fmt.Errorf("cuda backend: close: %w", errors.Join(errs...))
 	}
 	b.mu.Lock()
 	for p, s := range b.local {
-		s.release(b.ctx)
+		if err := s.release(b.ctx); err != nil {
+			errs = append(errs, fmt.Errorf("local allocation %#x: %w", p, err))
+		}
 		delete(b.local, p)
 	}
 	b.mu.Unlock()
-	err := b.prov.close()
-	b.unloadKernels()
-	if e := b.stream.Destroy(); err == nil {
-		err = e
+	errs = append(errs, b.prov.close(), b.unloadKernels(), b.stream.Destroy(), b.ctx.Release())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda backend: close: %w", err)
 	}
-	if e := b.ctx.Release(); err == nil {
-		err = e
-	}
-	if err == nil && perr != nil {
-		err = fmt.Errorf("leaving the job's presence: %w", perr)
-	}
-	return err
+	return nil
 }
 
 // Synchronize waits (bounded by timeout) until the backend's own stream,

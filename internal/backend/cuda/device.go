@@ -132,17 +132,27 @@ func (b *Backend) AllocLocal(bytes int64) (uint64, error) {
 }
 
 // FreeLocal waits for the backend's stream and releases an allocation from
-// AllocLocal.
+// AllocLocal. Where the wait fails (work may still use the memory) the
+// allocation stays: FreeLocal may be called again, and Close releases it.
 func (b *Backend) FreeLocal(ptr uint64) error {
 	b.mu.Lock()
 	s, ok := b.local[ptr]
-	delete(b.local, ptr)
 	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("cuda backend: FreeLocal(%#x): not from AllocLocal", ptr)
 	}
 	if err := b.stream.Wait(context.Background(), wait.DefaultTimeout); err != nil {
+		return fmt.Errorf("cuda backend: FreeLocal(%#x): the allocation is kept (work may still use it): %w", ptr, err)
+	}
+	b.mu.Lock()
+	if b.local[ptr] != s { // freed meanwhile (a concurrent FreeLocal, or Close)
+		b.mu.Unlock()
+		return fmt.Errorf("cuda backend: FreeLocal(%#x): not from AllocLocal (freed meanwhile)", ptr)
+	}
+	delete(b.local, ptr)
+	b.mu.Unlock()
+	if err := s.release(b.ctx); err != nil {
 		return fmt.Errorf("cuda backend: FreeLocal(%#x): %w", ptr, err)
 	}
-	return s.release(b.ctx)
+	return nil
 }

@@ -129,17 +129,20 @@ func (gt *callGate) rankOf(q int) int {
 
 // close ends the watcher and, with unregister, unregisters the page
 // (before the agreement unmaps it). Nothing without a gate.
-func (gt *callGate) close(unregister bool) {
+func (gt *callGate) close(unregister bool) error {
 	if gt == nil {
-		return
+		return nil
 	}
 	close(gt.quit)
 	gt.c.Wake() // the peers' watchers look once more and sleep again
 	<-gt.done
 	if unregister && gt.reg != nil {
 		gt.args.Free()
-		gt.reg.Unregister()
+		if err := gt.reg.Unregister(); err != nil {
+			return fmt.Errorf("call gate: %w", err)
+		}
 	}
+	return nil
 }
 
 // stopWord is the failed word as the device sees it (0 without a gate):

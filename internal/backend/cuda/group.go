@@ -248,9 +248,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if g.sharing != "" {
 		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
 			winWhy: "no NCCL on a shared GPU"}
+	} else {
+		g.nccl = newNCCLGroup(ctx, g, gen)
+	}
+	if err := g.agreeNCCL(ctx); err != nil {
+		return err
+	}
+	if g.sharing != "" {
 		return nil
 	}
-	g.nccl = newNCCLGroup(ctx, g, gen)
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
 		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.abortGroup(err, comms) })
@@ -373,9 +379,11 @@ func (g *Group) Leave() {
 }
 
 // Close releases the group's mappings, pads, streams, events and NCCL
-// communicator. Idempotent. Collective when the group has an NCCL
-// communicator (NCCL finalizes it with the peers): every rank closes its
-// groups in the same order.
+// communicator, past any step that fails (each failure is reported).
+// Idempotent. Collective when the group has an NCCL communicator (NCCL
+// finalizes it with the peers): every rank closes its groups in the same
+// order. Where the group's collectives do not finish within the timeout,
+// what they may use is leaked and the error wraps errWorkInFlight.
 func (g *Group) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
@@ -397,31 +405,37 @@ func (g *Group) Close() error {
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()
-		for _, ps := range g.segs.Drain() {
-			if qerr == nil {
-				ps.unmap(g)
-			}
-		}
-		err = errors.Join(herr, g.nccl.close(ctx))
 		if qerr != nil {
 			// Streams may still read peer memory: leak mappings rather than
 			// unmap memory in use.
-			err = fmt.Errorf("cuda: group %q: closing with work in flight: %w", g.name, qerr)
+			g.segs.Drain()
+			nerr := g.nccl.close(ctx)
 			g.gate.close(false) // the page stays registered and mapped: a stream may wait on it
+			g.b.mu.Lock()
+			g.b.inFlight = true // the backend keeps the rest (Backend.Close)
+			g.b.mu.Unlock()
 			g.b.forget(g)
+			err = fmt.Errorf("cuda: group %q: closing with %w (mappings, pads, streams and events leaked): %w", g.name, errWorkInFlight, errors.Join(qerr, herr, nerr))
 			return
 		}
+		// Best effort: every step runs whatever an earlier one returned,
+		// and each failure is reported.
+		errs := []error{herr}
+		for _, ps := range g.segs.Drain() {
+			errs = append(errs, ps.unmap(g))
+		}
+		errs = append(errs, g.nccl.close(ctx))
 		for r, p := range g.padPeers {
 			if r != g.me && p != 0 {
-				cudadrv.Unmap(g.b.ctx, p, g.pad.size)
+				errs = append(errs, cudadrv.Unmap(g.b.ctx, p, g.pad.size))
 			}
 		}
 		if g.pad != nil {
-			g.pad.release(g.b.ctx)
+			errs = append(errs, g.pad.release(g.b.ctx))
 		}
 		for _, s := range append(g.side, g.check) {
 			if s != nil {
-				s.Destroy()
+				errs = append(errs, s.Destroy())
 			}
 		}
 		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.paths.ll.args, g.hs.args} {
@@ -430,24 +444,27 @@ func (g *Group) Close() error {
 			}
 		}
 		if g.paths.lc.staging != nil {
-			g.paths.lc.staging.release(g.b.ctx)
+			errs = append(errs, g.paths.lc.staging.release(g.b.ctx))
 		}
 		if g.faults.words != nil {
-			g.faults.words.Free()
+			errs = append(errs, g.faults.words.Free())
 		}
-		g.gate.close(true)
+		errs = append(errs, g.gate.close(true))
 		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 			if a != nil {
 				a.Close()
 			}
 		}
 		for _, f := range g.fences {
-			f.ev.Destroy()
+			errs = append(errs, f.ev.Destroy())
 		}
 		for _, e := range append(g.joins, g.fork, g.forkX, g.last, g.checkEv[0], g.checkEv[1]) {
 			if e != nil {
-				e.Destroy()
+				errs = append(errs, e.Destroy())
 			}
+		}
+		if e := errors.Join(errs...); e != nil {
+			err = fmt.Errorf("cuda: group %q: close: %w", g.name, e)
 		}
 		g.b.forget(g)
 	})

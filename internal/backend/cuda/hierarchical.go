@@ -256,38 +256,54 @@ func (h *hierPath) stop(err error) {
 }
 
 // register and deregister keep the children's segments the group's.
+// register registers seg with both children, or with neither: where the
+// cross child fails, the host child deregisters it again.
 func (h *hierPath) register(ctx context.Context, seg pool.Segment) error {
 	if h.layout == nil {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.segs = append(h.segs, seg)
 	if k := h.kids.Load(); k != nil {
 		if err := k.host.Register(ctx, seg); err != nil {
 			return err
 		}
-		return k.cross.Register(ctx, seg)
+		if err := k.cross.Register(ctx, seg); err != nil {
+			return errors.Join(err, k.host.Deregister(ctx, seg))
+		}
 	}
+	h.segs = append(h.segs, seg)
 	return nil
 }
 
+// deregister deregisters seg from the children that have it (a child whose
+// work was still in flight kept it: a later try finishes), and forgets it
+// once neither has it.
 func (h *hierPath) deregister(ctx context.Context, seg pool.Segment) error {
 	if h.layout == nil {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var err error
+	if k := h.kids.Load(); k != nil {
+		var errs []error
+		for _, c := range []*Group{k.host, k.cross} {
+			if _, ok := c.segs.Get(seg.ID); ok {
+				errs = append(errs, c.Deregister(ctx, seg))
+			}
+		}
+		if err = errors.Join(errs...); errors.Is(err, errWorkInFlight) {
+			return err
+		}
+	}
 	for i, s := range h.segs {
 		if s.ID == seg.ID {
 			h.segs = append(h.segs[:i], h.segs[i+1:]...)
 			break
 		}
 	}
-	if k := h.kids.Load(); k != nil {
-		return errors.Join(k.host.Deregister(ctx, seg), k.cross.Deregister(ctx, seg))
-	}
-	return nil
+	return err
 }
 
 // close closes the children (collective, in the same order on every rank).

@@ -125,11 +125,13 @@ func (b *Backend) loadKernels() error {
 	return k.err
 }
 
-func (b *Backend) unloadKernels() {
+func (b *Backend) unloadKernels() error {
+	var errs []error
 	for _, m := range b.kern.mods {
-		m.Unload()
+		errs = append(errs, m.Unload())
 	}
 	b.kern.mods = nil
+	return errors.Join(errs...)
 }
 
 // kernVecsPerThread is the work per thread below the CTA limit: fewer CTAs

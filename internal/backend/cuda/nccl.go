@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/symmem/symmem/coll"
@@ -124,7 +125,7 @@ type ncclGroup struct {
 	// symmetric kernels for any buffer in a window, and for large
 	// reductions those are slower than its regular ones (measured on 4x
 	// H200: results/gpu-scale-2026-11-21.md), so the plain path on pool
-	// buffers runs here. nil if it failed.
+	// buffers runs here. nil if it failed on any rank (agreeNCCL).
 	plain   *bnccl.Comm
 	err     error
 	windows bool   // segments are registered as NCCL windows
@@ -160,6 +161,74 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 		ng.plain = p
 	}
 	return ng
+}
+
+// agreeNCCL makes the group's communicators alike on every rank. Each
+// rank's creation can fail alone (a local resource after NCCL's collective
+// init), and ranks that differ would not meet: one with the window-free
+// communicator runs a plain call there, one without on the windowed one.
+// setup's all-gather comes before the communicators exist, so the ranks
+// exchange what they made (every rank: one that made none, NCCL missing or
+// the GPU shared, says so), and a communicator some rank lacks is aborted
+// on every rank that has it (locally: no peer waits for it).
+func (g *Group) agreeNCCL(ctx context.Context) error {
+	n := &g.nccl
+	if len(g.ranks) == 1 {
+		return nil
+	}
+	why := ""
+	if n.comm == nil {
+		why = n.unavailable().Error()
+	}
+	all, err := g.AllGather(ctx, []byte(fmt.Sprintf("%t|%t|%s", n.comm != nil, n.plain != nil, why)))
+	if err != nil {
+		return fmt.Errorf("agreeing on the NCCL communicators: %w", err)
+	}
+	comm, plain, theirs := ncclAgreed(g.ranks, g.me, all)
+	var errs []error
+	if !plain && n.plain != nil {
+		errs = append(errs, n.plain.Abort())
+		n.plain = nil
+	}
+	if !comm && n.comm != nil {
+		errs = append(errs, n.comm.Abort())
+		*n = ncclGroup{err: theirs, winWhy: "no communicator"}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dropping the NCCL communicators some rank lacks: %w", err)
+	}
+	return nil
+}
+
+// ncclAgreed reads every rank's report of its communicators (agreeNCCL):
+// whether each has the windowed one and the window-free one, and why the
+// first other rank without a communicator has none. A report it cannot
+// read counts as none.
+func ncclAgreed(ranks []int, me int, all [][]byte) (comm, plain bool, why error) {
+	comm, plain = true, true
+	for q, v := range all {
+		c, rest, _ := strings.Cut(string(v), "|")
+		p, reason, ok := strings.Cut(rest, "|")
+		hasComm, hasPlain := ok && c == "true", ok && p == "true"
+		if !hasComm && comm && q != me {
+			if !ok {
+				reason = fmt.Sprintf("unreadable report %q", v)
+			}
+			why = fmt.Errorf("rank %d has no NCCL communicator (%s), so no rank uses one", ranks[q], reason)
+		}
+		comm = comm && hasComm
+		plain = plain && hasComm && hasPlain
+	}
+	return comm, plain, why
+}
+
+// unavailable says why the group has no communicator. It wraps the cause,
+// which may hold a sentinel (errs.PeerExited, rendezvous.ErrTimeout).
+func (n *ncclGroup) unavailable() error {
+	if n.err == nil {
+		return errors.New("no communicator")
+	}
+	return n.err
 }
 
 func (n *ncclGroup) register(ctx context.Context, seg pool.Segment) error {
@@ -258,7 +327,7 @@ func (n *ncclPath) refuse(c call) error {
 	g := n.g
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
 	case g.ncclUnsafe(&c):
 		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
 	}

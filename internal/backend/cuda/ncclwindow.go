@@ -80,7 +80,7 @@ func (w *ncclWindowPath) refuse(c call) error {
 	g, req := w.g, c.req
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%v): %w", g.nccl.err, ErrNotSupported)
+		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
 	case !c.win && !symmetric(req):
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, backend.ErrRefused)
 	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -66,17 +67,16 @@ func createLocal(ctx *cudadrv.Context, size, gran int64) (*segment, error) {
 	}
 	base, err := a.Map(ctx, gran, []int{ctx.Dev})
 	if err != nil {
-		a.Release()
-		return nil, err
+		return nil, errors.Join(err, a.Release())
 	}
 	fd, err := a.ExportFD()
-	if err == nil {
-		err = a.Release()
-	}
 	if err != nil {
-		cudadrv.Unmap(ctx, base, size)
-		a.Release()
-		return nil, err
+		return nil, errors.Join(err, cudadrv.Unmap(ctx, base, size), a.Release())
+	}
+	if err := a.Release(); err != nil {
+		// The handle's release failed: trying again would not do better.
+		// The mapping and the fd, which hold the memory too, go.
+		return nil, errors.Join(err, cudadrv.Unmap(ctx, base, size), unix.Close(fd))
 	}
 	return &segment{base: base, size: size, fd: fd}, nil
 }
@@ -84,7 +84,7 @@ func createLocal(ctx *cudadrv.Context, size, gran int64) (*segment, error) {
 func (s *segment) release(ctx *cudadrv.Context) error {
 	err := cudadrv.Unmap(ctx, s.base, s.size)
 	if s.fd >= 0 {
-		unix.Close(s.fd)
+		err = errors.Join(err, unix.Close(s.fd))
 		s.fd = -1
 	}
 	return err
@@ -125,14 +125,14 @@ func (p *Provider) Len() int {
 func (p *Provider) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var first error
+	var errs []error
 	for id, s := range p.segs {
-		if err := s.release(p.ctx); err != nil && first == nil {
-			first = err
+		if err := s.release(p.ctx); err != nil {
+			errs = append(errs, fmt.Errorf("segment %d: %w", id, err))
 		}
 		delete(p.segs, id)
 	}
-	return first
+	return errors.Join(errs...)
 }
 
 // importPeer imports a peer's segment from fd and maps it for this device.
@@ -144,11 +144,10 @@ func importPeer(ctx *cudadrv.Context, fd int, size, gran int64) (uint64, error) 
 	base, err := a.Map(ctx, gran, []int{ctx.Dev})
 	rerr := a.Release()
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(err, rerr)
 	}
 	if rerr != nil {
-		cudadrv.Unmap(ctx, base, size)
-		return 0, rerr
+		return 0, errors.Join(rerr, cudadrv.Unmap(ctx, base, size))
 	}
 	return base, nil
 }

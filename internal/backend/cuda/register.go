@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -53,32 +54,46 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	}
 	ps.bases[g.me] = seg.Base
 	if err := g.nccl.register(ctx, seg); err != nil {
-		ps.unmap(g)
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, errors.Join(err, ps.unmap(g)))
+	}
+	// The segment becomes the group's only once the hier path's children
+	// have it too: where one fails the group undoes its part (no call has
+	// used the segment yet), so that the pool, which counts it as not
+	// registered, can register it again.
+	if err := g.paths.hier.register(ctx, seg); err != nil {
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, errors.Join(err, g.nccl.deregister(ctx, seg), ps.unmap(g)))
 	}
 	g.segs.Add(seg.ID, ps)
-	if err := g.paths.hier.register(ctx, seg); err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
-	}
 	return nil
 }
+
+// errWorkInFlight is wrapped where the group's collectives did not finish
+// within the timeout and what they may still use was kept (Deregister) or
+// leaked (Close) rather than pulled from under them.
+var errWorkInFlight = errors.New("collectives still in flight")
 
 // Deregister waits until the group's last collective finished (bounded by
 // the timeout), then unmaps the peers' copies of seg and drops its window.
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
-	ps, ok := g.segs.Remove(seg.ID)
+	ps, ok := g.segs.Get(seg.ID)
 	if !ok {
 		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
 	}
-	err := g.paths.hier.deregister(ctx, seg)
-	if e := g.quiesce(ctx); err == nil {
-		err = e
+	// Work still running may read the peers' copies or the window:
+	// unmapping them under it faults the context (an illegal address). The
+	// segment stays registered, as the pool then counts it: a later
+	// Deregister tries again, and Close leaks the mappings if the work
+	// never ends. The hier children quiesce their own calls (the group's
+	// hier calls are theirs).
+	if err := g.quiesce(ctx); err != nil {
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w, so it stays registered (mappings and window kept): %w", g.name, seg.ID, errWorkInFlight, err)
 	}
-	if e := g.nccl.deregister(ctx, seg); err == nil {
-		err = e
+	herr := g.paths.hier.deregister(ctx, seg)
+	if errors.Is(herr, errWorkInFlight) {
+		return fmt.Errorf("cuda: group %q: deregister segment %d: a hier child group has %w, so it stays registered: %w", g.name, seg.ID, errWorkInFlight, herr)
 	}
-	ps.unmap(g)
-	if err != nil {
+	g.segs.Remove(seg.ID)
+	if err := errors.Join(herr, g.nccl.deregister(ctx, seg), ps.unmap(g)); err != nil {
 		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.name, seg.ID, err)
 	}
 	return nil
@@ -137,12 +152,15 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 	return bases, nil
 }
 
-func (ps *peerSeg) unmap(g *Group) {
+// unmap unmaps the peers' copies, every one even where some fail.
+func (ps *peerSeg) unmap(g *Group) error {
+	var errs []error
 	for r, p := range ps.bases {
 		if r != g.me && p != 0 {
-			cudadrv.Unmap(g.b.ctx, p, ps.size)
+			errs = append(errs, cudadrv.Unmap(g.b.ctx, p, ps.size))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // Registered is the number of segments registered with the group.
