@@ -128,6 +128,14 @@ func exchangeID(ctx context.Context, st Store, prefix string, rank, size, versio
 		}
 		return id, fmt.Errorf("waiting for the group's ranks: %w", err)
 	}
+	// The last rank to have read every key removes them: a job that makes
+	// and closes groups for long would otherwise grow the store by size+1
+	// keys per communicator. A failed cleanup only leaves them there.
+	if n, err := st.Add(ctx, prefix+"done", 1); err == nil && n == int64(size) {
+		for _, k := range append(keys, prefix+"done") {
+			st.Delete(ctx, k)
+		}
+	}
 	if len(vals) != len(keys) {
 		return id, fmt.Errorf("store returned %d values for %d keys", len(vals), len(keys))
 	}
@@ -260,12 +268,27 @@ func (c *Comm) Close(ctx context.Context) error {
 // stays until Close destroys it, which then takes no peer), else, or when
 // revoking fails, it aborts. Later calls fail with ErrBroken (or
 // ErrClosed after an abort).
-func (c *Comm) Stop() error {
+func (c *Comm) Stop() error { return c.stop(false) }
+
+// Abandon is Stop for a communicator whose ranks' calls differed (a count
+// that differs between hosts, found after NCCL ran it): NCCL's state after
+// such a call is undefined, and on 2 "hosts" of 2 GPUs (NCCL 2.28.9, socket
+// transport) aborting one crashed the process in 4 runs of 4 and destroying
+// a revoked one in 1 of 4 (SIGSEGV inside NCCL). A revoked communicator is
+// left allocated instead: Close and Abort free nothing of it. Where NCCL
+// cannot revoke, it is aborted (Stop), as nothing else ends its kernels.
+func (c *Comm) Abandon() error { return c.stop(true) }
+
+// stop is Stop, and Abandon with abandon set: the revoke and the abandoned
+// mark are one step under mu, so a Close waiting for mu never destroys a
+// communicator being abandoned.
+func (c *Comm) stop(abandon bool) error {
 	if !c.lib.HasRevoke {
 		return c.Abort()
 	}
 	c.mu.Lock()
 	if c.closed || c.broken != nil || c.revoked {
+		c.abandoned = c.abandoned || abandon && c.revoked && !c.closed
 		c.mu.Unlock()
 		return nil
 	}
@@ -276,27 +299,12 @@ func (c *Comm) Stop() error {
 		cancel()
 	}
 	if err == nil {
-		c.revoked = true
+		c.revoked, c.abandoned = true, abandon
 		c.mu.Unlock()
 		return nil
 	}
 	c.mu.Unlock()
 	return errors.Join(fmt.Errorf("nccl: group %q rank %d: %w", c.group, c.rank, err), c.Abort())
-}
-
-// Abandon is Stop for a communicator whose ranks' calls differed (a count
-// that differs between hosts, found after NCCL ran it): NCCL's state after
-// such a call is undefined, and on 2 "hosts" of 2 GPUs (NCCL 2.28.9, socket
-// transport) aborting one crashed the process in 4 runs of 4 and destroying
-// a revoked one in 1 of 4 (SIGSEGV inside NCCL). A revoked communicator is
-// left allocated instead: Close frees nothing of it. Where NCCL cannot
-// revoke, it is aborted (Stop), as nothing else ends its kernels.
-func (c *Comm) Abandon() error {
-	err := c.Stop()
-	c.mu.Lock()
-	c.abandoned = c.revoked
-	c.mu.Unlock()
-	return err
 }
 
 // Abort tears the communicator down at once without waiting for peers (use
@@ -308,6 +316,9 @@ func (c *Comm) Abort() error {
 		return nil
 	}
 	c.closed = true
+	if c.abandoned {
+		return nil // left allocated on purpose (Abandon)
+	}
 	defer c.h.Free()
 	c.wins = nil
 	if c.broken != nil {

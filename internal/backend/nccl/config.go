@@ -28,6 +28,8 @@ var (
 type Store interface {
 	Set(ctx context.Context, key string, val []byte) error
 	Wait(ctx context.Context, keys ...string) ([][]byte, error)
+	Add(ctx context.Context, key string, delta int64) (int64, error)
+	Delete(ctx context.Context, key string) error
 }
 
 // CTAPolicy is ncclConfig_t.CTAPolicy. The zero value leaves NCCL's default.

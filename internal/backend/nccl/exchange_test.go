@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,24 @@ func (m *memStore) Wait(ctx context.Context, keys ...string) ([][]byte, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+func (m *memStore) Add(ctx context.Context, k string, d int64) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, _ := strconv.ParseInt(string(m.kv[k]), 10, 64)
+	n += d
+	m.kv[k] = strconv.AppendInt(nil, n, 10)
+	close(m.cond)
+	m.cond = make(chan struct{})
+	return n, nil
+}
+
+func (m *memStore) Delete(ctx context.Context, k string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.kv, k)
+	return nil
 }
 
 func fakeID(b byte) func() (libnccl.UniqueID, error) {
