@@ -105,7 +105,12 @@ func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
 	}
 	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
 		err := g.agreeLocked(x.ctx, req.Record, x.deadline)
-		if err != nil && pool.AsDisagreement(err) == nil {
+		if err == nil {
+			// The peers passed the agreement with this rank and may be in
+			// the plan: a failure from here on breaks the group (a
+			// broadcast's root would wait, or succeed, alone).
+			x.signalled = true
+		} else if pool.AsDisagreement(err) == nil {
 			err = g.rootCause(err)
 		}
 		return err
