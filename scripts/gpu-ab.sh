@@ -42,4 +42,7 @@ for r in $(seq "$ROUNDS"); do
 done
 [ ${#SHARE[@]} -gt 0 ] && mps_off >>"$OUTDIR/ab.log" 2>&1
 python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"
-[ -n "${AB_IN_PLACE:-}" ] && { echo "--- in place"; AB_PLACE=in python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"; }
+if [ -n "${AB_IN_PLACE:-}" ]; then # not `[ ] &&`: the script's status would be 1 without it
+  echo "--- in place"
+  AB_PLACE=in python3 scripts/ab-table.py "$OUTDIR/ab.log" "${BUILDS[@]%%=*}"
+fi

@@ -122,13 +122,9 @@ has cestop && step cestop 590 bash -c 'for n in 2 3; do SYMMEM_GPU_TEST_RANKS=$n
     [ -n "$c" ] && echo "$(basename "$f" .log): $c"
   done
   grep -h -E 'ranks share|GPU |USERCOST|^ok |^refused ' "$OUTDIR"/*.log 2>/dev/null | grep -v '=== RUN' | sort | uniq -c | head -60
-  grep -h -E '^STRESS (seed|total)' "$OUTDIR"/stress*.log 2>/dev/null
+  grep -h -o -E 'STRESS (seed|total).*' "$OUTDIR"/stress*.log "$OUTDIR"/hostsstress.log 2>/dev/null # indented under -test.v
   grep -h -E '^(---|\[rank 0\] +[0-9]+ )' "$OUTDIR"/mps.log 2>/dev/null | head -60
   for t in verify python ecosystem cpu; do [ -f "$OUTDIR/$t.log" ] && { echo "--- $t"; tail -25 "$OUTDIR/$t.log"; }; done
 } | tee "$OUTDIR/summary.txt"
-if [ "${PACK:-0}" = 1 ]; then
-  tar -C "$OUTDIR" -czf /tmp/gpu-check-logs.tgz --exclude=./summary.txt . &&
-    find "$OUTDIR" -mindepth 1 -type f ! -path "$OUTDIR/summary.txt" -delete
-  find "$OUTDIR" -mindepth 1 -type d -empty -delete
-  mv /tmp/gpu-check-logs.tgz "$OUTDIR/logs.tgz"
-fi
+[ "${PACK:-0}" = 1 ] && pack_logs
+exit 0 # the summary says how each step ended

@@ -24,11 +24,25 @@ mps_on() {
 mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; echo "MPS off"; }
 declare -A RC
 ORDER=()
+# The device tool kills a command after 600 s, and with it the summary and
+# the packing that bring the logs back: steps share CALL_S seconds (default
+# 560) from the first script's start (CALL_T0, inherited by scripts a step
+# runs). A step gets what is left if that is less than its own bound, and
+# is skipped (rc=skip) under 30 s.
+: "${CALL_T0:=$(date +%s)}" "${CALL_S:=560}"
+export CALL_T0 CALL_S
 step() { # name timeout_s cmd...
   local name=$1 t=$2; shift 2
   local t0=$(date +%s)
+  local left=$(( CALL_T0 + CALL_S - t0 - 10 )) # 10: timeout's -k
   ORDER+=("$name")
-  echo "=== $name: $*" | tee -a "$OUTDIR/$name.log"
+  if [ "$left" -lt 30 ]; then
+    RC[$name]=skip
+    echo "=== $name: skipped, ${left}s left of the call's ${CALL_S}s (CALL_S)" | tee -a "$OUTDIR/$name.log"
+    return
+  fi
+  [ "$t" -gt "$left" ] && t=$left
+  echo "=== $name (bound ${t}s): $*" | tee -a "$OUTDIR/$name.log"
   timeout -k 10 "$t" "$@" >>"$OUTDIR/$name.log" 2>&1
   RC[$name]=$?
   echo "=== $name: rc=${RC[$name]} in $(( $(date +%s) - t0 ))s" | tee -a "$OUTDIR/$name.log"
@@ -52,4 +66,19 @@ lane_sizes() { # GPU counts to run: SIZES, else 2 (and 4 where there are 4)
 }
 lane_devs() { # the GPUs of an n-rank run: the first n of CUDA_VISIBLE_DEVICES (a lane), else 0..n-1
   if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "$CUDA_VISIBLE_DEVICES" | cut -d, -f1-"$1"; else seq -s, 0 $(($1 - 1)); fi
+}
+pack_logs() { # [keep...]: every file under OUTDIR but summary.txt and keep into OUTDIR/logs.tgz (the device tool returns ~8 files)
+  local ex=(--exclude=./summary.txt) f tgz
+  for f in "$@"; do ex+=("--exclude=./$f"); done
+  tgz=$(mktemp /tmp/symmem-logs.XXXXXX)
+  if tar -C "$OUTDIR" -czf "$tgz" "${ex[@]}" .; then
+    for f in "$OUTDIR"/* "$OUTDIR"/.[!.]*; do
+      [ -e "$f" ] || continue
+      case " summary.txt $* " in *" $(basename "$f") "*) continue;; esac
+      rm -rf "$f"
+    done
+    mv "$tgz" "$OUTDIR/logs.tgz"
+  else
+    rm -f "$tgz"; echo "pack_logs: tar failed, the logs stay as they are" >&2
+  fi
 }

@@ -56,7 +56,4 @@ fi
   done
 } | tee "$OUTDIR/summary.txt"
 # The device tool returns at most 8 files: pack everything but the summary.
-if [ -n "${PACK:-}" ]; then
-  tar -C "$OUTDIR" -czf /tmp/gpu-scale-logs.tgz --exclude=summary.txt . && \
-    find "$OUTDIR" -type f ! -name summary.txt -delete && mv /tmp/gpu-scale-logs.tgz "$OUTDIR/logs.tgz"
-fi
+if [ -n "${PACK:-}" ]; then pack_logs; fi

@@ -12,6 +12,8 @@
 # table) and outdir/<name>-<op>.<dtype>.bench.json (the measurements,
 # inputs of go generate in results/auto/), name = NAME (default
 # <gpu>x<N>, e.g. h100x2). SYMMEM is the CLI (default .build/symmem).
+# Everything but summary.txt is packed into outdir/logs.tgz (PACK=0 keeps
+# the files: the device tool returns ~8).
 # Build first: scripts/build-gpu.sh.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-tune-out}}
@@ -29,6 +31,9 @@ for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
     --progress -o "$OUTDIR/$NAME-$op.json"
 done
 for op in ${OPS:-all_gather reduce_scatter all_reduce}; do
-  echo "--- $NAME $op: auto/best per size"
+  echo "--- $NAME $op: auto/best per size (rc=${RC[tune-$NAME-$op]:-?})"
   grep -h -E 'auto/best|^#' "$OUTDIR/tune-$NAME-$op.log" | tail -30
-done
+done | tee "$OUTDIR/summary.txt"
+# The tables, reports and logs come back in logs.tgz (PACK=0: as files).
+[ "${PACK:-1}" = 1 ] && pack_logs
+exit 0

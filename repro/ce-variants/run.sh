@@ -21,5 +21,6 @@ for v in push sequential pull pull-sequential; do
   step "overlap-$v" 240 .build/cev/$v/symmem bench overlap --backend cuda --nproc-per-node "${RANKS:-4}" \
     --algo ce --ops all_gather --reps 3 -J "$OUTDIR/overlap-$v.json"
 done
-cat "$OUTDIR/ab-table.txt"
-grep -h -E "hidden|slowdown|FSDP|ce " "$OUTDIR"/overlap-*.log | head -40
+{ cat "$OUTDIR/ab-table.txt"; grep -h -E "hidden|slowdown|FSDP|ce " "$OUTDIR"/overlap-*.log | head -40; } | tee "$OUTDIR/summary.txt"
+pack_logs # the device tool returns ~8 files: the rest in logs.tgz
+exit 0
