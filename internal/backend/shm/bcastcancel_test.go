@@ -28,9 +28,8 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 		g.timeout = 2 * time.Second
 	}
 	const sid = pool.SegmentID(7)
-	for r, g := range lg.gs {
+	for _, g := range lg.gs {
 		g.segs.Add(sid, lg.out)
-		_ = r
 	}
 	req := func(r int) backend.Request {
 		out := coll.Span{Ptr: hostmem.Addr(lg.outMem[r]), Len: count * 4}
@@ -104,13 +103,8 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 	} else if !errors.Is(err3, ErrBroken) {
 		t.Errorf("rank 1's call 3: %v, want ErrBroken", err3)
 	}
-	if errors.Is(err3, ErrBroken) {
-		return
-	}
-	// Go on: the root's call 2 completes on rank 1's next call, though
-	// rank 1 never copied its data.
-	err4 := run(1, context.Background())
-	t.Logf("rank 1 call 4: %v", err4)
+	// The root's call 2 ends with an error too (rank 1 broke the group and
+	// said so), before the test's cleanup unmaps what it uses.
 	select {
 	case err := <-rootDone:
 		if err == nil {
@@ -118,7 +112,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 		} else {
 			t.Logf("root call 2: %v", err)
 		}
-	case <-time.After(2 * time.Second):
-		t.Logf("root call 2 still blocked")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("root's call 2 still blocked 30 s after rank 1 broke the group")
 	}
 }
