@@ -99,9 +99,14 @@ func (c *Client) missing(keys []string, ranks []int) string {
 
 // Swap sends fd to every other member of a group (ranks: world ranks; me:
 // this rank's index) under tag and hands each member's fd to take(index, fd),
-// closing it afterwards. It stops at the first error; the caller undoes what
-// take did.
-func (x *FDExchange) Swap(ctx context.Context, tag string, ranks []int, me int, fd int, take func(r, fd int) error) error {
+// closing it afterwards. It stops at the first error, discarding what the
+// members send under tag (Discard); the caller undoes what take did.
+func (x *FDExchange) Swap(ctx context.Context, tag string, ranks []int, me int, fd int, take func(r, fd int) error) (err error) {
+	defer func() {
+		if err != nil {
+			x.Discard(tag, ranks)
+		}
+	}()
 	for r, gr := range ranks {
 		if r == me {
 			continue

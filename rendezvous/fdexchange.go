@@ -34,6 +34,7 @@ type FDExchange struct {
 
 	mu      sync.Mutex
 	box     map[mailKey][][]int
+	dropped map[mailKey]bool // Discard: what arrives under these is closed, not filed
 	changed chan struct{}
 	conns   map[*net.UnixConn]struct{}
 	closed  bool
@@ -71,6 +72,7 @@ func NewFDExchange(e Env) (*FDExchange, error) {
 	x := &FDExchange{
 		env: e, ln: ln, uid: os.Getuid(),
 		box:     map[mailKey][][]int{},
+		dropped: map[mailKey]bool{},
 		changed: make(chan struct{}),
 		conns:   map[*net.UnixConn]struct{}{},
 		done:    make(chan struct{}),
@@ -212,7 +214,7 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 	// or exit, and the sender would read EOF instead of its answer.
 	reply(respOK, "")
 	x.mu.Lock()
-	if x.closed { // closed meanwhile: nobody will claim them
+	if x.closed || x.dropped[k] { // nobody will claim them
 		x.mu.Unlock()
 		closeFDs(fds)
 		return
@@ -321,9 +323,27 @@ func dialUnix(ctx context.Context, name string) (*net.UnixConn, error) {
 	}
 }
 
+// Discard gives up the descriptors the given ranks send under tag: those
+// waiting are closed, and those that arrive later are closed on arrival (an
+// exchange that failed midway: nothing will Recv them, and each holds a
+// peer's memory until this FDExchange closes).
+func (x *FDExchange) Discard(tag string, fromRanks []int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range fromRanks {
+		k := mailKey{r, tag}
+		x.dropped[k] = true
+		for _, fds := range x.box[k] {
+			closeFDs(fds)
+		}
+		delete(x.box, k)
+	}
+}
+
 // Recv returns the descriptors fromRank sent under tag, waiting until ctx's
 // deadline (DefaultCallTimeout without one). The caller owns (and must close)
-// them. Sends with the same (rank, tag) are received in order.
+// them. Sends with the same (rank, tag) may be received in any order
+// (each is filed by its own connection): use a tag per message.
 func (x *FDExchange) Recv(ctx context.Context, fromRank int, tag string) ([]int, error) {
 	if fromRank < 0 || fromRank >= x.env.WorldSize {
 		return nil, fmt.Errorf("rendezvous: fd exchange: receive from rank %d: no such rank in world size %d", fromRank, x.env.WorldSize)

@@ -108,9 +108,14 @@ func NewHostAgreement(ctx context.Context, what string, fdx *rendezvous.FDExchan
 // swapFDs sends fds to every other member under key and calls take with
 // each member's descriptors (by group rank), bounded by timeout. The first
 // (the page) is closed after take returns; take owns the others.
-func swapFDs(ctx context.Context, fdx *rendezvous.FDExchange, key string, ranks []int, me int, timeout time.Duration, fds []int, take func(r int, fds []int) error) error {
+func swapFDs(ctx context.Context, fdx *rendezvous.FDExchange, key string, ranks []int, me int, timeout time.Duration, fds []int, take func(r int, fds []int) error) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	defer func() {
+		if err != nil {
+			fdx.Discard(key, ranks) // what the others sent would stay open until the exchange closes
+		}
+	}()
 	for r, gr := range ranks {
 		if r != me {
 			if err := fdx.Send(ctx, gr, key, fds); err != nil {
