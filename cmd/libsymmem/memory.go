@@ -97,6 +97,13 @@ func symmem_is_symmetric(gh C.uint64_t, ptr unsafe.Pointer, bytes C.size_t) C.in
 // different moments); the scope that is open around it registers new
 // segments when it ends. NULL tells PyTorch the allocation failed.
 //
+// device is the device PyTorch allocates for: its index of the current CUDA
+// device, a CUDA ordinal of this process, as the world's Device() is (both
+// number the devices CUDA_VISIBLE_DEVICES leaves visible, in one order). The
+// pool's memory is the world's GPU's, so an allocation for another device is
+// refused: it would be a tensor labelled cuda:device whose memory is on
+// another GPU.
+//
 //export symmem_torch_alloc
 func symmem_torch_alloc(size C.size_t, device C.int, stream unsafe.Pointer) unsafe.Pointer {
 	w := current.Load()
@@ -106,6 +113,10 @@ func symmem_torch_alloc(size C.size_t, device C.int, stream unsafe.Pointer) unsa
 	}
 	if b := w.w.Backend(); b != "cuda" {
 		setError(fmt.Sprintf("symmem_torch_alloc: the world runs the %s backend, whose memory is not device memory: init with backend \"cuda\" for PyTorch CUDA tensors", b))
+		return nil
+	}
+	if msg := torchDeviceError(uint64(size), int(device), w.w.Device()); msg != "" {
+		setError(msg)
 		return nil
 	}
 	b, err := w.w.Alloc(int64(size))
@@ -132,6 +143,17 @@ func symmem_torch_free(ptr unsafe.Pointer, size C.size_t, device C.int, stream u
 	if err := w.w.FreeOn(symmem.Buffer{Span: coll.Span{Ptr: addr(ptr), Len: int64(size)}}, s); err != nil {
 		setError(fmt.Sprintf("symmem_torch_free(%#x, %d bytes, device %d): %v", addr(ptr), size, device, err))
 	}
+}
+
+// torchDeviceError is symmem_torch_alloc's refusal of an allocation for
+// device when the pool's memory is on GPU world, or "" where they are one.
+func torchDeviceError(size uint64, device, world int) string {
+	if device == world {
+		return ""
+	}
+	return fmt.Sprintf("symmem_torch_alloc(%d bytes, device %d): symmem's pool is memory of this rank's GPU %d, "+
+		"not of device %d: make GPU %d torch's current device (torch.cuda.set_device(LOCAL_RANK) before symmem.init()) "+
+		"before allocating from symmem's MemPool", size, device, world, device, world)
 }
 
 func isScopeOrder(err error) bool { return errors.Is(err, pool.ErrScopeOrder) }

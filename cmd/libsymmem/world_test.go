@@ -118,3 +118,24 @@ func TestWorldsFromC(t *testing.T) {
 		t.Fatalf("the C program did not finish:\n%s", out)
 	}
 }
+
+// TestTorchAllocDevice: the PyTorch alloc hook serves only the world's GPU.
+// PyTorch passes the device it allocates for; pool memory is the world's
+// GPU's, so another device is refused with an error that says which GPU to
+// make current, rather than a tensor labelled with one device whose memory
+// is on another. (The hook's other refusals run in TestWorldsFromC; this
+// one needs a cuda world, so its check is tested on its own.)
+func TestTorchAllocDevice(t *testing.T) {
+	if msg := torchDeviceError(64, 3, 3); msg != "" {
+		t.Errorf("device 3 on a world of GPU 3 refused: %s", msg)
+	}
+	for _, tc := range []struct{ device, world int }{{1, 0}, {0, 1}, {-1, 0}} {
+		msg := torchDeviceError(64, tc.device, tc.world)
+		for _, want := range []string{"symmem_torch_alloc(64 bytes, device " + strconv.Itoa(tc.device) + ")",
+			"this rank's GPU " + strconv.Itoa(tc.world), "torch.cuda.set_device"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("device %d on a world of GPU %d: %q, want it to contain %q", tc.device, tc.world, msg, want)
+			}
+		}
+	}
+}

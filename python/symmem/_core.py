@@ -211,10 +211,12 @@ class Group:
         self.is_member = self.rank >= 0
         self.cuda = w.backend == "cuda"
         self.device = w.device  # the torch path reads the current stream of this device
-        # Serialises the registration scopes _alloc_registered opens: the
-        # library keeps one scope stack per group, so two threads' scopes
-        # would nest there and end out of order.
-        self._alloc_lock = threading.Lock()
+        # Serialises this group's registration scopes between threads (those
+        # _alloc_registered opens, and use_symmetric_memory's from enter to
+        # exit): the library keeps one scope stack per group, so two threads'
+        # scopes would nest there and end out of order. Reentrant: a thread
+        # inside use_symmetric_memory may nest another, or allocate.
+        self._alloc_lock = threading.RLock()
 
     def close(self):
         """Removes the group (collective over the whole world)."""

@@ -336,7 +336,9 @@ def reduce_scatter_tensor(output, input, op=SUM, group=None, *, dtype=None, algo
         g = group or _core._default_group or _world_group()
         d, n = output.dtype, output.numel()
         try:
-            call = _RS_OP[op] | _TDT[d]
+            # A bool would match the int keys (False is SUM, True PROD): the
+            # general path refuses it.
+            call = _RS_OP[op] | _TDT[d] if op.__class__ is not bool else None
         except (KeyError, TypeError):
             call = None
         if (call is not None and g.cuda and input.dtype is d and input.numel() == n * g.size
@@ -367,6 +369,8 @@ def _reduce_scatter(output, input, op, group, dtype, algo, stream, lib=None):
     else:
         stream = _stream_arg(stream)
     try:
+        if op.__class__ is bool:
+            raise KeyError(op)  # not a reduction, though it equals 0 or 1: _opcode refuses it
         call = _RS_OP[op]
     except (KeyError, TypeError):
         call = RS | _opcode(op) << 16
@@ -380,7 +384,7 @@ def all_reduce(tensor, op=SUM, group=None, *, output=None, dtype=None, algo=None
         g = group or _core._default_group or _world_group()
         d, n = tensor.dtype, tensor.numel()
         try:
-            call = _AR_OP[op] | _TDT[d]
+            call = _AR_OP[op] | _TDT[d] if op.__class__ is not bool else None  # bools: as reduce_scatter_tensor
         except (KeyError, TypeError):
             call = None
         if call is not None and g.cuda and tensor.is_contiguous():
@@ -419,6 +423,8 @@ def _all_reduce(tensor, op, group, output, dtype, algo, stream, lib=None):
     else:
         stream = _stream_arg(stream)
     try:
+        if op.__class__ is bool:
+            raise KeyError(op)  # not a reduction, though it equals 0 or 1: _opcode refuses it
         call = _AR_OP[op]
     except (KeyError, TypeError):
         call = AR | _opcode(op) << 16

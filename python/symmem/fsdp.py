@@ -27,9 +27,13 @@ rank first.
 
 Reductions: FSDP reduce-scatters with ReduceOp.AVG (float32, bfloat16) or
 SUM (other dtypes, or set_force_sum_reduction_for_comms(True)), dividing
-before or after itself; set_gradient_divide_factor(f) with f other than the
-group size asks for PREMUL_SUM, which symmem refuses with an error naming
-set_force_sum_reduction_for_comms(True) as the way out.
+before or after itself. After set_gradient_divide_factor(f), a float32 or
+bfloat16 reduce-scatter without forced sums asks for PREMUL_SUM(1/f) unless
+f equals the size torch compares it with: the reduce-scatter (shard)
+group's size in recent torch, the whole data-parallel size (shard x
+replicate for HSDP) in older releases. symmem refuses PREMUL_SUM with an
+error naming set_force_sum_reduction_for_comms(True) as the way out: with a
+custom factor, set that too.
 
 torch is imported when this module is first used, not when symmem (or
 symmem.fsdp) is imported.
@@ -196,7 +200,7 @@ def _reduce_op(op):
     if isinstance(op, str) and op.lower() in ("sum", "avg"):
         return _ops.OPS[op.lower()]
     what = name or repr(op)
-    hint = (" (FSDP asks for it after set_gradient_divide_factor with a factor other than the group size)"
+    hint = (" (FSDP asks for it after set_gradient_divide_factor(f), f not the size of the group it reduces over)"
             if name == "PREMUL_SUM" else "")
     raise InvalidArgumentError(f"symmem.fsdp: reduce-scatter with ReduceOp {what}{hint}: symmem reduces "
                                f"FSDP's gradients with SUM and AVG only; call "
@@ -344,19 +348,38 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _module_groups(m):
-    """The process groups FSDP module m communicates over: its shard group
-    first, then a post-forward group (reshard_after_forward=int); [] where
-    this torch's FSDP state does not say."""
-    out = []
+def _param_groups(m, version):
+    """FSDP module m's parameter groups: torch's FSDP state holds them as
+    _fsdp_param_groups (a list; torch with per-parameter meshes) or
+    _fsdp_param_group (one, or None for a module with no parameters of its
+    own). NotSupportedError where it has neither: guessing none would
+    silently leave the module's groups unmapped."""
     try:
-        for pgroup in m._get_fsdp_state()._fsdp_param_groups:
-            for info in (pgroup.mesh_info, getattr(pgroup, "post_forward_mesh_info", None)):
-                pg = getattr(info, "shard_process_group", None)
-                if pg is not None and all(pg is not o for o in out):
-                    out.append(pg)
-    except (AttributeError, AssertionError):
-        return []
+        state = m._get_fsdp_state()
+    except (AttributeError, AssertionError) as e:
+        raise NotSupportedError(f"symmem.fsdp: cannot read the FSDP state of {type(m).__name__} with torch "
+                                f"{version} ({e})") from None
+    groups = getattr(state, "_fsdp_param_groups", None)
+    if groups is None:
+        if not hasattr(state, "_fsdp_param_group"):
+            raise NotSupportedError(f"symmem.fsdp: the FSDP state of {type(m).__name__} has neither "
+                                    f"_fsdp_param_groups nor _fsdp_param_group in torch {version}: this "
+                                    f"torch's FSDP2 is not one symmem.fsdp knows, so it cannot tell which "
+                                    f"process groups the module communicates over")
+        groups = [state._fsdp_param_group]
+    return [pg for pg in groups if pg is not None]
+
+
+def _module_groups(m, version="?"):
+    """The process groups FSDP module m communicates over: its shard group
+    first, then a post-forward group (reshard_after_forward=int); none for
+    a module without parameters of its own."""
+    out = []
+    for pgroup in _param_groups(m, version):
+        for info in (getattr(pgroup, "mesh_info", None), getattr(pgroup, "post_forward_mesh_info", None)):
+            pg = getattr(info, "shard_process_group", None)
+            if pg is not None and all(pg is not o for o in out):
+                out.append(pg)
     return out
 
 
@@ -382,7 +405,8 @@ def apply(model, group=None, algo=None):
     ag, rs = _build("SymmemAllGather"), _build("SymmemReduceScatter")
     ag_algo, rs_algo = _algos(algo)
     _world()
-    own = {id(m): _module_groups(m) for m in mods}
+    version = getattr(api.torch, "__version__", "?")
+    own = {id(m): _module_groups(m, version) for m in mods}
     pgs = [] if group is None or isinstance(group, _core.Group) else [group]
     for lst in own.values():
         pgs.extend(pg for pg in lst if all(pg is not o for o in pgs))

@@ -207,13 +207,20 @@ class Module:
 class FSDPModule:
     """FSDP2's FSDPModule: records the custom collectives set on it; its
     state has one parameter group over pg (post_pg: the post-forward
-    group of reshard_after_forward=int)."""
+    group of reshard_after_forward=int). state names the attribute that
+    holds it, as torch versions differ: "groups" (_fsdp_param_groups, a
+    list: torch with per-parameter meshes), "group" (_fsdp_param_group,
+    the group or None), "group-none" (_fsdp_param_group = None: a module
+    with no parameters of its own), "neither" (a state with no such
+    attribute: a torch symmem.fsdp does not know)."""
 
-    def _fsdp_init(self, pg, post_pg=None):
+    def _fsdp_init(self, pg, post_pg=None, state="groups"):
         info = types.SimpleNamespace(shard_process_group=pg)
         post = None if post_pg is None else types.SimpleNamespace(shard_process_group=post_pg)
-        self._state = types.SimpleNamespace(_fsdp_param_groups=[
-            types.SimpleNamespace(mesh_info=info, post_forward_mesh_info=post)])
+        group = types.SimpleNamespace(mesh_info=info, post_forward_mesh_info=post)
+        self._state = types.SimpleNamespace(**{
+            "groups": {"_fsdp_param_groups": [group]}, "group": {"_fsdp_param_group": group},
+            "group-none": {"_fsdp_param_group": None}, "neither": {}}[state])
         self.all_gather_comm = self.reduce_scatter_comm = None
 
     def _get_fsdp_state(self):

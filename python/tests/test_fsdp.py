@@ -12,6 +12,7 @@ and that bad inputs raise errors saying what to do. Run as a plain process
 import os
 import subprocess
 import sys
+import threading
 import unittest
 from unittest import mock
 
@@ -35,15 +36,16 @@ def make_group(w, ranks, handle, name):
     g.world, g.handle, g.name, g.ranks = w, handle, name, sorted(ranks)
     g.rank = g.ranks.index(w.rank) if w.rank in g.ranks else -1
     g.size, g.is_member, g.cuda, g.device = len(g.ranks), g.rank >= 0, w.backend == "cuda", w.device
+    g._alloc_lock = threading.RLock()
     return g
 
 
 class FakeWorld:
     """symmem's World: rank, size, the world group, and new_group recorded."""
 
-    def __init__(self, rank=0, size=4, backend="cuda"):
+    def __init__(self, rank=0, size=4, backend="cuda", device=0):
         self.handle, self.rank, self.size, self.backend = 1, rank, size, backend
-        self.device = 0 if backend == "cuda" else -1
+        self.device = device if backend == "cuda" else -1
         self.group = make_group(self, range(size), 100, "world")
         self.created = []
 
@@ -92,10 +94,10 @@ class SymInt:
 
 
 class Block(faketorch.Module):
-    def __init__(self, pg=None, post_pg=None, fsdp=True):
+    def __init__(self, pg=None, post_pg=None, fsdp=True, state="groups"):
         self.lin = faketorch.Module()
         if fsdp:
-            self._fsdp_init(pg, post_pg)
+            self._fsdp_init(pg, post_pg, state)
 
 
 class FSDPBlock(faketorch.FSDPModule, Block):
@@ -182,6 +184,30 @@ class Apply(Base):
         sfsdp.apply(Model(a, b))
         self.assertEqual(len(self.w.created), 3)
 
+    def test_param_group_attribute_of_either_name(self):
+        # torch's FSDP state holds the parameter groups as _fsdp_param_groups
+        # (a list) or _fsdp_param_group (one, or None for a module with no
+        # parameters of its own): both are read.
+        faketorch.job["peers"] = {1: [(0, 1)], 2: [(2, 3)], 3: [(2, 3)]}
+        pg = dist.ProcessGroup([0, 1])
+        plural, single = FSDPBlock(pg, state="groups"), FSDPBlock(pg, dist.ProcessGroup([0]), state="group")
+        empty = FSDPBlock(pg, state="group-none")
+        self.assertEqual(sfsdp.apply(Model(plural, single, empty)), 3)
+        self.assertEqual([r for r, _ in self.w.created], [(0,), (0, 1), (2, 3)])
+        g = plural.all_gather_comm._group_for_alloc()
+        self.assertEqual(g.ranks, [0, 1])
+        self.assertIs(single.all_gather_comm._group_for_alloc(), g)
+        self.assertIs(empty.all_gather_comm._group_for_alloc(), self.w.group)  # no group of its own: the world
+
+    def test_param_group_attribute_missing_is_an_error(self):
+        # Neither name: not silently "no process groups" (which would leave
+        # the module's groups unmapped and allocate with the world group).
+        m = FSDPBlock(dist.ProcessGroup([0, 1]), state="neither")
+        e = self.assertRaisesText(symmem.NotSupportedError, "_fsdp_param_group", sfsdp.apply, Model(m))
+        self.assertIn(f"torch {torch.__version__}", str(e))
+        self.assertIsNone(m.all_gather_comm)
+        self.assertEqual(self.w.created, [])
+
     def test_explicit_group(self):
         g = self.w.new_group([0, 1], name="mine")
         m = FSDPBlock(dist.ProcessGroup([0, 1]))
@@ -248,6 +274,93 @@ class Allocate(Base):
         self.lib.calls.clear()
         m.reduce_scatter_comm.allocate([16], dtype=F32, device=torch.device("cuda:0"))
         self.assertEqual(self.lib.calls, [("open", g.handle), ("end", 7000 + g.handle)])
+
+    def empties(self):
+        return [e for e in faketorch.log if e[0] == "empty"]
+
+    def test_empty_device_zero_is_a_device(self):
+        # device=0 is GPU 0, not "not given": on a world whose GPU is 1 it is
+        # refused, not replaced by the current device.
+        w1 = FakeWorld(device=1)
+        with mock.patch.object(torch.cuda, "current_device", lambda: 1):
+            self.assertRaisesText(symmem.InvalidArgumentError, "device=0 was asked for", _torch.empty, (4,), F32,
+                                  group=w1.group, device=0)
+            self.assertEqual((self.empties(), self.lib.calls), ([], []))
+            _torch.empty((4,), F32, group=w1.group, device=1)
+            _torch.empty((4,), F32, group=w1.group, device="cuda:1")
+            _torch.empty((4,), F32, group=w1.group, device=torch.device("cuda"))
+        self.assertEqual([e[3] for e in self.empties()[:2]], [1, "cuda:1"])
+        self.assertEqual(len(self.empties()), 3)
+        _torch.empty((4,), F32, device=0)  # the world's GPU 0, current
+        self.assertEqual(self.empties()[-1][3], 0)
+
+    def test_current_device_must_be_the_groups_gpu(self):
+        # torch.cuda.use_mem_pool routes the current device's allocations,
+        # and symmem's pool is memory of the group's GPU: another current
+        # device is refused, saying to call torch.cuda.set_device.
+        with mock.patch.object(torch.cuda, "current_device", lambda: 1):
+            e = self.assertRaisesText(symmem.InvalidArgumentError, "torch.cuda.set_device", _torch.empty, (4,), F32)
+            self.assertIn("current CUDA device is 1 but this rank's symmem GPU is 0", str(e))
+            self.assertRaisesText(symmem.InvalidArgumentError, "symmem GPU is 0", _torch.empty, (4,), F32, device=0)
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                with symmem.use_symmetric_memory(self.w.group):
+                    pass
+            self.assertIn("torch.cuda.set_device", str(cm.exception))
+            # FSDP's allocate on the right device with the wrong current one.
+            c = sfsdp.SymmemAllGather()
+            self.assertRaisesText(symmem.InvalidArgumentError, "current CUDA device is 1", c.allocate, (4,),
+                                  dtype=F32, device=torch.device("cuda", 0))
+        self.assertEqual((self.empties(), self.lib.calls), ([], []))
+        self.assertFalse(_core.in_scope(self.w.group))
+
+    def test_empty_inside_an_open_scope_comes_from_the_pool(self):
+        # A bare Scope registers at its end; empty() inside it must still
+        # allocate from symmem's MemPool, not torch's own allocator.
+        g = self.w.group
+        sc = symmem.Scope(g)
+        symmem.empty(16)
+        sc.end()
+        pool = _torch._pool
+        self.assertIsInstance(pool, faketorch.MemPool)
+        self.assertEqual([e[4] for e in self.empties()], [pool])
+        self.assertEqual(self.lib.calls, [("open", g.handle), ("end", 7000 + g.handle)])  # the bare scope only
+        # Inside use_symmetric_memory: routed once, whatever the nesting.
+        faketorch.log.clear()
+        with symmem.use_symmetric_memory(g):
+            with symmem.use_symmetric_memory(g):
+                symmem.empty(16)
+            symmem.empty(16)
+        self.assertEqual([e[4] for e in self.empties()], [pool, pool])
+        self.assertEqual([e for e in faketorch.log if e[0] == "use_mem_pool"],
+                         [("use_mem_pool", pool, "enter"), ("use_mem_pool", pool, "exit")])
+        self.assertEqual(faketorch._pools, [])
+
+    def test_threads_scopes_of_one_group_do_not_nest(self):
+        # use_symmetric_memory holds the group's lock from enter to exit:
+        # another thread's waits instead of opening a scope inside it (the
+        # library keeps one scope stack per group).
+        g, a_in, b_in, out = self.w.group, threading.Event(), threading.Event(), {}
+
+        def a():
+            with symmem.use_symmetric_memory(g):
+                a_in.set()
+                out["b entered while a was in"] = b_in.wait(0.3)
+                _torch.empty((4,), F32, group=g)
+
+        def b():
+            a_in.wait(10)
+            with symmem.use_symmetric_memory(g):
+                b_in.set()
+                _torch.empty((4,), F32, group=g)
+
+        ts = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        self.assertEqual(out, {"b entered while a was in": False})
+        self.assertEqual([c[0] for c in self.lib.calls], ["open", "end", "open", "end"])
+        self.assertEqual(len(self.empties()), 2)
 
     def test_wrong_device(self):
         c = sfsdp.SymmemAllGather()

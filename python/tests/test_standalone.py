@@ -127,6 +127,54 @@ class TestExplicitInit(unittest.TestCase):
             w.close()
 
 
+    def test_threads_use_symmetric_memory_on_one_group(self):
+        # use_symmetric_memory holds its group's scope from enter to exit: a
+        # second thread's waits for it instead of opening a scope inside it
+        # in the library (whose outer end would then be refused, left open).
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            a_in, b_in, order, res = threading.Event(), threading.Event(), [], {}
+
+            def a():
+                try:
+                    with symmem.use_symmetric_memory(w.group):
+                        a_in.set()
+                        b_in.wait(0.5)  # b must not get in meanwhile
+                        buf = symmem.empty_buffer(16)
+                        order.append("a leaves")
+                    res["a"] = symmem.is_symmetric(buf)
+                except symmem.SymmemError as e:
+                    res["a"] = f"{type(e).__name__}: {e}"
+
+            def b():
+                a_in.wait(10)
+                try:
+                    with symmem.use_symmetric_memory(w.group):
+                        order.append("b enters")
+                        b_in.set()
+                        buf = symmem.empty_buffer(16)
+                    res["b"] = symmem.is_symmetric(buf)
+                except symmem.SymmemError as e:
+                    res["b"] = f"{type(e).__name__}: {e}"
+
+            ts = [threading.Thread(target=a), threading.Thread(target=b)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+            self.assertEqual(res, {"a": True, "b": True})
+            self.assertEqual(order, ["a leaves", "b enters"])
+            # One thread may nest, and allocate inside: the lock is reentrant.
+            with symmem.use_symmetric_memory(w.group):
+                with symmem.use_symmetric_memory(w.group):
+                    inner = symmem.empty_buffer(8)
+                outer = symmem.empty_buffer(8)
+            self.assertTrue(symmem.is_symmetric(inner) and symmem.is_symmetric(outer))
+            self.assertFalse(_core.in_scope(w.group))
+        finally:
+            w.close()
+
+
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "symmem.h")
 
 
