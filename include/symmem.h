@@ -152,7 +152,9 @@ int symmem_free(symmem_world_t world, void* ptr, void* stream);
 int symmem_is_symmetric(symmem_group_t group, const void* ptr, size_t bytes);
 
 /* PyTorch CUDAPluggableAllocator hooks, on the most recently initialised
- * world still open (CUDA backend). No collective work: register with a scope. */
+ * world still open (CUDA backend). No collective work: register with a scope.
+ * symmem_torch_alloc returns NULL (symmem_last_error says why) for a device
+ * other than the world's GPU. */
 void* symmem_torch_alloc(size_t size, int device, void* stream);
 void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
 
