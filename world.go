@@ -36,6 +36,7 @@ type World struct {
 
 	mu     sync.Mutex
 	groups []*Group // creation order; groups[0] is the world
+	made   uint64   // NewGroup calls so far, on every rank (the pool's group order)
 	closed bool
 }
 
@@ -167,11 +168,15 @@ func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify b
 	}
 	g := &Group{w: w, name: name, ranks: sorted, rank: slices.Index(sorted, w.env.Rank), gid: -1}
 	gen := backend.Generation(w.env.JobID, name) // on every rank: members change when a name is used again
+	w.mu.Lock()
+	w.made++
+	order := w.made // the pool's collectives over every group go in creation order, alike on every rank
+	w.mu.Unlock()
 	var made error
 	if g.rank >= 0 {
 		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout, Gen: gen}
 		if g.bg, made = w.be.NewGroup(ctx, cfg); made == nil {
-			g.gid, made = w.pool.AddGroup(g.bg)
+			g.gid, made = w.pool.AddGroup(g.bg, order)
 		}
 		if made != nil {
 			made = fmt.Errorf("symmem: NewGroup %q: %w", name, made)

@@ -16,7 +16,7 @@ func (a agreeNop) Agreer() Agreer                    { return a }
 // host work (record and bookkeeping) without the peers' signals.
 func BenchmarkScopeEndInBand(b *testing.B) {
 	p, _ := newTestPool(b, Options{MinSegment: 64 << 10})
-	id, err := p.AddGroup(agreeNop{newGroup("world", 2)[0]})
+	id, err := p.AddGroup(agreeNop{newGroup("world", 2)[0]}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	world, _ := p.AddGroup(soloGroup{"world"})
+	world, _ := p.AddGroup(soloGroup{"world"}, 0)
 
 	scope, _ := p.OpenScope(world)
 	buf, _ := p.Alloc(64<<10, 4096)

@@ -11,10 +11,11 @@ import (
 )
 
 type group struct {
-	id   GroupID
-	g    Group
-	name string
-	size int
+	id    GroupID
+	g     Group
+	name  string
+	size  int
+	order uint64 // AddGroup's: the collectives over every group go in this order
 
 	cmu  sync.Mutex // serializes this group's collectives; before p.mu
 	xseq uint64     // collectives run (guarded by cmu)
@@ -28,8 +29,14 @@ type group struct {
 
 // AddGroup adds a group to the pool and returns its id. It is local (not
 // collective); ranks that add and remove groups in the same order get the same
-// ids. The group's segments are registered lazily when its scopes end.
-func (p *Pool) AddGroup(g Group) (GroupID, error) {
+// ids. The group's segments are registered lazily when its scopes end. order
+// places the group among the others where a collective goes over every
+// group (Trim, Close): it must be alike on every rank, and ids need not be
+// (a rank that is not a member of a group adds no group, so the ids of
+// later groups differ where such a group was removed; ordered by id, two
+// ranks removed two groups in opposite orders and both waited out the
+// timeout). The user API passes its count of NewGroup calls.
+func (p *Pool) AddGroup(g Group, order uint64) (GroupID, error) {
 	if g == nil {
 		return 0, errors.New("pool: AddGroup: group is nil")
 	}
@@ -50,7 +57,7 @@ func (p *Pool) AddGroup(g Group) (GroupID, error) {
 			if name == "" {
 				name = fmt.Sprintf("group%d", id)
 			}
-			p.groups[id] = &group{id: GroupID(id), g: g, name: name, size: n, checked: p.log.mark()}
+			p.groups[id] = &group{id: GroupID(id), g: g, name: name, size: n, order: order, checked: p.log.mark()}
 			return GroupID(id), nil
 		}
 	}

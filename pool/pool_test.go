@@ -261,7 +261,7 @@ func TestReserveAndProviderFailure(t *testing.T) {
 func TestLookupAndSymmetric(t *testing.T) {
 	p, _ := newTestPool(t, Options{})
 	g := newGroup("world", 1)[0]
-	gid, err := p.AddGroup(g)
+	gid, err := p.AddGroup(g, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

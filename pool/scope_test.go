@@ -39,7 +39,7 @@ func newRanks(t testing.TB, n int, opts Options, groups ...string) []*rank {
 	for _, name := range groups {
 		ms := newGroup(name, n)
 		for r, rk := range rs {
-			id, err := rk.p.AddGroup(ms[r])
+			id, err := rk.p.AddGroup(ms[r], 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestRemovedGroupAndClose(t *testing.T) {
 		}
 	}
 	// The id is reused lowest-first.
-	if id, err := p.AddGroup(newGroup("tp2", 1)[0]); err != nil || id != rk.gid[1] {
+	if id, err := p.AddGroup(newGroup("tp2", 1)[0], 0); err != nil || id != rk.gid[1] {
 		t.Fatalf("AddGroup after remove: %d %v", id, err)
 	}
 	s, _ = p.OpenScope(rk.gid[0])
@@ -173,7 +173,7 @@ func TestRemovedGroupAndClose(t *testing.T) {
 		"Alloc":       func() error { _, err := p.Alloc(1, 1); return err }(),
 		"Free":        p.Free(a.Addr, nil),
 		"Reserve":     p.Reserve(1),
-		"AddGroup":    func() error { _, err := p.AddGroup(newGroup("x", 1)[0]); return err }(),
+		"AddGroup":    func() error { _, err := p.AddGroup(newGroup("x", 1)[0], 0); return err }(),
 		"OpenScope":   func() error { _, err := p.OpenScope(0); return err }(),
 		"Trim":        p.Trim(ctx),
 		"RemoveGroup": p.RemoveGroup(ctx, 0),
@@ -187,20 +187,20 @@ func TestRemovedGroupAndClose(t *testing.T) {
 
 func TestAddGroupBadInput(t *testing.T) {
 	p, _ := newTestPool(t, Options{})
-	if _, err := p.AddGroup(nil); err == nil {
+	if _, err := p.AddGroup(nil, 0); err == nil {
 		t.Fatal("nil group accepted")
 	}
 	bad := newGroup("bad", 2)[1]
 	bad.rank = 5
-	if _, err := p.AddGroup(bad); err == nil || !strings.Contains(err.Error(), "rank 5 of size 2") {
+	if _, err := p.AddGroup(bad, 0); err == nil || !strings.Contains(err.Error(), "rank 5 of size 2") {
 		t.Fatalf("bad rank: %v", err)
 	}
 	for range MaxGroups {
-		if _, err := p.AddGroup(newGroup("g", 1)[0]); err != nil {
+		if _, err := p.AddGroup(newGroup("g", 1)[0], 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.AddGroup(newGroup("g", 1)[0]); err == nil || !strings.Contains(err.Error(), "remove one first") {
+	if _, err := p.AddGroup(newGroup("g", 1)[0], 0); err == nil || !strings.Contains(err.Error(), "remove one first") {
 		t.Fatalf("group %d: %v", MaxGroups+1, err)
 	}
 }
@@ -423,7 +423,7 @@ func TestConcurrentAllocFreeLookup(t *testing.T) {
 func TestDropGroup(t *testing.T) {
 	ctx := context.Background()
 	p, _ := newTestPool(t, Options{})
-	id, err := p.AddGroup(newGroup("g", 1)[0])
+	id, err := p.AddGroup(newGroup("g", 1)[0], 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestDropGroup(t *testing.T) {
 	if err := p.DropGroup(id); !errors.Is(err, ErrGroupClosed) {
 		t.Errorf("dropped twice: %v, want ErrGroupClosed", err)
 	}
-	again, err := p.AddGroup(newGroup("h", 1)[0])
+	again, err := p.AddGroup(newGroup("h", 1)[0], 0)
 	if err != nil || again != id {
 		t.Fatalf("the id after DropGroup: %d, %v; want %d", again, err, id)
 	}

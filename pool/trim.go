@@ -1,15 +1,18 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/symmem/symmem/internal/errs"
 )
 
-// lockGroups takes the collective lock of every live group, in id order, so
-// no scope registers while segments are being released. It returns the
+// lockGroups takes the collective lock of every live group, in AddGroup's
+// order (alike on every rank; ids need not be), so no scope registers while
+// segments are being released. It returns the
 // groups and a function that unlocks them. The caller holds p.trimMu (so no
 // group is added meanwhile).
 func (p *Pool) lockGroups() ([]*group, func()) {
@@ -21,6 +24,7 @@ func (p *Pool) lockGroups() ([]*group, func()) {
 		}
 	}
 	p.mu.RUnlock()
+	sortGroups(gs)
 	for _, g := range gs {
 		g.cmu.Lock()
 	}
@@ -149,7 +153,7 @@ func (p *Pool) hasRegistrationsLocked(id GroupID) bool {
 	return false
 }
 
-// Close removes every group (collective, in id order; see RemoveGroup) and
+// Close removes every group (collective, in AddGroup's order; see RemoveGroup) and
 // releases every segment, live blocks included. If removing a group fails,
 // Close returns the error and the pool stays open (groups removed so far stay
 // removed); call Close again once the cause is fixed. Every later call returns
@@ -159,18 +163,19 @@ func (p *Pool) Close(ctx context.Context) error {
 	defer p.trimMu.Unlock()
 	p.mu.RLock()
 	closed := p.closed
-	var ids []GroupID
+	var gs []*group
 	for _, g := range p.groups {
 		if g != nil {
-			ids = append(ids, g.id)
+			gs = append(gs, g)
 		}
 	}
 	p.mu.RUnlock()
 	if closed {
 		return fmt.Errorf("pool: Close: %w", ErrClosed)
 	}
-	for _, id := range ids {
-		if err := p.RemoveGroup(ctx, id); err != nil {
+	sortGroups(gs)
+	for _, g := range gs {
+		if err := p.RemoveGroup(ctx, g.id); err != nil {
 			if errors.Is(err, errs.PeerExited) || errors.Is(err, errs.PeerClosed) || errors.Is(err, errs.Broken) {
 				return fmt.Errorf("pool: Close: %w (a rank no longer takes part in the group, so it cannot be removed together; the pool stays open)", err)
 			}
@@ -194,4 +199,15 @@ func (p *Pool) Close(ctx context.Context) error {
 		return fmt.Errorf("pool: Close: the provider failed to release: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// sortGroups orders gs as AddGroup's order says, the same on every rank
+// (ties, which a user of the pool alone may leave, by id).
+func sortGroups(gs []*group) {
+	slices.SortFunc(gs, func(a, b *group) int {
+		if c := cmp.Compare(a.order, b.order); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
 }

@@ -164,7 +164,7 @@ func loop(what string, a *HostAgreement) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := p.AddGroup(agreeGroup{a})
+	id, err := p.AddGroup(agreeGroup{a}, 0)
 	if err != nil {
 		return nil, err
 	}
