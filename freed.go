@@ -18,7 +18,7 @@ func (b Buffer) live() bool { return b.pool == nil || b.pool.Live(b.Ptr, b.gen) 
 // symmetric path, so the direct path pays nothing.
 func (w *World) freed(spans ...coll.Span) error {
 	for _, s := range spans {
-		if s.Len > 0 && w.pool.Freed(s.Ptr) {
+		if s.Len > 0 && w.pool.Freed(s.Ptr, s.Len) {
 			return fmt.Errorf("span [%#x, +%d) lies in pool memory that is not allocated (used after World.Free?): %w", s.Ptr, s.Len, ErrFreed)
 		}
 	}
