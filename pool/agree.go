@@ -39,6 +39,23 @@ type Disagreement struct {
 	Rank          int    // group rank that differs from rank 0
 	Theirs, Rank0 Record // its record and rank 0's
 	Seq, Rank0Seq uint64 // call positions, where the backend has them
+	// AllScopeEnds: every rank's record is a scope end at one position
+	// (AllScopeEnds), so every rank may go on to name the difference
+	// through the store; one in a collective never would.
+	AllScopeEnds bool
+}
+
+// AllScopeEnds reports whether the records of all n ranks (rec(q): group
+// rank q's record and call position) are scope ends at one position: the
+// same answer on every rank, which read the same records.
+func AllScopeEnds(n int, rec func(q int) (Record, uint64)) bool {
+	_, s0 := rec(0)
+	for q := 0; q < n; q++ {
+		if r, s := rec(q); r.What() != RecScopeEnd || s != s0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Disagreement) Error() string {
@@ -63,6 +80,12 @@ func FirstDisagreement(recs []Record, seqs []uint64) *Disagreement {
 			if seqs != nil {
 				d.Seq, d.Rank0Seq = seqs[r], seqs[0]
 			}
+			d.AllScopeEnds = AllScopeEnds(len(recs), func(q int) (Record, uint64) {
+				if seqs == nil {
+					return recs[q], 0
+				}
+				return recs[q], seqs[q]
+			})
 			return d
 		}
 	}

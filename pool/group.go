@@ -227,12 +227,14 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
 	}
 	// A rank that is not ending a scope, or is at another call of the
-	// group, never joins the store exchange below: say so at once.
-	if d.Rank0.What() != RecScopeEnd || d.Theirs.What() != RecScopeEnd {
-		return fmt.Errorf("%w: group %q, before ending a scope: rank %d or rank 0 is not ending a scope (it is in a collective of the group: every rank must make the same calls in the same order); nothing was registered", ErrMismatch, g.name, d.Rank)
-	}
+	// group, never joins the store exchange below: say so at once (any
+	// rank, not only the two the difference names: a third in a collective
+	// left the others waiting out the timeout in that exchange).
 	if d.Seq != d.Rank0Seq {
 		return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
+	}
+	if !d.AllScopeEnds {
+		return fmt.Errorf("%w: group %q, before ending a scope: a rank is not ending a scope (it is in a collective of the group: every rank must make the same calls in the same order; rank %d's record %x, rank 0's %x); nothing was registered", ErrMismatch, g.name, d.Rank, d.Theirs, d.Rank0)
 	}
 	// Every rank is ending this scope and saw the difference: name the first
 	// differing allocation through the store (the slow path, taken only on
