@@ -23,10 +23,18 @@
 // # The program contract
 //
 // Symmetric memory needs every rank to make the same pool calls in the same
-// order: Init, NewGroup, Scope.Alloc, World.Alloc and World.Free, on every
-// rank of the world, with the same sizes. A rank that is not a member of a
-// group still receives a *Group from NewGroup (IsMember reports false); its
-// scopes allocate the same blocks (so the pools stay identical) but register
-// nothing, and its collectives return ErrNotMember. Collectives of a group
-// are called by its members in the same order.
+// order: Init, NewGroup, Group.Close, Scope.Alloc, Scope.End, World.Alloc
+// and World.Free, on every rank of the world, with the same sizes. They
+// change or compare the one pool every group shares (a scope end compares
+// the whole pool's state; Group.Close frees the group's staging buffer), so
+// within a process they are ordered too: from one goroutine, or ordered
+// between goroutines the same way on every rank; NewGroup and Group.Close
+// are also collectives of the world group, ordered with its collectives. A
+// rank that is not a member of a group still receives a *Group from
+// NewGroup (IsMember reports false); its scopes allocate the same blocks
+// (so the pools stay identical) but register nothing, and its collectives
+// return ErrNotMember. Collectives of a group are called by its members in
+// the same order: calls of one group from several goroutines run one at a
+// time, in an order that may differ between ranks. Collectives of different
+// groups may run on different goroutines at once.
 package symmem
