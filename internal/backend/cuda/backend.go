@@ -87,10 +87,36 @@ type Backend struct {
 	// presences follows the ranks of other hosts (members.Presences),
 	// announced at the first group that spans hosts; nil until then.
 	presences *members.Presences
-	// aborted ends at the first abort of a group that spans hosts
+	// aborted ends at an abort of a group that spans hosts
 	// (Group.abortGroup); Synchronize stops waiting for the stream then.
+	// It is renewed once no open group is aborted (rearm): the abort of a
+	// group the user closed stops no later Synchronize. Under mu.
 	aborted      context.Context
 	abortedFired context.CancelFunc
+}
+
+// fireAborted ends aborted (Group.abortGroup).
+func (b *Backend) fireAborted() {
+	b.mu.Lock()
+	if b.abortedFired != nil {
+		b.abortedFired()
+	}
+	b.mu.Unlock()
+}
+
+// rearm renews aborted where it ended and no group left open is aborted;
+// the caller holds mu. An abort reaches the group (gone) before it ends
+// aborted, so a renewal never hides an open group's abort.
+func (b *Backend) rearm() {
+	if b.aborted == nil || b.aborted.Err() == nil {
+		return
+	}
+	for _, g := range b.groups {
+		if g.goneErr() != nil {
+			return
+		}
+	}
+	b.aborted, b.abortedFired = context.WithCancel(context.Background())
 }
 
 // watchHosts returns the rank's presence in the job (announced on first
@@ -260,6 +286,7 @@ func (b *Backend) forget(g *Group) {
 			break
 		}
 	}
+	b.rearm() // the group may have been the aborted one
 	b.mu.Unlock()
 }
 
@@ -319,36 +346,58 @@ func (b *Backend) Close() error {
 }
 
 // Synchronize waits (bounded by timeout) until the backend's own stream,
-// which runs calls made without WithStream, is idle, or until a group
-// that spans hosts is aborted (a member exited): NCCL's teardown of an
-// aborted communicator holds its calls on the stream until it completes
-// (24 s on 2 "hosts" of one H100 each with NCCL's socket transport:
-// results/gpu-2026-11-26g.md), and the error is known at the abort.
+// which runs calls made without WithStream, is idle, or until an open
+// group that spans hosts is aborted (a member exited): NCCL's teardown of
+// an aborted communicator holds its calls on the stream until it
+// completes (24 s on 2 "hosts" of one H100 each with NCCL's socket
+// transport: results/gpu-2026-11-26g.md), and the error is known at the
+// abort.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
-	if b.aborted != nil {
-		var stop context.CancelFunc
-		ctx, stop = context.WithCancel(ctx)
-		defer stop()
-		defer context.AfterFunc(b.aborted, stop)()
-	}
-	werr := b.stream.Wait(ctx, timeout)
-	b.mu.Lock()
-	groups := append([]*Group(nil), b.groups...)
-	b.mu.Unlock()
-	for _, g := range groups { // a member gone, then a mismatch: they also explain a launch failure (handshake.go)
-		if err := g.goneErr(); err != nil {
-			return err
-		}
-		if err := g.Fault(); err != nil {
-			return err
-		}
-		if werr != nil {
-			if err := g.stoppedErr(); err != nil {
+	end := time.Now().Add(timeout)
+	for {
+		werr, cut := b.waitStream(ctx, timeout)
+		b.mu.Lock()
+		groups := append([]*Group(nil), b.groups...)
+		b.mu.Unlock()
+		for _, g := range groups { // a member gone, then a mismatch: they also explain a launch failure (handshake.go)
+			if err := g.goneErr(); err != nil {
 				return err
 			}
+			if err := g.Fault(); err != nil {
+				return err
+			}
+			if werr != nil && !cut { // a wait the abort cut short is no stall
+				if err := g.stoppedErr(); err != nil {
+					return err
+				}
+			}
 		}
+		if !cut {
+			return werr
+		}
+		// The aborted group was closed meanwhile, or is not the backend's
+		// (one being made): wait on for the rest.
+		b.mu.Lock()
+		b.rearm()
+		b.mu.Unlock()
+		timeout = max(time.Until(end), 0)
 	}
-	return werr
+}
+
+// waitStream waits for the backend's stream (Synchronize); cut reports
+// that an abort ended the wait (the caller's ctx did not).
+func (b *Backend) waitStream(ctx context.Context, timeout time.Duration) (err error, cut bool) {
+	b.mu.Lock()
+	aborted := b.aborted
+	b.mu.Unlock()
+	if aborted == nil {
+		return b.stream.Wait(ctx, timeout), false
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(aborted, stop)()
+	err = b.stream.Wait(wctx, timeout)
+	return err, err != nil && aborted.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled)
 }
 
 // Usable reports why this process cannot run the GPU backend (nil when it

@@ -49,9 +49,12 @@ type cePath struct {
 }
 
 // serves reports whether copy engines can run req: an all-gather with a
-// registered input or output, in a group whose ranks reach each other.
+// registered output, or input out of place (in place, the peers' slices
+// are read from their outputs), in a group whose ranks reach each other.
+// build finds nothing more to refuse: it runs after the call was
+// published at the gate.
 func (ce *cePath) serves(req backend.Request) bool {
-	return req.Kind == coll.AllGather && ce.g.ce && len(ce.g.ranks) <= maxCERanks && (req.InSym.OK || req.OutSym.OK)
+	return req.Kind == coll.AllGather && ce.g.ce && len(ce.g.ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
@@ -76,6 +79,9 @@ func (ce *cePath) why(req backend.Request) string {
 		return "copy engines unavailable: " + ce.g.ceWhy
 	case len(ce.g.ranks) > maxCERanks:
 		return fmt.Sprintf("the copy-engine all-gather serves up to %d ranks, the group has %d", maxCERanks, len(ce.g.ranks))
+	}
+	if req.InPlace && req.InSym.OK {
+		return "in place, the output must be a pool block registered with this group (the peers' slices are read from it)"
 	}
 	return "the buffers are not pool blocks registered with this group"
 }

@@ -73,15 +73,18 @@
 // llPath (lowlatency.go) and cePath (ce.go), NCCL's ncclPath (nccl.go) and
 // ncclWindowPath (ncclwindow.go), and hierPath (hierarchical.go: its child
 // groups' calls in finish), each holding what only it uses. Holding runMu, Run
-// publishes the call at the gate (callGate.publish: its ticket) and the path
-// issues what goes on the stream now: symmem's paths their whole stream
-// program, NCCL's the gate's guard and checked mode's handshake fork;
-// Group.issue hands a program to the executor (edge.go: the driver, one cgo
-// call; tests record instead, golden_test.go), and the gate is told it is
-// queued (callGate.enqueued). With runMu released the path finishes the
-// call: NCCL's call on its communicator and the handshake's join after it
-// (nothing for symmem's paths). Run then reports a mismatch the kernels
-// found earlier (Group.Fault, fault.go). Signals and transfers the copy-
+// prepares what can fail on this rank alone (the stream's fence, lc's
+// staging: a failure refuses the call), publishes the call at the gate
+// (callGate.publish: its ticket) and the path issues what goes on the
+// stream now: symmem's paths their whole stream program, NCCL's the gate's
+// guard and checked mode's handshake fork; Group.issue hands a program to
+// the executor (edge.go: the driver, one cgo call; tests record instead,
+// golden_test.go), and the gate is told it is queued (callGate.enqueued).
+// With runMu released the path finishes the call: NCCL's call on its
+// communicator and the handshake's join after it (nothing for symmem's
+// paths). A failure after publish breaks the group (Group.breakWith): the
+// peers may be waiting for this rank's call. Run then reports a mismatch
+// the kernels found earlier (Group.Fault, fault.go). Signals and transfers the copy-
 // engine paths share are in signals.go, the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user

@@ -94,10 +94,15 @@ func (h *hierPath) whyNot(req backend.Request) error {
 	return nil
 }
 
+func (h *hierPath) prepare(call) error { return nil }
+
 // issue queues nothing: the child groups' calls go in finish, without runMu
 // (NCCL calls may block while they enqueue).
 func (h *hierPath) issue(call) error { return nil }
 
+// finish makes the children at the group's first call, then queues the
+// call's steps. A failure breaks the group (Run) and its children: the
+// call was published, and the peers go on with it.
 func (h *hierPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -105,32 +110,42 @@ func (h *hierPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 	if err != nil {
 		return "", err
 	}
-	g, req := h.g, c.req
+	if err := h.steps(ctx, kids, c.req); err != nil {
+		// A child that failed before it published its step, or never
+		// got to it, is not broken by that: breaking it tells its peers
+		// on this host, which wait for this rank's step, at once.
+		kids.breakWith(err)
+		return "", err
+	}
+	return "", nil
+}
+
+// steps queues req's schedule on the children. The caller holds mu.
+func (h *hierPath) steps(ctx context.Context, kids *hierKids, req backend.Request) error {
+	g := h.g
 	unit := int64(req.DType.Size())
 	chunk := req.Count * unit
 	steps, err := h.layout.Build(req.Kind, g.me, chunk, unit, req.InPlace)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var scratch uint64
 	if n := h.layout.ScratchBytes(req.Kind, chunk); n > 0 {
 		if scratch, err = g.x.scratch(g.b.ctx, req.Stream, n); err != nil {
-			return "", fmt.Errorf("hier: %d bytes of scratch: %w", n, err)
+			return fmt.Errorf("hier: %d bytes of scratch: %w", n, err)
 		}
 		defer g.x.release(g.b.ctx, req.Stream, scratch) // in stream order, after the last step
 	}
+	// The steps are made whatever ctx says, as the call is (Run): the
+	// peers' children make theirs.
+	ctx = context.WithoutCancel(ctx)
 	for i, st := range steps {
 		if err := h.step(ctx, kids, req, st, scratch); err != nil {
-			// Earlier steps are queued and the peers go on: the group
-			// cannot run another call in step with them.
-			err = fmt.Errorf("hier step %d (%v): %w", i, st, err)
-			g.runMu.Lock()
-			g.breakWith(err)
-			g.runMu.Unlock()
-			return "", err
+			// Earlier steps are queued and the peers go on.
+			return fmt.Errorf("hier step %d (%v): %w", i, st, err)
 		}
 	}
-	return "", nil
+	return nil
 }
 
 // step queues st: a copy on the call's stream, or a collective of the
@@ -321,6 +336,15 @@ func (h *hierPath) leave() {
 	if k := h.kids.Load(); k != nil {
 		k.host.Leave()
 		k.cross.Leave()
+	}
+}
+
+// breakWith breaks both children by err (a hier call that failed part-way).
+func (k *hierKids) breakWith(err error) {
+	for _, c := range []*Group{k.host, k.cross} {
+		c.runMu.Lock()
+		c.breakWith(err)
+		c.runMu.Unlock()
 	}
 }
 

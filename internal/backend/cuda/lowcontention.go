@@ -151,23 +151,12 @@ func chunkOf(req backend.Request, ranks, rank int) (chunk, off, n int64) {
 	return chunk, off, min(chunk, total-off)
 }
 
-// issue issues c (reduce-scatter or all-reduce). The caller holds runMu
-// and has checked whyNot.
-func (l *lcPath) issue(c call) error {
-	if err := l.ensureStaging(c.req.Stream); err != nil {
-		return err
-	}
-	p := l.g.newProgram()
-	if err := l.build(p, &c); err != nil {
-		return err
-	}
-	return l.g.issue(p, &c, "low-contention")
-}
-
-// ensureStaging allocates the group's staging at its first lc call. During
-// stream capture it cannot: the call is refused with what to do.
-func (l *lcPath) ensureStaging(s uint64) error {
-	g := l.g
+// prepare allocates the group's staging at its first lc call, before the
+// call is published (an allocation that fails on this rank alone refuses
+// the call). During stream capture it cannot: the call is refused with
+// what to do.
+func (l *lcPath) prepare(c call) error {
+	g, s := l.g, c.req.Stream
 	if l.staging != nil {
 		return nil
 	}
@@ -183,6 +172,16 @@ func (l *lcPath) ensureStaging(s uint64) error {
 	}
 	l.staging = seg
 	return nil
+}
+
+// issue issues c (reduce-scatter or all-reduce). The caller holds runMu
+// and has checked whyNot and prepared c.
+func (l *lcPath) issue(c call) error {
+	p := l.g.newProgram()
+	if err := l.build(p, &c); err != nil {
+		return err
+	}
+	return l.g.issue(p, &c, "low-contention")
 }
 
 // build adds c to p (pure: no driver call). The staging must exist.

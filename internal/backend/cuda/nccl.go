@@ -277,6 +277,8 @@ func (n *ncclGroup) windowed(req backend.Request) bool {
 // ncclRun is what both NCCL paths do around NCCL's call.
 type ncclRun struct{ g *Group }
 
+func (ncclRun) prepare(call) error { return nil }
+
 // issue queues what goes before NCCL's call on c's stream: the gate's
 // guard when the call is not yet approved (gate.go) and, in checked mode,
 // the handshake's fork (handshake.go); nothing when neither is needed.
@@ -294,9 +296,16 @@ func (r ncclRun) issue(c call) error {
 // run makes NCCL's call on comm (win: its buffers in windows, as NCCL is
 // told) and, in checked mode, joins the handshake after it, also when the
 // call failed (the fork is queued). It returns the path as NCCL reports
-// it.
+// it. The call was published at the gate, so the peers may be approved
+// and wait for this rank in theirs: it is made even if ctx ended meanwhile
+// (bnccl.Comm.RunDecided refuses a done context), bounded by the
+// communicator's timeout. A context that cannot end (Background) needs no
+// wrapper, which would allocate.
 func (r ncclRun) run(ctx context.Context, c call, comm *bnccl.Comm, win bool) (coll.Algo, error) {
 	g := r.g
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
 	p, err := g.x.nccl(ctx, comm, c.req, win)
 	if g.hs.on(c.req) {
 		g.runMu.Lock()

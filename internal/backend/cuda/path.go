@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
@@ -13,13 +14,18 @@ import (
 // path is one way to run a collective on the GPU: symmem's (kernel,
 // two-shot, lc, ll, ce), NCCL's (nccl, nccl-window) and, across hosts,
 // both (hier). Run finds the chosen
-// algorithm's path in the group's table (pathFor) and, holding runMu with
-// the call published at the gate, asks it to issue the call, then to
-// finish it with runMu released.
+// algorithm's path in the group's table (pathFor) and, holding runMu, asks
+// it to prepare the call, then, with the call published at the gate, to
+// issue it, then to finish it with runMu released.
 type path interface {
 	// refuse is why a call forced onto the path cannot run (nil if it
 	// can): the error choose returns.
 	refuse(c call) error
+	// prepare does the host work of c that can fail on this rank alone
+	// (lc: its staging), before c is published: once it is, the peers
+	// may be approved and wait for this rank on the GPU, so a failure
+	// after breaks the group. The caller holds runMu.
+	prepare(c call) error
 	// issue queues what goes on c's stream now: symmem's paths their
 	// whole stream program, NCCL's what goes before NCCL's call. The
 	// caller holds runMu and has published c at the gate.
@@ -38,6 +44,7 @@ type path interface {
 // stream program, so nothing is left to finish.
 type whole struct{}
 
+func (whole) prepare(call) error                              { return nil }
 func (whole) finish(context.Context, call) (coll.Algo, error) { return "", nil }
 
 // refusal says why a path cannot run a call, as a code: auto asks every
@@ -154,15 +161,21 @@ func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
 		return err
 	}
 	if err := g.x.program(p); err != nil {
-		if ferr := g.faults.take(); ferr != nil { // the handshake trapped: that is why
-			return ferr
-		}
+		// A kernel's report read now explains the failure where the
+		// handshake trapped (take broke the group with it: the first cause
+		// stays); an earlier call's mismatch does not, and this call was
+		// not queued either way: the group breaks with the failure.
+		ferr := g.faults.take()
 		if c.gate.n > 0 { // the call's number at the gate, as its peers count it
 			g.breakWith(fmt.Errorf("%v %s (collective %d on the group) failed: %w", c.req.Kind, what, c.gate.n, err))
 		} else {
 			g.breakWith(fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err))
 		}
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		berr := fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		if ferr != nil && ferr != g.broken {
+			return errors.Join(berr, ferr)
+		}
+		return berr
 	}
 	return nil
 }

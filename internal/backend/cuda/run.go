@@ -27,6 +27,12 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if err := g.goneErr(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
 	}
+	// The context bounds the call until it is published at the gate, not
+	// after: its peers may then be approved and wait for this rank on the
+	// GPU, so a published call is made whatever the context says.
+	if err := ctx.Err(); err != nil {
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+	}
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
 	}
@@ -41,23 +47,15 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	c.req.Algo = algo // in the digest (fault.go) and the gate's entry (gate.go)
 	p := g.pathFor(algo)
 	g.runMu.Lock()
-	// A broken group (a gate difference, a failed copy-engine call)
-	// refuses every call.
-	if g.broken != nil {
-		err = fmt.Errorf("%w: %w", ErrBroken, g.broken)
-	} else if err = g.gate.publish(&c); err == nil {
-		if err = p.issue(c); err == nil {
-			err = g.gate.enqueued(c.gate)
-		}
-		if err == nil && g.calls != nil { // a group across hosts: compared after the fact
-			g.calls.Add(c.req.Record, agree.PathCode(algo))
-		}
-	}
+	err = g.start(p, &c)
 	g.runMu.Unlock()
 	if err == nil {
 		var ran coll.Algo
 		if ran, err = p.finish(ctx, c); ran != "" {
 			path.Algo = ran
+		}
+		if err != nil {
+			err = g.finishFailed(err)
 		}
 	}
 	if err != nil {
@@ -70,6 +68,75 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return path, err
 	}
 	return path, nil
+}
+
+// start prepares, publishes and issues c on path p; the caller holds
+// runMu. What can fail on this rank alone is done before c is published
+// at the gate (prepare): a failure there refuses the call, and no peer is
+// approved to wait for this rank. A failure after it breaks the group:
+// the peers may be approved already and wait for this rank on the GPU.
+func (g *Group) start(p path, c *call) error {
+	// A broken group (a gate difference, a failed copy-engine call)
+	// refuses every call.
+	if g.broken != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+	}
+	if err := g.prepare(p, *c); err != nil {
+		return err
+	}
+	if err := g.gate.publish(c); err != nil {
+		return err
+	}
+	if err := p.issue(*c); err != nil {
+		return g.breakAfter(err)
+	}
+	if err := g.gate.enqueued(c.gate); err != nil {
+		return err // a difference found meanwhile: the gate broke the group (fail)
+	}
+	if g.calls != nil { // a group across hosts: compared after the fact
+		g.calls.Add(c.req.Record, agree.PathCode(c.req.Algo))
+	}
+	return nil
+}
+
+// prepare does the host work of c that can fail on this rank alone
+// (driver objects, allocations), before Run publishes c at the gate: the
+// fence event of a caller's stream (track; hier queues through its child
+// groups, which fence it) and what path p needs (path.prepare). The
+// caller holds runMu.
+func (g *Group) prepare(p path, c call) error {
+	if c.req.Algo != coll.AlgoHier {
+		if err := g.fenceFor(c.req.Stream); err != nil {
+			return err
+		}
+	}
+	return p.prepare(c)
+}
+
+// breakAfter breaks the group by err, the failure of a call after Run
+// published it at the gate, and returns the call's error: the peers go on
+// with the call, and this rank cannot run another in step with them. The
+// caller holds runMu.
+func (g *Group) breakAfter(err error) error {
+	g.breakWith(err)
+	if errors.Is(err, ErrBroken) { // Group.issue broke it and says so
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBroken, err)
+}
+
+// finishFailed is the error of a call whose finish failed (after Run
+// published and issued it): breakAfter's, or, where the group was aborted
+// meanwhile (a member on another host exited, the ranks' calls differ:
+// abortGroup), the abort's, which explains the failure (its stopped NCCL
+// communicator) and already refuses every later call.
+func (g *Group) finishFailed(err error) error {
+	if gone := g.goneErr(); gone != nil {
+		return fmt.Errorf("%w: %w (%v)", ErrBroken, gone, err)
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.breakAfter(err)
 }
 
 // requestedWhy is the reason of a forced path (constant: no formatting per

@@ -22,9 +22,10 @@ import (
 // (bnccl.Comm.Stop: revoked, or aborted before NCCL 2.28), which ends NCCL
 // kernels waiting for the gone rank instead of leaving the stream blocked
 // until the process is killed; so are the hier path's child groups.
-// Synchronize returns err at once (after an abort the stream drains only
-// when NCCL's teardown completes). Nothing else waits across hosts:
-// symmem's kernels and copy engines do not run on such groups.
+// Synchronize returns err at once while the group is open (after an abort
+// the stream drains only when NCCL's teardown completes). Nothing else
+// waits across hosts: symmem's kernels and copy engines do not run on such
+// groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
@@ -34,9 +35,8 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	if k := g.paths.hier.kids.Load(); k != nil {
 		k.abort(err)
 	}
-	if g.b.abortedFired != nil {
-		g.b.abortedFired() // Synchronize returns e now, not when NCCL's teardown lets the stream go
-	}
+	// Synchronize returns e now, not when NCCL's teardown lets the stream go.
+	g.b.fireAborted()
 	differ := errors.Is(err, errs.Mismatch) // NCCL may have run calls that differ: its state is undefined
 	for _, c := range comms {
 		switch { // each waits for a call in progress on the communicator; nothing after Close

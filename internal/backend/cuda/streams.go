@@ -19,19 +19,41 @@ func (g *Group) track(p *cudadrv.Program, s uint64) error {
 		g.usedOwn = true
 		return nil
 	}
+	ev, err := g.fence(s)
+	if err != nil {
+		return err
+	}
+	p.Fence(s, ev.Handle())
+	return nil
+}
+
+// fenceFor creates the group's fence event on stream s where it is a
+// caller's stream that has none yet: Run does so before it publishes a
+// call, so that track does not fail after (a quiesce between an NCCL
+// call's issue and its handshake's may drop it again: track then makes
+// it anew).
+func (g *Group) fenceFor(s uint64) error {
+	if s == g.b.stream.Handle() {
+		return nil
+	}
+	_, err := g.fence(s)
+	return err
+}
+
+// fence is the group's fence event on caller stream s, created at the
+// stream's first call since the last quiesce.
+func (g *Group) fence(s uint64) (*cudadrv.Event, error) {
 	for _, f := range g.fences {
 		if f.stream == s {
-			p.Fence(s, f.ev.Handle())
-			return nil
+			return f.ev, nil
 		}
 	}
 	ev, err := cudadrv.NewEvent(g.b.ctx, false)
 	if err != nil {
-		return fmt.Errorf("fence for stream %#x: %w", s, err)
+		return nil, fmt.Errorf("fence for stream %#x: %w", s, err)
 	}
 	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
-	p.Fence(s, ev.Handle())
-	return nil
+	return ev, nil
 }
 
 // streamFence is the group's fence event on one caller stream.

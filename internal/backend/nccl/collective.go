@@ -124,6 +124,14 @@ func (c *Comm) Run(ctx context.Context, req backend.Request) (coll.Path, error) 
 // RunDecided is Run with the window decision made by the caller (win: every
 // buffer lies inside a window of this communicator); the GPU backend decides
 // once per call and passes it here. req's shape must be valid (Shaped).
+//
+// ctx is consulted once, before NCCL is called: a done context refuses the
+// call. It does not bound the call: NCCL's enqueue takes no context, and
+// the wait for a call a non-blocking communicator left in progress is
+// bounded by the communicator's timeout (settle). A caller whose peers may
+// already wait for this rank's call (the GPU backend, once its call gate
+// published it) passes a context that cannot end (context.WithoutCancel),
+// so the call is always made.
 func (c *Comm) RunDecided(ctx context.Context, req backend.Request, win bool) (coll.Path, error) {
 	var err error
 	in, inLen, outLen := req.In.Ptr, req.In.Len, req.Out.Len
