@@ -93,12 +93,15 @@ type autoTableJSON struct {
 	Date    string         `json:"date"`
 	Command string         `json:"command"`
 	Note    string         `json:"note"`
-	Builtin *autoTableJSON `json:"builtin,omitempty"`
+	// GraphRows: rows for calls captured into CUDA graphs (0: they read
+	// the eager rows), as `symmem doctor` prints.
+	GraphRows int            `json:"graph_rows"`
+	Builtin   *autoTableJSON `json:"builtin,omitempty"`
 }
 
 func toAutoTableJSON(a doctor.AutoTable) *autoTableJSON {
 	j := &autoTableJSON{Source: a.Source, From: a.From, Sources: a.Sources, Machine: a.Machine, Date: a.Date,
-		Command: a.Command, Note: a.Note}
+		Command: a.Command, Note: a.Note, GraphRows: a.GraphRows}
 	if j.Sources == nil {
 		j.Sources = []string{}
 	}

@@ -13,9 +13,11 @@
 package tune
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -119,7 +121,11 @@ func (r Row) MarshalJSON() ([]byte, error) {
 
 func (r *Row) UnmarshalJSON(b []byte) error {
 	var j rowJSON
-	if err := json.Unmarshal(b, &j); err != nil {
+	// A misspelt key would drop a bound silently ("upto": every size), as
+	// Parse refuses unknown keys above.
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&j); err != nil {
 		return err
 	}
 	var err error
@@ -301,6 +307,9 @@ func Parse(data []byte) (*Table, error) {
 			return nil, fmt.Errorf("auto table format version %d: this symmem reads version %d (re-run `symmem tune`)", fe.Format, FormatVersion)
 		}
 		return nil, fmt.Errorf("auto table: %w", err)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF { // a second table or junk after the first
+		return nil, fmt.Errorf("auto table: more after the table's closing brace (a merge or an edit left it: one table per file)")
 	}
 	if err := t.Validate(); err != nil {
 		return nil, err
