@@ -8,10 +8,10 @@ import (
 	"github.com/symmem/symmem/doctor"
 )
 
-// symmem_doctor's auto_table (python's symmem.doctor()) is documented as
-// doctor.AutoTable, but drops GraphRows: `symmem doctor` prints "N rows for
-// calls captured into CUDA graphs", the JSON cannot say whether the table in
-// force has graph rows at all.
+// TestDoctorJSONGraphRows: symmem_doctor's auto_table (python's
+// symmem.doctor()) carries graph_rows, as `symmem doctor` prints "N rows
+// for calls captured into CUDA graphs" (the key was missing; found by
+// review).
 func TestDoctorJSONGraphRows(t *testing.T) {
 	a := doctor.AutoTable{Source: "/tmp/t.json", From: "SYMMEM_AUTO_TABLE", GraphRows: 7,
 		Builtin: &doctor.AutoTable{Source: "built-in", GraphRows: 12}}
