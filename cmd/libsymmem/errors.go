@@ -42,7 +42,7 @@ var classes = []struct {
 	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed}},
 	{statusNotSupported, []error{symmem.ErrNotSupported, symmem.ErrRefused}},
 	{statusTimeout, []error{context.DeadlineExceeded, rendezvous.ErrTimeout}},
-	{statusInvalid, []error{symmem.ErrInvalid, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
+	{statusInvalid, []error{symmem.ErrInvalid, symmem.ErrFreed, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
 		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder, pool.ErrCapExceeded}},
 }
 

@@ -15,8 +15,9 @@ type world struct {
 	id    uint64
 	group uint64 // the world group's handle
 
-	mu    sync.Mutex
-	owned []uint64 // group and scope handles to drop with the world
+	mu      sync.Mutex
+	owned   []uint64 // group and scope handles to drop with the world
+	dropped bool     // drop ran: own refuses new handles
 }
 
 // group is a symmem.Group and the path its last collective took.
@@ -110,11 +111,18 @@ func lookup[T any](h uint64, what string) (T, error) {
 	return t, nil
 }
 
-// own records a group or scope handle so closing the world drops it.
-func (w *world) own(h uint64) {
+// own records a group or scope handle so closing the world drops it. After
+// drop (the world closed meanwhile, on another thread) it removes h and
+// returns an error instead: a handle added then would outlive the world.
+func (w *world) own(h uint64) error {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dropped {
+		handles.remove(h)
+		return fmt.Errorf("the world was closed meanwhile (symmem_world_close on another thread): %w", symmem.ErrClosed)
+	}
 	w.owned = append(w.owned, h)
-	w.mu.Unlock()
+	return nil
 }
 
 // disown forgets h (a scope that ended, a group that closed), so a program
@@ -134,7 +142,7 @@ func (w *world) disown(h uint64) {
 func (w *world) drop() {
 	w.mu.Lock()
 	owned := w.owned
-	w.owned = nil
+	w.owned, w.dropped = nil, true
 	w.mu.Unlock()
 	for _, h := range owned {
 		handles.remove(h)

@@ -28,7 +28,9 @@ func symmem_scope_open(gh C.uint64_t, out *C.uint64_t) C.int {
 		return fail(err)
 	}
 	h := handles.add(&scope{g: g, s: s})
-	g.w.own(h)
+	if err := g.w.own(h); err != nil {
+		return fail(fmt.Errorf("symmem_scope_open: %w", err))
+	}
 	*out = C.uint64_t(h)
 	return statusOK
 }

@@ -56,7 +56,7 @@ func start(opts symmem.Options, out *C.uint64_t) C.int {
 	w := &world{w: sw}
 	w.id = handles.add(w)
 	w.group = handles.add(&group{w: w, g: sw.World()})
-	w.own(w.group)
+	_ = w.own(w.group) // a new world: not dropped
 	worlds.open(w)
 	*out = C.uint64_t(w.id)
 	return statusOK
@@ -217,7 +217,9 @@ func symmem_group_new(wh C.uint64_t, name *C.char, ranks *C.int, nranks C.int, o
 		return fail(err)
 	}
 	h := handles.add(&group{w: w, g: g})
-	w.own(h)
+	if err := w.own(h); err != nil {
+		return fail(fmt.Errorf("symmem_group_new: %w", err))
+	}
 	*out = C.uint64_t(h)
 	return statusOK
 }
