@@ -34,10 +34,7 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	// backend's plan differs by placement and size (the CPU backend's
 	// one-shot limit is lower in place).
 	n, es := int64(g.Size()), int64(req.DType.Size())
-	per := g.staging.Len / es
-	if k == coll.AllGather || k == coll.ReduceScatter {
-		per /= n
-	}
+	per := g.stagedPer(k, req.DType)
 	if per == 0 || req.Count == 0 {
 		return coll.Path{Staged: true, Reason: fmt.Sprintf("ordinary memory: group %q's %d-byte staging buffer holds no %v element per rank: the call fails", g.name, g.staging.Len, req.DType)}
 	}

@@ -27,10 +27,7 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the staging buffer is not registered with the group (internal error)", c.kind, g.name)
 	}
 	es, n, me := int64(c.dt.Size()), int64(g.Size()), int64(g.rank)
-	per := g.staging.Len / es // elements per round for one rank's data
-	if c.kind == coll.AllGather || c.kind == coll.ReduceScatter {
-		per /= n
-	}
+	per := g.stagedPer(c.kind, c.dt)
 	if per == 0 {
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the %d-byte staging buffer is too small for one %v element per rank: %w",
 			c.kind, g.name, g.staging.Len, c.dt, ErrInvalid)
@@ -96,4 +93,14 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 	path.Reason = fmt.Sprintf("buffers are not symmetric blocks registered with group %q: staged through its %d-byte symmetric buffer in %d round(s)",
 		g.name, g.staging.Len, rounds)
 	return path, nil
+}
+
+// stagedPer is how many elements of one rank's data a staged round moves
+// (staged runs the call in rounds of it; Explain says so).
+func (g *Group) stagedPer(k coll.Kind, dt coll.DType) int64 {
+	per := g.staging.Len / int64(dt.Size())
+	if k == coll.AllGather || k == coll.ReduceScatter {
+		per /= int64(g.Size())
+	}
+	return per
 }

@@ -178,12 +178,12 @@ func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify b
 		if g.bg, made = w.be.NewGroup(ctx, cfg); made == nil {
 			g.gid, made = w.pool.AddGroup(g.bg, order)
 		}
-		if made != nil {
-			made = fmt.Errorf("symmem: NewGroup %q: %w", name, made)
-		}
 	}
+	what := fmt.Sprintf("NewGroup %q", name)
 	if verify {
-		made = w.allMade(ctx, fmt.Sprintf("NewGroup %q", name), made)
+		made = w.allMade(ctx, what, made)
+	} else if made != nil {
+		made = fmt.Errorf("symmem: %s: %w", what, made)
 	}
 	if made != nil { // nothing registered yet: each rank undoes its part alone
 		if g.gid >= 0 {
@@ -266,7 +266,7 @@ func (w *World) agree(ctx context.Context, what, mine string) error {
 // failed alone would leave its peers with a group it lacks, and the
 // non-members' pools with a staging buffer the members never allocated.
 // It returns mine, or the first failing rank's error, wrapping the same
-// sentinel, so that every rank fails alike.
+// sentinel, so that every rank fails alike; both say what (the step).
 func (w *World) allMade(ctx context.Context, what string, mine error) error {
 	var msg []byte
 	if mine != nil {
@@ -276,13 +276,13 @@ func (w *World) allMade(ctx context.Context, what string, mine error) error {
 	all, err := wg.bg.AllGather(ctx, msg)
 	switch {
 	case mine != nil:
-		return mine
+		return fmt.Errorf("symmem: %s: %w", what, mine)
 	case err != nil:
 		return fmt.Errorf("symmem: %s: learning whether every rank made its part: %w", what, err)
 	}
 	for q, v := range all {
 		if len(v) > 0 {
-			err := fmt.Errorf("symmem: %s: rank %d failed (%s), so no rank keeps its part", what, wg.ranks[q], v[1:])
+			err := fmt.Errorf("symmem: %s: rank %d failed: %s (so every rank undid its part: call it again once that is mended)", what, wg.ranks[q], v[1:])
 			if i := int(v[0]); i > 0 && i <= len(sentinels) {
 				err = fmt.Errorf("%w: %w", err, sentinels[i-1])
 			}

@@ -310,10 +310,7 @@ func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
 		return err
 	}
 	p.mu.Lock()
-	g.closed = true
-	clear(g.scopes)
-	g.scopes = nil
-	p.groups[id] = nil
+	p.forgetLocked(g)
 	p.mu.Unlock()
 	return nil
 }
@@ -332,11 +329,17 @@ func (p *Pool) DropGroup(id GroupID) error {
 	case p.hasRegistrationsLocked(id):
 		return fmt.Errorf("pool: DropGroup(%q): the group registered segments: remove it with RemoveGroup, together with its members", g.name)
 	}
+	p.forgetLocked(g)
+	return nil
+}
+
+// forgetLocked removes g from the pool (its open scopes end with
+// ErrGroupClosed, its id is free again). The caller holds p.mu.
+func (p *Pool) forgetLocked(g *group) {
 	g.closed = true
 	clear(g.scopes)
 	g.scopes = nil
-	p.groups[id] = nil
-	return nil
+	p.groups[g.id] = nil
 }
 
 // deregister deregisters segs from g in order, clearing the registration
