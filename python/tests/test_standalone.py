@@ -8,6 +8,7 @@ import array
 import os
 import re
 import socket
+import sys
 import threading
 import unittest
 from unittest import mock
@@ -212,6 +213,20 @@ class TestHeaderCodes(unittest.TestCase):
                 p = _ops._PATHS[code | s]
                 self.assertEqual(self.macro("SYMMEM_PATH_", p.algo), name)
                 self.assertEqual(p.staged, bool(s))
+
+    def test_hostcost_noop_status_is_no_path(self):
+        # hostcost's no-op library call returns NOOP_STATUS so that a
+        # collective returns None and the host-cost scripts can tell the
+        # library was not called: a real path code there (15 became ll+staged
+        # when ll took 7) stopped both scripts.
+        bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
+        sys.path.insert(0, bench)
+        try:
+            import hostcost
+        finally:
+            sys.path.remove(bench)
+        self.assertTrue(0 <= hostcost.NOOP_STATUS < len(_ops._PATHS))
+        self.assertIsNone(_ops._PATHS[hostcost.NOOP_STATUS])
 
 
 if __name__ == "__main__":
