@@ -182,10 +182,10 @@ func TestUntil(t *testing.T) {
 				}
 				return e.flag.Load() || atomic.LoadUint32(e.w.val()) != 0, nil
 			}
+			start := time.Now() // before the signaller starts its clock
 			if c.after != nil {
 				go c.after(e)
 			}
-			start := time.Now()
 			o := c.opts(e)
 			err := Until(ctx, cond, &o)
 			took := time.Since(start)
@@ -226,10 +226,12 @@ func TestUntilTarget(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWord()
 			atomic.StoreUint32(w.val(), c.start)
+			// start before the signaller's sleep: it may begin before
+			// this goroutine reads the clock (took 19.3 ms of 20 once).
+			start := time.Now()
 			if c.set != 0 {
 				go func() { time.Sleep(20 * time.Millisecond); w.set(c.set) }()
 			}
-			start := time.Now()
 			err := Until(context.Background(), nil, &Options{Spin: c.spin, Futex: w.addr(), Target: c.target, Sleepers: w.addr() + 4, Timeout: 50 * time.Millisecond})
 			took := time.Since(start)
 			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
@@ -292,6 +294,7 @@ func TestSpin(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var flag atomic.Bool
+			start := time.Now() // before the setter starts its clock
 			switch {
 			case c.met < 0:
 				flag.Store(true)
@@ -299,7 +302,6 @@ func TestSpin(t *testing.T) {
 				go func() { time.Sleep(c.met); flag.Store(true) }()
 			}
 			polls := 0
-			start := time.Now()
 			got := Spin(c.d, func() bool { polls++; return flag.Load() })
 			took := time.Since(start)
 			if got != c.want {
