@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +17,22 @@ import (
 // helloLimit bounds the first frame of a connection, read before the token is
 // checked, so an unauthenticated peer cannot make the server allocate much.
 const helloLimit = 4096
+
+// Connections that have not presented the token yet: at most maxHandshakes
+// at once, so a flood of idle ones cannot hold goroutines and fds without
+// bound. A rank sends its hello as it connects; one that idles past
+// handshakeGrace gives its place to a newcomer when there is none left.
+const (
+	maxHandshakes    = 64
+	handshakeGrace   = 250 * time.Millisecond
+	handshakeTimeout = 10 * time.Second // without pressure
+)
+
+// handshake is a connection still owing its hello.
+type handshake struct {
+	c     net.Conn
+	since time.Time
+}
 
 // Server is the key-value store. It serves until Close.
 type Server struct {
@@ -26,7 +43,9 @@ type Server struct {
 	data    map[string][]byte
 	changed chan struct{} // closed and replaced on every change
 	conns   map[net.Conn]struct{}
-	authed  int // connections past the token handshake
+	authed  int           // connections past the token handshake
+	pending []handshake   // connections in the handshake, oldest first
+	hsDone  chan struct{} // a handshake ended: room for the acceptor (buffered, 1)
 	closed  chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -52,6 +71,7 @@ func NewServer(addr, token string) (*Server, error) {
 		data:    map[string][]byte{},
 		changed: make(chan struct{}),
 		conns:   map[net.Conn]struct{}{},
+		hsDone:  make(chan struct{}, 1),
 		closed:  make(chan struct{}),
 	}
 	s.wg.Add(1)
@@ -113,18 +133,57 @@ func (s *Server) acceptLoop() {
 			time.Sleep(5 * time.Millisecond) // e.g. EMFILE: back off, keep serving
 			continue
 		}
+		if !s.admit(c) {
+			c.Close()
+			return
+		}
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+// admit registers c among the connections in the handshake once there is
+// room, evicting the oldest if it has idled past handshakeGrace. It reports
+// false when the server closed meanwhile.
+func (s *Server) admit(c net.Conn) bool {
+	for {
 		s.mu.Lock()
 		select {
 		case <-s.closed:
 			s.mu.Unlock()
-			c.Close()
-			return
+			return false
 		default:
 		}
-		s.conns[c] = struct{}{}
+		if len(s.pending) == maxHandshakes && time.Since(s.pending[0].since) >= handshakeGrace {
+			s.pending[0].c.Close() // its serve goroutine ends and forgets it
+			s.pending = slices.Delete(s.pending, 0, 1)
+		}
+		if len(s.pending) < maxHandshakes {
+			s.pending = append(s.pending, handshake{c, time.Now()})
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
+			return true
+		}
+		// Queue, not refuse, while the oldest is young: in a startup burst of ranks all are.
+		wait := time.NewTimer(handshakeGrace - time.Since(s.pending[0].since))
 		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serve(c)
+		select {
+		case <-s.hsDone:
+		case <-wait.C:
+		case <-s.closed:
+		}
+		wait.Stop()
+	}
+}
+
+// handshook removes c from the connections in the handshake.
+func (s *Server) handshook(c net.Conn) {
+	s.mu.Lock()
+	s.pending = slices.DeleteFunc(s.pending, func(h handshake) bool { return h.c == c })
+	s.mu.Unlock()
+	select {
+	case s.hsDone <- struct{}{}:
+	default:
 	}
 }
 
@@ -136,9 +195,11 @@ func (s *Server) serve(c net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
-	// Handshake: the first frame must present the token, within 10 s.
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// Handshake: the first frame must present the token, within
+	// handshakeTimeout (sooner when evicted, see admit).
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	hello, err := readMsg(c, helloLimit)
+	s.handshook(c)
 	if err != nil {
 		return
 	}
@@ -253,7 +314,11 @@ func (s *Server) handle(r *msg) msg {
 			}
 			cur = n
 		}
-		cur += r.num
+		sum := cur + r.num
+		if (r.num > 0 && sum < cur) || (r.num < 0 && sum > cur) { // wrapped around: a counter must never jump sign
+			return errResp("add %q: %d + %d overflows int64; the value stays %d", key, cur, r.num, cur)
+		}
+		cur = sum
 		s.data[key] = strconv.AppendInt(nil, cur, 10)
 		s.notifyLocked()
 		return msg{op: respOK, num: cur}

@@ -17,9 +17,10 @@ import (
 //
 // Requests and responses share the layout; op says which it is.
 const (
-	maxFrame = 64 << 20 // largest body accepted, bytes
-	maxItems = 1 << 16  // largest key or value count per frame
-	minBody  = 1 + 8 + 4 + 4
+	maxFrame  = 64 << 20 // largest body accepted, bytes
+	readChunk = 64 << 10 // what readMsg allocates before a body's bytes arrive
+	maxItems  = 1 << 16  // largest key or value count per frame
+	minBody   = 1 + 8 + 4 + 4
 )
 
 // Request ops.
@@ -169,11 +170,21 @@ func readMsg(r io.Reader, limit uint32) (msg, error) {
 	if n > limit {
 		return msg{}, fmt.Errorf("%w: frame of %d bytes exceeds the limit of %d", ErrMalformed, n, limit)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return msg{}, fmt.Errorf("%w: truncated frame: %w", ErrMalformed, err)
+	// Grow the body as its bytes arrive, doubling from readChunk: a header
+	// alone must not make the reader allocate the size it declares.
+	body := make([]byte, min(n, readChunk))
+	for off := 0; ; {
+		if _, err := io.ReadFull(r, body[off:]); err != nil {
+			return msg{}, fmt.Errorf("%w: truncated frame: %w", ErrMalformed, err)
+		}
+		if len(body) == int(n) {
+			return decodeBody(body)
+		}
+		off = len(body)
+		grown := make([]byte, min(2*off, int(n)))
+		copy(grown, body)
+		body = grown
 	}
-	return decodeBody(body)
 }
 
 func writeMsg(w io.Writer, m *msg) error {

@@ -1,11 +1,16 @@
 package rendezvous
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"reflect"
+	"runtime"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestWireRoundTrip(t *testing.T) {
@@ -77,4 +82,64 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("readMsg rejects what decode accepts: %v", err)
 		}
 	})
+}
+
+// TestReadMsgAllocatesAsBytesArrive: a length header costs the reader what
+// actually arrived, not what it declared: 4 bytes from an authenticated peer
+// used to make the server allocate up to maxFrame (64 MiB) at once.
+func TestReadMsgAllocatesAsBytesArrive(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		declared uint32
+		sent     int // body bytes before the peer hangs up
+	}{
+		{"max frame, no body", maxFrame, 0},
+		{"max frame, 1 byte", maxFrame, 1},
+		{"max frame, 1 MiB", maxFrame, 1 << 20},
+		{"16 MiB, 100 KiB", 16 << 20, 100 << 10},
+	} {
+		frame := binary.BigEndian.AppendUint32(nil, tc.declared)
+		frame = append(frame, make([]byte, tc.sent)...)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := readMsg(bytes.NewReader(frame), maxFrame)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "truncated frame") {
+			t.Errorf("%s: err = %v, want a truncated-frame ErrMalformed", tc.name, err)
+		}
+		// Doubling up to what arrived allocates at most ~4x it; the slack
+		// covers the first chunk and the runtime's own allocations.
+		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(4*tc.sent+1<<20); got > limit {
+			t.Errorf("%s: allocated %d bytes for a frame declaring %d with %d sent, want at most %d",
+				tc.name, got, tc.declared, tc.sent, limit)
+		}
+	}
+	// The limit still refuses a header over it at once, saying so.
+	_, err := readMsg(bytes.NewReader(binary.BigEndian.AppendUint32(nil, maxFrame+1)), maxFrame)
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "exceeds the limit of 67108864") {
+		t.Errorf("over the limit: err = %v", err)
+	}
+}
+
+// TestReadMsgLargeFrames: frames around and well past the chunk the reader
+// starts with arrive whole, however the reader splits them.
+func TestReadMsgLargeFrames(t *testing.T) {
+	for _, size := range []int{0, 1, 64<<10 - 30, 64 << 10, 64<<10 + 1, 1<<20 + 3, 9 << 20} {
+		v := make([]byte, size)
+		for i := range v {
+			v[i] = byte(i * 7)
+		}
+		m := msg{op: opSet, keys: []string{"k"}, vals: [][]byte{v}}
+		frame := m.encode(nil)
+		for name, r := range map[string]io.Reader{
+			"whole": bytes.NewReader(frame),
+			"half":  iotest.HalfReader(bytes.NewReader(frame)),
+			"odd":   bufio.NewReaderSize(iotest.DataErrReader(bytes.NewReader(frame)), 4093),
+		} {
+			got, err := readMsg(r, maxFrame)
+			if err != nil || !reflect.DeepEqual(got, m) {
+				t.Fatalf("%d-byte value, %s reader: err %v, equal %v", size, name, err, reflect.DeepEqual(got, m))
+			}
+		}
+	}
 }
