@@ -125,20 +125,41 @@ func (k Kind) String() string {
 	return kindNames[k]
 }
 
-// ParseKind accepts all_gather / allgather / ag and friends.
+// kindSpellings are the names ParseKind accepts besides a Kind's String
+// (all_gather), in any case: the kebab and joined forms, and the short
+// ones of --ops (ag,rs,ar,bc).
+var kindSpellings = [...][]string{
+	AllGather:     {"all-gather", "allgather", "ag"},
+	ReduceScatter: {"reduce-scatter", "reducescatter", "rs"},
+	AllReduce:     {"all-reduce", "allreduce", "ar"},
+	Broadcast:     {"bc", "bcast"},
+}
+
+// ParseKind accepts a Kind's name or one of its other spellings
+// (kindSpellings), in any case. Only whole spellings: stripping every
+// separator took "a-l-l-gather" or "allgather_" for all_gather.
 func ParseKind(s string) (Kind, error) {
-	short := map[string]Kind{"ag": AllGather, "rs": ReduceScatter, "ar": AllReduce, "bc": Broadcast, "bcast": Broadcast}
-	t := strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
-	if k, ok := short[t]; ok {
-		return k, nil
-	}
 	for i, n := range kindNames {
-		if strings.ReplaceAll(n, "_", "") == t {
+		if strings.EqualFold(s, n) {
 			return Kind(i), nil
 		}
+		for _, alt := range kindSpellings[i] {
+			if strings.EqualFold(s, alt) {
+				return Kind(i), nil
+			}
+		}
 	}
-	return 0, fmt.Errorf("unknown op %q (want all_gather, reduce_scatter, all_reduce or broadcast)", s)
+	return 0, fmt.Errorf("unknown op %q: want %s", s, kindChoices)
 }
+
+// kindChoices lists the accepted names per op (ParseKind's error).
+var kindChoices = func() string {
+	var parts []string
+	for i, n := range kindNames {
+		parts = append(parts, n+" ("+strings.Join(kindSpellings[i], ", ")+")")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1] + ", in any case"
+}()
 
 // Span is a range of memory the backend can address: host memory for the
 // CPU backend, device memory for CUDA. Ptr is an address, never a Go pointer.

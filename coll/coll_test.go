@@ -2,6 +2,7 @@ package coll
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -35,15 +36,25 @@ func TestParseDType(t *testing.T) {
 }
 
 func TestParseKindAndOp(t *testing.T) {
-	kinds := map[string]Kind{"all_gather": AllGather, "allgather": AllGather, "AG": AllGather,
-		"reduce-scatter": ReduceScatter, "rs": ReduceScatter, "allreduce": AllReduce, "broadcast": Broadcast}
-	for in, want := range kinds {
+	// The documented spellings of each op, in any case; nothing else (the
+	// separators were dropped wherever they stood: "a-l-l-gather" was
+	// all_gather).
+	for in, want := range map[string]Kind{
+		"all_gather": AllGather, "all-gather": AllGather, "allgather": AllGather, "ag": AllGather, "AG": AllGather, "All_Gather": AllGather,
+		"reduce_scatter": ReduceScatter, "reduce-scatter": ReduceScatter, "reducescatter": ReduceScatter, "RS": ReduceScatter,
+		"all_reduce": AllReduce, "all-reduce": AllReduce, "allreduce": AllReduce, "ar": AllReduce,
+		"broadcast": Broadcast, "bc": Broadcast, "bcast": Broadcast, "BROADCAST": Broadcast,
+	} {
 		if got, err := ParseKind(in); err != nil || got != want {
 			t.Errorf("ParseKind(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	if _, err := ParseKind("alltoall"); err == nil {
-		t.Error("ParseKind accepted alltoall")
+	for _, in := range []string{"alltoall", "", "all__gather", "a-l-l-gather", "allgather_", "_ag", "a_g", "all_-gather",
+		"reduce_scatter-", "b-c", "broad_cast", "all_gather ", "all gather"} {
+		_, err := ParseKind(in)
+		if err == nil || !strings.Contains(err.Error(), "all_gather (all-gather, allgather, ag)") || !strings.Contains(err.Error(), "broadcast (bc, bcast)") {
+			t.Errorf("ParseKind(%q): %v, want an error listing the accepted names", in, err)
+		}
 	}
 	for _, op := range []ReduceOp{Sum, Avg, Min, Max} {
 		if got, err := ParseReduceOp(op.String()); err != nil || got != op {

@@ -29,7 +29,7 @@ type Report struct {
 	Checked   bool          // cross-rank checking of every call
 	Staging   int64         // staging buffer bytes per group (0: disabled)
 	Groups    []Group       // in creation order, the world first
-	Pool      pool.Stats    // the process's pool
+	Pool      pool.Stats    // the process's pool (in symmem_doctor's JSON as it is: pool.Stats' snake_case tags)
 	Paths     []Path        // world group: every op × Sizes × {symmetric, ordinary}
 	Machine   Machine       // this rank's machine, as auto tables record it
 	AutoTable AutoTable     // the table auto reads, and where it came from

@@ -265,24 +265,26 @@ func (p *Pool) Segments() []Segment {
 	return out
 }
 
-// Stats is a snapshot of the pool's accounting.
+// Stats is a snapshot of the pool's accounting. The C ABI's
+// symmem_doctor (python's symmem.doctor()) writes it as its "pool"
+// object, so it has the snake_case keys of the rest of that JSON.
 type Stats struct {
-	Reserved   int64 // bytes of all segments
-	InUse      int64 // bytes of live blocks
-	Pending    int64 // bytes of blocks freed with a fence that is not done yet
-	Peak       int64 // highest InUse seen
-	Segments   int
-	LiveBlocks int
-	Groups     []GroupStats // live groups, by id
+	Reserved   int64        `json:"reserved_bytes"` // bytes of all segments
+	InUse      int64        `json:"in_use_bytes"`   // bytes of live blocks
+	Pending    int64        `json:"pending_bytes"`  // bytes of blocks freed with a fence that is not done yet
+	Peak       int64        `json:"peak_bytes"`     // highest InUse seen
+	Segments   int          `json:"segments"`
+	LiveBlocks int          `json:"live_blocks"`
+	Groups     []GroupStats `json:"groups"` // live groups, by id
 }
 
 // GroupStats describes one group's registrations.
 type GroupStats struct {
-	ID              GroupID
-	Name            string
-	Registered      int   // segments registered with the group
-	RegisteredBytes int64 // their bytes
-	OpenScopes      int
+	ID              GroupID `json:"id"`
+	Name            string  `json:"name"`
+	Registered      int     `json:"registered_segments"` // segments registered with the group
+	RegisteredBytes int64   `json:"registered_bytes"`    // their bytes
+	OpenScopes      int     `json:"open_scopes"`
 }
 
 // Stats returns a snapshot of the pool's accounting.

@@ -161,6 +161,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-ops", "allgatherx"}, `unknown op "allgatherx"`},
+		{[]string{"--ops", "ag,all__gather"}, `--ops: unknown op "all__gather": want all_gather (all-gather, allgather, ag), reduce_scatter`},
 		{[]string{"-dtype", "float8"}, `unknown dtype "float8" (want one of float32`},
 		{[]string{"-op", "prod"}, `unknown reduction "prod"`},
 		{[]string{"-algo", "auto,fast"}, `unknown algorithm "fast" (want one of [auto direct nccl nccl-window ce kernel two-shot lc ll hier])`},

@@ -55,15 +55,17 @@ func (g *Group) captured(s uint64) bool {
 }
 
 // CheckAutoTable reports why this backend refuses t on machine m: a path
-// auto cannot start from (it has no fallback order: the CPU's direct), or
-// a table measured elsewhere: another backend, another GPU model, or
+// auto cannot start from (it has no fallback order: the CPU's direct), a
+// table measured elsewhere: another backend, another GPU model, or
 // another NCCL release series (major.minor: NCCL's major has been 2 since
-// 2018; its minor releases change algorithms and thresholds). The link,
-// the GPU count and the driver are not compared: doctor shows them. The
-// error wraps errs.Invalid.
+// 2018; its minor releases change algorithms and thresholds), or a table
+// that does not say where it was measured: no backend, no GPU, or no NCCL
+// version where this rank loaded NCCL. The link, the GPU count and the
+// driver are not compared: doctor shows them. The error wraps
+// errs.Invalid.
 func CheckAutoTable(t *tune.Table, m tune.Machine) error {
 	tm := t.Machine
-	if tm.Backend != "cuda" {
+	if tm.Backend != "" && tm.Backend != "cuda" {
 		return fmt.Errorf("auto table measured on the %q backend, not cuda: re-run `symmem tune --backend cuda` on this machine: %w", tm.Backend, errs.Invalid)
 	}
 	for _, a := range t.Algos() {
@@ -71,14 +73,42 @@ func CheckAutoTable(t *tune.Table, m tune.Machine) error {
 			return fmt.Errorf("auto table: path %q is not one the GPU backend's auto can start from (%v): edit that row or re-run `symmem tune --backend cuda`: %w", a, autoStarts(), errs.Invalid)
 		}
 	}
+	gpu := strings.TrimSpace(tm.GPU)
 	switch {
-	case tm.GPU != "" && !strings.EqualFold(strings.TrimSpace(tm.GPU), strings.TrimSpace(m.GPU)):
+	case gpu != "" && !strings.EqualFold(gpu, strings.TrimSpace(m.GPU)):
 		return fmt.Errorf("auto table measured on %s, this rank has %s: re-run `symmem tune` here: %w", tm.GPU, m.GPU, errs.Invalid)
 	case tm.NCCL != "" && m.NCCL != "" && ncclSeries(tm.NCCL) != ncclSeries(m.NCCL):
 		return fmt.Errorf("auto table measured with NCCL %s, this rank loaded NCCL %s (another release series): re-run `symmem tune` here: %w",
 			tm.NCCL, m.NCCL, errs.Invalid)
 	}
-	return nil
+	// A field left empty used to pass every comparison, so a hand-written
+	// table naming no machine steered auto on any GPU. `symmem tune` (and
+	// the built-in table's generator) always records the GPU, and NCCL's
+	// version whenever NCCL loaded: only a table measured without NCCL may
+	// lack it, and a rank without NCCL has no version to hold it to.
+	var missing []string
+	if tm.Backend == "" {
+		missing = append(missing, "backend")
+	}
+	if gpu == "" {
+		missing = append(missing, "GPU")
+	}
+	if tm.NCCL == "" && m.NCCL != "" {
+		missing = append(missing, "NCCL version (this rank loaded NCCL "+m.NCCL+")")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("auto table names no %s: a table must say where it was measured (its \"machine\"), or auto would follow it on any machine: make one on this machine with `symmem tune -o FILE`: %w",
+		joinAnd(missing), errs.Invalid)
+}
+
+// joinAnd is "a", "a and b" or "a, b and c", each but the first after "no ".
+func joinAnd(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", no ") + " and no " + items[len(items)-1]
 }
 
 // ncclSeries is "2.28" of "2.28.9".

@@ -131,8 +131,22 @@ func TestCheckAutoTable(t *testing.T) {
 	}
 	other := here
 	other.Count, other.Driver, other.Link, other.NCCL = 8, "13.0", "pcie", "2.28.3"
-	if err := CheckAutoTable(mk(other, coll.AlgoKernel), here); err != nil {
-		t.Errorf("count, driver, link and NCCL patch differ: %v", err)
+	noNCCL := here
+	noNCCL.NCCL = ""
+	for _, c := range []struct {
+		name      string
+		table, on tune.Machine
+	}{
+		{"count, driver, link and NCCL patch differ", other, here},
+		// Where this rank has no NCCL there is no version to compare: a
+		// table measured without NCCL (`symmem tune` records none) or
+		// with it is accepted.
+		{"no NCCL in the table or on this rank", noNCCL, noNCCL},
+		{"NCCL in the table, none on this rank", here, noNCCL},
+	} {
+		if err := CheckAutoTable(mk(c.table, coll.AlgoKernel), c.on); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 	for _, c := range []struct {
 		m    tune.Machine
@@ -144,6 +158,13 @@ func TestCheckAutoTable(t *testing.T) {
 		{tune.Machine{Backend: "cpu"}, coll.AlgoDirect, `measured on the "cpu" backend, not cuda: re-run`}, // a CPU table: the backend is the reason, not its direct path
 		{tune.Machine{Backend: "cuda", GPU: "NVIDIA H200"}, coll.AlgoNCCL, "measured on NVIDIA H200, this rank has NVIDIA H100 80GB HBM3"},
 		{tune.Machine{Backend: "cuda", GPU: here.GPU, NCCL: "2.27.3"}, coll.AlgoNCCL, "NCCL 2.27.3, this rank loaded NCCL 2.28.9"},
+		// A table that names no machine passed every machine's check: one
+		// written by hand, or from nowhere, steered auto unchecked.
+		{tune.Machine{}, coll.AlgoNCCL, "auto table names no backend, no GPU and no NCCL version"},
+		{tune.Machine{Backend: "cuda"}, coll.AlgoNCCL, "auto table names no GPU and no NCCL version"},
+		{tune.Machine{Backend: "cuda", NCCL: "2.28.9"}, coll.AlgoNCCL, "names no GPU: "},
+		{tune.Machine{Backend: "cuda", GPU: here.GPU}, coll.AlgoNCCL, "names no NCCL version (this rank loaded NCCL 2.28.9)"},
+		{tune.Machine{Backend: "cuda"}, coll.AlgoNCCL, "make one on this machine with `symmem tune -o FILE`"},
 	} {
 		err := CheckAutoTable(mk(c.m, c.a), here)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errs.Invalid) {

@@ -220,26 +220,47 @@ func DefaultConfig() Config {
 		ShrinkShare: Unset, NVLSCTAs: Unset, NChannelsPerNetPeer: Unset, NVLinkCentricSched: Unset}
 }
 
-// ints returns the integer fields in ncclConfig_t order (netName and
-// commName are passed separately).
+// configInt is one integer field of ncclConfig_t: its Go name and value.
+type configInt struct {
+	name string
+	v    int
+}
+
+// intFields are the integer fields in ncclConfig_t order (netName and
+// commName are passed separately): ints and Validate share the list.
+func (c Config) intFields() [12]configInt {
+	return [12]configInt{{"Blocking", c.Blocking}, {"CGAClusterSize", c.CGAClusterSize}, {"MinCTAs", c.MinCTAs}, {"MaxCTAs", c.MaxCTAs},
+		{"SplitShare", c.SplitShare}, {"TrafficClass", c.TrafficClass}, {"CollnetEnable", c.CollnetEnable}, {"CTAPolicy", c.CTAPolicy},
+		{"ShrinkShare", c.ShrinkShare}, {"NVLSCTAs", c.NVLSCTAs}, {"NChannelsPerNetPeer", c.NChannelsPerNetPeer}, {"NVLinkCentricSched", c.NVLinkCentricSched}}
+}
+
+// ints returns the integer fields in ncclConfig_t order, as C ints
+// (Validate has checked they fit).
 func (c Config) ints() [12]int32 {
-	return [12]int32{int32(c.Blocking), int32(c.CGAClusterSize), int32(c.MinCTAs), int32(c.MaxCTAs),
-		int32(c.SplitShare), int32(c.TrafficClass), int32(c.CollnetEnable), int32(c.CTAPolicy),
-		int32(c.ShrinkShare), int32(c.NVLSCTAs), int32(c.NChannelsPerNetPeer), int32(c.NVLinkCentricSched)}
+	var out [12]int32
+	for i, f := range c.intFields() {
+		out[i] = int32(f.v)
+	}
+	return out
 }
 
 // Validate checks the fields NCCL would refuse, with a clearer message.
 func (c Config) Validate() error {
+	// ncclConfig_t's fields are C ints: a Go int past int32 would wrap
+	// (MaxCTAs 1<<32+4 reaching NCCL as 4), so refuse it before the other
+	// checks read a value NCCL would never see.
+	for _, f := range c.intFields() {
+		if f.v < math.MinInt32 || f.v > math.MaxInt32 {
+			return fmt.Errorf("nccl: config %s = %d: out of range of ncclConfig_t's 32-bit int (%d to %d)", f.name, f.v, math.MinInt32, math.MaxInt32)
+		}
+	}
 	if c.Blocking != Unset && c.Blocking != 0 && c.Blocking != 1 {
 		return fmt.Errorf("nccl: config Blocking = %d: want 0, 1 or Unset", c.Blocking)
 	}
 	if c.CTAPolicy != Unset && (c.CTAPolicy < 0 || c.CTAPolicy > CTAPolicyZero) {
 		return fmt.Errorf("nccl: config CTAPolicy = %d: want CTAPolicyDefault, CTAPolicyEfficiency, CTAPolicyZero or Unset", c.CTAPolicy)
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"CGAClusterSize", c.CGAClusterSize}, {"MinCTAs", c.MinCTAs}, {"MaxCTAs", c.MaxCTAs}, {"NVLSCTAs", c.NVLSCTAs}} {
+	for _, f := range []configInt{{"CGAClusterSize", c.CGAClusterSize}, {"MinCTAs", c.MinCTAs}, {"MaxCTAs", c.MaxCTAs}, {"NVLSCTAs", c.NVLSCTAs}} {
 		if f.v != Unset && f.v < 0 {
 			return fmt.Errorf("nccl: config %s = %d: want >= 0 or Unset", f.name, f.v)
 		}

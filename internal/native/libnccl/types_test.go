@@ -2,6 +2,7 @@ package libnccl
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -87,6 +88,42 @@ func TestConfig(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("bad config %d accepted", i)
 		}
+	}
+}
+
+// TestConfigRange: ncclConfig_t's fields are C ints: a value past int32
+// wrapped silently (MaxCTAs 1<<32+4 reached NCCL as 4) and must be refused,
+// naming the field.
+func TestConfigRange(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		set   func(*Config)
+	}{
+		{"Blocking", func(c *Config) { c.Blocking = 1<<32 + 1 }},
+		{"CGAClusterSize", func(c *Config) { c.CGAClusterSize = math.MaxInt32 + 1 }},
+		{"MinCTAs", func(c *Config) { c.MinCTAs = 1 << 40 }},
+		{"MaxCTAs", func(c *Config) { c.MaxCTAs = 1<<32 + 4 }},
+		{"SplitShare", func(c *Config) { c.SplitShare = 1 << 32 }},
+		{"TrafficClass", func(c *Config) { c.TrafficClass = math.MinInt32 - 1 }},
+		{"CollnetEnable", func(c *Config) { c.CollnetEnable = math.MaxInt64 }},
+		{"CTAPolicy", func(c *Config) { c.CTAPolicy = 1<<32 + CTAPolicyZero }},
+		{"ShrinkShare", func(c *Config) { c.ShrinkShare = math.MinInt64 }},
+		{"NVLSCTAs", func(c *Config) { c.NVLSCTAs = 1<<32 + 16 }},
+		{"NChannelsPerNetPeer", func(c *Config) { c.NChannelsPerNetPeer = -1 << 33 }},
+		{"NVLinkCentricSched", func(c *Config) { c.NVLinkCentricSched = 1<<31 + 1 }},
+	} {
+		cfg := DefaultConfig()
+		c.set(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), "config "+c.field+" = ") || !strings.Contains(err.Error(), "32-bit") {
+			t.Errorf("%s out of int32 range: %v, want an error naming it", c.field, err)
+		}
+	}
+	// The ends of the range are values (MinInt32 is Unset).
+	cfg := DefaultConfig()
+	cfg.SplitShare, cfg.TrafficClass = math.MaxInt32, math.MinInt32
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("int32's ends: %v", err)
 	}
 }
 
