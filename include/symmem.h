@@ -54,7 +54,9 @@ typedef enum {
   SYMMEM_ERR_TIMEOUT = -6,       /* a wait ran past the timeout */
   SYMMEM_ERR_PEER = -7,          /* a peer rank exited, closed or failed */
   SYMMEM_ERR_BAD_HANDLE = -8,    /* unknown or wrong kind of handle */
-  SYMMEM_ERR_INTERNAL = -9       /* anything else; see the message */
+  SYMMEM_ERR_INTERNAL = -9,      /* anything else; see the message */
+  SYMMEM_ERR_NO_MEMORY = -10     /* not enough memory left (host, or the GPU's free memory): free some or
+                                    ask for less (libraries before this code returned SYMMEM_ERR_INTERNAL) */
 } symmem_status;
 
 /* Data types: ncclDataType_t values. */

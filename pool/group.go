@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 type group struct {
@@ -61,7 +63,10 @@ func (p *Pool) AddGroup(g Group, order uint64) (GroupID, error) {
 			return GroupID(id), nil
 		}
 	}
-	return 0, fmt.Errorf("pool: AddGroup(%q): the pool already holds %d groups; remove one first", g.Name(), MaxGroups)
+	// A fixed count, not memory: freeing buffers would not help, closing a
+	// group does. Invalid, so a peer that had room learns the kind too.
+	return 0, fmt.Errorf("pool: AddGroup(%q): the pool already holds %d groups, its limit (the world group and every group "+
+		"this rank is in): remove one first (close a group: Group.Close, symmem_group_close): %w", g.Name(), MaxGroups, errs.Invalid)
 }
 
 func (p *Pool) groupLocked(id GroupID) *group {

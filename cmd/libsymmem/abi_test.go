@@ -179,7 +179,7 @@ func TestHeaderConstants(t *testing.T) {
 		"SYMMEM_OK": statusOK, "SYMMEM_ERR_INVALID": statusInvalid, "SYMMEM_ERR_NOT_SUPPORTED": statusNotSupported,
 		"SYMMEM_ERR_NOT_MEMBER": statusNotMember, "SYMMEM_ERR_MISMATCH": statusMismatch, "SYMMEM_ERR_CLOSED": statusClosed,
 		"SYMMEM_ERR_TIMEOUT": statusTimeout, "SYMMEM_ERR_PEER": statusPeer, "SYMMEM_ERR_BAD_HANDLE": statusBadHandle,
-		"SYMMEM_ERR_INTERNAL": statusInternal,
+		"SYMMEM_ERR_INTERNAL": statusInternal, "SYMMEM_ERR_NO_MEMORY": statusNoMemory,
 		// NCCL's values (ncclDataType_t, ncclRedOp_t).
 		"SYMMEM_INT8": 0, "SYMMEM_UINT8": 1, "SYMMEM_INT32": 2, "SYMMEM_INT64": 4, "SYMMEM_FLOAT16": 6,
 		"SYMMEM_FLOAT32": 7, "SYMMEM_FLOAT64": 8, "SYMMEM_BFLOAT16": 9,

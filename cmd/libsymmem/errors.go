@@ -25,6 +25,7 @@ const (
 	statusPeer         = -7
 	statusBadHandle    = -8
 	statusInternal     = -9
+	statusNoMemory     = -10
 )
 
 var errBadHandle = errors.New("symmem: bad handle")
@@ -42,8 +43,11 @@ var classes = []struct {
 	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed}},
 	{statusNotSupported, []error{symmem.ErrNotSupported, symmem.ErrRefused}},
 	{statusTimeout, []error{context.DeadlineExceeded, rendezvous.ErrTimeout}},
+	// Memory that does not fit, apart from bad arguments: the caller can
+	// free some or ask for less. The pool's cap is the same condition.
+	{statusNoMemory, []error{symmem.ErrNoMemory, pool.ErrCapExceeded}},
 	{statusInvalid, []error{symmem.ErrInvalid, symmem.ErrFreed, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
-		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder, pool.ErrCapExceeded}},
+		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder}},
 }
 
 // code classifies err.

@@ -32,6 +32,10 @@ type group struct {
 type scope struct {
 	g *group
 	s *symmem.Scope
+	// end serializes symmem_scope_end of this scope: a thread that loses a
+	// race to end it then finds the handle gone, as a second end in
+	// sequence does, instead of the pool's "ended twice".
+	end sync.Mutex
 }
 
 // table maps handles to objects. Handles start at 1 and are never reused,

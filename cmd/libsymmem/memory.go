@@ -41,6 +41,11 @@ func symmem_scope_end(sh C.uint64_t) C.int {
 	if err != nil {
 		return fail(err)
 	}
+	s.end.Lock()
+	defer s.end.Unlock()
+	if _, err := lookup[*scope](uint64(sh), "scope"); err != nil {
+		return fail(err) // ended on another thread meanwhile: SYMMEM_ERR_BAD_HANDLE
+	}
 	err = s.s.End(context.Background())
 	// The scope stays open only when inner scopes must end first.
 	if err == nil || !isScopeOrder(err) {

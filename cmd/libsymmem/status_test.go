@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/pool"
 )
 
 // TestFreedStatus: a collective on freed pool memory (symmem.ErrFreed) is
@@ -14,5 +15,20 @@ func TestFreedStatus(t *testing.T) {
 	err := fmt.Errorf("symmem: all_reduce on group %q (rank 0): span [0x1000, +64) lies in pool memory that is not allocated (used after World.Free?): %w", "world", symmem.ErrFreed)
 	if got := code(err); got != statusInvalid {
 		t.Errorf("code(ErrFreed) = %d, want SYMMEM_ERR_INVALID (%d)", got, statusInvalid)
+	}
+}
+
+// TestNoMemoryStatus: memory that does not fit, on this rank or (through
+// allMade's sentinel) a peer, and the pool's cap are SYMMEM_ERR_NO_MEMORY,
+// not SYMMEM_ERR_INTERNAL or SYMMEM_ERR_INVALID.
+func TestNoMemoryStatus(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("symmem: Alloc(1024): pool: Alloc(1024) needs a new 2MiB segment: %w", symmem.ErrNoMemory),
+		fmt.Errorf("symmem: NewGroup %q: rank 1 failed: ...: %w", "tp", symmem.ErrNoMemory),
+		fmt.Errorf("%w: Alloc(1024) needs a new 2097152-byte segment", pool.ErrCapExceeded),
+	} {
+		if got := code(err); got != statusNoMemory {
+			t.Errorf("code(%v) = %d, want SYMMEM_ERR_NO_MEMORY (%d)", err, got, statusNoMemory)
+		}
 	}
 }

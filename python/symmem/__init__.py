@@ -15,7 +15,7 @@ array.array, numpy); on the cuda backend CUDA tensors, on the current stream.
 # the wheel after it and `python -m symmem doctor` prints it.
 __version__ = "0.1.0"
 
-from ._lib import (BadHandleError, ClosedError, InvalidArgumentError, MismatchError, NotMemberError,
+from ._lib import (BadHandleError, ClosedError, InvalidArgumentError, MismatchError, NoMemoryError, NotMemberError,
                    NotSupportedError, PeerError, SymmemError, SymmemTimeoutError)
 from ._core import (Group, Path, Scope, World, doctor, empty_buffer, explain, init, is_symmetric, new_group,
                     world)
@@ -29,7 +29,7 @@ __all__ = [
     "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "broadcast",
     "SUM", "PROD", "MAX", "MIN", "AVG", "DTYPES", "OPS",
     "SymmemError", "InvalidArgumentError", "NotSupportedError", "NotMemberError", "MismatchError",
-    "ClosedError", "SymmemTimeoutError", "PeerError", "BadHandleError",
+    "ClosedError", "SymmemTimeoutError", "PeerError", "BadHandleError", "NoMemoryError",
 ]
 
 

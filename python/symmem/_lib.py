@@ -54,8 +54,15 @@ class BadHandleError(SymmemError):
     code = -8
 
 
+class NoMemoryError(SymmemError, MemoryError):
+    """The memory asked for does not fit in what is left (host memory on the cpu
+    backend, free device memory on cuda): free some or ask for less."""
+
+    code = -10
+
+
 _BY_CODE = {c.code: c for c in (InvalidArgumentError, NotSupportedError, NotMemberError, MismatchError,
-                                ClosedError, SymmemTimeoutError, PeerError, BadHandleError)}
+                                ClosedError, SymmemTimeoutError, PeerError, BadHandleError, NoMemoryError)}
 
 _BUILD = "go build -buildmode=c-shared -o python/symmem/libsymmem.so ./cmd/libsymmem"
 

@@ -357,6 +357,23 @@ class TestGroups(Base):
         self.assertEqual(a[0], W.size)
         self.assertIn("World.close()", str(cm.exception))
 
+    def test_group_limit_raises_everywhere(self):
+        # Groups of rank 0 alone fill rank 0's pool only; the group past its
+        # limit is a bad argument on every rank, naming the limit, and the
+        # ranks that still had room undo their part.
+        groups = []
+        try:
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                for _ in range(200):
+                    groups.append(symmem.new_group([0]))
+            self.assertIn("64 groups", str(cm.exception))
+            self.assertIn("close", str(cm.exception))
+            self.assertLess(len(groups), 64)
+        finally:
+            for g in groups:
+                g.close()
+        symmem.new_group([0]).close()  # room again
+
     def test_group_mismatch_raises_everywhere(self):
         with self.assertRaises(symmem.MismatchError) as cm:
             symmem.new_group(list(range(W.size)), name=f"mismatch{W.rank}")

@@ -14,7 +14,7 @@ import unittest
 from unittest import mock
 
 import symmem
-from symmem import _core, _ops
+from symmem import _core, _lib, _ops
 
 ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SYMMEM_TOKEN",
        "SYMMEM_JOB_ID", "SYMMEM_STORE_HOSTED")
@@ -54,9 +54,20 @@ class TestJobEnv(unittest.TestCase):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port whose successor, where rank 0 hosts symmem's store, is free
+    too (a test's groups leave connections on ephemeral ports)."""
+    for _ in range(20):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65535:
+            try:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                pass
+    raise unittest.SkipTest("no port pair with MASTER_PORT+1 free in 20 tries")
 
 
 class TestExplicitInit(unittest.TestCase):
@@ -98,6 +109,37 @@ class TestExplicitInit(unittest.TestCase):
             symmem.world()
         with self.assertRaises(symmem.BadHandleError):  # the closed world's own handle
             symmem._lib.check(symmem._lib.lib.symmem_world_rank(h))
+
+    def test_out_of_memory(self):
+        # More than the host has: its own exception (SYMMEM_ERR_NO_MEMORY),
+        # a MemoryError too, so a caller can free memory and try smaller.
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            with self.assertRaises(symmem.NoMemoryError) as cm:
+                w.alloc(1 << 46)
+            self.assertIsInstance(cm.exception, MemoryError)
+            self.assertIsInstance(cm.exception, symmem.SymmemError)
+            self.assertIn("not enough memory", str(cm.exception))
+            w.free(w.alloc(4096))  # the pool still works
+        finally:
+            w.close()
+
+    def test_group_limit(self):
+        # The group past the pool's limit is a bad argument naming the limit
+        # and the remedy; closing a group makes room.
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            groups = []
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                for _ in range(200):
+                    groups.append(w.new_group([0]))
+            self.assertEqual(len(groups), 63)  # the world group is the 64th
+            self.assertIn("64 groups", str(cm.exception))
+            self.assertIn("close", str(cm.exception))
+            groups.pop().close()
+            w.new_group([0])
+        finally:
+            w.close()
 
 
     def test_threads_allocate_on_one_group(self):
@@ -213,6 +255,23 @@ class TestHeaderCodes(unittest.TestCase):
                 p = _ops._PATHS[code | s]
                 self.assertEqual(self.macro("SYMMEM_PATH_", p.algo), name)
                 self.assertEqual(p.staged, bool(s))
+
+    def test_status_codes(self):
+        # Every error code of the header has its exception, named after it,
+        # exported by the package; SYMMEM_ERR_INTERNAL is the base class.
+        with open(HEADER) as f:
+            src = f.read()
+        want = {m[1]: int(m[2]) for m in re.finditer(r"SYMMEM_ERR_(\w+) = (-\d+)", src)}
+        names = {"INVALID": "InvalidArgumentError", "TIMEOUT": "SymmemTimeoutError", "PEER": "PeerError"}
+        self.assertEqual(want.pop("INTERNAL"), symmem.SymmemError.code)
+        self.assertEqual(sorted(_lib._BY_CODE), sorted(want.values()))
+        for name, code in want.items():
+            cls = names.get(name) or "".join(w.title() for w in name.split("_")) + "Error"
+            self.assertIn(cls, symmem.__all__)
+            self.assertIs(_lib._BY_CODE[code], getattr(symmem, cls), name)
+            self.assertEqual(getattr(symmem, cls).code, code, name)
+            self.assertTrue(issubclass(getattr(symmem, cls), symmem.SymmemError), name)
+        self.assertEqual(want["NO_MEMORY"], -10)
 
     def test_hostcost_noop_status_is_no_path(self):
         # hostcost's no-op library call returns NOOP_STATUS so that a
