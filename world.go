@@ -64,7 +64,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 	} else {
 		e, err := rendezvous.EnvFromOS()
 		if err != nil {
-			return nil, fmt.Errorf("symmem: Init: %w (start ranks with `symmem launch --nproc-per-node N prog` or torchrun)", err)
+			return nil, fmt.Errorf("symmem: Init: %w", err) // the error says how to start ranks
 		}
 		env = e
 	}

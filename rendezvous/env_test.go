@@ -177,6 +177,29 @@ func TestEnvTorchrun(t *testing.T) {
 	}
 }
 
+// TestEnvDerivedValues pins the derived token and job id to fixed values:
+// the Python package derives them too where some init arguments are given
+// and the rest come from torchrun's variables (python/symmem/_core.py;
+// test_standalone.py expects these same values).
+func TestEnvDerivedValues(t *testing.T) {
+	base := map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+		"MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+	for _, c := range []struct {
+		extra      map[string]string
+		token, job string
+	}{
+		{map[string]string{"TORCHELASTIC_RUN_ID": "run42"}, "09a839f67958f7a1deb668d37455afd1", "9ff85fa483f9bd80"},
+		{map[string]string{"SYMMEM_TOKEN": "tok"}, "tok", "3418acd9588d3801"},
+	} {
+		m := maps.Clone(base)
+		maps.Copy(m, c.extra)
+		e, err := envFrom(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+		if err != nil || e.Token != c.token || e.JobID != c.job {
+			t.Errorf("%v: token %q job %q (%v), want %q %q", c.extra, e.Token, e.JobID, err, c.token, c.job)
+		}
+	}
+}
+
 func TestEnvFromOS(t *testing.T) {
 	for k, v := range map[string]string{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
 		"MASTER_ADDR": "localhost", "MASTER_PORT": "1234", "SYMMEM_TOKEN": "t", "SYMMEM_JOB_ID": "j"} {

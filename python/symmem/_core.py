@@ -1,7 +1,9 @@
 """Worlds, groups, scopes and pool memory."""
 
 import ctypes
+import hashlib
 import json
+import operator
 import os
 import threading
 import weakref
@@ -66,6 +68,10 @@ def _job_env(explicit):
     for key, var in zip(explicit, _ENV_NAMES):
         if out[key] is None:
             v = os.environ.get(var)
+            if v is None and key == "token":
+                v = _torchrun_token(out)
+            if v is None and key == "job_id" and out["token"] is not None:
+                v = _derive("job", str(out["token"]))[:16]  # optional, as in the environment
             if v is None:
                 missing.append(f"{key} (or {var})")
             out[key] = v
@@ -78,6 +84,43 @@ def _job_env(explicit):
     except ValueError as e:
         raise InvalidArgumentError(f"symmem.init: {e}") from None
     return out
+
+
+def _derive(tag, *parts):
+    """rendezvous.derive: what the library derives a token or job id with
+    (rendezvous.TestEnvDerivedValues and test_standalone.py pin both to the
+    same values)."""
+    h = hashlib.sha256(("symmem/v1/" + tag).encode())
+    for p in parts:
+        h.update(b"\0" + p.encode())
+    return h.hexdigest()[:32]
+
+
+def _torchrun_token(out):
+    """The token the library derives under torchrun (no SYMMEM_TOKEN):
+    from TORCHELASTIC_RUN_ID, the master address and port; None elsewhere."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    if not run:
+        return None
+    addr, port = out["master_addr"], out["master_port"]  # filled in before the token
+    if not addr or port is None:
+        return None
+    try:
+        return _derive("token", run, str(addr).strip(), str(int(port)))
+    except ValueError:
+        return None
+
+
+def _nbytes(what, n):
+    """n as a size_t argument: ctypes wraps an int past it silently
+    (2**64 + 16 became 16), and a negative one too."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise InvalidArgumentError(f"{what}: size {n!r} is not an integer") from None
+    if not 0 <= n < 2**63:
+        raise InvalidArgumentError(f"{what}: size {n} is outside 0..2**63-1 bytes")
+    return n
 
 
 _world = None
@@ -168,7 +211,7 @@ class World:
         """Allocates nbytes of pool memory; returns its address. Same sizes in
         the same order on every rank; registered at the next scope end."""
         p = ctypes.c_void_p()
-        check(lib.symmem_alloc(self.handle, nbytes, ctypes.byref(p)))
+        check(lib.symmem_alloc(self.handle, _nbytes("World.alloc", nbytes), ctypes.byref(p)))
         return p.value
 
     def free(self, addr, stream=None):
@@ -243,6 +286,7 @@ class Group:
         would take, and why, without running anything."""
         if op not in KINDS:
             raise InvalidArgumentError(f"symmem.explain: unknown op {op!r} (want one of {', '.join(KINDS)})")
+        nbytes = _nbytes("symmem.explain", nbytes)
         return Path._from_json(_lib.text(lib.symmem_explain, self.handle, KINDS[op], nbytes, int(bool(symmetric))))
 
     def __repr__(self):
@@ -340,7 +384,8 @@ def empty_buffer(shape, dtype="float32", group=None):
     """A memoryview of pool memory (CPU backend) of this shape and dtype
     ("float32", "float64", "float16" and "bfloat16" as raw 16-bit words: pass dtype= to collectives,
     "int8", "uint8", "int32", "int64"), registered with group (default the
-    world): the standard-library counterpart of empty()."""
+    world): the standard-library counterpart of empty(). A shape with a zero
+    gives an empty 1-d view (memoryview allows no zeros in a shape)."""
     g = _group(group)
     if g.cuda:
         raise _lib.NotSupportedError("symmem.empty_buffer: the world runs the cuda backend, whose memory is "
@@ -348,6 +393,13 @@ def empty_buffer(shape, dtype="float32", group=None):
     if dtype not in _FORMATS:
         raise InvalidArgumentError(f"symmem.empty_buffer: unknown dtype {dtype!r} (want one of {', '.join(_FORMATS)})")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    try:
+        dims = tuple(operator.index(d) for d in shape)  # numpy integers too
+    except TypeError:
+        dims = (-1,)
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"symmem.empty_buffer: shape {shape!r} is not a tuple of sizes >= 0")
+    shape = dims
     n = 1
     for d in shape:
         n *= d
@@ -356,6 +408,9 @@ def empty_buffer(shape, dtype="float32", group=None):
                                 "H": ctypes.c_uint16, "b": ctypes.c_int8, "B": ctypes.c_uint8,
                                 "i": ctypes.c_int32, "q": ctypes.c_int64}[fmt])
     arr = _alloc_registered(g, max(nbytes, 1))
+    if n == 0:
+        # memoryview.cast refuses zeros in a shape: an empty 1-d view.
+        return memoryview(arr).cast("B")[:0].cast(fmt)
     return memoryview(arr).cast("B")[:nbytes].cast(fmt, shape)
 
 

@@ -207,8 +207,13 @@ def _torch_dtype_code(d):
     if isinstance(d, int):
         return d if d in _SIZE else None
     if _torch_dtypes is None:
+        if "torch" not in sys.modules:
+            return None  # no torch dtype can exist yet
+        _load_torch()  # a torch dtype before any tensor reached symmem
+    try:
+        return _torch_dtypes.get(d)
+    except TypeError:  # unhashable: not a dtype
         return None
-    return _torch_dtypes.get(d)
 
 
 # Raw handles of torch.cuda.Stream objects passed as stream=.

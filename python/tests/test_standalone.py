@@ -5,6 +5,9 @@ include/symmem.h. Run as a plain process (the Go test
 cmd/libsymmem runs it)."""
 
 import array
+import contextlib
+import io
+import json
 import os
 import re
 import socket
@@ -45,6 +48,23 @@ class TestJobEnv(unittest.TestCase):
                 _core._job_env(explicit(rank=0, world_size=1))
         self.assertIn("master_addr (or MASTER_ADDR)", str(cm.exception))
         self.assertIn("token (or SYMMEM_TOKEN)", str(cm.exception))
+
+    def test_torchrun_variables_give_token_and_job_id(self):
+        # Under torchrun (no SYMMEM_TOKEN, SYMMEM_JOB_ID) init() works from
+        # the environment; an explicit argument used to make the token and
+        # job id required. They are derived as the library derives them
+        # (values from rendezvous.EnvFromOS with these variables).
+        env = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "node0",
+               "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "run42"}
+        with mock.patch.dict(os.environ, env, clear=True):
+            got = _core._job_env(explicit(local_rank=1))
+            self.assertEqual((got["token"], got["job_id"]), ("09a839f67958f7a1deb668d37455afd1", "9ff85fa483f9bd80"))
+            got = _core._job_env(explicit(token="tok"))  # SYMMEM_JOB_ID is optional: derived from the token
+            self.assertEqual((got["token"], got["job_id"]), ("tok", "3418acd9588d3801"))
+        with mock.patch.dict(os.environ, {k: v for k, v in env.items() if k != "TORCHELASTIC_RUN_ID"}, clear=True):
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                _core._job_env(explicit(local_rank=1))
+            self.assertIn("token (or SYMMEM_TOKEN)", str(cm.exception))
 
     def test_not_a_number(self):
         with mock.patch.dict(os.environ, {}, clear=True):
@@ -93,6 +113,37 @@ class TestExplicitInit(unittest.TestCase):
             symmem.init(backend="tpu", **self.args())
         self.assertIn("unknown backend", str(cm.exception))
 
+    def test_environment_set_by_the_script(self):
+        # The job environment set in Python after the process started (as
+        # scripts set MASTER_ADDR for torch.distributed) reaches the library:
+        # a Go library read the environment of the process's start ("RANK is
+        # not set").
+        env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), SYMMEM_TOKEN="tok", SYMMEM_JOB_ID="job-env")
+        os.environ.update(env)
+        w = symmem.init(backend="cpu", timeout=10)
+        try:
+            self.assertEqual((w.rank, w.size), (0, 1))
+        finally:
+            w.close()
+        for k in env:
+            del os.environ[k]
+        with self.assertRaises(symmem.InvalidArgumentError) as cm:  # and unset again
+            symmem.init(backend="cpu", timeout=10)
+        self.assertIn("RANK", str(cm.exception))
+
+    def test_sizes_past_size_t(self):
+        # ctypes wraps a size_t argument: alloc(2**64 + 16) allocated 16 bytes.
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            for n in (2**64 + 16, -1, 1.5):
+                with self.assertRaises(symmem.InvalidArgumentError, msg=repr(n)):
+                    w.alloc(n)
+                with self.assertRaises(symmem.InvalidArgumentError, msg=repr(n)):
+                    symmem.explain("all_reduce", n)
+        finally:
+            w.close()
+
     def test_world_of_one(self):
         w = symmem.init(backend="cpu", timeout=10, **self.args())
         try:
@@ -109,6 +160,61 @@ class TestExplicitInit(unittest.TestCase):
             symmem.world()
         with self.assertRaises(symmem.BadHandleError):  # the closed world's own handle
             symmem._lib.check(symmem._lib.lib.symmem_world_rank(h))
+
+    def test_torchrun_variables_with_an_explicit_argument(self):
+        env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), TORCHELASTIC_RUN_ID="run-standalone")
+        with mock.patch.dict(os.environ, env):
+            w = symmem.init(backend="cpu", timeout=10, local_rank=0)
+        try:
+            self.assertEqual((w.rank, w.size), (0, 1))
+        finally:
+            w.close()
+
+    def test_empty_buffer_shapes(self):
+        # A zero-size buffer is an empty view (memoryview.cast refuses zeros
+        # in a shape: it raised TypeError); a negative size is a bad argument.
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        try:
+            for shape in (0, (0,), (3, 0)):
+                b = symmem.empty_buffer(shape, "int32")
+                self.assertEqual((b.nbytes, b.format, len(b)), (0, "i", 0), shape)
+                symmem.all_reduce(b)
+            for shape in (-1, (2, -3), ("4",)):
+                with self.assertRaises(symmem.InvalidArgumentError, msg=repr(shape)) as cm:
+                    symmem.empty_buffer(shape)
+                self.assertIn("shape", str(cm.exception))
+            self.assertEqual(symmem.empty_buffer((2, 3), "int64").shape, (2, 3))
+        finally:
+            w.close()
+
+    def test_torch_dtype_before_any_tensor(self):
+        # dtype= takes a torch dtype; it was "unknown dtype" until a tensor
+        # had reached a collective (the package reads torch's dtypes then).
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        try:
+            import faketorch
+        finally:
+            sys.path.pop(0)
+        w = symmem.init(backend="cpu", timeout=10, **self.args())
+        saved = {k: v for k, v in sys.modules.items() if k == "torch" or k.startswith("torch.")}
+        try:
+            torch = faketorch.install()
+            with mock.patch.multiple(_ops, _torch_dtypes=None, _TDT={}, _T=None, _raw_stream=None), \
+                    mock.patch.dict(_ops._handlers, clear=True):
+                m = memoryview(bytearray(4)).cast("H")
+                m[0], m[1] = 0x3F80, 0x4000  # bfloat16 1.0, 2.0
+                self.assertEqual(symmem.all_reduce(m, dtype=torch.bfloat16), symmem.Path("direct", True))
+                self.assertEqual(list(m), [0x3F80, 0x4000])
+                with self.assertRaises(symmem.InvalidArgumentError):
+                    symmem.all_reduce(m, dtype=torch.complex64)
+                with self.assertRaises(symmem.InvalidArgumentError):
+                    symmem.all_reduce(m, dtype=[1])
+        finally:
+            for k in [k for k in sys.modules if k == "torch" or k.startswith("torch.")]:
+                del sys.modules[k]
+            sys.modules.update(saved)
+            w.close()
 
     def test_out_of_memory(self):
         # More than the host has: its own exception (SYMMEM_ERR_NO_MEMORY),
@@ -216,6 +322,45 @@ class TestExplicitInit(unittest.TestCase):
             self.assertFalse(_core.in_scope(w.group))
         finally:
             w.close()
+
+
+class TestDoctorCommand(unittest.TestCase):
+    def test_world_of_one_needs_the_next_port_free(self):
+        # `python -m symmem doctor` starts a world of one on a free port;
+        # rank 0 hosts the store on port+1, which it did not check: taken
+        # (here by a listener), the doctor failed with "address already in use".
+        from symmem import __main__ as cli
+        for _ in range(50):
+            held = socket.socket()
+            held.bind(("127.0.0.1", 0))
+            q = held.getsockname()[1] - 1
+            try:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", q))
+                break
+            except OSError:
+                held.close()
+        else:
+            self.skipTest("no free port below a free port in 50 tries")
+        self.addCleanup(held.close)
+        held.listen()
+        real, first = socket.socket, [True]
+
+        class Sock(real):
+            def bind(self, addr):
+                if addr == ("127.0.0.1", 0) and first[0]:
+                    first[0] = False
+                    addr = ("127.0.0.1", q)  # the free port whose successor is held
+                return super().bind(addr)
+
+        out = io.StringIO()
+        env = {k: v for k, v in os.environ.items() if k not in ENV}
+        with mock.patch.dict(os.environ, env, clear=True), mock.patch.object(socket, "socket", Sock), \
+                contextlib.redirect_stdout(out):
+            rc = cli.main(["symmem", "doctor", "--backend", "cpu", "--timeout", "10"])
+        self.assertFalse(first[0], "the doctor did not pick its port as expected")
+        self.assertEqual(rc, 0, out.getvalue())
+        self.assertEqual(json.loads(out.getvalue())["backend"], "cpu")
 
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "symmem.h")
