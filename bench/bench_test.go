@@ -459,6 +459,52 @@ func TestPlots(t *testing.T) {
 	}
 }
 
+// TestPlotRanges: sweeps whose points leave a panel empty or on a single
+// value still plot (gonum's log axes panicked on them: `symmem bench -b 2M
+// -e 4M --plot x.svg` crashed after the sweep, leaving an empty file).
+func TestPlotRanges(t *testing.T) {
+	big := func(r *Report) { // every size above the latency panel's 1 MiB
+		r.Results = r.Results[1:2]
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Report)
+		texts []string // in the SVG
+	}{
+		{"above 1M", big, []string{"bus bandwidth", "64M"}},
+		{"above 1M on a GPU", func(r *Report) { big(r); r.Backend = "cuda" }, []string{"bus bandwidth"}},
+		{"one point on a GPU", func(r *Report) { // one size, one placement, busbw under 1 GB/s
+			r.Backend, r.Results = "cuda", r.Results[2:]
+			r.Results[0].OutOfPlace.BusBW = 0.5
+		}, []string{"bus bandwidth", "time per call (us)"}},
+		{"every row refused", func(r *Report) {
+			r.Backend = "cuda"
+			for _, res := range r.Results {
+				for _, m := range res.measures() {
+					*m = Measure{Path: "refused", Refused: "no"}
+				}
+			}
+		}, []string{"bus bandwidth"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := goldenReport()
+			tc.edit(r)
+			var svg, img bytes.Buffer
+			if err := WriteSVG(&svg, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := WritePNG(&img, r); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.texts {
+				if !strings.Contains(svg.String(), w) {
+					t.Errorf("SVG lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
 // TestPlotGPUBaseline: on a GPU backend the baseline is the plain NCCL rows
 // of the same run, not a local memcpy.
 func TestPlotGPUBaseline(t *testing.T) {

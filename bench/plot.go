@@ -179,7 +179,29 @@ func panels(r *Report) ([]*plot.Plot, plot.Legend, error) {
 			}
 		}
 	}
-	return []*plot.Plot{bw, lat}, legend, nil
+	// A log axis needs a positive range: gonum widens a single value by
+	// ±1 (below zero for busbw under 1 GB/s) and makes 0..0 of no data,
+	// then panics. One size is widened by a factor of 2 either way; a
+	// latency panel without points (every size above latencyMax) is left
+	// out, and a busbw panel without points (every row refused) shows an
+	// empty range.
+	if math.IsInf(lat.X.Min, 0) {
+		return []*plot.Plot{logRange(bw)}, legend, nil
+	}
+	return []*plot.Plot{logRange(bw), logRange(lat)}, legend, nil
+}
+
+// logRange makes p's axes ranges a log scale can draw (see panels).
+func logRange(p *plot.Plot) *plot.Plot {
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		switch {
+		case math.IsInf(a.Min, 0) || math.IsInf(a.Max, 0):
+			a.Min, a.Max = 1, 10
+		case a.Min == a.Max:
+			a.Min, a.Max = a.Min/2, a.Max*2
+		}
+	}
+	return p
 }
 
 // legendW is the width kept right of the panels for the legend.
@@ -193,7 +215,7 @@ func drawPlot(c draw.Canvas, r *Report) error {
 	}
 	c.SetColor(color.White)
 	c.Fill(c.Rectangle.Path())
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+	tiles := draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Millimeter * 6, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
 		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
 	cs := plot.Align([][]*plot.Plot{ps}, tiles, draw.Crop(c, 0, -legendW, 0, 0))
 	for i, p := range ps {

@@ -166,7 +166,10 @@ func Run(t Target, cfg Config) (*Report, error) {
 	for _, b := range cfg.Sizes {
 		maxBytes = max(maxBytes, b)
 	}
-	if mc, ok := t.(interface{ CheckFits(int64) error }); ok && !cfg.Plain {
+	// Ordinary buffers (Plain) take the same memory, from the process
+	// instead of the pool: a sweep too big for it would die in the
+	// allocator (Go's "fatal error: out of memory") instead of saying so.
+	if mc, ok := t.(interface{ CheckFits(int64) error }); ok {
 		if err := mc.CheckFits(2 * (maxBytes + cfg.Offset)); err != nil {
 			return nil, fmt.Errorf("bench: the sweep needs an input and an output buffer of %s each: %w", FormatSize(maxBytes), err)
 		}

@@ -76,7 +76,7 @@ type Config struct {
 	// one host.
 	Hosts int
 	// Signals, if set, are forwarded to every running rank (the CLI feeds it
-	// from signal.Notify for SIGINT and SIGTERM). After a forwarded signal,
+	// from signal.Notify for SIGINT, SIGTERM, SIGHUP and SIGQUIT). After a forwarded signal,
 	// ranks that have not exited Grace after the first failure are SIGKILLed.
 	Signals <-chan os.Signal
 }

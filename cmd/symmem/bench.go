@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,9 +167,9 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	if c.Budget < 0 {
 		return nil, fmt.Errorf("--budget %v: must not be negative (0 means always -n iterations)", c.Budget)
 	}
-	ranks := f.n
+	ranks, ranksFrom := f.n, "--nproc-per-node"
 	if w, err := strconv.Atoi(os.Getenv("WORLD_SIZE")); err == nil && os.Getenv("RANK") != "" {
-		ranks = w
+		ranks, ranksFrom = w, "WORLD_SIZE"
 	}
 	if min := int64(c.DType.Size() * max(1, ranks)); c.Sizes[0] < min {
 		return nil, fmt.Errorf("-b %d: below %d bytes (one %s element per rank for %d ranks), a size would round down to zero elements", c.Sizes[0], min, bench.TypeName(c.DType), ranks)
@@ -194,8 +193,8 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 	if err := c.Validate(max(f.n, c.Root+1)); err != nil {
 		return nil, err
 	}
-	if c.Root >= f.n && os.Getenv("RANK") == "" {
-		return nil, fmt.Errorf("-r: root %d is outside the %d ranks (--nproc-per-node)", c.Root, f.n)
+	if c.Root >= ranks {
+		return nil, fmt.Errorf("-r: root %d is outside the %d ranks (%s)", c.Root, ranks, ranksFrom)
 	}
 	return f, nil
 }
@@ -321,7 +320,7 @@ func benchCmd(f *benchFlags, args []string) int {
 // selfLaunch re-runs this binary's subcommand with n local ranks.
 func selfLaunch(cmd string, n int, args []string) int {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 	var env []string
 	if isTerminal(os.Stderr) {

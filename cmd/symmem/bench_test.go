@@ -227,6 +227,33 @@ func TestBenchFlagErrors(t *testing.T) {
 	}
 }
 
+// TestBenchRootInJob: inside a launched job the root is checked against
+// WORLD_SIZE before any work, as outside it against --nproc-per-node (it
+// was not checked at all: every rank joined the job, then failed with
+// status 1 instead of the usage error, 2).
+func TestBenchRootInJob(t *testing.T) {
+	t.Setenv("RANK", "1")
+	t.Setenv("WORLD_SIZE", "3")
+	for _, c := range []struct {
+		args []string
+		want string // "" for no error
+	}{
+		{[]string{"-r", "3"}, "-r: root 3 is outside the 3 ranks (WORLD_SIZE)"},
+		{[]string{"-r", "3", "--nproc-per-node", "8"}, "-r: root 3 is outside the 3 ranks (WORLD_SIZE)"},
+		{[]string{"-r", "2"}, ""}, // --nproc-per-node (2) does not count in a job
+		{[]string{"-r", "-1"}, "root -1"},
+	} {
+		_, err := parseBenchFlags(c.args, io.Discard)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
+		}
+	}
+	out, errs, err := cli(t, "launch", "-n", "2", "--", os.Args[0], "bench", "-r", "2", "-b", "1K", "-e", "1K")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(errs, "root 2 is outside the 2 ranks (WORLD_SIZE)") {
+		t.Errorf("launch -n 2 -- symmem bench -r 2: %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
+	}
+}
+
 // TestBenchAlgoNames: --algo's help lists every algorithm, and each parses.
 func TestBenchAlgoNames(t *testing.T) {
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)

@@ -15,6 +15,12 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
+// forwardedSignals are the signals the launcher passes on to every rank
+// (torchrun's set). Left to their default action, SIGHUP (a closed terminal
+// or ssh session) and SIGQUIT killed the launcher alone: the ranks died of
+// Pdeathsig, but the processes they had started kept running.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
 func newLaunchCmd() *cobra.Command {
 	var o struct {
 		n, masterPort, hosts int
@@ -49,7 +55,7 @@ rank's status.`,
 				return fmt.Errorf("--master-port %d: want 1..65535 (0: a free port)", o.masterPort)
 			}
 			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+			signal.Notify(sigs, forwardedSignals...)
 			defer signal.Stop(sigs)
 			var env []string
 			if o.share {

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"bufio"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // --share-device reaches every rank as SYMMEM_SHARE_DEVICE=1 (what Init and
@@ -45,4 +51,69 @@ func TestLaunchLongLine(t *testing.T) {
 		!strings.HasPrefix(lines[0], "[rank 0] x") || !strings.HasPrefix(lines[1], "[rank 0] x") {
 		t.Errorf("prefixed: %d lines, %d x's; want 2 lines starting [rank 0], 100000 x's", len(lines), strings.Count(out, "x"))
 	}
+}
+
+// TestLaunchSignalStopsJob: a signal to the launcher reaches the ranks and
+// stops the processes they started, and the launcher exits with the status
+// of the rank the signal killed. SIGHUP (a closed terminal or ssh session)
+// and SIGQUIT used to kill the launcher alone: the ranks died of Pdeathsig,
+// but their children (here a sleep each) kept running.
+func TestLaunchSignalStopsJob(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "launch", "-n", "2", "--grace", "200ms", "--no-prefix", "--", "sh", "-c", "sleep 1000 & echo $!; wait")
+			cmd.Env = append(cleanEnv(), mainEnv+"=1")
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pids []int
+			sc := bufio.NewScanner(stdout)
+			for len(pids) < 2 && sc.Scan() {
+				pid, err := strconv.Atoi(strings.TrimSpace(sc.Text()))
+				if err != nil {
+					t.Fatalf("line %q: %v", sc.Text(), err)
+				}
+				pids = append(pids, pid)
+			}
+			defer func() {
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}()
+			if len(pids) != 2 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("read %d pids of the ranks' children, want 2", len(pids))
+			}
+			cmd.Process.Signal(sig)
+			err = cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(sig) {
+				t.Errorf("launcher: %v, want exit status %d (a rank killed by %v)", err, 128+int(sig), sig)
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for _, pid := range pids {
+				for running(pid) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%v: process %d, started by a rank, outlived the job", sig, pid)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// running reports whether pid is a live process (not gone, not a zombie
+// waiting for a reaper).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
