@@ -1,0 +1,547 @@
+package shm_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/symmem/symmem"
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/reduce"
+)
+
+// Test data: every rank computes every rank's input of a case from (case,
+// rank, element), so it checks its own result against a serial reference.
+
+func mix(x uint64) uint64 { // splitmix64
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func isFloat(dt coll.DType) bool {
+	return dt == coll.Float32 || dt == coll.Float64 || dt == coll.BFloat16 || dt == coll.Float16
+}
+
+// elem is one element's value: f for floats, i for integers.
+type elem struct {
+	f float64
+	i int64
+}
+
+// specialsOf are the float values mixed into inputs when specials is on.
+var specialsOf = []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0}
+
+// value is element i of rank r's input in case c.
+func value(dt coll.DType, c uint64, r, i int, specials bool) elem {
+	h := mix(c*1_000_003 + uint64(r)*7_919 + uint64(i)*104_729 + 1)
+	if !isFloat(dt) {
+		switch dt {
+		case coll.Int8:
+			return elem{i: int64(int8(h))}
+		case coll.Uint8:
+			return elem{i: int64(uint8(h))}
+		case coll.Int32:
+			return elem{i: int64(int32(h))}
+		}
+		return elem{i: int64(h)}
+	}
+	if specials && h>>60 == 0 { // 1 in 16
+		return elem{f: specialsOf[(h>>8)%uint64(len(specialsOf))]}
+	}
+	return elem{f: float64(int64(h%65)-32) / 4}
+}
+
+func put(b []byte, dt coll.DType, i int, v elem) {
+	switch dt {
+	case coll.Float32:
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v.f)))
+	case coll.Float64:
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v.f))
+	case coll.BFloat16:
+		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToBF16(float32(v.f)))
+	case coll.Float16:
+		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToF16(float32(v.f)))
+	case coll.Int32:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v.i))
+	case coll.Int64:
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(v.i))
+	default:
+		b[i] = byte(v.i)
+	}
+}
+
+// wrap truncates v to dt's width (two's complement) and back.
+func wrap(dt coll.DType, v int64) int64 {
+	switch dt {
+	case coll.Int8:
+		return int64(int8(v))
+	case coll.Uint8:
+		return int64(uint8(v))
+	case coll.Int32:
+		return int64(int32(v))
+	}
+	return v
+}
+
+// round rounds f to dt's precision (16-bit floats and float32).
+func round(dt coll.DType, f float64) float64 {
+	switch dt {
+	case coll.Float32:
+		return float64(float32(f))
+	case coll.BFloat16:
+		return float64(reduce.BF16ToF32(reduce.F32ToBF16(float32(f))))
+	case coll.Float16:
+		return float64(reduce.F16ToF32(reduce.F32ToF16(float32(f))))
+	}
+	return f
+}
+
+// expect is the documented result of op over vals (ascending ranks):
+// floats accumulate in float32 (float64 for float64) and round once, NaN
+// propagates through min and max, integers wrap, averages divide the sum
+// (integers truncating toward zero).
+func expect(dt coll.DType, op coll.ReduceOp, vals []elem) elem {
+	n := len(vals)
+	if !isFloat(dt) {
+		acc := vals[0].i
+		for _, v := range vals[1:] {
+			switch op {
+			case coll.Sum, coll.Avg:
+				acc = wrap(dt, acc+v.i)
+			case coll.Min:
+				acc = min(acc, v.i)
+			case coll.Max:
+				acc = max(acc, v.i)
+			}
+		}
+		if op == coll.Avg {
+			acc = wrap(dt, acc/int64(n))
+		}
+		return elem{i: acc}
+	}
+	f32 := dt != coll.Float64
+	acc := round(dt, vals[0].f)
+	for _, v := range vals[1:] {
+		x := round(dt, v.f)
+		switch op {
+		case coll.Sum, coll.Avg:
+			acc += x
+			if f32 {
+				acc = float64(float32(acc))
+			}
+		case coll.Min:
+			if x < acc || x != x {
+				acc = x
+			}
+		case coll.Max:
+			if x > acc || x != x {
+				acc = x
+			}
+		}
+	}
+	acc = round(dt, acc)
+	if op == coll.Avg {
+		if f32 {
+			acc = round(dt, float64(float32(acc)/float32(n)))
+		} else {
+			acc /= float64(n)
+		}
+	}
+	return elem{f: acc}
+}
+
+// same compares element i of got with want: NaN matches any NaN, and in
+// min/max a zero matches a zero of either sign.
+func same(dt coll.DType, op coll.ReduceOp, got []byte, i int, want elem) (string, bool) {
+	w := make([]byte, dt.Size())
+	put(w, dt, 0, want)
+	g := got[i*dt.Size() : (i+1)*dt.Size()]
+	if string(g) == string(w) {
+		return "", true
+	}
+	if isFloat(dt) {
+		gf := get(got, dt, i)
+		if math.IsNaN(gf) && math.IsNaN(want.f) {
+			return "", true
+		}
+		if (op == coll.Min || op == coll.Max) && gf == 0 && want.f == 0 {
+			return "", true
+		}
+		return fmt.Sprintf("got %v (% x), want %v (% x)", gf, g, want.f, w), false
+	}
+	return fmt.Sprintf("got % x, want %d (% x)", g, want.i, w), false
+}
+
+func get(b []byte, dt coll.DType, i int) float64 {
+	switch dt {
+	case coll.Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case coll.Float64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	case coll.BFloat16:
+		return float64(reduce.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+	case coll.Float16:
+		return float64(reduce.F16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+	}
+	return math.NaN()
+}
+
+// sweepCase is one collective call.
+type sweepCase struct {
+	kind     coll.Kind
+	dt       coll.DType
+	op       coll.ReduceOp
+	mode     string // sym, inplace, staged
+	count    int    // per rank slice (all-gather, reduce-scatter), whole tensor otherwise
+	root     int
+	specials bool
+	id       uint64
+}
+
+func (c sweepCase) String() string {
+	return fmt.Sprintf("%v %v %v %s count=%d root=%d specials=%v id=%d", c.kind, c.dt, c.op, c.mode, c.count, c.root, c.specials, c.id)
+}
+
+// skew is the byte offset of the odd modes' spans into the buffers:
+// misaligned for every dtype wider than a byte.
+func (c sweepCase) skew() int {
+	if c.mode == "odd" || c.mode == "odd-inplace" {
+		return 1
+	}
+	return 0
+}
+
+type symBufs struct{ in, out symmem.Buffer }
+
+func allocSym(ctx context.Context, g *symmem.Group, bytes int64) (symBufs, error) {
+	sc, err := g.OpenScope()
+	if err != nil {
+		return symBufs{}, err
+	}
+	var b symBufs
+	if b.in, err = sc.Alloc(bytes); err != nil {
+		return b, err
+	}
+	if b.out, err = sc.Alloc(bytes); err != nil {
+		return b, err
+	}
+	return b, sc.End(ctx)
+}
+
+// runSweepCase runs c on g and checks the result on this rank.
+func runSweepCase(ctx context.Context, g *symmem.Group, b symBufs, c sweepCase) error {
+	n, me, es := g.Size(), g.Rank(), c.dt.Size()
+	var inN, outN int // elements
+	switch c.kind {
+	case coll.AllGather:
+		inN, outN = c.count, n*c.count
+	case coll.ReduceScatter:
+		inN, outN = n*c.count, c.count
+	default:
+		inN, outN = c.count, c.count
+	}
+	var in, out []byte
+	switch c.mode {
+	case "sym", "odd":
+		in, out = b.in.Bytes()[c.skew():][:inN*es], b.out.Bytes()[c.skew():][:outN*es]
+	case "inplace", "odd-inplace":
+		switch c.kind {
+		case coll.AllGather:
+			out = b.out.Bytes()[c.skew():][:outN*es]
+			in = out[me*inN*es : (me+1)*inN*es]
+		case coll.ReduceScatter:
+			in = b.in.Bytes()[c.skew():][:inN*es]
+			out = in[me*outN*es : (me+1)*outN*es]
+		default:
+			in = b.in.Bytes()[c.skew():][:inN*es]
+			out = in
+		}
+	case "staged":
+		in, out = make([]byte, inN*es), make([]byte, outN*es)
+	case "staged-inplace":
+		switch c.kind {
+		case coll.AllGather:
+			out = make([]byte, outN*es)
+			in = out[me*inN*es : (me+1)*inN*es]
+		case coll.ReduceScatter:
+			in = make([]byte, inN*es)
+			out = in[me*outN*es : (me+1)*outN*es]
+		default:
+			in = make([]byte, inN*es)
+			out = in
+		}
+	}
+	input := func(r, i int) elem { return value(c.dt, c.id, r, i, c.specials) }
+	var err error
+	switch c.kind {
+	case coll.Broadcast:
+		for i := range outN {
+			if me == c.root {
+				put(out, c.dt, i, input(c.root, i))
+			} else {
+				put(out, c.dt, i, input(me+100, i))
+			}
+		}
+		_, err = g.Broadcast(ctx, symmem.HostSpan(out), c.root, c.dt)
+	default:
+		for i := range inN {
+			put(in, c.dt, i, input(me, i))
+		}
+		switch c.kind {
+		case coll.AllGather:
+			_, err = g.AllGather(ctx, symmem.HostSpan(out), symmem.HostSpan(in), c.dt)
+		case coll.ReduceScatter:
+			_, err = g.ReduceScatter(ctx, symmem.HostSpan(out), symmem.HostSpan(in), c.dt, c.op)
+		case coll.AllReduce:
+			_, err = g.AllReduce(ctx, symmem.HostSpan(out), symmem.HostSpan(in), c.dt, c.op)
+		}
+	}
+	runtime.KeepAlive(in)
+	if err != nil {
+		return fmt.Errorf("%v on group %q rank %d: %w", c, g.Name(), me, err)
+	}
+	vals := make([]elem, n)
+	for i := range outN {
+		var want elem
+		switch c.kind {
+		case coll.AllGather:
+			want = input(i/c.count, i%c.count)
+		case coll.Broadcast:
+			want = input(c.root, i)
+		case coll.ReduceScatter:
+			for r := range n {
+				vals[r] = input(r, me*c.count+i)
+			}
+			want = expect(c.dt, c.op, vals)
+		case coll.AllReduce:
+			for r := range n {
+				vals[r] = input(r, i)
+			}
+			want = expect(c.dt, c.op, vals)
+		}
+		op := c.op
+		if c.kind == coll.AllGather || c.kind == coll.Broadcast {
+			op = coll.Sum
+		}
+		if msg, ok := same(c.dt, op, out, i, want); !ok {
+			return fmt.Errorf("%v on group %q rank %d: element %d: %s", c, g.Name(), me, i, msg)
+		}
+	}
+	return nil
+}
+
+func sweepOptions() symmem.Options {
+	o := symmem.Options{Backend: "cpu", Timeout: 30 * time.Second, StagingBytes: 4 << 10}
+	o.Pool.MinSegment = 8 << 20
+	return o
+}
+
+// sweepCases is every kind x dtype x op x mode on counts around the vector
+// width and the rank count, with and without special float values.
+func sweepCases(n int, seed uint64) []sweepCase {
+	var cs []sweepCase
+	id := seed
+	for _, dt := range coll.DTypes() {
+		for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+			ops := []coll.ReduceOp{coll.Sum, coll.Avg, coll.Min, coll.Max}
+			if k == coll.AllGather || k == coll.Broadcast {
+				ops = ops[:1]
+			}
+			for _, op := range ops {
+				for _, mode := range []string{"sym", "inplace", "staged", "staged-inplace", "odd", "odd-inplace"} {
+					if k == coll.Broadcast && (mode == "inplace" || mode == "odd-inplace" || mode == "staged-inplace") {
+						continue
+					}
+					for _, count := range []int{0, 1, 3, 33, 257, 3001} {
+						for _, sp := range []bool{false, true} {
+							if sp && !isFloat(dt) {
+								continue
+							}
+							id++
+							cs = append(cs, sweepCase{kind: k, dt: dt, op: op, mode: mode, count: count, root: int(id) % n, specials: sp, id: id})
+						}
+					}
+				}
+			}
+		}
+	}
+	return cs
+}
+
+func init() {
+	procRoles["sweep"] = roleSweep
+}
+
+func roleSweep(ctx context.Context) error {
+	w, err := symmem.Init(ctx, sweepOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	world := w.World()
+	b, err := allocSym(ctx, world, 1<<20)
+	if err != nil {
+		return err
+	}
+	for _, c := range sweepCases(world.Size(), 1) {
+		if err := runSweepCase(ctx, world, b, c); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// TestCollectivesEveryCase: every collective x dtype x op x mode (symmetric,
+// in place, staged, staged in place, spans misaligned by a byte) on counts
+// 0..3001 (around the vector width and the rank count), with NaN, infinities
+// and signed zeros among the float inputs, broadcast from every root, on 2
+// and 3 ranks (real processes), checked against a serial reference.
+func TestCollectivesEveryCase(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) { spawnRanks(t, n, "sweep") })
+	}
+}
+
+func init() { procRoles["large"] = roleLarge }
+
+// roleLarge: all-reduces past the one-shot sizes (two-shot, in place and
+// out of place) and reduce-scatters of every dtype and op, with specials.
+func roleLarge(ctx context.Context) error {
+	w, err := symmem.Init(ctx, sweepOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	world := w.World()
+	big, err := allocSym(ctx, world, 8<<20)
+	if err != nil {
+		return err
+	}
+	id := uint64(5000000)
+	for _, dt := range coll.DTypes() {
+		for _, op := range []coll.ReduceOp{coll.Sum, coll.Avg, coll.Min, coll.Max} {
+			for _, mode := range []string{"sym", "inplace", "odd-inplace"} {
+				count := 40001
+				if mode == "sym" {
+					count = (1<<20)/dt.Size() + 3 // out of place past one-shot's 1 MiB
+				}
+				id++
+				c := sweepCase{kind: coll.AllReduce, dt: dt, op: op, mode: mode, count: count, specials: isFloat(dt), id: id}
+				if err := runSweepCase(ctx, world, big, c); err != nil {
+					return err
+				}
+				c.kind, c.count = coll.ReduceScatter, count/world.Size()
+				if err := runSweepCase(ctx, world, big, c); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return w.Close()
+}
+
+// TestCollectivesLarge: the two-shot all-reduce and large reduce-scatters
+// of every dtype and op on 2 ranks.
+func TestCollectivesLarge(t *testing.T) { spawnRanks(t, 2, "large") }
+
+func init() {
+	procRoles["groups"] = roleGroups
+}
+
+// roleGroups: 4 ranks; the world and subgroups of non-contiguous ranks
+// ({0,2,3} and {1,3}) run sweeps at the same time on separate goroutines.
+func roleGroups(ctx context.Context) error {
+	w, err := symmem.Init(ctx, sweepOptions())
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	world := w.World()
+	a, err := w.NewGroup(ctx, "a", []int{0, 2, 3})
+	if err != nil {
+		return err
+	}
+	bg, err := w.NewGroup(ctx, "b", []int{1, 3})
+	if err != nil {
+		return err
+	}
+	wb, err := allocSym(ctx, world, 1<<20)
+	if err != nil {
+		return err
+	}
+	ab, err := allocSym(ctx, a, 1<<20)
+	if err != nil {
+		return err
+	}
+	bb, err := allocSym(ctx, bg, 1<<20)
+	if err != nil {
+		return err
+	}
+	type job struct {
+		g *symmem.Group
+		b symBufs
+		s uint64
+	}
+	jobs := []job{{world, wb, 1}}
+	if a.IsMember() {
+		jobs = append(jobs, job{a, ab, 100000})
+	}
+	if bg.IsMember() {
+		jobs = append(jobs, job{bg, bb, 200000})
+	}
+	errc := make(chan error, len(jobs))
+	for _, j := range jobs {
+		go func() {
+			for _, c := range sweepCases(j.g.Size(), j.s) {
+				if err := runSweepCase(ctx, j.g, j.b, c); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range jobs {
+		if err := <-errc; err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// TestConcurrentSubgroups: the world and two subgroups of non-contiguous
+// ranks run the whole sweep at the same time on separate goroutines.
+func TestConcurrentSubgroups(t *testing.T) { spawnRanks(t, 4, "groups") }
+
+func init() {
+	procRoles["sweep-small"] = func(ctx context.Context) error {
+		w, err := symmem.Init(ctx, sweepOptions())
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		b, err := allocSym(ctx, w.World(), 1<<20)
+		if err != nil {
+			return err
+		}
+		for _, c := range sweepCases(w.Size(), 7) {
+			if c.count > 257 {
+				continue
+			}
+			if err := runSweepCase(ctx, w.World(), b, c); err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	}
+}
+
+// TestCollectivesTenRanks: more sources than the reductions keep on the
+// stack (8), counts up to 257.
+func TestCollectivesTenRanks(t *testing.T) { spawnRanks(t, 10, "sweep-small") }
