@@ -1,12 +1,11 @@
 package symmem
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/reduce"
+	"github.com/symmem/symmem/reduce/reducetest"
 )
 
 // Test data: every rank can compute every rank's input from (case, rank),
@@ -35,40 +34,7 @@ func value(dt coll.DType, c uint64, r, i int) float64 {
 	return float64(int64(h%65)-32) / 4
 }
 
-func put(b []byte, dt coll.DType, i int, v float64) {
-	switch dt {
-	case coll.Float32:
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
-	case coll.Float64:
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-	case coll.BFloat16:
-		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToBF16(float32(v)))
-	case coll.Float16:
-		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToF16(float32(v)))
-	case coll.Int32:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
-	case coll.Int64:
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
-	}
-}
-
-func get(b []byte, dt coll.DType, i int) float64 {
-	switch dt {
-	case coll.Float32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-	case coll.Float64:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	case coll.BFloat16:
-		return float64(reduce.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
-	case coll.Float16:
-		return float64(reduce.F16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
-	case coll.Int32:
-		return float64(int32(binary.LittleEndian.Uint32(b[4*i:])))
-	case coll.Int64:
-		return float64(int64(binary.LittleEndian.Uint64(b[8*i:])))
-	}
-	return math.NaN()
-}
+var put, get = reducetest.Put, reducetest.Get
 
 // fill writes count elements of rank r's input of case c, starting at
 // element first of that input, into b.

@@ -2,7 +2,6 @@ package shm_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/reduce"
+	"github.com/symmem/symmem/reduce/reducetest"
 )
 
 // Test data: every rank computes every rank's input of a case from (case,
@@ -24,9 +24,7 @@ func mix(x uint64) uint64 { // splitmix64
 	return x ^ (x >> 31)
 }
 
-func isFloat(dt coll.DType) bool {
-	return dt == coll.Float32 || dt == coll.Float64 || dt == coll.BFloat16 || dt == coll.Float16
-}
+var isFloat = reducetest.IsFloat
 
 // elem is one element's value: f for floats, i for integers.
 type elem struct {
@@ -58,22 +56,11 @@ func value(dt coll.DType, c uint64, r, i int, specials bool) elem {
 }
 
 func put(b []byte, dt coll.DType, i int, v elem) {
-	switch dt {
-	case coll.Float32:
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v.f)))
-	case coll.Float64:
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v.f))
-	case coll.BFloat16:
-		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToBF16(float32(v.f)))
-	case coll.Float16:
-		binary.LittleEndian.PutUint16(b[2*i:], reduce.F32ToF16(float32(v.f)))
-	case coll.Int32:
-		binary.LittleEndian.PutUint32(b[4*i:], uint32(v.i))
-	case coll.Int64:
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(v.i))
-	default:
-		b[i] = byte(v.i)
+	if isFloat(dt) {
+		reducetest.PutFloat(b, dt, i, v.f)
+		return
 	}
+	reducetest.PutInt(b, dt, i, v.i)
 }
 
 // wrap truncates v to dt's width (two's complement) and back.
@@ -178,19 +165,7 @@ func same(dt coll.DType, op coll.ReduceOp, got []byte, i int, want elem) (string
 	return fmt.Sprintf("got % x, want %d (% x)", g, want.i, w), false
 }
 
-func get(b []byte, dt coll.DType, i int) float64 {
-	switch dt {
-	case coll.Float32:
-		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-	case coll.Float64:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
-	case coll.BFloat16:
-		return float64(reduce.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
-	case coll.Float16:
-		return float64(reduce.F16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
-	}
-	return math.NaN()
-}
+var get = reducetest.Float
 
 // sweepCase is one collective call.
 type sweepCase struct {
