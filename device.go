@@ -99,6 +99,11 @@ func (w *World) AllocLocal(bytes int64) (Buffer, error) {
 		return Buffer{}, fmt.Errorf("symmem: AllocLocal(%d): want a positive size: %w", bytes, ErrInvalid)
 	}
 	if w.dev == nil {
+		// make panics (or the runtime dies) where the memory does not fit:
+		// refuse what CheckFits refuses, as the pool does.
+		if err := w.pool.CheckFits(bytes); err != nil {
+			return Buffer{}, fmt.Errorf("symmem: AllocLocal(%d): %w", bytes, err)
+		}
 		mem := make([]byte, bytes)
 		b := Buffer{Span: HostSpan(mem), host: true, local: &localBuf{mem: mem}}
 		w.mu.Lock()

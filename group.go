@@ -151,6 +151,9 @@ func (s *Scope) Alloc(bytes int64) (Buffer, error) {
 // End registers the segments the group has not registered yet (collective
 // over the group's members, verified across ranks).
 func (s *Scope) End(ctx context.Context) error {
+	if err := s.g.w.alive(); err != nil {
+		return err
+	}
 	if err := s.ps.End(ctx); err != nil {
 		return fmt.Errorf("symmem: group %q: ending scope: %w", s.g.name, err)
 	}

@@ -396,6 +396,8 @@ func (w *World) Close() error {
 	defer cancel()
 	var errs []error
 	if err := w.pool.Close(ctx); err != nil {
+		// release below unmaps the segments: no Buffer may reach them.
+		w.pool.Abandon()
 		errs = append(errs, fmt.Errorf("the ranks could not take the groups down together, so this rank released its own resources alone: %w", err))
 		w.store.Failed() // a rank is gone or stuck: do not wait 30 s for it at exit
 	}

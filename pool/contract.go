@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"github.com/symmem/symmem/internal/errs"
 )
 
@@ -73,14 +72,25 @@ type Fence interface {
 }
 
 // Sentinel errors. Wrapped errors carry the details; test with errors.Is.
+// The pool's own kinds are also the user API's (a bad argument is
+// errs.Invalid, the cap is ErrNoMemory), so errors.Is holds for both.
 var (
-	ErrInvalidSize      = errors.New("pool: invalid size")
-	ErrInvalidAlignment = errors.New("pool: alignment must be a power of two")
-	ErrNotAllocated     = errors.New("pool: address was not allocated by this pool")
-	ErrDoubleFree       = errors.New("pool: block already freed")
-	ErrCapExceeded      = errors.New("pool: allocation would exceed the pool's cap")
-	ErrScopeOrder       = errors.New("pool: scope ended twice or out of order")
-	ErrGroupClosed      = errs.GroupClosed
-	ErrMismatch         = errs.Mismatch
-	ErrClosed           = errs.Closed
+	ErrInvalidSize      error = &kindError{"pool: invalid size", errs.Invalid}
+	ErrInvalidAlignment error = &kindError{"pool: alignment must be a power of two", errs.Invalid}
+	ErrNotAllocated     error = &kindError{"pool: address was not allocated by this pool", errs.Invalid}
+	ErrDoubleFree       error = &kindError{"pool: block already freed", errs.Invalid}
+	ErrCapExceeded      error = &kindError{"pool: allocation would exceed the pool's cap", ErrNoMemory}
+	ErrScopeOrder       error = &kindError{"pool: scope ended twice or out of order", errs.Invalid}
+	ErrGroupClosed            = errs.GroupClosed
+	ErrMismatch               = errs.Mismatch
+	ErrClosed                 = errs.Closed
 )
+
+// kindError is a sentinel of its own that is also of a broader kind.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }

@@ -63,7 +63,7 @@
 // rank whatever each allocated. DisabledScope returns a scope whose End does
 // nothing, for code paths that must not register.
 //
-// Fence.Done is called with the pool's lock held (at Alloc and Trim; polled
+// Fence.Done is called with the pool's lock held (at Alloc, Trim and Stats; polled
 // while a reused range's fence is not done, up to Options.Timeout): it must be
 // cheap and must not call the pool.
 //

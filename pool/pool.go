@@ -181,11 +181,13 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 		}
 	}
 	seg := k.seg
+	peak := p.peak
 	b := p.carveLocked(k, off, need)
 	if len(p.pending) > 0 {
 		s := seg
 		if err := p.awaitLocked(s, b.Off, b.Size); err != nil {
 			p.inUse -= b.Size
+			p.peak = peak
 			p.liveBlocks--
 			p.releaseLocked(s, s.blockAt(b.Off))
 			return Block{}, fmt.Errorf("pool: Alloc(%d): %w", size, err)
@@ -289,8 +291,11 @@ type GroupStats struct {
 
 // Stats returns a snapshot of the pool's accounting.
 func (p *Pool) Stats() Stats {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.mu.Lock() // forgets fences done since the last Alloc, so Pending is now's
+	defer p.mu.Unlock()
+	if len(p.pending) > 0 {
+		p.dropDoneLocked()
+	}
 	st := Stats{Reserved: p.reserved, InUse: p.inUse, Pending: p.pendingBytes, Peak: p.peak,
 		Segments: len(p.byID), LiveBlocks: p.liveBlocks}
 	for _, g := range p.groups {

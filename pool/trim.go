@@ -201,6 +201,34 @@ func (p *Pool) Close(ctx context.Context) error {
 	return nil
 }
 
+// Abandon closes the pool on this rank alone, for a caller whose Close
+// failed (a peer left, so the groups cannot be removed together) and that
+// releases the memory itself (the backend's Close): the pool forgets its
+// groups and segments without deregistering or releasing them, so no
+// address is reported live afterwards (Live, Lookup, Symmetric, Freed) and
+// every later call returns ErrClosed. It does nothing on a closed pool.
+func (p *Pool) Abandon() {
+	p.trimMu.Lock()
+	defer p.trimMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	for _, g := range p.groups {
+		if g != nil {
+			p.forgetLocked(g)
+		}
+	}
+	for _, s := range p.byID {
+		s.blocks = nil
+	}
+	p.closed = true
+	p.byID, p.byBase, p.bases, p.pending = nil, nil, nil, nil
+	p.free.reset()
+	p.reserved, p.inUse, p.pendingBytes, p.liveBlocks = 0, 0, 0, 0
+}
+
 // sortGroups orders gs as AddGroup's order says, the same on every rank
 // (ties, which a user of the pool alone may leave, by id).
 func sortGroups(gs []*group) {
