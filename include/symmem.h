@@ -150,7 +150,7 @@ int symmem_scope_end(symmem_scope_t scope);
  * was used on (NULL: the backend's). */
 int symmem_alloc(symmem_world_t world, size_t bytes, void** ptr);
 int symmem_free(symmem_world_t world, void* ptr, void* stream);
-/* 1 when [ptr, ptr+bytes) is one live pool block registered with the group, else 0. */
+/* 1 when [ptr, ptr+bytes) lies in one live pool block registered with the group, else 0. */
 int symmem_is_symmetric(symmem_group_t group, const void* ptr, size_t bytes);
 
 /* PyTorch CUDAPluggableAllocator hooks, on the most recently initialised
@@ -162,10 +162,14 @@ void symmem_torch_free(void* ptr, size_t size, int device, void* stream);
 
 /* Collectives, NCCL-like. count: elements per rank for all-gather (in holds
  * count, out holds count*size), output elements for reduce-scatter (in holds
- * count*size), elements for all-reduce and broadcast. In place: pass this
- * rank's slice (all-gather) / chunk (reduce-scatter) or the same buffer.
- * Broadcast is in place; root is a group rank. algo: NULL or "auto", or
- * "direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier". */
+ * count*size), elements for all-reduce and broadcast. In place, as in NCCL:
+ * all-gather's in is this rank's slice of out (out + rank*count elements),
+ * reduce-scatter's out is this rank's chunk of in (in + rank*count), and
+ * all-reduce passes the same buffer twice (in == out is in place for
+ * all-gather and reduce-scatter only on rank 0; other ranks fail with
+ * SYMMEM_ERR_INVALID). Broadcast is in place; root is a group rank.
+ * algo: NULL or "auto", or "direct", "nccl", "nccl-window", "ce", "kernel",
+ * "two-shot", "lc", "ll", "hier". */
 int symmem_all_gather(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
                       void* stream, const char* algo);
 int symmem_reduce_scatter(symmem_group_t group, const void* in, void* out, size_t count, int dtype, int op,

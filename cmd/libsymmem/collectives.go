@@ -134,6 +134,7 @@ func collective(gh uint64, a args) C.int {
 		err = fmt.Errorf("count %d overflows: %w", a.count, symmem.ErrInvalid)
 	}
 	if err != nil {
+		g.setLast(coll.Path{}) // as for the library's refusals below: no path is left from an earlier call
 		return fail(fmt.Errorf("symmem: %v on group %q: %w", k, g.g.Name(), err))
 	}
 	c := int64(a.count) * es

@@ -18,6 +18,10 @@ type world struct {
 	mu      sync.Mutex
 	owned   []uint64 // group and scope handles to drop with the world
 	dropped bool     // drop ran: own refuses new handles
+
+	// close serializes symmem_world_close of this world, as scope.end
+	// does for scopes: the loser of a race finds the handle gone.
+	close sync.Mutex
 }
 
 // group is a symmem.Group and the path its last collective took.
@@ -27,6 +31,9 @@ type group struct {
 
 	mu   sync.Mutex
 	last coll.Path
+
+	// close serializes symmem_group_close of this group (see world.close).
+	close sync.Mutex
 }
 
 type scope struct {

@@ -128,6 +128,11 @@ func symmem_world_close(wh C.uint64_t) C.int {
 	if err != nil {
 		return fail(err)
 	}
+	w.close.Lock()
+	defer w.close.Unlock()
+	if _, err := lookup[*world](uint64(wh), "world"); err != nil {
+		return fail(err) // closed on another thread meanwhile: SYMMEM_ERR_BAD_HANDLE, as a second close in sequence
+	}
 	w.drop()
 	if err := w.w.Close(); err != nil {
 		return fail(err)
@@ -233,6 +238,11 @@ func symmem_group_close(gh C.uint64_t) C.int {
 	}
 	if uint64(gh) == g.w.group {
 		return fail(fmt.Errorf("symmem_group_close: the world group closes with the world (symmem_world_close): %w", symmem.ErrInvalid))
+	}
+	g.close.Lock()
+	defer g.close.Unlock()
+	if _, err := lookup[*group](uint64(gh), "group"); err != nil {
+		return fail(err) // closed on another thread meanwhile: SYMMEM_ERR_BAD_HANDLE, as a second close in sequence
 	}
 	if err := g.g.Close(context.Background()); err != nil {
 		return fail(err)
