@@ -8,6 +8,9 @@ import (
 	"github.com/symmem/symmem/internal/backend"
 )
 
+// emptyCall is the reason of a call with no element per rank.
+const emptyCall = "empty call: nothing to move"
+
 // Explain says which path a call of kind k moving bytes (the full gathered /
 // pre-reduction tensor) would take on the world group, and why, without
 // running anything.
@@ -23,6 +26,9 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 		return coll.Path{Reason: fmt.Sprintf("rank %d cannot run calls on group %q (not a member, or closed)", g.w.Rank(), g.name)}
 	}
 	req := g.explainRequest(k, bytes, symmetric)
+	if req.Count == 0 { // as the call: no element per rank, nothing to move, whatever the memory
+		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}
+	}
 	if symmetric || !g.w.host {
 		return g.bg.Explain(req)
 	}

@@ -52,5 +52,18 @@ func roleExplainStaged(ctx context.Context) error {
 	if oneShotSaid != oneShotRuns {
 		return fmt.Errorf("Explain(all_reduce, 1M, ordinary) says %q, but the staged call's in-place rounds take %q", said.Reason, runs.Reason)
 	}
+	// A call of no element per rank is an empty call, whatever the memory:
+	// it succeeds (Explain said "the call fails" for ordinary memory).
+	for _, sym := range []bool{true, false} {
+		for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+			p := w.Explain(k, 0, sym)
+			if p.Algo != coll.AlgoDirect || !strings.Contains(p.Reason, "empty call") {
+				return fmt.Errorf("Explain(%v, 0 bytes, symmetric %v) = %v (%q), want the empty call's direct path", k, sym, p.Algo, p.Reason)
+			}
+		}
+	}
+	if p, err := g.AllReduce(ctx, coll.Span{}, coll.Span{}, coll.BFloat16, coll.Sum); err != nil || p.Algo != coll.AlgoDirect {
+		return fmt.Errorf("an empty all-reduce: %v, %v", p, err)
+	}
 	return nil
 }
