@@ -107,15 +107,23 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 	req.Record = c.record(req, staged)
 	req.Checked = g.w.opts.Checked
 	if g.w.opts.Checked {
+		// The in-band agreement first, where the group has one: a peer
+		// ending a scope compares there, never through the store, and
+		// would leave this rank waiting in the store until the timeout.
+		if err := g.agree(ctx, c, req.Record); err != nil {
+			return coll.Path{}, err
+		}
 		if err := g.checkedExchange(ctx, c, req.Record); err != nil {
 			return coll.Path{}, err
 		}
 	}
 	if c.count == 0 {
-		if err := g.agree(ctx, c, req.Record); err != nil {
-			return coll.Path{}, err
+		if !g.w.opts.Checked { // checked mode agreed above
+			if err := g.agree(ctx, c, req.Record); err != nil {
+				return coll.Path{}, err
+			}
 		}
-		return coll.Path{Algo: coll.AlgoDirect, Reason: "empty call: nothing to move"}, nil
+		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}, nil
 	}
 	var p coll.Path
 	var err error
