@@ -30,9 +30,14 @@ func init() { roles["disagree"] = roleDisagree }
 // against a peer's collective (whose checked exchange went through the
 // store first) left both waiting until the timeout, then failed with a
 // timeout error on one and ErrPeerClosed on the other instead of
-// ErrMismatch (cases scopecall, emptyscope, bcastscope with checked=1).
+// ErrMismatch (cases scopecall, emptyscope, bcastscope with checked=1); a
+// rank at NewGroup against peers in a collective or scope end of the world
+// (compared through the store only) waited likewise, in both modes
+// (newgroup-call, newgroup-scope); NewGroup with other ranks on one rank is
+// named by the store exchange (newgroup-ranks).
 var disagreeCases = []string{"scopecall", "emptyscope", "bcastscope", "skip", "bcastroot-staged", "dtype-f32i32", "dtype-bf16f16", "dtype-staged",
-	"op-sumavg", "op-staged", "rs-bytes", "offset4", "staged-vs-sym", "ag-inplace", "rs-inplace", "rs-inplace-staged", "extra", "mixed-sym-staged", "count-staged"}
+	"op-sumavg", "op-staged", "rs-bytes", "offset4", "staged-vs-sym", "ag-inplace", "rs-inplace", "rs-inplace-staged", "extra", "mixed-sym-staged", "count-staged",
+	"newgroup-call", "newgroup-scope", "newgroup-ranks"}
 
 func TestDisagree(t *testing.T) {
 	for _, checked := range []string{"0", "1"} {
@@ -85,6 +90,30 @@ func roleDisagree(ctx context.Context) error {
 			default:
 				_, err = g.Broadcast(ctx, sp(b.out, 0, 256), 0, coll.Float32)
 			}
+		}
+	case "newgroup-call", "newgroup-scope", "newgroup-ranks":
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		switch {
+		case odd && c == "newgroup-ranks":
+			_, err = w.NewGroup(ctx, "pair", all[:n-1])
+			words = []string{"ranks"}
+		case odd, c == "newgroup-ranks":
+			_, err = w.NewGroup(ctx, "pair", all)
+			words = []string{"NewGroup"}
+		case c == "newgroup-call":
+			_, err = g.AllReduce(ctx, sp(b.out, 0, 256), sp(b.in, 0, 256), coll.Float32, coll.Sum)
+		default:
+			sc, e := g.OpenScope()
+			if e != nil {
+				return e
+			}
+			err = sc.End(ctx)
+		}
+		if c == "newgroup-ranks" && !odd {
+			words = []string{"ranks"}
 		}
 	case "skip":
 		if !odd {
@@ -218,7 +247,7 @@ func roleDisagree(ctx context.Context) error {
 	if c == "skip" {
 		return nil
 	}
-	if strings.Contains(c, "scope") {
+	if strings.Contains(c, "scope") || strings.HasPrefix(c, "newgroup") {
 		return nil
 	}
 	if err := runCase(ctx, g, coll.AllReduce, coll.Float32, coll.Sum, "sym", 100, b, 7); err != nil {

@@ -20,7 +20,7 @@ func init() {
 // and 1 went on to name the allocation through the store, which rank 2, in
 // a collective, never joined: they waited out the timeout and failed with a
 // timeout (found by review). Now every rank sees that not every rank ends a
-// scope (Disagreement.AllScopeEnds). Rank 2 stays alive meanwhile, as a
+// scope (Disagreement.AllKind). Rank 2 stays alive meanwhile, as a
 // rank going on with its work would (exiting, its peers would fail fast
 // with ErrPeerClosed).
 func TestScopeEndVsCollective3(t *testing.T) {

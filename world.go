@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -254,6 +255,20 @@ func (w *World) checkGroup(name string, ranks []int) ([]int, error) {
 // agree checks that every rank of the world passes the same description.
 func (w *World) agree(ctx context.Context, what, mine string) error {
 	wg := w.World()
+	// In-band first where the world has an agreement: a peer at a collective
+	// or scope end of the world compares there and never joins the store
+	// exchange below (both waited until the timeout).
+	if a := wg.bg.Agreer(); a != nil && wg.Size() > 1 {
+		err := a.Agree(ctx, agree.WorldRecord(what, mine))
+		d := pool.AsDisagreement(err)
+		switch {
+		case d != nil && d.AllKind != pool.RecWorld:
+			return fmt.Errorf("symmem: %s: %s: %w", what, agree.Disagreement(d, wg.ranks), ErrMismatch)
+		case d == nil && err != nil:
+			return fmt.Errorf("symmem: %s: %w", what, err)
+		}
+		// Alike, or every rank at a world call: the store names the values.
+	}
 	all, err := wg.bg.AllGather(ctx, []byte(mine))
 	if err != nil {
 		return fmt.Errorf("symmem: %s: %w", what, err)

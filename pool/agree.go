@@ -17,6 +17,7 @@ type Record [6]uint64
 const (
 	RecScopeEnd = 1 // made by the pool at Scope.End
 	RecCall     = 2 // made by the user API for a collective call
+	RecWorld    = 3 // made by the user API for a world call (NewGroup, Group.Close)
 )
 
 // What returns the kind of record (its top byte).
@@ -39,23 +40,25 @@ type Disagreement struct {
 	Rank          int    // group rank that differs from rank 0
 	Theirs, Rank0 Record // its record and rank 0's
 	Seq, Rank0Seq uint64 // call positions, where the backend has them
-	// AllScopeEnds: every rank's record is a scope end at one position
-	// (AllScopeEnds), so every rank may go on to name the difference
-	// through the store; one in a collective never would.
-	AllScopeEnds bool
+	// AllKind: the kind every rank's record has, all at one position
+	// (AllKind), else 0. Where it is the kind of the caller's own step
+	// (every rank is ending a scope, or at a world call), every rank may go
+	// on to name the difference through the store; a rank in a collective
+	// never would.
+	AllKind uint8
 }
 
-// AllScopeEnds reports whether the records of all n ranks (rec(q): group
-// rank q's record and call position) are scope ends at one position: the
+// AllKind returns the kind the records of all n ranks (rec(q): group rank
+// q's record and call position) share, all at one position, else 0: the
 // same answer on every rank, which read the same records.
-func AllScopeEnds(n int, rec func(q int) (Record, uint64)) bool {
-	_, s0 := rec(0)
-	for q := 0; q < n; q++ {
-		if r, s := rec(q); r.What() != RecScopeEnd || s != s0 {
-			return false
+func AllKind(n int, rec func(q int) (Record, uint64)) uint8 {
+	r0, s0 := rec(0)
+	for q := 1; q < n; q++ {
+		if r, s := rec(q); r.What() != r0.What() || s != s0 {
+			return 0
 		}
 	}
-	return true
+	return r0.What()
 }
 
 func (d *Disagreement) Error() string {
@@ -80,7 +83,7 @@ func FirstDisagreement(recs []Record, seqs []uint64) *Disagreement {
 			if seqs != nil {
 				d.Seq, d.Rank0Seq = seqs[r], seqs[0]
 			}
-			d.AllScopeEnds = AllScopeEnds(len(recs), func(q int) (Record, uint64) {
+			d.AllKind = AllKind(len(recs), func(q int) (Record, uint64) {
 				if seqs == nil {
 					return recs[q], 0
 				}

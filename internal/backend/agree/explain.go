@@ -61,6 +61,8 @@ func Disagreement(d *pool.Disagreement, ranks []int) string {
 			return "called " + Kind(x).String()
 		case pool.RecScopeEnd:
 			return "is ending a scope"
+		case pool.RecWorld:
+			return "is at a world call (NewGroup or Group.Close)"
 		}
 		return fmt.Sprintf("sent record %x", x)
 	}

@@ -1,6 +1,8 @@
 package agree
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
@@ -46,6 +48,20 @@ func CallRecord(kind coll.Kind, dt coll.DType, op coll.ReduceOp, root int, count
 		case flags&InPlace != 0 && kind == coll.ReduceScatter:
 			r[4] = 0
 		}
+	}
+	return r
+}
+
+// WorldRecord is the record of a world call (NewGroup, Group.Close): what
+// and its arguments as text, hashed (words 1-4, 256 bits), so that the
+// world group's in-band agreement meets a peer that is at a collective or
+// scope end of the world instead of waiting for it in the store. The store
+// exchange after it names a difference between two world calls.
+func WorldRecord(what, args string) pool.Record {
+	h := sha256.Sum256([]byte(what + "\x00" + args))
+	r := pool.Record{pool.RecWorld << 56}
+	for i := range 4 {
+		r[1+i] = binary.LittleEndian.Uint64(h[8*i:])
 	}
 	return r
 }

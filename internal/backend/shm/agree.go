@@ -66,11 +66,11 @@ func (p *pads) compare(k uint64) *pool.Disagreement {
 		if *p.slot(q, k) != *w0 {
 			t0, r0 := p.get(0, k)
 			t, r := p.get(q, k)
-			all := pool.AllScopeEnds(p.n, func(o int) (pool.Record, uint64) {
+			all := pool.AllKind(p.n, func(o int) (pool.Record, uint64) {
 				t, r := p.get(o, k)
 				return r, t
 			})
-			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: t, Rank0Seq: t0, AllScopeEnds: all}
+			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: t, Rank0Seq: t0, AllKind: all}
 		}
 	}
 	return nil

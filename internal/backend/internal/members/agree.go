@@ -204,8 +204,8 @@ func (a *HostAgreement) disagreement(k uint64) error {
 	r0 := pool.Record(a.slot(0, k)[1:])
 	for q := 1; q < len(a.ranks); q++ {
 		if r := pool.Record(a.slot(q, k)[1:]); r != r0 {
-			all := pool.AllScopeEnds(len(a.ranks), func(o int) (pool.Record, uint64) { return pool.Record(a.slot(o, k)[1:]), k })
-			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k, AllScopeEnds: all}
+			all := pool.AllKind(len(a.ranks), func(o int) (pool.Record, uint64) { return pool.Record(a.slot(o, k)[1:]), k })
+			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k, AllKind: all}
 		}
 	}
 	return nil
