@@ -326,13 +326,17 @@ func partition(set map[concrete][]Row, op coll.Kind, part []key) ([]Row, bool) {
 func mergeMachines(ms []Machine) Machine {
 	var out Machine
 	join := func(dst *string, v string) {
-		if v == "" || slices.Contains(strings.Split(*dst, " / "), v) {
-			return
-		}
-		if *dst == "" {
-			*dst = v
-		} else {
-			*dst += " / " + v
+		// v may be joined already (a seed table built from several
+		// machines): each of its parts once.
+		for _, p := range strings.Split(v, " / ") {
+			if p == "" || slices.Contains(strings.Split(*dst, " / "), p) {
+				continue
+			}
+			if *dst == "" {
+				*dst = p
+			} else {
+				*dst += " / " + p
+			}
 		}
 	}
 	for _, m := range ms {

@@ -115,3 +115,51 @@ func TestGraphRows(t *testing.T) {
 		t.Errorf("a bad graph row: %v", err)
 	}
 }
+
+// TestGraphRowsOtherRankCount: graph rows measured on one rank count do
+// not answer captured calls on a rank count the eager rows measured: there
+// the eager rows' measurement is the one of this group's size (the
+// built-in table's graph rows, measured on 2 H100, started captured
+// 4-rank all-gathers from ll, which no 4-rank run measured, over the
+// 4-rank rows' nccl-window). Where the eager rows hold no nearer rank
+// range, the graph rows still answer.
+func TestGraphRowsOtherRankCount(t *testing.T) {
+	eager2, err := ReadInput("ag2.bfloat16.bench.json", benchJSON(t, 2, "bfloat16",
+		"all_gather ll 1K 5 5", "all_gather nccl-window 1K 10 10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph2, err := ReadInput("ag2.bfloat16.graph.bench.json", graphJSON(t, 2, 20, "bfloat16",
+		"all_gather ll 1K 3 3", "all_gather nccl-window 1K 4 4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager4, err := ReadInput("ag4.bfloat16.bench.json", benchJSON(t, 4, "bfloat16",
+		"all_gather kernel 1K 20 20", "all_gather nccl-window 1K 10 10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := NewTable([]Input{eager2, graph2, eager4}, "symmem tune -G 20", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		n     int
+		graph bool
+		want  coll.Algo
+	}{
+		{"captured, 2 ranks: graph rows", 2, true, coll.AlgoLL},
+		{"eager, 2 ranks", 2, false, coll.AlgoLL},
+		{"eager, 4 ranks", 4, false, coll.AlgoNCCLWindow},
+		{"captured, 4 ranks: the 4-rank rows, not 2-rank graph rows", 4, true, coll.AlgoNCCLWindow},
+		{"captured, 3 ranks: the 3-4 rows", 3, true, coll.AlgoNCCLWindow},
+		{"captured, 8 ranks: the nearest below is 3-4's rows", 8, true, coll.AlgoNCCLWindow},
+		{"captured, 1 rank: nearest above, graph rows and rows alike (2)", 1, true, coll.AlgoLL},
+	} {
+		got, ok := tb.Pick(coll.AllGather, coll.BFloat16, tt.n, false, tt.graph, 1<<10)
+		if !ok || got != tt.want {
+			t.Errorf("%s: Pick = %q, %v; want %s\nrows:\n%sgraph rows:\n%s", tt.name, got, ok, tt.want, rowsString(tb.Rows), rowsString(tb.GraphRows))
+		}
+	}
+}

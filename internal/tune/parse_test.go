@@ -1,6 +1,9 @@
 package tune
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestRowUnknownFieldRefused: a user's table (symmem tune -o, edited by
 // hand, loaded through SYMMEM_AUTO_TABLE / Options.GPU.AutoTable) refuses
@@ -32,5 +35,37 @@ func TestTrailingDataRefused(t *testing.T) {
 		{"format": 1, "rows": [{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","algo":"kernel"}]} garbage`
 	if tb, err := Parse([]byte(js)); err == nil {
 		t.Errorf("a file with trailing data was accepted (rows %v)", tb.Rows)
+	}
+}
+
+// TestDuplicateKeyRefused: a key given twice in one object is refused
+// (encoding/json kept the last silently: a second "rows" dropped the
+// first list, a second "up_to" or "algo" changed the row).
+func TestDuplicateKeyRefused(t *testing.T) {
+	for name, js := range map[string]string{
+		"rows twice": `{"format": 1, "machine": {"backend": "cuda"}, "rows": [
+			{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","up_to":4096,"algo":"ll"}],
+			"rows": [{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","algo":"nccl"}]}`,
+		"up_to twice": `{"format": 1, "machine": {"backend": "cuda"}, "rows": [
+			{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","up_to":4096,"up_to":0,"algo":"ll"}]}`,
+		"algo in two cases": `{"format": 1, "machine": {"backend": "cuda"}, "rows": [
+			{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","algo":"ll","Algo":"nccl"}]}`,
+		"gpu twice": `{"format": 1, "machine": {"backend": "cuda", "gpu": "NVIDIA H100", "gpu": "NVIDIA H200"}, "rows": [
+			{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","algo":"nccl"}]}`,
+	} {
+		if tb, err := Parse([]byte(js)); err == nil || !strings.Contains(err.Error(), "twice in one object") {
+			var rows []Row
+			if tb != nil {
+				rows = tb.Rows
+			}
+			t.Errorf("%s: %v; rows read as %v", name, err, rows)
+		}
+	}
+	// The same key in two objects is no duplicate.
+	ok := `{"format": 1, "machine": {"backend": "cuda"}, "rows": [
+		{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","up_to":4096,"algo":"ll"},
+		{"op":"all_reduce","dtype":"any","ranks":"2","placement":"any","algo":"nccl"}]}`
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Errorf("a valid table: %v", err)
 	}
 }

@@ -132,32 +132,45 @@ func Must(t *Table) *Table {
 // Pick is the path the table starts auto from for a call of op on
 // dtype dt, n ranks, in place or not, moving total bytes, captured into a
 // CUDA graph or not, and false when the table has no row for it (no row of
-// that op, class and placement, or total above every bound). A captured
-// call takes GraphRows' answer where they have one, else Rows'. Among the
+// that op, class and placement, or total above every bound). Among the
 // keys that cover the call's class and placement it takes the one whose
 // rank range holds n; failing that the nearest measured below n (the
-// widest range under it), failing that the nearest above. It allocates
-// nothing (auto runs it on every call).
+// widest range under it), failing that the nearest above. A captured call
+// takes GraphRows' answer where they have one and their key is as near n
+// as Rows' (graph rows of 2 ranks do not answer for 4 where Rows measured
+// 4), else Rows'. It allocates nothing (auto runs it on every call).
 func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace, graph bool, total int64) (coll.Algo, bool) {
 	if t == nil || op < 0 || op > coll.Broadcast {
 		return "", false
 	}
+	eager := t.idx.find(op, dt, n, inPlace)
 	if graph {
-		if a, ok := t.gidx.pick(op, dt, n, inPlace, total); ok {
-			return a, true
+		// Graph rows of a farther rank range than the eager rows' do not
+		// answer: rows measured on this group's rank count (or nearer it)
+		// say more about it than replays on another (graph rows from 2
+		// ranks started captured 4-rank calls from a path no 4-rank run
+		// measured).
+		if g := t.gidx.find(op, dt, n, inPlace); g != nil && (eager == nil || !eager.ranks.nearer(g.ranks, n)) {
+			if a, ok := g.answer(total); ok {
+				return a, true
+			}
 		}
 	}
-	return t.idx.pick(op, dt, n, inPlace, total)
+	if eager == nil {
+		return "", false
+	}
+	return eager.answer(total)
 }
 
 // HasGraphRows reports whether the table answers captured calls apart
 // (GraphRows): without them auto need not ask whether a call is captured.
 func (t *Table) HasGraphRows() bool { return t != nil && t.gidx != nil }
 
-// pick is Pick on one row set (nil: none).
-func (idx *index) pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total int64) (coll.Algo, bool) {
+// find is the group of one row set (nil: none) that answers a call of op
+// on dt, n ranks, in place or not (Pick's rule); nil where none does.
+func (idx *index) find(op coll.Kind, dt coll.DType, n int, inPlace bool) *group {
 	if idx == nil {
-		return "", false
+		return nil
 	}
 	class := ClassOf(dt)
 	var in, below, above *group
@@ -188,9 +201,28 @@ func (idx *index) pick(op coll.Kind, dt coll.DType, n int, inPlace bool, total i
 	if g == nil {
 		g = above
 	}
-	if g == nil {
-		return "", false
+	return g
+}
+
+// nearer reports whether rank range r is nearer n than o by Pick's rule:
+// one holding n, else the nearest below n, else the nearest above.
+func (r Ranks) nearer(o Ranks, n int) bool {
+	dist := func(x Ranks) (int, int) {
+		switch {
+		case x.contains(n):
+			return 0, 0
+		case x.hi() < n:
+			return 1, n - x.hi()
+		}
+		return 2, x.Min - n
 	}
+	rt, rd := dist(r)
+	ot, od := dist(o)
+	return rt < ot || (rt == ot && rd < od)
+}
+
+// answer is g's path for total bytes, false above its last bound.
+func (g *group) answer(total int64) (coll.Algo, bool) {
 	for i, up := range g.upTo {
 		if total <= up {
 			return g.algo[i], true

@@ -44,7 +44,9 @@ type Table struct {
 	// GraphRows answer calls captured into a CUDA graph, measured as graph
 	// replays (`symmem tune -G`): there launch and host costs vanish and
 	// the paths rank differently at small sizes. A call they do not cover
-	// (no key, or above the key's last bound) takes Rows' answer. Optional.
+	// (no key, above the key's last bound, or a key of a rank range farther
+	// from the call's rank count than Rows' key: Pick) takes Rows' answer.
+	// Optional.
 	GraphRows []Row `json:"graph_rows,omitempty"`
 
 	idx, gidx *index // built by Validate
@@ -311,10 +313,57 @@ func Parse(data []byte) (*Table, error) {
 	if err := dec.Decode(&struct{}{}); err != io.EOF { // a second table or junk after the first
 		return nil, fmt.Errorf("auto table: more after the table's closing brace (a merge or an edit left it: one table per file)")
 	}
+	if err := duplicateKey(data); err != nil {
+		return nil, fmt.Errorf("auto table: %w", err)
+	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// duplicateKey reports a key given twice in one object of data's first
+// value: encoding/json keeps the last silently ("rows" twice dropped the
+// first list; "up_to" twice in a row, one bound), as it matches keys to
+// fields without regard to case, so "algo" and "Algo" count as one key.
+func duplicateKey(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var value func() error
+	value = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('['):
+			for dec.More() {
+				if err := value(); err != nil {
+					return err
+				}
+			}
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				ks, _ := k.(string)
+				if seen[strings.ToLower(ks)] {
+					return fmt.Errorf("key %q twice in one object (a merge or an edit left it: the first would be ignored)", ks)
+				}
+				seen[strings.ToLower(ks)] = true
+				if err := value(); err != nil {
+					return err
+				}
+			}
+		default:
+			return nil
+		}
+		_, err = dec.Token() // the closing ] or }
+		return err
+	}
+	return value()
 }
 
 // JSON encodes t, indented, one row a line.

@@ -453,3 +453,22 @@ func TestReadsBenchJSON(t *testing.T) {
 		t.Errorf("tune reads bench schema %d, bench writes %d: update benchReport", benchSchema, bench.SchemaVersion)
 	}
 }
+
+// TestMergeMachines: each machine field lists every value once, also where
+// an input (a seed table built from several machines) is joined already
+// (it was appended whole: "A / A / B").
+func TestMergeMachines(t *testing.T) {
+	for _, tt := range []struct {
+		in   []Machine
+		want Machine
+	}{
+		{[]Machine{{Backend: "cuda", GPU: "A", Count: 2}, {Backend: "cuda", GPU: "A", Count: 4}}, Machine{Backend: "cuda", GPU: "A", Count: 4}},
+		{[]Machine{{GPU: "A"}, {GPU: "B", NCCL: "2.28.9"}}, Machine{GPU: "A / B", NCCL: "2.28.9"}},
+		{[]Machine{{GPU: "A"}, {GPU: "A / B"}}, Machine{GPU: "A / B"}},
+		{[]Machine{{GPU: "A / B"}, {GPU: "B / A"}, {GPU: "C"}}, Machine{GPU: "A / B / C"}},
+	} {
+		if got := mergeMachines(tt.in); got != tt.want {
+			t.Errorf("mergeMachines(%+v) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
