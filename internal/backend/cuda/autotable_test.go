@@ -30,6 +30,21 @@ func TestBuiltinTableGenerated(t *testing.T) {
 	}
 }
 
+// TestBuiltinTablePaths: every path the built-in table names is one auto
+// can start from (a report of another backend in results/auto, say the
+// cpu's direct, would otherwise reach the table: auto has no fallback order
+// for it).
+func TestBuiltinTablePaths(t *testing.T) {
+	for _, a := range builtinTable.Algos() {
+		if _, ok := autoFallback[a]; !ok {
+			t.Errorf("the built-in table names %q, which auto cannot start from (%v): results/auto holds a report of another backend?", a, autoStarts())
+		}
+	}
+	if builtinTable.Machine.Backend != "cuda" {
+		t.Errorf("the built-in table was measured on the %q backend", builtinTable.Machine.Backend)
+	}
+}
+
 // TestAutoMeetsMeasurements: at every size, placement and rank count the
 // committed `symmem tune` reports in results/auto measured, the path auto
 // starts from (the built-in table; its graph rows for replays measured
