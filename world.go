@@ -79,12 +79,16 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
 	w := &World{env: env, opts: opts, store: store, cleanup: cleanup}
+	// Init failed past this point: the peers may have given up or never
+	// come, so cleanup's exit barrier waits 1 s for them, not 30 s.
 	if w.fdx, err = rendezvous.NewFDExchange(env); err != nil {
+		store.Failed()
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
 	if w.be, w.why, w.auto, w.machine, err = newBackend(opts.Backend, env, opts); err != nil {
 		w.fdx.Close()
+		store.Failed()
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
@@ -98,6 +102,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		w.opts.StagingBytes = -1
 	}
 	if w.pool, err = pool.New(w.be.Provider(), opts.Pool); err != nil {
+		store.Failed()
 		w.release()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
@@ -106,6 +111,7 @@ func Init(ctx context.Context, opts Options) (*World, error) {
 		all[i] = i
 	}
 	if _, err := w.newGroup(bctx, "world", all, false); err != nil {
+		store.Failed()
 		w.release()
 		return nil, fmt.Errorf("symmem: Init (%s backend, rank %d of %d): %w", w.be.Name(), env.Rank, env.WorldSize, err)
 	}

@@ -2,8 +2,11 @@ package rendezvous
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -52,7 +55,15 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 	var srv *Server
 	if !hosted && e.Rank == 0 {
 		s, err := NewServer(addr, e.Token)
-		if err != nil {
+		var dnsErr *net.DNSError
+		switch {
+		case errors.Is(err, syscall.EADDRINUSE):
+			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store on port %d (MASTER_PORT+1 unless %s is set), which is in use: another job or program holds it (two jobs on one machine need MASTER_PORTs at least 2 apart); choose a free one with %s: %w",
+				e.StorePort, VarStorePort, VarStorePort, err)
+		case errors.Is(err, syscall.EADDRNOTAVAIL) || errors.As(err, &dnsErr):
+			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store at %s=%s, which is not an address of this machine: set %s to a name or address of rank 0's host, the same on every rank: %w",
+				VarMasterAddr, e.MasterAddr, VarMasterAddr, err)
+		case err != nil:
 			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store on port %d (MASTER_PORT+1 unless %s is set; choose a free one with %s): %w",
 				e.StorePort, VarStorePort, VarStorePort, err)
 		}
@@ -60,6 +71,21 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 		addr = s.Addr()
 	}
 	c, err := Dial(ctx, addr, e.Token)
+	if errors.Is(err, ErrTokenRefused) {
+		// The store is there but not this job's: another job's store on
+		// the same port, or ranks that disagree on the token.
+		var hint string
+		switch {
+		case hosted:
+			hint = fmt.Sprintf("%s names another job's store, or %s differs from the launcher's: start every rank from one launcher", VarStore, VarToken)
+		case e.TokenFrom == VarRunID:
+			hint = fmt.Sprintf("another job's store holds the port (give each job its own MASTER_PORT, at least 2 apart, or %s), or the ranks differ in %s, %s or %s (the token derives from them)",
+				VarStorePort, VarRunID, VarMasterAddr, VarMasterPort)
+		default:
+			hint = fmt.Sprintf("another job's store holds the port (give each job its own MASTER_PORT, at least 2 apart, or %s), or the ranks differ in %s", VarStorePort, VarToken)
+		}
+		err = fmt.Errorf("%w: the store at %s is not this job's: %s", ErrTokenRefused, addr, hint)
+	}
 	if err != nil {
 		if srv != nil {
 			srv.Close()

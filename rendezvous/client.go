@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/errs"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -89,6 +90,12 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 			if errors.Is(err, ErrTokenRefused) {
 				return nil, err
 			}
+			// A reply that is no store's frame: another program holds
+			// the port, and no retry turns it into the store.
+			if errors.Is(err, ErrMalformed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !isNetErr(err) || errors.Is(err, errForeign) {
+				return nil, fmt.Errorf("%w: %s answers, but it is not a symmem store (another program holds that port; check MASTER_ADDR, %s or %s): %w",
+					ErrUnreachable, c.addr, VarStore, VarStorePort, err)
+			}
 		}
 		last = err
 		t := time.NewTimer(backoff)
@@ -119,7 +126,15 @@ func (c *Client) hello(ctx context.Context, conn net.Conn) error {
 	case respRefused:
 		return refusedError{c.addr}
 	}
-	return fmt.Errorf("rendezvous: unexpected handshake reply %d from %s", resp.op, c.addr)
+	return fmt.Errorf("%w: unexpected handshake reply %d from %s", errForeign, resp.op, c.addr)
+}
+
+// errForeign marks a handshake reply that no store sends.
+var errForeign = errors.New("rendezvous: not a store's reply")
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // bindCtx makes conn's I/O fail when ctx ends; call the result when done.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Env is one rank's view of the job, read from the torchrun-compatible
@@ -212,6 +213,10 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 // IP address alone: a port in it (a common slip) would have every rank meet
 // at "[host:port]:port+1".
 func checkHost(host string) error {
+	// No name or address holds these: a space, a comma-separated list.
+	if strings.ContainsFunc(host, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' || r == '/' }) {
+		return errors.New("is not a host name or IP address (one name or address of rank 0's host, no spaces or lists)")
+	}
 	if !strings.Contains(host, ":") {
 		if strings.ContainsAny(host, "[]") {
 			return errors.New("is not a host name or IP address")
@@ -240,6 +245,8 @@ func splitStoreAddr(addr string) (host string, port int, err error) {
 		if _, err := netip.ParseAddr(host); err != nil {
 			return "", 0, fmt.Errorf("has host %q, not a host name or IP address", host)
 		}
+	} else if checkHost(host) != nil {
+		return "", 0, fmt.Errorf("has host %q, not a host name or IP address", host)
 	}
 	port, err = strconv.Atoi(ps)
 	if err != nil || port < 1 || port > 65535 {

@@ -94,12 +94,18 @@ func TestEnvFrom(t *testing.T) {
 		{"store port zero", with("SYMMEM_STORE", "127.0.0.1:0"), []string{`SYMMEM_STORE="127.0.0.1:0" has port "0"`}},
 		{"store colon", with("SYMMEM_STORE", ":"), []string{`SYMMEM_STORE=":" has port ""`}},
 		{"store without host", with("SYMMEM_STORE", ":29600"), []string{`SYMMEM_STORE=":29600" has no host`}},
+		{"store host with space", with("SYMMEM_STORE", "my host:29600"), []string{`SYMMEM_STORE="my host:29600" has host "my host", not a host name or IP address`}},
 		// A port in MASTER_ADDR made the store "[127.0.0.1:29500]:29501".
 		{"master with port", with("MASTER_ADDR", "127.0.0.1:29500"), []string{`MASTER_ADDR="127.0.0.1:29500" has a port (29500): set MASTER_ADDR=127.0.0.1,`, "MASTER_PORT"}},
 		{"master ipv6 with port", with("MASTER_ADDR", "[::1]:29500"), []string{`MASTER_ADDR="[::1]:29500" has a port (29500): set MASTER_ADDR=::1,`}},
 		{"master with port, store hosted", with("MASTER_ADDR", "127.0.0.1:29500", "SYMMEM_STORE_HOSTED", "1"), []string{`MASTER_ADDR="127.0.0.1:29500" has a port`}},
 		{"master bracketed", with("MASTER_ADDR", "[::1]"), []string{`MASTER_ADDR="[::1]" is not a host name or IP address (write IPv6 without brackets`}},
 		{"master not an address", with("MASTER_ADDR", "::1:29500"), []string{`MASTER_ADDR="::1:29500" is not a host name or IP address`}},
+		// Rank 0 failed to host the store ("choose a free port") and every
+		// other rank retried the lookup until its timeout.
+		{"master with space", with("MASTER_ADDR", "node 0"), []string{`MASTER_ADDR="node 0" is not a host name or IP address`}},
+		{"master with tab", with("MASTER_ADDR", "node\t0"), []string{`MASTER_ADDR="node\t0" is not a host name or IP address`}},
+		{"two master addrs", with("MASTER_ADDR", "10.0.0.1,10.0.0.2"), []string{`MASTER_ADDR="10.0.0.1,10.0.0.2" is not a host name or IP address`}},
 		{"bad job id", with("SYMMEM_JOB_ID", "a/b"), []string{"SYMMEM_JOB_ID"}},
 		{"bad share device", with("SYMMEM_SHARE_DEVICE", "maybe"), []string{`SYMMEM_SHARE_DEVICE="maybe": want 1`}},
 		{"bad host", with("SYMMEM_HOST", "a|b"), []string{`SYMMEM_HOST="a|b" may not contain '|'`}},
