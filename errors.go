@@ -53,8 +53,8 @@ var (
 	// World.Free returned it to the pool.
 	ErrFreed = errors.New("symmem: buffer was freed")
 	// ErrNoMemory: the memory asked for does not fit in what is left
-	// (host memory on the CPU backend, free device memory on the GPU); the
-	// error names the size and the limit.
+	// (host memory on the CPU backend, free device memory on the GPU, or the
+	// pool's cap, Options.Pool.Cap); the error names the size and the limit.
 	ErrNoMemory = pool.ErrNoMemory
 )
 

@@ -115,7 +115,8 @@ int symmem_abi_version(void);
  * every wait, 0 for the default (60 s), at most 9223372036854 (INT64_MAX ns).
  * symmem_init reads the job environment (RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID:
- * `symmem launch`; or torchrun's variables).
+ * `symmem launch`; or torchrun's variables) as it is at the call (setenv
+ * after the process started counts).
  * symmem_init_explicit takes the same description as arguments; rank 0
  * hosts symmem's store on master_port+1 (master_port stays free for torch). */
 int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);

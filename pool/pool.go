@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/wait"
 )
 
@@ -99,7 +100,7 @@ func New(p Provider, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("pool: New: provider granularity %d is not a positive power of two", g)
 	}
 	if opts.MinSegment < 0 || opts.Cap < 0 || opts.Timeout < 0 {
-		return nil, fmt.Errorf("pool: New: negative option (MinSegment %d, Cap %d, Timeout %v); use 0 for the default", opts.MinSegment, opts.Cap, opts.Timeout)
+		return nil, fmt.Errorf("pool: New: negative option (MinSegment %d, Cap %d, Timeout %v); use 0 for the default: %w", opts.MinSegment, opts.Cap, opts.Timeout, errs.Invalid)
 	}
 	if opts.MinSegment == 0 {
 		opts.MinSegment = DefaultMinSegment

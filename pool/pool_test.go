@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 type badGranProvider struct{ fakeProvider }
@@ -31,6 +33,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			_, err := New(tc.prov, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want error containing %q", err, tc.want)
+			}
+			// A user's option (Options.Pool) is a bad argument: Init and
+			// the C ABI say ErrInvalid (it wrapped nothing: INTERNAL).
+			if tc.want == "negative" && !errors.Is(err, errs.Invalid) {
+				t.Fatalf("New: %v does not wrap errs.Invalid", err)
 			}
 		})
 	}

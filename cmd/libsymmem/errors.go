@@ -46,7 +46,7 @@ var classes = []struct {
 	// Memory that does not fit, apart from bad arguments: the caller can
 	// free some or ask for less. The pool's cap is the same condition.
 	{statusNoMemory, []error{symmem.ErrNoMemory, pool.ErrCapExceeded}},
-	{statusInvalid, []error{symmem.ErrInvalid, symmem.ErrFreed, rendezvous.ErrBadEnv, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
+	{statusInvalid, []error{symmem.ErrInvalid, symmem.ErrFreed, rendezvous.ErrBadEnv, rendezvous.ErrTokenRefused, pool.ErrInvalidSize, pool.ErrInvalidAlignment,
 		pool.ErrNotAllocated, pool.ErrDoubleFree, pool.ErrScopeOrder}},
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // TestFreedStatus: a collective on freed pool memory (symmem.ErrFreed) is
@@ -29,6 +30,19 @@ func TestNoMemoryStatus(t *testing.T) {
 	} {
 		if got := code(err); got != statusNoMemory {
 			t.Errorf("code(%v) = %d, want SYMMEM_ERR_NO_MEMORY (%d)", err, got, statusNoMemory)
+		}
+	}
+}
+
+// TestStartupStatus: a store of another job (ErrTokenRefused) is a wrong
+// environment, as a bad one is: SYMMEM_ERR_INVALID (it was INTERNAL).
+func TestStartupStatus(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("symmem: Init: rendezvous: the store at 127.0.0.1:29501 is not this job's: %w", rendezvous.ErrTokenRefused),
+		fmt.Errorf("symmem: Init: %w: MASTER_ADDR %q", rendezvous.ErrBadEnv, "a b"),
+	} {
+		if got := code(err); got != statusInvalid {
+			t.Errorf("code(%v) = %d, want SYMMEM_ERR_INVALID (%d)", err, got, statusInvalid)
 		}
 	}
 }

@@ -60,7 +60,10 @@ def _job_env(explicit):
     environment itself (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID, as `symmem launch`
     sets them). Otherwise every argument not given is read from the
-    environment variable of the same meaning, and the full set is returned."""
+    environment variable of the same meaning (under torchrun, with no
+    SYMMEM_TOKEN, the token is derived from TORCHELASTIC_RUN_ID, the master
+    address and port, and a missing job id from the token, as the library
+    derives them), and the full set is returned."""
     if all(v is None for v in explicit.values()):
         return None
     out = dict(explicit)
@@ -137,7 +140,13 @@ def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=N
     backend: "auto" (the GPU when usable), "cpu" or "cuda". timeout: seconds
     every wait may take (default 60). checked: every collective first
     verifies that all ranks passed the same arguments (MismatchError
-    otherwise). A second call returns the world already open."""
+    otherwise). A second call returns the world already open.
+
+    The job description comes from the environment (`symmem launch`,
+    torchrun), read as it is at the call; rank, world_size, local_rank,
+    local_world_size, master_addr, master_port, token and job_id, where
+    given, take the place of their variables (rank 0 then hosts symmem's
+    store on master_port + 1)."""
     global _world, _default_group
     with _world_lock:
         if _world is not None and _world.handle:
