@@ -34,7 +34,10 @@ type FDExchange struct {
 
 	mu      sync.Mutex
 	box     map[mailKey][][]int
-	dropped map[mailKey]bool // Discard: what arrives under these is closed, not filed
+	dropped map[mailKey]bool  // Discard: what arrives under these is closed, not filed
+	started map[int]bool      // ranks known to have created their exchange (Started, a message from them, a dial that connected)
+	failed  map[mailKey]error // what arrived under these could not be taken (out of descriptors): Recv returns it
+	spare   int               // a descriptor acceptLoop gives up to accept a sender when the process has none left (-1: none)
 	changed chan struct{}
 	conns   map[*net.UnixConn]struct{}
 	closed  bool
@@ -73,6 +76,9 @@ func NewFDExchange(e Env) (*FDExchange, error) {
 		env: e, ln: ln, uid: os.Getuid(),
 		box:     map[mailKey][][]int{},
 		dropped: map[mailKey]bool{},
+		started: map[int]bool{},
+		failed:  map[mailKey]error{},
+		spare:   openSpare(),
 		changed: make(chan struct{}),
 		conns:   map[*net.UnixConn]struct{}{},
 		done:    make(chan struct{}),
@@ -98,6 +104,10 @@ func (x *FDExchange) Close() {
 	}
 	x.mu.Unlock()
 	x.wg.Wait()
+	if x.spare >= 0 {
+		unix.Close(x.spare)
+		x.spare = -1
+	}
 	x.mu.Lock()
 	for k, q := range x.box {
 		for _, fds := range q {
@@ -114,15 +124,38 @@ func closeFDs(fds []int) {
 	}
 }
 
+// openSpare opens the descriptor acceptLoop keeps in reserve (-1 if it
+// cannot).
+func openSpare() int {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
 func (x *FDExchange) acceptLoop() {
 	defer x.wg.Done()
 	for {
+		if x.spare < 0 {
+			x.spare = openSpare()
+		}
 		c, err := x.ln.AcceptUnix()
 		if err != nil {
 			select {
 			case <-x.done:
 				return
 			default:
+			}
+			// Out of descriptors: give up the spare to accept the sender,
+			// so that it hears why (receive: the descriptors do not fit
+			// either) instead of waiting for an answer until its timeout.
+			if (errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)) && x.spare >= 0 {
+				unix.Close(x.spare)
+				x.spare = -1
+				c, err = x.ln.AcceptUnix()
+			}
+			if err != nil {
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
@@ -169,7 +202,7 @@ func peerUID(c *net.UnixConn) (int, error) {
 // receive handles one sender: read message + rights, check, file, reply.
 func (x *FDExchange) receive(c *net.UnixConn) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fds, m, err := readFDMsg(c)
+	fds, m, trunc, err := readFDMsg(c)
 	reply := func(op byte, text string) {
 		r := msg{op: op}
 		if text != "" {
@@ -194,6 +227,24 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 		return
 	}
 	from, n := int(m.num>>32), int(uint32(m.num))
+	if trunc && from >= 0 && from < x.env.WorldSize {
+		// The kernel installs the descriptors it can and drops the rest
+		// (MSG_CTRUNC): this process has no free slot for them.
+		closeFDs(fds)
+		var lim unix.Rlimit
+		unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+		err := fmt.Errorf("rank %d's process is out of file descriptors: it could take %d of the %d descriptors rank %d sent (RLIMIT_NOFILE %d): raise its limit (ulimit -n) or hold fewer segments: %w",
+			x.env.Rank, len(fds), n, from, lim.Cur, unix.EMFILE)
+		x.mu.Lock()
+		if k := (mailKey{from, m.keys[0]}); !x.closed && !x.dropped[k] {
+			x.failed[k] = err
+			close(x.changed)
+			x.changed = make(chan struct{})
+		}
+		x.mu.Unlock()
+		reply(respError, err.Error())
+		return
+	}
 	if from < 0 || from >= x.env.WorldSize || n != len(fds) {
 		closeFDs(fds)
 		reply(respError, fmt.Sprintf("bad header: from rank %d (world size %d), %d descriptors announced, %d received",
@@ -203,6 +254,7 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 	k := mailKey{from, m.keys[0]}
 	x.mu.Lock()
 	closed := x.closed
+	x.started[from] = true // it sends from an exchange of its own, so it listened
 	x.mu.Unlock()
 	if closed {
 		closeFDs(fds)
@@ -225,13 +277,13 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 	x.mu.Unlock()
 }
 
-// readFDMsg reads one framed message and the descriptors attached to it. The
-// returned fds are valid even when err is not nil (the caller closes them).
-func readFDMsg(c *net.UnixConn) ([]int, msg, error) {
+// readFDMsg reads one framed message and the descriptors attached to it;
+// trunc: the kernel dropped some of them (MSG_CTRUNC). The returned fds are
+// valid even when err is not nil (the caller closes them).
+func readFDMsg(c *net.UnixConn) (fds []int, m msg, trunc bool, err error) {
 	buf := make([]byte, helloLimit)
 	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
-	var fds []int
 	if oobn > 0 {
 		scms, perr := unix.ParseSocketControlMessage(oob[:oobn])
 		if perr == nil {
@@ -243,13 +295,16 @@ func readFDMsg(c *net.UnixConn) ([]int, msg, error) {
 		}
 	}
 	if err != nil {
-		return fds, msg{}, fmt.Errorf("read: %w", err)
+		return fds, msg{}, false, fmt.Errorf("read: %w", err)
 	}
-	if flags&unix.MSG_CTRUNC != 0 {
-		return fds, msg{}, errors.New("control message truncated: too many descriptors")
+	// The buffer holds MaxFDs, the most a sender can attach: a truncation
+	// is the kernel's, out of slots in this process (receive says so).
+	m, err = readMsg(io.MultiReader(bytes.NewReader(buf[:n]), c), helloLimit)
+	trunc = flags&unix.MSG_CTRUNC != 0
+	if trunc && err == nil && (m.op != opFDs || len(m.keys) != 1) {
+		err = errors.New("control message truncated")
 	}
-	m, err := readMsg(io.MultiReader(bytes.NewReader(buf[:n]), c), helloLimit)
-	return fds, m, err
+	return fds, m, trunc, err
 }
 
 // Send passes fds to toRank under tag. The caller keeps its own descriptors
@@ -271,7 +326,7 @@ func (x *FDExchange) Send(ctx context.Context, toRank int, tag string, fds []int
 	defer cancel()
 	name := SocketName(x.env.JobID, toRank)
 	what := fmt.Sprintf("rendezvous: fd exchange: send %q to rank %d (%s)", tag, toRank, name)
-	c, err := dialUnix(ctx, name)
+	c, err := x.dial(ctx, toRank, name)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -302,21 +357,66 @@ func (x *FDExchange) Send(ctx context.Context, toRank int, tag string, fds []int
 	return fmt.Errorf("%s: rank %d says: %s", what, toRank, text)
 }
 
-func dialUnix(ctx context.Context, name string) (*net.UnixConn, error) {
+// Started tells the exchange that ranks have created their exchanges
+// (the caller knows it otherwise: they posted to a group's store
+// all-gather, which every rank does after Init's NewFDExchange). A Send to
+// one of them that finds nobody listening then fails at once, saying the
+// rank closed its exchange (it gave up or exited), instead of retrying
+// until its deadline for a listener that will not come. A message from a
+// rank, or a dial to it that connected, tells the exchange the same.
+func (x *FDExchange) Started(ranks ...int) {
+	x.mu.Lock()
+	for _, r := range ranks {
+		x.started[r] = true
+	}
+	x.mu.Unlock()
+}
+
+// unreachable is Send's error when the receiver does not listen: it wraps
+// ErrUnreachable and the dial's error without printing ErrUnreachable's
+// text (which names the store).
+type unreachable struct {
+	msg string
+	err error
+}
+
+func (e *unreachable) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *unreachable) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
+// dial connects to toRank's listener at name, retrying while it is not
+// listening yet (until ctx ends), but not once it is known to have listened
+// (Started): then nobody listening means it closed its exchange.
+func (x *FDExchange) dial(ctx context.Context, toRank int, name string) (*net.UnixConn, error) {
 	start := time.Now()
 	backoff := 5 * time.Millisecond
 	var d net.Dialer
 	for attempt := 1; ; attempt++ {
 		c, err := d.DialContext(ctx, "unix", name)
+		x.mu.Lock()
+		if err == nil {
+			x.started[toRank] = true
+		}
+		started := x.started[toRank]
+		x.mu.Unlock()
 		if err == nil {
 			return c.(*net.UnixConn), nil
+		}
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+			var lim unix.Rlimit
+			unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+			return nil, fmt.Errorf("this process (rank %d) is out of file descriptors (RLIMIT_NOFILE %d): raise its limit (ulimit -n) or hold fewer segments: %w",
+				x.env.Rank, lim.Cur, err)
+		}
+		if started && errors.Is(err, unix.ECONNREFUSED) {
+			return nil, &unreachable{fmt.Sprintf("rank %d closed its fd exchange (it had created it; nobody listens now): it gave up (a call of its own timed out or failed: see its error) or exited, and takes no more descriptors; if it timed out waiting for this rank, this rank came too late: start every rank within the timeout of the others, or raise the timeout (Options.Timeout)",
+				toRank), err}
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: peer not listening after %d attempts in %v (has it called NewFDExchange?): %w",
-				ErrUnreachable, attempt, time.Since(start).Round(time.Millisecond), err)
+			return nil, &unreachable{fmt.Sprintf("rank %d is not listening (%d attempts in %v): it has not created its fd exchange yet (symmem.Init, NewFDExchange: is it running, and started within the timeout?), or it closed it already (it gave up: a call of its own timed out or failed, see its error; or it exited)",
+				toRank, attempt, time.Since(start).Round(time.Millisecond)), err}
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 200*time.Millisecond)
@@ -337,6 +437,7 @@ func (x *FDExchange) Discard(tag string, fromRanks []int) {
 			closeFDs(fds)
 		}
 		delete(x.box, k)
+		delete(x.failed, k)
 	}
 }
 
@@ -357,6 +458,11 @@ func (x *FDExchange) Recv(ctx context.Context, fromRank int, tag string) ([]int,
 		if x.closed {
 			x.mu.Unlock()
 			return nil, fmt.Errorf("rendezvous: fd exchange: receive %q from rank %d: %w", tag, fromRank, ErrClosed)
+		}
+		if err := x.failed[k]; err != nil {
+			delete(x.failed, k)
+			x.mu.Unlock()
+			return nil, fmt.Errorf("rendezvous: fd exchange: receive %q from rank %d: %w", tag, fromRank, err)
 		}
 		if q := x.box[k]; len(q) > 0 {
 			fds := q[0]

@@ -75,6 +75,19 @@ func runRole(role string) error {
 		}
 		os.Exit(0)
 	}
+	if role == "swap-gave-up" { // creates its fd exchange, gives up (closes it) and lives on
+		x, err := rendezvous.NewFDExchange(rendezvous.Env{Rank: envInt("SYMMEM_MT_RANK"), WorldSize: envInt("SYMMEM_MT_N"),
+			Token: os.Getenv("SYMMEM_MT_TOKEN"), JobID: os.Getenv("SYMMEM_MT_JOB")})
+		if err != nil {
+			return err
+		}
+		x.Close()
+		if err := os.WriteFile(os.Getenv("SYMMEM_MT_MARK"), nil, 0o600); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
 	a, done, err := join(ctx, os.Getenv("SYMMEM_MT_TOKEN"), os.Getenv("SYMMEM_MT_JOB"), envInt("SYMMEM_MT_RANK"), envInt("SYMMEM_MT_N"), 30*time.Second)
 	if err != nil {
 		return err

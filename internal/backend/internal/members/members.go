@@ -189,9 +189,16 @@ func StateError(rank int, state uint64) error {
 }
 
 // Swap sends fd to every other member under tag and calls recv with each
-// member's fd (indexed by group rank), bounded by the group timeout.
+// member's fd (indexed by group rank), bounded by the group timeout. The
+// members posted to the group's store all-gather before (its setup), after
+// Init had created their fd exchanges: a member that does not listen now
+// closed its exchange (it gave up or exited), and the send to it fails at
+// once saying so (FDExchange.Started) instead of at the timeout.
 func Swap(ctx context.Context, fdx *rendezvous.FDExchange, prefix, tag string, ranks []int, me int, timeout time.Duration, fd int, recv func(r, fd int) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if fdx != nil { // nil for a group of one (nothing to swap)
+		fdx.Started(ranks...)
+	}
 	return fdx.Swap(ctx, prefix+"/"+tag, ranks, me, fd, recv)
 }
