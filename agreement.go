@@ -64,8 +64,9 @@ func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) er
 	return nil
 }
 
-// agree compares an empty call's record (no data moves, so no signals carry
-// it) where the backend can do so in-band.
+// agree compares a call's record in-band where the backend can: an empty
+// call's (no data moves, so no signals carry it), and in checked mode every
+// call's before its store exchange (a peer at a scope end is met here).
 func (g *Group) agree(ctx context.Context, c call, rec pool.Record) error {
 	a := g.bg.Agreer()
 	if a == nil || g.Size() == 1 {

@@ -270,10 +270,12 @@ func (w *World) agree(ctx context.Context, what, mine string) error {
 		switch {
 		case d != nil && d.AllKind != pool.RecWorld:
 			return fmt.Errorf("symmem: %s: %s: %w", what, agree.Disagreement(d, wg.ranks), ErrMismatch)
-		case d == nil && err != nil:
+		case d == nil && err != nil && !errors.Is(err, ErrBroken):
 			return fmt.Errorf("symmem: %s: %w", what, err)
 		}
 		// Alike, or every rank at a world call: the store names the values.
+		// A world group broken by an earlier failure (its agreement fails
+		// every call) still lets world calls meet there, as before.
 	}
 	all, err := wg.bg.AllGather(ctx, []byte(mine))
 	if err != nil {

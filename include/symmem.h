@@ -116,13 +116,19 @@ int symmem_abi_version(void);
  * symmem_init reads the job environment (RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID:
  * `symmem launch`; or torchrun's variables) as it is at the call (setenv
- * after the process started counts).
+ * after the process started counts); no other thread may change the
+ * environment meanwhile (see symmem_sync_env).
  * symmem_init_explicit takes the same description as arguments; rank 0
  * hosts symmem's store on master_port+1 (master_port stays free for torch). */
 int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
 int symmem_init_explicit(int rank, int world_size, int local_rank, int local_world_size,
                          const char* master_addr, int master_port, const char* token, const char* job_id,
                          const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
+/* Copies the process's environment for the next symmem_init*, which then
+ * does not read it itself: for callers whose other threads may change the
+ * environment, called holding the lock that orders those changes (Python:
+ * under the GIL, which ctypes releases during symmem_init). */
+void symmem_sync_env(void);
 int symmem_world_close(symmem_world_t world);
 int symmem_world_rank(symmem_world_t world);
 int symmem_world_size(symmem_world_t world);

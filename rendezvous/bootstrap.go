@@ -60,7 +60,7 @@ func Bootstrap(ctx context.Context, e Env) (*Client, func() error, error) {
 		case errors.Is(err, syscall.EADDRINUSE):
 			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store on port %d (MASTER_PORT+1 unless %s is set), which is in use: another job or program holds it (two jobs on one machine need MASTER_PORTs at least 2 apart); choose a free one with %s: %w",
 				e.StorePort, VarStorePort, VarStorePort, err)
-		case errors.Is(err, syscall.EADDRNOTAVAIL) || errors.As(err, &dnsErr):
+		case errors.Is(err, syscall.EADDRNOTAVAIL) || errors.As(err, &dnsErr) && dnsErr.IsNotFound: // a resolver failure keeps its own text
 			return nil, nil, fmt.Errorf("rendezvous: rank 0 hosts symmem's store at %s=%s, which is not an address of this machine: set %s to a name or address of rank 0's host, the same on every rank: %w",
 				VarMasterAddr, e.MasterAddr, VarMasterAddr, err)
 		case err != nil:

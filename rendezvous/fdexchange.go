@@ -37,7 +37,7 @@ type FDExchange struct {
 	dropped map[mailKey]bool  // Discard: what arrives under these is closed, not filed
 	started map[int]bool      // ranks known to have created their exchange (Started, a message from them, a dial that connected)
 	failed  map[mailKey]error // what arrived under these could not be taken (out of descriptors): Recv returns it
-	spare   int               // a descriptor acceptLoop gives up to accept a sender when the process has none left (-1: none)
+	spare   int               // acceptLoop's own (not under mu): a descriptor it gives up to accept a sender when the process has none left (-1: none)
 	changed chan struct{}
 	conns   map[*net.UnixConn]struct{}
 	closed  bool
@@ -122,6 +122,16 @@ func closeFDs(fds []int) {
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
+}
+
+// fdAdvice is what a rank out of file descriptors can do.
+const fdAdvice = "raise its limit (ulimit -n) or hold fewer segments"
+
+// fdLimit is this process's RLIMIT_NOFILE (0 if unknown).
+func fdLimit() uint64 {
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	return lim.Cur
 }
 
 // openSpare opens the descriptor acceptLoop keeps in reserve (-1 if it
@@ -231,10 +241,8 @@ func (x *FDExchange) receive(c *net.UnixConn) {
 		// The kernel installs the descriptors it can and drops the rest
 		// (MSG_CTRUNC): this process has no free slot for them.
 		closeFDs(fds)
-		var lim unix.Rlimit
-		unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
-		err := fmt.Errorf("rank %d's process is out of file descriptors: it could take %d of the %d descriptors rank %d sent (RLIMIT_NOFILE %d): raise its limit (ulimit -n) or hold fewer segments: %w",
-			x.env.Rank, len(fds), n, from, lim.Cur, unix.EMFILE)
+		err := fmt.Errorf("rank %d's process is out of file descriptors: it could take %d of the %d descriptors rank %d sent (RLIMIT_NOFILE %d): %s: %w",
+			x.env.Rank, len(fds), n, from, fdLimit(), fdAdvice, unix.EMFILE)
 		x.mu.Lock()
 		if k := (mailKey{from, m.keys[0]}); !x.closed && !x.dropped[k] {
 			x.failed[k] = err
@@ -402,10 +410,8 @@ func (x *FDExchange) dial(ctx context.Context, toRank int, name string) (*net.Un
 			return c.(*net.UnixConn), nil
 		}
 		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
-			var lim unix.Rlimit
-			unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
-			return nil, fmt.Errorf("this process (rank %d) is out of file descriptors (RLIMIT_NOFILE %d): raise its limit (ulimit -n) or hold fewer segments: %w",
-				x.env.Rank, lim.Cur, err)
+			return nil, fmt.Errorf("this process (rank %d) is out of file descriptors (RLIMIT_NOFILE %d): %s: %w",
+				x.env.Rank, fdLimit(), fdAdvice, err)
 		}
 		if started && errors.Is(err, unix.ECONNREFUSED) {
 			return nil, &unreachable{fmt.Sprintf("rank %d closed its fd exchange (it had created it; nobody listens now): it gave up (a call of its own timed out or failed: see its error) or exited, and takes no more descriptors; if it timed out waiting for this rank, this rank came too late: start every rank within the timeout of the others, or raise the timeout (Options.Timeout)",

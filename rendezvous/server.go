@@ -31,7 +31,7 @@ const (
 // handshake is a connection still owing its hello.
 type handshake struct {
 	c     net.Conn
-	since time.Time
+	since time.Time // when its reader started waiting for the hello (zero: not yet)
 }
 
 // Server is the key-value store. It serves until Close.
@@ -154,18 +154,25 @@ func (s *Server) admit(c net.Conn) bool {
 			return false
 		default:
 		}
-		if len(s.pending) == maxHandshakes && time.Since(s.pending[0].since) >= handshakeGrace {
-			s.pending[0].c.Close() // its serve goroutine ends and forgets it
-			s.pending = slices.Delete(s.pending, 0, 1)
+		if len(s.pending) == maxHandshakes {
+			// The oldest idler: one whose reader has waited past the grace
+			// for a hello (a connection whose goroutine has not started
+			// reading yet is never taken for idle).
+			if i := slices.IndexFunc(s.pending, func(h handshake) bool {
+				return !h.since.IsZero() && time.Since(h.since) >= handshakeGrace
+			}); i >= 0 {
+				s.pending[i].c.Close() // its serve goroutine ends and forgets it
+				s.pending = slices.Delete(s.pending, i, i+1)
+			}
 		}
 		if len(s.pending) < maxHandshakes {
-			s.pending = append(s.pending, handshake{c, time.Now()})
+			s.pending = append(s.pending, handshake{c: c})
 			s.conns[c] = struct{}{}
 			s.mu.Unlock()
 			return true
 		}
 		// Queue, not refuse, while the oldest is young: in a startup burst of ranks all are.
-		wait := time.NewTimer(handshakeGrace - time.Since(s.pending[0].since))
+		wait := time.NewTimer(handshakeGrace / 5)
 		s.mu.Unlock()
 		select {
 		case <-s.hsDone:
@@ -174,6 +181,15 @@ func (s *Server) admit(c net.Conn) bool {
 		}
 		wait.Stop()
 	}
+}
+
+// reading marks c's reader as started: from now on it can idle.
+func (s *Server) reading(c net.Conn) {
+	s.mu.Lock()
+	if i := slices.IndexFunc(s.pending, func(h handshake) bool { return h.c == c }); i >= 0 {
+		s.pending[i].since = time.Now()
+	}
+	s.mu.Unlock()
 }
 
 // handshook removes c from the connections in the handshake.
@@ -196,7 +212,9 @@ func (s *Server) serve(c net.Conn) {
 		s.mu.Unlock()
 	}()
 	// Handshake: the first frame must present the token, within
-	// handshakeTimeout (sooner when evicted, see admit).
+	// handshakeTimeout; at the cap a newcomer may close this connection
+	// once it has waited handshakeGrace (admit).
+	s.reading(c)
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	hello, err := readMsg(c, helloLimit)
 	s.handshook(c)

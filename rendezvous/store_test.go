@@ -727,7 +727,7 @@ func TestHandshakeFlood(t *testing.T) {
 	if v, err := c.Get(ctx, "k"); err != nil || string(v) != "v" {
 		t.Fatalf("get: %q, %v", v, err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 5*time.Second { // the handshake timeout (10 s) is what a flood cost before
 		t.Fatalf("a real client took %v to connect and work beside the flood", d)
 	}
 	time.Sleep(50 * time.Millisecond)

@@ -8,7 +8,28 @@ import "C"
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 )
+
+// envSynced: the caller synced the environment itself (symmem_sync_env)
+// for the next symmem_init, holding whatever lock guards its environment.
+var envSynced atomic.Bool
+
+//export symmem_sync_env
+func symmem_sync_env() {
+	syncEnv()
+	envSynced.Store(true)
+}
+
+// syncEnvForInit is what a world's start does: sync, unless the caller
+// did just before (Python, under the GIL: ctypes releases it during
+// symmem_init, and another thread's os.environ write may move libc's
+// environ while it is read).
+func syncEnvForInit() {
+	if !envSynced.Swap(false) {
+		syncEnv()
+	}
+}
 
 // syncEnv makes the Go side's environment the process's environment as it
 // is now. A Go library loaded into a C or Python process takes its copy of

@@ -49,7 +49,7 @@ func start(opts symmem.Options, out *C.uint64_t) C.int {
 	if out == nil {
 		return fail(fmt.Errorf("symmem_init: world is NULL (pass the address of a symmem_world_t): %w", symmem.ErrInvalid))
 	}
-	syncEnv()
+	syncEnvForInit()
 	sw, err := symmem.Init(context.Background(), opts)
 	if err != nil {
 		return fail(err)

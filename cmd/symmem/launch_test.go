@@ -79,9 +79,15 @@ func TestLaunchSignalStopsJob(t *testing.T) {
 				}
 				pids = append(pids, pid)
 			}
+			// Only a failed test leaves them: kill them then, never pids
+			// that were seen gone (they may belong to others by now).
 			defer func() {
-				for _, pid := range pids {
-					syscall.Kill(pid, syscall.SIGKILL)
+				if t.Failed() {
+					for _, pid := range pids {
+						if running(pid) {
+							syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
 				}
 			}()
 			if len(pids) != 2 {

@@ -232,7 +232,11 @@ func TestUntilTarget(t *testing.T) {
 			if c.set != 0 {
 				go func() { time.Sleep(20 * time.Millisecond); w.set(c.set) }()
 			}
-			err := Until(context.Background(), nil, &Options{Spin: c.spin, Futex: w.addr(), Target: c.target, Sleepers: w.addr() + 4, Timeout: 50 * time.Millisecond})
+			timeout := 50 * time.Millisecond
+			if c.want == nil {
+				timeout = 5 * time.Second // a stall past 30 ms must not turn a success into a timeout
+			}
+			err := Until(context.Background(), nil, &Options{Spin: c.spin, Futex: w.addr(), Target: c.target, Sleepers: w.addr() + 4, Timeout: timeout})
 			took := time.Since(start)
 			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, c.want)

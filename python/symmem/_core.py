@@ -160,6 +160,7 @@ def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=N
         flags = 1 if checked else 0
         h = _lib.u64()
         be = backend.encode() if backend else None
+        _lib.sync_env()  # the environment as os.environ has it, read under the GIL
         if args is None:
             check(lib.symmem_init(be, ms, flags, ctypes.byref(h)))
         else:

@@ -82,6 +82,12 @@ def _find():
 
 path = _find()
 lib = ctypes.CDLL(path)
+# The same library through PyDLL, whose calls keep the GIL: for
+# symmem_sync_env, which reads the environment os.environ writes to.
+_gil = ctypes.PyDLL(path)
+_gil.symmem_sync_env.restype = None
+_gil.symmem_sync_env.argtypes = []
+sync_env = _gil.symmem_sync_env
 
 u64, i32, i64, sz = ctypes.c_uint64, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
 vp, cp = ctypes.c_void_p, ctypes.c_char_p
