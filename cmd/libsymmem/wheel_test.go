@@ -117,13 +117,13 @@ func TestWheel(t *testing.T) {
 		ABI                    int
 		Sum                    []int
 	}
-	prog := `import json, socket, symmem
+	prog := `import json, os, socket, symmem
 from symmem import _lib
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 # rank 0 hosts the store on master_port+1: the port just found free (its
 # successor, unchecked, was taken by another test in CI once)
 w = symmem.init(backend="cpu", timeout=30, rank=0, world_size=1, local_rank=0, local_world_size=1,
-                master_addr="127.0.0.1", master_port=port - 1, token="wheel-test", job_id="wheel-test")
+                master_addr="127.0.0.1", master_port=port - 1, token="wheel-test", job_id="wheel-%d" % os.getpid())
 b = symmem.empty_buffer(4, "int32"); b[:] = __import__("array").array("i", [1, 2, 3, 4])
 symmem.all_reduce(b)
 print(json.dumps(dict(file=symmem.__file__, library=_lib.path, version=symmem.__version__,

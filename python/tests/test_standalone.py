@@ -73,6 +73,11 @@ class TestJobEnv(unittest.TestCase):
                                         master_port=1, token="t", job_id="j"))
 
 
+# A job id of this process: rank 0's fd exchange listens on a name made of
+# it, machine-wide (two runs of the suite at once took the same name).
+JOB = f"standalone-{os.getpid()}"
+
+
 def free_port():
     """A free port whose successor, where rank 0 hosts symmem's store, is free
     too (a test's groups leave connections on ephemeral ports)."""
@@ -98,7 +103,7 @@ class TestExplicitInit(unittest.TestCase):
 
     def args(self, **kw):
         a = dict(rank=0, world_size=1, local_rank=0, local_world_size=1, master_addr="127.0.0.1",
-                 master_port=free_port(), token="tok", job_id="job1")
+                 master_port=free_port(), token="tok", job_id=JOB)
         a.update(kw)
         return a
 
@@ -119,7 +124,7 @@ class TestExplicitInit(unittest.TestCase):
         # a Go library read the environment of the process's start ("RANK is
         # not set").
         env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(free_port()), SYMMEM_TOKEN="tok", SYMMEM_JOB_ID="job-env")
+                   MASTER_PORT=str(free_port()), SYMMEM_TOKEN="tok", SYMMEM_JOB_ID=JOB + "-env")
         os.environ.update(env)
         w = symmem.init(backend="cpu", timeout=10)
         try:
