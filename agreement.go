@@ -66,7 +66,7 @@ func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) er
 
 // agree compares a call's record in-band where the backend can: an empty
 // call's (no data moves, so no signals carry it), and in checked mode every
-// call's before its store exchange (a peer at a scope end is met here).
+// call's (in place of the store exchange).
 func (g *Group) agree(ctx context.Context, c call, rec pool.Record) error {
 	a := g.bg.Agreer()
 	if a == nil || g.Size() == 1 {

@@ -240,11 +240,10 @@ func roleChecked(ctx context.Context) error {
 			return err
 		}
 	}
-	// The store keeps nothing of the finished exchanges (the registration
-	// and the matching checked calls above were all-gathers through it; the
-	// mismatching calls were caught in-band before the store, scope ends
-	// compare in-band only; World.Close's exchange comes next).
-	for seq := range 3 {
+	// The store keeps nothing of the finished exchange (the registration
+	// above was an all-gather through it; the checked calls and scope ends
+	// compare in-band on one host; World.Close's exchange comes next).
+	for seq := range 1 {
 		base := fmt.Sprintf("symmem/%s/shm/world#0/ag/%d/", w.env.JobID, seq)
 		for _, k := range []string{base + "0", base + "1", base + "done"} {
 			if v, err := w.store.Get(ctx, k); !errors.Is(err, rendezvous.ErrNotFound) {

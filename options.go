@@ -24,11 +24,12 @@ type Options struct {
 	// Pool configures the process's one pool (its Timeout defaults to
 	// Timeout).
 	Pool pool.Options
-	// Checked makes every collective exchange its call record (collective,
+	// Checked makes every collective compare its call record (collective,
 	// dtype, op, root, count, in-place, staged, the buffers' pool offsets)
-	// through the store first and fail with ErrMismatch naming the first
-	// rank that differs and the argument. It costs a store round trip per
-	// call. (The CPU backend always compares each call's record in-band at
+	// across the ranks before it runs and fail with ErrMismatch naming the
+	// first rank that differs and the argument: in-band where every member
+	// shares a host (about a microsecond), else through the store (a round
+	// trip per call). (The CPU backend always compares each call's record in-band at
 	// no such cost; the GPU backend compares it in its kernels and, for
 	// ranks on one host, at the call gate; there Checked also runs a
 	// handshake kernel beside copy-engine and NCCL calls, which compares
