@@ -118,8 +118,11 @@ int symmem_abi_version(void);
  * `symmem launch`; or torchrun's variables) as it is at the call (setenv
  * after the process started counts); no other thread may change the
  * environment meanwhile (see symmem_sync_env).
- * symmem_init_explicit takes the same description as arguments; rank 0
- * hosts symmem's store on master_port+1 (master_port stays free for torch). */
+ * symmem_init_explicit takes the same description as arguments (token or
+ * job_id NULL: from the environment as symmem_init takes them, SYMMEM_TOKEN
+ * or under torchrun derived from TORCHELASTIC_RUN_ID and the master address
+ * and port; SYMMEM_JOB_ID or derived from the token); rank 0 hosts symmem's
+ * store on master_port+1 (master_port stays free for torch). */
 int symmem_init(const char* backend, int64_t timeout_ms, int flags, symmem_world_t* world);
 int symmem_init_explicit(int rank, int world_size, int local_rank, int local_world_size,
                          const char* master_addr, int master_port, const char* token, const char* job_id,

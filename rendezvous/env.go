@@ -138,14 +138,14 @@ func envFrom(lookup func(string) (string, bool)) (Env, error) {
 		// Under torchrun: derive both from the run id and the master
 		// address, which every worker of the job sees alike.
 		if run := opt(VarRunID); run != "" && e.MasterAddr != "" && e.MasterPort > 0 {
-			e.Token = derive("token", run, e.MasterAddr, strconv.Itoa(e.MasterPort))
+			e.Token = DerivedToken(run, e.MasterAddr, e.MasterPort)
 			e.TokenFrom = VarRunID
 		} else {
 			probs = append(probs, VarToken+" is not set (nor "+VarRunID+", which torchrun sets)")
 		}
 	}
 	if e.JobID == "" && e.Token != "" {
-		e.JobID = derive("job", e.Token)[:16]
+		e.JobID = DerivedJobID(e.Token)
 	}
 	e.AutoTable = opt(VarAutoTable)
 	if e.Host = opt(VarHost); strings.ContainsAny(e.Host, "|/\x00 \t\n") {
@@ -283,6 +283,17 @@ func (e Env) SymmemStore() string {
 
 // derive hashes parts into 32 hex digits; the tag keeps tokens and job ids
 // from different uses apart.
+// DerivedToken is the job token a rank derives under torchrun (no
+// SYMMEM_TOKEN): from the run id, the master address and port, which every
+// worker of the job sees alike.
+func DerivedToken(run, masterAddr string, masterPort int) string {
+	return derive("token", run, masterAddr, strconv.Itoa(masterPort))
+}
+
+// DerivedJobID is the job id a rank derives from the token where
+// SYMMEM_JOB_ID is not set.
+func DerivedJobID(token string) string { return derive("job", token)[:16] }
+
 func derive(tag string, parts ...string) string {
 	h := sha256.New()
 	h.Write([]byte("symmem/v1/" + tag))

@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -82,6 +84,27 @@ func symmem_init_explicit(rank, worldSize, localRank, localWorldSize C.int, mast
 	env := rendezvous.Env{Rank: int(rank), WorldSize: int(worldSize), LocalRank: int(localRank), LocalWorldSize: int(localWorldSize),
 		MasterAddr: goString(masterAddr), MasterPort: int(masterPort), Token: goString(token), JobID: goString(jobID),
 		StorePort: int(masterPort) + 1} // as from the environment: rank 0's store is on MASTER_PORT+1
+	// NULL token or job id: from the environment, as symmem_init takes
+	// them (SYMMEM_TOKEN, or derived under torchrun; SYMMEM_JOB_ID, or
+	// derived from the token).
+	if token == nil || jobID == nil {
+		syncEnvForInit()
+		envSynced.Store(true) // start need not read it again
+	}
+	if token == nil {
+		if v := strings.TrimSpace(os.Getenv(rendezvous.VarToken)); v != "" {
+			env.Token = v
+		} else if run := strings.TrimSpace(os.Getenv(rendezvous.VarRunID)); run != "" && env.MasterAddr != "" {
+			env.Token = rendezvous.DerivedToken(run, env.MasterAddr, env.MasterPort)
+		}
+	}
+	if jobID == nil {
+		if v := strings.TrimSpace(os.Getenv(rendezvous.VarJobID)); v != "" {
+			env.JobID = v
+		} else if env.Token != "" {
+			env.JobID = rendezvous.DerivedJobID(env.Token)
+		}
+	}
 	if err := checkEnv(env); err != nil {
 		return fail(err)
 	}
@@ -113,7 +136,7 @@ func checkEnv(e rendezvous.Env) error {
 	case e.MasterPort < 1 || e.MasterPort > 65534:
 		prob = fmt.Sprintf("master_port %d is outside [1, 65534] (rank 0 hosts symmem's store on master_port+1)", e.MasterPort)
 	case e.Token == "":
-		prob = "token is empty (every rank passes the same job token)"
+		prob = "token is empty (every rank passes the same job token; NULL: SYMMEM_TOKEN, or TORCHELASTIC_RUN_ID under torchrun)"
 	case e.JobID == "":
 		prob = "job_id is empty (every rank passes the same job id)"
 	default:

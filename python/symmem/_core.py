@@ -1,7 +1,6 @@
 """Worlds, groups, scopes and pool memory."""
 
 import ctypes
-import hashlib
 import json
 import operator
 import os
@@ -60,10 +59,11 @@ def _job_env(explicit):
     environment itself (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT, SYMMEM_TOKEN, SYMMEM_JOB_ID, as `symmem launch`
     sets them). Otherwise every argument not given is read from the
-    environment variable of the same meaning (under torchrun, with no
-    SYMMEM_TOKEN, the token is derived from TORCHELASTIC_RUN_ID, the master
-    address and port, and a missing job id from the token, as the library
-    derives them), and the full set is returned."""
+    environment variable of the same meaning, and the full set is returned;
+    token and job_id stay None where their variables are not set: the
+    library then derives them as from the environment (under torchrun from
+    TORCHELASTIC_RUN_ID, the master address and port; the job id from the
+    token)."""
     if all(v is None for v in explicit.values()):
         return None
     out = dict(explicit)
@@ -71,11 +71,8 @@ def _job_env(explicit):
     for key, var in zip(explicit, _ENV_NAMES):
         if out[key] is None:
             v = os.environ.get(var)
-            if v is None and key == "token":
-                v = _torchrun_token(out)
-            if v is None and key == "job_id" and out["token"] is not None:
-                v = _derive("job", str(out["token"]))[:16]  # optional, as in the environment
-            if v is None:
+            derived = key == "job_id" or key == "token" and os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+            if v is None and not derived:
                 missing.append(f"{key} (or {var})")
             out[key] = v
     if missing:
@@ -89,29 +86,9 @@ def _job_env(explicit):
     return out
 
 
-def _derive(tag, *parts):
-    """rendezvous.derive: what the library derives a token or job id with
-    (rendezvous.TestEnvDerivedValues and test_standalone.py pin both to the
-    same values)."""
-    h = hashlib.sha256(("symmem/v1/" + tag).encode())
-    for p in parts:
-        h.update(b"\0" + p.encode())
-    return h.hexdigest()[:32]
-
-
-def _torchrun_token(out):
-    """The token the library derives under torchrun (no SYMMEM_TOKEN):
-    from TORCHELASTIC_RUN_ID, the master address and port; None elsewhere."""
-    run = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
-    if not run:
-        return None
-    addr, port = out["master_addr"], out["master_port"]  # filled in before the token
-    if not addr or port is None:
-        return None
-    try:
-        return _derive("token", run, str(addr).strip(), str(int(port)))
-    except ValueError:
-        return None
+def _cstr(v):
+    """A str argument as a C string; None as NULL (the library's choice)."""
+    return None if v is None else str(v).encode()
 
 
 def _nbytes(what, n):
@@ -166,7 +143,7 @@ def init(backend="auto", timeout=None, checked=False, *, rank=None, world_size=N
         else:
             check(lib.symmem_init_explicit(args["rank"], args["world_size"], args["local_rank"],
                                            args["local_world_size"], args["master_addr"].encode(),
-                                           args["master_port"], args["token"].encode(), args["job_id"].encode(),
+                                           args["master_port"], _cstr(args["token"]), _cstr(args["job_id"]),
                                            be, ms, flags, ctypes.byref(h)))
         _world = World(h.value)
         _default_group = _world.group

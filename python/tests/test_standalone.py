@@ -50,17 +50,18 @@ class TestJobEnv(unittest.TestCase):
         self.assertIn("token (or SYMMEM_TOKEN)", str(cm.exception))
 
     def test_torchrun_variables_give_token_and_job_id(self):
-        # Under torchrun (no SYMMEM_TOKEN, SYMMEM_JOB_ID) init() works from
-        # the environment; an explicit argument used to make the token and
-        # job id required. They are derived as the library derives them
-        # (values from rendezvous.EnvFromOS with these variables).
+        # Under torchrun (no SYMMEM_TOKEN, SYMMEM_JOB_ID) an explicit argument
+        # used to make the token and job id required. They are left to the
+        # library (None: NULL), which derives them as from the environment
+        # (rendezvous.TestEnvDerivedValues; test_torchrun_variables_with_an_
+        # explicit_argument runs it).
         env = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "node0",
                "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "run42"}
         with mock.patch.dict(os.environ, env, clear=True):
             got = _core._job_env(explicit(local_rank=1))
-            self.assertEqual((got["token"], got["job_id"]), ("09a839f67958f7a1deb668d37455afd1", "9ff85fa483f9bd80"))
+            self.assertEqual((got["token"], got["job_id"], got["rank"]), (None, None, 1))
             got = _core._job_env(explicit(token="tok"))  # SYMMEM_JOB_ID is optional: derived from the token
-            self.assertEqual((got["token"], got["job_id"]), ("tok", "3418acd9588d3801"))
+            self.assertEqual((got["token"], got["job_id"]), ("tok", None))
         with mock.patch.dict(os.environ, {k: v for k, v in env.items() if k != "TORCHELASTIC_RUN_ID"}, clear=True):
             with self.assertRaises(symmem.InvalidArgumentError) as cm:
                 _core._job_env(explicit(local_rank=1))
@@ -171,10 +172,18 @@ class TestExplicitInit(unittest.TestCase):
                    MASTER_PORT=str(free_port()), TORCHELASTIC_RUN_ID="run-standalone")
         with mock.patch.dict(os.environ, env):
             w = symmem.init(backend="cpu", timeout=10, local_rank=0)
-        try:
-            self.assertEqual((w.rank, w.size), (0, 1))
-        finally:
-            w.close()
+            try:
+                self.assertEqual((w.rank, w.size), (0, 1))
+                job = w.doctor()["job_id"]
+            finally:
+                w.close()
+            # The job the library derives from the environment alone: every
+            # rank of the job meets under it, whichever way each started.
+            w = symmem.init(backend="cpu", timeout=10)
+            try:
+                self.assertEqual(w.doctor()["job_id"], job)
+            finally:
+                w.close()
 
     def test_empty_buffer_shapes(self):
         # A zero-size buffer is an empty view (memoryview.cast refuses zeros
