@@ -43,6 +43,9 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if req.Algo != "" && req.Algo != coll.AlgoAuto && req.Algo != coll.AlgoDirect {
 		return coll.Path{}, fmt.Errorf("shm: group %q: algorithm %q is not available on the CPU backend (want %q)", g.name, req.Algo, coll.AlgoDirect)
 	}
+	if req.Kind == coll.AllToAll && req.A2A.Form != backend.SplitsEqual {
+		return coll.Path{}, fmt.Errorf("shm: group %q: all-to-all with %v: %w", g.name, req.A2A.Form, backend.ErrNotSupported)
+	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
 	if g.broken != nil {

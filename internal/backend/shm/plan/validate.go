@@ -18,7 +18,7 @@ func Validate(p Plan) error {
 		return fmt.Errorf("plan %v n=%d rank=%d: %s: %w", p.Kind, p.N, p.Rank, fmt.Sprintf(format, a...), ErrInvalid)
 	}
 	switch {
-	case p.Kind < coll.AllGather || p.Kind > coll.Broadcast:
+	case p.Kind < coll.AllGather || p.Kind > coll.AllToAll:
 		return bad("unknown kind")
 	case p.N < 1 || p.Rank < 0 || p.Rank >= p.N:
 		return bad("rank outside the group")
