@@ -53,8 +53,8 @@ func (g *Group) AllToAllVDev(ctx context.Context, out, in, splits, splitsOut col
 }
 
 // validateA2A is validate's all-to-all part: it checks the form's counts
-// and spans and sets c.count (the equal form's block) and, with host
-// counts, trims in and out to the sums.
+// and spans and sets c.count (the equal form's block) or, with host
+// counts, c.used (the sums).
 func (g *Group) validateA2A(c *call) error {
 	es, n := int64(c.dt.Size()), int64(g.Size())
 	switch c.a2a.Form {
@@ -75,7 +75,11 @@ func (g *Group) validateA2A(c *call) error {
 		if err != nil {
 			return err
 		}
-		c.in.Len, c.out.Len = send*es, recv*es
+		c.used = [2]int64{send * es, recv * es}
+		if overlaps(coll.Span{Ptr: c.in.Ptr, Len: c.used[0]}, coll.Span{Ptr: c.out.Ptr, Len: c.used[1]}) {
+			return fmt.Errorf("in and out overlap: all-to-all is out of place only (pass separate buffers): %w", ErrInvalid)
+		}
+		return nil
 	case backend.SplitsDevice:
 		for _, s := range []struct {
 			name string

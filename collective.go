@@ -50,6 +50,7 @@ type call struct {
 	in, out coll.Span
 	count   int64          // backend.Request.Count, set by validate
 	a2a     backend.Splits // all-to-all's split counts
+	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
 }
 
 func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
@@ -85,6 +86,9 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
+	if c.a2a.Form == backend.SplitsHost { // looked up whole: a rank may send or receive nothing
+		req.In.Len, req.Out.Len = c.used[0], c.used[1]
+	}
 	if c.a2a.Form == backend.SplitsDevice {
 		req.A2A.DevSym, req.A2A.DevOutSym = g.sym(c.a2a.Dev), g.sym(c.a2a.DevOut)
 		if staged || !req.A2A.DevSym.OK || !req.A2A.DevOutSym.OK {

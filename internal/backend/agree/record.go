@@ -80,8 +80,8 @@ func WorldRecord(what, args string) pool.Record {
 func Kind(r pool.Record) coll.Kind { return coll.Kind(r[0] >> 48 & 0xff) }
 
 // Diff names the first argument in which call records a and b differ (the
-// collective first, then dtype, op, root, count, in-place, staging, the
-// all-to-all's split form, in offset, out offset, split counts offset) and both values; ok is false when both are call
+// collective first, then dtype, op, root, the all-to-all's split form,
+// count, in-place, staging, in offset, out offset, split counts offset) and both values; ok is false when both are call
 // records and equal, or either is not a call record.
 func Diff(a, b pool.Record) (arg string, va, vb any, ok bool) {
 	if a.What() != pool.RecCall || b.What() != pool.RecCall || a == b {
@@ -97,14 +97,14 @@ func Diff(a, b pool.Record) (arg string, va, vb any, ok bool) {
 		return "op", coll.ReduceOp(field(a[0], 32)), coll.ReduceOp(field(b[0], 32)), true
 	case a[1] != b[1]:
 		return "root", a[1], b[1], true
+	case a[0]&(HostSplits|DevSplits) != b[0]&(HostSplits|DevSplits):
+		return "split counts", splitsString(a[0]), splitsString(b[0]), true
 	case a[2] != b[2]:
 		return "count", a[2], b[2], true
 	case a[0]&InPlace != b[0]&InPlace:
 		return "in-place", a[0]&InPlace != 0, b[0]&InPlace != 0, true
 	case a[0]&Staged != b[0]&Staged:
 		return "staged (ordinary memory)", a[0]&Staged != 0, b[0]&Staged != 0, true
-	case a[0]&(HostSplits|DevSplits) != b[0]&(HostSplits|DevSplits):
-		return "split counts", splitsString(a[0]), splitsString(b[0]), true
 	case a[3] != b[3]:
 		return "in offset", locString(a[3]), locString(b[3]), true
 	case a[4] != b[4]:

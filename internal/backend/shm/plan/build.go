@@ -81,12 +81,22 @@ func AllToAllV(n, rank int, dt coll.DType, counts [][]int64, o Options) (Plan, e
 	if err := checkCounts(n, dt, counts); err != nil {
 		return Plan{}, fmt.Errorf("plan: %v n=%d rank=%d: %w", s.Kind, n, rank, err)
 	}
-	b := &builder{p: Plan{Kind: s.Kind, N: n, Rank: rank, DType: dt}, chunks: max(o.Chunks, 1), es: int64(dt.Size())}
+	b := &builder{p: Plan{Kind: s.Kind, N: n, Rank: rank, DType: dt, Splits: true}, chunks: max(o.Chunks, 1), es: int64(dt.Size())}
 	b.allToAllV(counts)
 	if err := Validate(b.p); err != nil {
 		return Plan{}, fmt.Errorf("plan: generated an invalid plan (a bug in package plan): %w", err)
 	}
 	return b.p, nil
+}
+
+// Prelude is the phase-0 barrier every plan of AllToAllV (for n > 1)
+// starts with: an executor runs it before it reads the peers' counts, then
+// the rest of the plan, Steps[len(Prelude(n, rank)):].
+func Prelude(n, rank int) []Step {
+	b := &builder{p: Plan{N: n, Rank: rank}}
+	b.signalAll(0)
+	b.waitAll(0)
+	return b.p.Steps
 }
 
 // checkCounts checks an n×n matrix of element counts: no negative count,
