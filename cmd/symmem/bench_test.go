@@ -56,13 +56,13 @@ func TestBenchEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("symmem bench: %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
 	}
-	for _, want := range []string{"# all_gather, algo auto", "# broadcast, algo auto", "Out of bounds values : 0 OK", "busbw"} {
+	for _, want := range []string{"# all_gather, algo auto", "# broadcast, algo auto", "# all_to_all, algo auto", "Out of bounds values : 0 OK", "busbw"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if n := parsedRows(t, out); n != 4*4 {
-		t.Errorf("%d rows parse as nccl-tests rows, want 16:\n%s", n, out)
+	if n := parsedRows(t, out); n != 5*4 {
+		t.Errorf("%d rows parse as nccl-tests rows, want 20:\n%s", n, out)
 	}
 	data, err := os.ReadFile(js)
 	if err != nil {
@@ -75,11 +75,18 @@ func TestBenchEndToEnd(t *testing.T) {
 	if rep.Schema != bench.SchemaVersion || rep.Version == "" || len(rep.Args) < 2 || rep.Args[0] != "bench" {
 		t.Errorf("report header: schema %d, version %q, args %q", rep.Schema, rep.Version, rep.Args)
 	}
-	if rep.Ranks != 2 || rep.Backend != "cpu" || len(rep.Results) != 4*4 {
-		t.Fatalf("report: %d ranks, backend %q, %d rows; want 2, cpu, 16", rep.Ranks, rep.Backend, len(rep.Results))
+	if rep.Ranks != 2 || rep.Backend != "cpu" || len(rep.Results) != 5*4 {
+		t.Fatalf("report: %d ranks, backend %q, %d rows; want 2, cpu, 20", rep.Ranks, rep.Backend, len(rep.Results))
 	}
 	for _, r := range rep.Results {
-		for _, m := range []*bench.Measure{r.OutOfPlace, r.InPlace} {
+		ms := []*bench.Measure{r.OutOfPlace, r.InPlace}
+		if r.Op == "all_to_all" { // out of place only
+			if r.InPlace != nil {
+				t.Errorf("%s %d bytes: an in-place measure %+v", r.Op, r.Bytes, r.InPlace)
+			}
+			ms = ms[:1]
+		}
+		for _, m := range ms {
 			if m == nil || m.Wrong != 0 || m.TimeUs <= 0 || m.Path == "" || m.Samples != m.Iters || m.P50Us <= 0 || m.P99Us < m.P50Us {
 				t.Errorf("%s %d bytes: %+v", r.Op, r.Bytes, m)
 			}
@@ -282,11 +289,15 @@ func TestBenchAlgoNotOnBackend(t *testing.T) {
 // bench.TestTableParses for its source).
 var ncclRow = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s*$`)
 
+// outOfPlaceRow is a row with the out-of-place columns only (all-to-all,
+// --inplace no).
+var outOfPlaceRow = regexp.MustCompile(`^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s*$`)
+
 func parsedRows(t *testing.T, out string) int {
 	t.Helper()
 	n := 0
 	for _, line := range strings.Split(out, "\n") {
-		if ncclRow.MatchString(line) {
+		if ncclRow.MatchString(line) || outOfPlaceRow.MatchString(line) {
 			n++
 		} else if line != "" && !strings.HasPrefix(line, "#") {
 			t.Errorf("line neither a row nor a comment: %q", line)

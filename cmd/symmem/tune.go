@@ -36,7 +36,7 @@ func (o *tuneOpts) define(fs *pflag.FlagSet) {
 	fs.IntVar(&f.n, "nproc-per-node", 2, "ranks to start when not already inside a launched job (RANK unset)")
 	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
 	fs.StringVarP(&o.out, "out", "o", "", "write the table to this file (required); the bench reports go beside it as FILE.DTYPE.bench.json (FILE without .json)")
-	fs.StringVar(&b.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
+	fs.StringVar(&b.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast, all_to_all (or all)")
 	fs.StringVar(&o.dtypes, "dtypes", "bfloat16,float,int32", "one element type per dtype class the table distinguishes: 16-bit float (bfloat16 or half), 32-bit float (float), other (double, the integers)")
 	fs.IntVarP(&o.graph, "cudagraph", "G", 0, "also time CUDA-graph replays of this many captured calls per path, up to --graph-max: the table's graph rows, which auto reads for captured calls (cuda backend); 0: eager calls only")
 	fs.StringVar(&o.graphMax, "graph-max", "16M", "with -G: the largest size replayed (above it captured calls take the eager rows)")

@@ -28,7 +28,7 @@ func TestTuneEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("symmem tune: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
-	for _, want := range []string{"# all_reduce, algo auto", "# all_reduce, algo direct", "# auto/best, all_reduce", "# symmem tune: 4 rows, measured on backend cpu"} {
+	for _, want := range []string{"# all_reduce, algo auto", "# all_reduce, algo direct", "# auto/best, all_reduce", "# symmem tune: 5 rows, measured on backend cpu"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -49,7 +49,8 @@ func TestTuneEndToEnd(t *testing.T) {
 			t.Errorf("row %s: want direct for every class, 2 ranks, no bound", r)
 		}
 	}
-	if len(tb.Rows) != 4 {
+	ops := len(coll.Kinds())
+	if len(tb.Rows) != ops {
 		t.Errorf("%d rows, want one per op", len(tb.Rows))
 	}
 	for _, dt := range []string{"bfloat16", "float", "int32"} {
@@ -68,7 +69,7 @@ func TestTuneEndToEnd(t *testing.T) {
 				autoBest++
 			}
 		}
-		if rep.DType != dt || rep.Ranks != 2 || len(rep.Results) != 4*2*3 || autoBest != 4*3 || rep.Args[0] != "tune" {
+		if rep.DType != dt || rep.Ranks != 2 || len(rep.Results) != ops*2*3 || autoBest != ops*3 || rep.Args[0] != "tune" {
 			t.Errorf("%s: dtype %s, %d ranks, %d rows (%d with auto/best), args %q", path, rep.DType, rep.Ranks, len(rep.Results), autoBest, rep.Args)
 		}
 	}

@@ -95,7 +95,7 @@ var algoNames = map[coll.Algo]string{
 }
 
 var kindNames = map[coll.Kind]string{coll.AllGather: "coll.AllGather", coll.ReduceScatter: "coll.ReduceScatter",
-	coll.AllReduce: "coll.AllReduce", coll.Broadcast: "coll.Broadcast"}
+	coll.AllReduce: "coll.AllReduce", coll.Broadcast: "coll.Broadcast", coll.AllToAll: "coll.AllToAll"}
 
 var classGo = [...]string{AnyClass: "tune.AnyClass", F16: "tune.F16", F32: "tune.F32", Other: "tune.Other"}
 var placeGo = [...]string{AnyPlace: "tune.AnyPlace", OutOfPlace: "tune.OutOfPlace", InPlace: "tune.InPlace"}

@@ -136,11 +136,11 @@ func ReadInput(name string, data []byte) (Input, error) {
 }
 
 // classesOf is the dtype classes a measurement of op on dt stands for:
-// all-gather and broadcast move bytes (no path looks at the type; their
-// units and rules go by bytes and alignment), so one type measures every
-// class; reductions stand for their own class.
+// all-gather, broadcast and all-to-all move bytes (no path looks at the
+// type; their units and rules go by bytes and alignment), so one type
+// measures every class; reductions stand for their own class.
 func classesOf(op coll.Kind, dt coll.DType) []Class {
-	if op == coll.AllGather || op == coll.Broadcast {
+	if op == coll.AllGather || op == coll.Broadcast || op == coll.AllToAll {
 		return []Class{F16, F32, Other}
 	}
 	return []Class{ClassOf(dt)}

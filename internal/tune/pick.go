@@ -31,7 +31,7 @@ type group struct {
 
 // index is a validated table arranged for Pick: the groups of each op.
 type index struct {
-	ops [coll.Broadcast + 1][]group
+	ops [coll.AllToAll + 1][]group
 }
 
 // Validate checks every row and builds the lookups: a known op, dtype
@@ -74,7 +74,7 @@ func indexRows(rows []Row, what string) (*index, error) {
 			return fmt.Errorf("auto table %s %d (%s): %s", what, i, r, fmt.Sprintf(format, args...))
 		}
 		switch {
-		case r.Op < coll.AllGather || r.Op > coll.Broadcast:
+		case r.Op < coll.AllGather || r.Op > coll.AllToAll:
 			return nil, bad("unknown op")
 		case int(r.Class) >= len(classNames):
 			return nil, bad("unknown dtype class")
@@ -140,7 +140,7 @@ func Must(t *Table) *Table {
 // as Rows' (graph rows of 2 ranks do not answer for 4 where Rows measured
 // 4), else Rows'. It allocates nothing (auto runs it on every call).
 func (t *Table) Pick(op coll.Kind, dt coll.DType, n int, inPlace, graph bool, total int64) (coll.Algo, bool) {
-	if t == nil || op < 0 || op > coll.Broadcast {
+	if t == nil || op < 0 || op > coll.AllToAll {
 		return "", false
 	}
 	eager := t.idx.find(op, dt, n, inPlace)
