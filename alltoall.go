@@ -98,7 +98,7 @@ func (g *Group) validateA2A(c *call) error {
 		for i, a := range named {
 			for _, b := range named[i+1:] {
 				if overlaps(a.sp, b.sp) && (a.name != "in" || b.name != "splits") {
-					return fmt.Errorf("%s and %s overlap (the call writes %s): %w", a.name, b.name, writtenOf(a.name, b.name), ErrInvalid)
+					return fmt.Errorf("%s and %s overlap: the call writes out and splitsOut, which must not overlap the other buffers (only in and splits may): %w", a.name, b.name, ErrInvalid)
 				}
 			}
 		}
@@ -110,15 +110,6 @@ func (g *Group) validateA2A(c *call) error {
 		return fmt.Errorf("in and out overlap: all-to-all is out of place only (pass separate buffers): %w", ErrInvalid)
 	}
 	return nil
-}
-
-// writtenOf names which of two overlapping spans of AllToAllVDev the call
-// writes (out or splitsOut).
-func writtenOf(a, b string) string {
-	if b == "out" || b == "splitsOut" {
-		return b
-	}
-	return a
 }
 
 // sumCounts checks one rank's host split counts (n of them, >= 0, summing
