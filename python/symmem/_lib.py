@@ -118,6 +118,7 @@ _SIGS = {
     "symmem_reduce_scatter": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
     "symmem_all_reduce": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
     "symmem_broadcast": (i32, [u64, vp, sz, i32, i32, vp, cp]),
+    "symmem_all_to_all": (i32, [u64, vp, vp, sz, i32, vp, cp]),
     "symmem_all_to_all_v": (i32, [u64, vp, vp, sz, sz, ctypes.POINTER(i64), ctypes.POINTER(i64), i32, vp, cp]),
     "symmem_all_to_all_vdev": (i32, [u64, vp, vp, sz, sz, vp, vp, i32, vp, cp]),
     "symmem_group_last_path": (i32, [u64, cp, sz]),

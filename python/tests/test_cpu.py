@@ -405,6 +405,9 @@ class TestNCCLShapedExports(Base):
         self.assertValues(inp.tolist()[:c], ins[root][:c], "float32", "symmem_broadcast")
         self.assertEqual(lib.symmem_all_reduce(g, addr(inp), addr(ar), c, 7, 0, None, b"fastest"), -1)
         self.assertIn(b"fastest", lib.symmem_last_error())
+        a2a = symmem.empty_buffer(c * n, "float32")
+        _lib.check(lib.symmem_all_to_all(g, addr(ar), addr(a2a), c, 7, None, b"direct"))
+        self.assertValues(a2a.tolist(), ar.tolist()[me * c:(me + 1) * c] * n, "float32", "symmem_all_to_all")
 
     def test_collective_broadcast_is_in_place(self):
         a, b = symmem.empty_buffer(4, "float32"), symmem.empty_buffer(4, "float32")
