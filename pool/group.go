@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 )
 
@@ -227,7 +228,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 	if err == nil {
 		return nil
 	}
-	d := AsDisagreement(err)
+	d := agree.AsDisagreement(err)
 	if d == nil {
 		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
 	}
@@ -238,7 +239,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 	if d.Seq != d.Rank0Seq {
 		return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
 	}
-	if d.AllKind != RecScopeEnd {
+	if d.AllKind != agree.RecScopeEnd {
 		return fmt.Errorf("%w: group %q, before ending a scope: a rank is not ending a scope (it is in a collective of the group: every rank must make the same calls in the same order; rank %d's record %x, rank 0's %x); nothing was registered", ErrMismatch, g.name, d.Rank, d.Theirs, d.Rank0)
 	}
 	// Every rank is ending this scope and saw the difference: name the first

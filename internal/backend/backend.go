@@ -55,7 +55,7 @@ type Capabilities struct {
 	Algos map[coll.Kind][]coll.Algo
 	// Calls declares how the backend's groups agree on each collective's
 	// record (Request.Record): agree.CallsInBand (Run compares it before any
-	// data moves and fails with a *pool.Disagreement, which the user API
+	// data moves and fails with a *agree.Disagreement, which the user API
 	// names) or agree.CallsByDigest (the backend's kernels and call gate
 	// compare it and name a difference themselves). Records outside a call
 	// (scope ends, empty calls) are compared through Group's Agreer, or
@@ -161,7 +161,7 @@ type Request struct {
 	// Record is the call's record (agree.CallRecord): the call as every
 	// rank must make it. How the backend compares it is declared in
 	// Capabilities.Calls. The zero value compares nothing.
-	Record pool.Record
+	Record agree.Record
 	// Checked: the user asked for checked mode (Options.Checked), where
 	// backends add the checks that cost time on every call (the GPU
 	// backend's handshake beside copy-engine and NCCL calls).

@@ -12,7 +12,6 @@ import (
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/pool"
 )
 
 // In-band argument check of symmem's kernels. Every kernel launch carries a
@@ -71,7 +70,7 @@ type ringEntry struct {
 
 // add records a call. A two-shot's second launch adds its call again: one
 // entry more, cheaper than comparing.
-func (r *callRing) add(d uint32, rec *pool.Record, algo coll.Algo) {
+func (r *callRing) add(d uint32, rec *agree.Record, algo coll.Algo) {
 	e := &r.e[r.n%recentCalls]
 	e.digest, e.call.Record, e.call.Path = d, *rec, algo
 	r.n++

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -475,7 +475,7 @@ func (g *Group) Close() error {
 // shares this host, the host page compares records (scope ends, empty
 // calls) in about a microsecond instead of a store round trip; nil
 // otherwise (the store).
-func (g *Group) Agreer() pool.Agreer {
+func (g *Group) Agreer() agree.Agreer {
 	if g.agreement == nil {
 		return nil
 	}

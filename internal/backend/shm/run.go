@@ -9,9 +9,9 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/pool"
 )
 
 // All-reduces whose tensor, times the peers (n-1), is at most this many
@@ -100,7 +100,7 @@ const (
 // plan's phase 0 when every peer waits for every other there before reading
 // peer data, else in an agreement phase of its own, run now.
 func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
-	if req.Record == (pool.Record{}) || g.pads.n == 1 {
+	if req.Record == (agree.Record{}) || g.pads.n == 1 {
 		return nil
 	}
 	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
@@ -110,7 +110,7 @@ func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
 			// the plan: a failure from here on breaks the group (a
 			// broadcast's root would wait, or succeed, alone).
 			x.signalled = true
-		} else if pool.AsDisagreement(err) == nil {
+		} else if agree.AsDisagreement(err) == nil {
 			err = g.rootCause(err)
 		}
 		return err
