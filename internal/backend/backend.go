@@ -123,7 +123,7 @@ type GroupConfig struct {
 	Rank    int   // this process's global rank (a member of Ranks)
 	Store   *rendezvous.Client
 	FDs     *rendezvous.FDExchange // local fd passing; nil when unused
-	Timeout time.Duration          // bound on every wait
+	Timeout time.Duration          // bound on every wait; > 0 (Index)
 	Gen     int                    // the name's generation (Generation), alike on every member
 }
 
@@ -222,7 +222,9 @@ type Group interface {
 }
 
 // Index validates cfg (ranks ascending without repeats, this rank a member,
-// a store present) and returns this rank's index in Ranks, its group rank.
+// a store present, a timeout) and returns this rank's index in Ranks, its
+// group rank. The timeout is the user API's, defaulted once there: a
+// backend does not default it again.
 func (cfg GroupConfig) Index() (int, error) {
 	me := -1
 	for i, r := range cfg.Ranks {
@@ -238,6 +240,8 @@ func (cfg GroupConfig) Index() (int, error) {
 		return -1, fmt.Errorf("group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
 	case cfg.Store == nil:
 		return -1, fmt.Errorf("group %q: GroupConfig.Store is nil (backends need the rendezvous store)", cfg.Name)
+	case cfg.Timeout <= 0:
+		return -1, fmt.Errorf("group %q: GroupConfig.Timeout is %v: it bounds every wait of the group and must be > 0: %w", cfg.Name, cfg.Timeout, errs.Invalid)
 	}
 	return me, nil
 }

@@ -16,7 +16,6 @@ import (
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -116,9 +115,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	me, err := cfg.Index()
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = wait.DefaultTimeout
 	}
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,

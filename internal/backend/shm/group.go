@@ -18,7 +18,6 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -101,9 +100,6 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	switch {
 	case len(cfg.Ranks) > 1 && cfg.FDs == nil:
 		return nil, fmt.Errorf("shm: group %q: GroupConfig.FDs is nil (the CPU backend passes memfds between ranks)", cfg.Name)
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = wait.DefaultTimeout
 	}
 	g := &Group{
 		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
