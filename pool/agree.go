@@ -4,7 +4,7 @@ import "github.com/symmem/symmem/internal/backend/agree"
 
 // Agreer is the group's in-band agreement (Group.Agreer): the agreement's
 // own type, named here so that a Group outside this module can declare it
-// (returning nil compares through Exchanger.AllGather).
+// (returning nil compares through Group.AllGather).
 type Agreer = agree.Agreer
 
 // scopeRecord describes a scope end: the pool's allocation state (its live

@@ -106,14 +106,6 @@ func (p *Pool) OpenScope(id GroupID) (*Scope, error) {
 // must not register memory.
 func (p *Pool) DisabledScope() *Scope { return &Scope{p: p, disabled: true} }
 
-// Group returns the scope's group id; ok is false for a disabled scope.
-func (s *Scope) Group() (id GroupID, ok bool) {
-	if s.disabled {
-		return 0, false
-	}
-	return s.g.id, true
-}
-
 // End closes the scope, verifies across the group's ranks that they made
 // the same Alloc/Free calls with the same results (the pool's allocation
 // state) and are about to register the same segments, and then registers, in
@@ -122,7 +114,7 @@ func (s *Scope) Group() (id GroupID, ok bool) {
 // also one that registers nothing, so it behaves alike on every rank whatever
 // each allocated: on a difference every rank returns an error wrapping
 // ErrMismatch. Groups with an Agreer (Group.Agreer) compare in-band (no store round
-// trip); others exchange through Exchanger.AllGather. An out-of-order End
+// trip); others exchange through Group.AllGather. An out-of-order End
 // (an inner scope of the same group still open) leaves the scope open; any
 // other error ends it.
 func (s *Scope) End(ctx context.Context) error {
@@ -297,7 +289,7 @@ func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
 	p.mu.RLock()
 	var segs []Segment
 	for _, s := range p.byID {
-		if s.groups.Has(id) {
+		if s.groups.has(id) {
 			segs = append(segs, s.seg)
 		}
 	}
