@@ -12,6 +12,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -74,10 +75,10 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		gs[r] = &Group{name: "t", ranks: make([]int, n), me: r, store: c, prefix: "test/cuda/t#0", timeout: timeout}
+		gs[r] = &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: r, Store: c, Prefix: "test/cuda/t#0", Timeout: timeout}}
 		gs[r].faults.g = gs[r]
 		for q := range n {
-			gs[r].ranks[q] = 10 + q // world ranks differ from group ranks
+			gs[r].Ranks[q] = 10 + q // world ranks differ from group ranks
 		}
 	}
 	return gs

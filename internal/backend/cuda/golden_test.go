@@ -289,7 +289,7 @@ type goldenReq struct {
 // shift, an out-of-place input at 512 MiB + shift; sym says which of them
 // count as registered ("io", "o", "i", "-").
 func makeReq(g *Group, k coll.Kind, dt coll.DType, op coll.ReduceOp, count int64, inPlace bool, sym string, shift int64) goldenReq {
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	base := seg1(g).bases[me]
 	one := count * int64(dt.Size())
 	req := backend.Request{Kind: k, DType: dt, Op: op, Count: count}

@@ -87,13 +87,13 @@ func (g *Group) Agree(ctx context.Context, rec agree.Record) error {
 	if g.broken != nil {
 		return g.broken
 	}
-	deadline := time.Now().Add(g.timeout)
+	deadline := time.Now().Add(g.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if err := g.agreeLocked(ctx, rec, deadline); err != nil {
 		if agree.AsDisagreement(err) == nil {
-			return fmt.Errorf("shm: group %q: %w", g.name, g.rootCause(err))
+			return fmt.Errorf("shm: group %q: %w", g.GroupName, g.rootCause(err))
 		}
 		return err
 	}
@@ -111,7 +111,7 @@ func (g *Group) agreeLocked(ctx context.Context, rec agree.Record, deadline time
 	g.records++
 	g.pads.put(k, v, rec)
 	for q := range g.pads.n {
-		if q != g.me {
+		if q != g.Me {
 			if err := g.pads.signal(q, v); err != nil {
 				g.breakOn(err)
 				return err
@@ -119,10 +119,10 @@ func (g *Group) agreeLocked(ctx context.Context, rec agree.Record, deadline time
 		}
 	}
 	for i := 1; i < g.pads.n; i++ {
-		q := (g.me + i) % g.pads.n
+		q := (g.Me + i) % g.pads.n
 		if err := g.pads.wait(ctx, q, v, deadline, g.alive); err != nil {
 			g.breakOn(err)
-			return fmt.Errorf("rank %d, agreement phase: %w", g.ranks[q], err)
+			return fmt.Errorf("rank %d, agreement phase: %w", g.Ranks[q], err)
 		}
 	}
 	g.epoch++

@@ -25,7 +25,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 	const n, count = 2, 1024
 	lg := newLocalGroup(t, n, 1<<20, split{workers: 1})
 	for _, g := range lg.gs {
-		g.timeout = 2 * time.Second
+		g.Timeout = 2 * time.Second
 	}
 	const sid = pool.SegmentID(7)
 	for _, g := range lg.gs {
@@ -71,7 +71,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 			rootDone <- err
 			return
 		}
-		x.ctx, x.deadline = context.Background(), time.Now().Add(g.timeout)
+		x.ctx, x.deadline = context.Background(), time.Now().Add(g.Timeout)
 		if err := g.check(rq, p, x); err != nil {
 			rootDone <- err
 			return
