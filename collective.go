@@ -8,7 +8,6 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
-	"github.com/symmem/symmem/pool"
 )
 
 // AllGather gathers every rank's in into out, ordered by group rank: out
@@ -135,7 +134,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		p, err = g.bg.Run(ctx, req)
 	}
 	if err != nil && g.w.caps.Calls == agree.CallsInBand { // AsDisagreement allocates its target
-		if d := pool.AsDisagreement(err); d != nil {
+		if d := agree.AsDisagreement(err); d != nil {
 			return coll.Path{}, g.mismatch(c, d, "")
 		}
 	}

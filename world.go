@@ -266,10 +266,10 @@ func (w *World) agree(ctx context.Context, what, mine string) error {
 	// exchange below (both waited until the timeout).
 	if a := wg.bg.Agreer(); a != nil && wg.Size() > 1 {
 		err := a.Agree(ctx, agree.WorldRecord(what, mine))
-		d := pool.AsDisagreement(err)
+		d := agree.AsDisagreement(err)
 		switch {
-		case d != nil && d.AllKind != pool.RecWorld:
-			return fmt.Errorf("symmem: %s: %s: %w", what, agree.Disagreement(d, wg.ranks), ErrMismatch)
+		case d != nil && d.AllKind != agree.RecWorld:
+			return fmt.Errorf("symmem: %s: %s: %w", what, d.Explain(wg.ranks), ErrMismatch)
 		case d == nil && err != nil && !errors.Is(err, ErrBroken):
 			return fmt.Errorf("symmem: %s: %w", what, err)
 		}

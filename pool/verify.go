@@ -144,7 +144,7 @@ func (a action) doing() string {
 }
 
 // storeRecord is a group's record as the pool exchanges it through the
-// store (Exchanger.AllGather): what the rank is about to do (act), its
+// store (Group.AllGather): what the rank is about to do (act), its
 // position (xseq), the segments, the allocation state, and the log range
 // since the group's last check (to name the first differing Alloc/Free).
 // The in-band agreement carries the fixed-size form (scopeRecord).

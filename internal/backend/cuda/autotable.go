@@ -250,13 +250,13 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		total = req.Out.Len
 	}
 	f := autoFacts{g: g, c: c}
-	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, false)
+	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, false)
 	// Asking the driver whether the stream is captured is a driver call on
 	// an eager call's host path (auto took 1.1-1.4 us more than forced ll
 	// at 1-4 KiB on 2 H100 while it asked every call: results/gpu-2026-11-26e.md),
 	// so auto asks only where the graph rows answer otherwise than the
 	// eager ones.
-	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
+	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
 		start = gs
 	}
 	for _, s := range autoSteps[start] {
@@ -362,7 +362,7 @@ func (f *autoFacts) holds(c autoCond) bool {
 	case elementwise:
 		return reduceElementwise(*req)
 	case oneShot:
-		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(*req, len(g.ranks))
+		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(*req, len(g.Ranks))
 	case allGather:
 		return req.Kind == coll.AllGather
 	case notAllGather:

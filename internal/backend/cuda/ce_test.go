@@ -9,6 +9,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
 )
@@ -16,10 +17,11 @@ import (
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: wait.DefaultTimeout,
+	g := &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
+		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, ce: true,
 		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}, x: nopExec{}}
-	for r := range g.ranks {
-		g.ranks[r] = r
+	for r := range g.Ranks {
+		g.Ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
@@ -41,11 +43,11 @@ func onStream(req backend.Request, s uint64) *call {
 // gatherReq is an all-gather of count bf16 per rank in segment 1: output at
 // offset 0, input (out-of-place) at offset 512 MiB.
 func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
-	me := g.me
+	me := g.Me
 	slice := count * 2
 	out := seg1(g).bases[me]
 	req := backend.Request{Kind: coll.AllGather, DType: coll.BFloat16, Count: count,
-		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
+		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.Ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
 	if inPlace {
 		req.In = coll.Span{Ptr: out + uint64(int64(me)*slice), Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: int64(me) * slice}
@@ -53,7 +55,7 @@ func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
 		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
 	}
-	return req.Shaped(len(g.ranks), me)
+	return req.Shaped(len(g.Ranks), me)
 }
 
 func TestBuildAllGatherProtocol(t *testing.T) {
@@ -296,12 +298,12 @@ func arOp(g *Group, op coll.ReduceOp) backend.Request {
 // rsReq is a bf16 reduce-scatter of count elements per rank: input at
 // offset 512 MiB of segment 1, output at 0.
 func rsReq(g *Group, count int64) backend.Request {
-	n := int64(len(g.ranks))
-	base := seg1(g).bases[g.me]
+	n := int64(len(g.Ranks))
+	base := seg1(g).bases[g.Me]
 	req := backend.Request{Kind: coll.ReduceScatter, DType: coll.BFloat16, Op: coll.Sum, Count: count,
 		Out: coll.Span{Ptr: base, Len: 2 * count}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
 		In: coll.Span{Ptr: base + 512<<20, Len: 2 * count * n}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
-	return req.Shaped(len(g.ranks), g.me)
+	return req.Shaped(len(g.Ranks), g.Me)
 }
 
 // rsPlainOut is rsReq with an output outside the pool.

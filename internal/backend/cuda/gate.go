@@ -124,7 +124,7 @@ func (gt *callGate) rankOf(q int) int {
 	if gt.members != nil {
 		q = gt.members[q]
 	}
-	return gt.g.ranks[q]
+	return gt.g.Ranks[q]
 }
 
 // close ends the watcher and, with unregister, unregisters the page
@@ -355,7 +355,7 @@ func (gt *callGate) mismatch(m *members.GateMismatch, out outcome) error {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Record, r0, m.Rank0.Record)
 		}
 	}
-	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, out, errs.Mismatch)
+	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.GroupName, m.Call, kind, what, out, errs.Mismatch)
 }
 
 // exited is the error of a call abandoned because group rank q will never
@@ -368,11 +368,11 @@ func (gt *callGate) exited(k uint64, q int, out outcome) error {
 		rank = fmt.Sprintf("rank %d", gt.rankOf(q))
 		if gt.ag != nil {
 			if gone := gt.ag.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
-				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, out, gone)
+				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.GroupName, k, out, gone)
 			}
 		}
 	}
-	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, out, errs.PeerExited)
+	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.GroupName, rank, k, out, errs.PeerExited)
 }
 
 // stall is the error of a guard's watchdog: call k was not approved in
@@ -385,7 +385,7 @@ func (gt *callGate) stall(k uint64) error {
 		rank = fmt.Sprintf("rank %d did not make it", gt.rankOf(q))
 	}
 	return fmt.Errorf("cuda: group %q: collective %d on the group was not approved within the watchdog (%v): %s (every rank must make the same collectives); "+
-		"its guard stopped this process's CUDA context (lost): restart it: %w", g.name, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
+		"its guard stopped this process's CUDA context (lost): restart it: %w", g.GroupName, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
 }
 
 // stoppedErr explains a launch failure after the gate stopped this rank

@@ -25,7 +25,6 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -290,7 +289,7 @@ type goldenReq struct {
 // shift, an out-of-place input at 512 MiB + shift; sym says which of them
 // count as registered ("io", "o", "i", "-").
 func makeReq(g *Group, k coll.Kind, dt coll.DType, op coll.ReduceOp, count int64, inPlace bool, sym string, shift int64) goldenReq {
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	base := seg1(g).bases[me]
 	one := count * int64(dt.Size())
 	req := backend.Request{Kind: k, DType: dt, Op: op, Count: count}
@@ -312,7 +311,7 @@ func makeReq(g *Group, k coll.Kind, dt coll.DType, op coll.ReduceOp, count int64
 	if !strings.Contains(sym, "i") {
 		req.InSym = backend.Sym{}
 	}
-	req.Record = pool.Record{pool.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32, 0, uint64(count), 1<<48 | uint64(inOff), 1<<48 | uint64(outOff)}
+	req.Record = agree.Record{agree.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32, 0, uint64(count), 1<<48 | uint64(inOff), 1<<48 | uint64(outOff)}
 	req = req.Shaped(n, me)
 	place := "out"
 	if req.InPlace {

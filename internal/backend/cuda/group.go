@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -30,16 +29,8 @@ var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupporte
 
 // Group is the GPU backend side of one group.
 type Group struct {
-	b       *Backend
-	name    string
-	ranks   []int // global ranks by group rank
-	me      int
-	store   *rendezvous.Client
-	fdx     *rendezvous.FDExchange
-	timeout time.Duration
-	prefix  string
-
-	ag *members.Gather
+	members.Head
+	b *Backend
 
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
@@ -113,24 +104,15 @@ const (
 )
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
-	me, err := cfg.Index()
+	head, err := members.NewHead("cuda", b.env.JobID, cfg, gen)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
+		return nil, err
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = wait.DefaultTimeout
-	}
-	g := &Group{
-		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
-		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
-		prog:   cudadrv.NewProgram(64), x: driver{}, gen: gen,
-	}
+	g := &Group{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}
 	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
-	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
-		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
+		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.GroupName, cfg.Rank, err)
 	}
 	return g, nil
 }
@@ -158,20 +140,20 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		hostOf[q] = hosts[id]
 	}
 	g.paths.hier.init(hostOf, spans)
-	sameHost := g.fdx != nil && len(g.ranks) > 1 && !spans
+	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !spans
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
-		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
+		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
 			return err
 		}
-		g.ag.Watch(g.agreement.Gone)
-	case len(g.ranks) > 1: // ranks on other hosts: their presences in the store
-		if presences, err = g.b.watchHosts(ctx, g.store); err != nil {
+		g.Gather.Watch(g.agreement.Gone)
+	case len(g.Ranks) > 1: // ranks on other hosts: their presences in the store
+		if presences, err = g.b.watchHosts(ctx, g.Store); err != nil {
 			return err
 		}
-		ranks := g.ranks
-		g.ag.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
+		ranks := g.Ranks
+		g.Gather.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
 		if spans {
 			g.b.nccl.spanHosts()
 			if err := g.joinHostPeers(ctx, all, host); err != nil {
@@ -180,38 +162,38 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 	}
 	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
-	if g.fdx == nil && len(g.ranks) > 1 {
+	if g.FDs == nil && len(g.Ranks) > 1 {
 		g.ce, g.ceWhy = false, "no fd exchange to share segments"
 	}
 	for r, v := range all {
 		parts := strings.SplitN(string(v), "|", 5)
 		if len(parts) != 5 {
-			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
+			return fmt.Errorf("rank %d sent a malformed identity %q", g.Ranks[r], v)
 		}
 		if kern && parts[3] != "true" {
 			// Every rank must agree on the paths `auto` may take.
-			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.ranks[r])
+			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.Ranks[r])
 		}
 		guard = guard && parts[4] == "true" // and on whether calls go through the gate
-		if r == g.me || !g.ce {
+		if r == g.Me || !g.ce {
 			continue
 		}
 		if parts[0] != host {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.ranks[r])
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.Ranks[r])
 			continue
 		}
 		if parts[1] == g.b.info.PCI {
 			if !g.b.share {
 				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
 					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
-					g.ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
+					g.Ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
 			}
-			g.sharing += fmt.Sprintf(" %d", g.ranks[r])
+			g.sharing += fmt.Sprintf(" %d", g.Ranks[r])
 			continue // the same device: peer mappings and copy engines work
 		}
 		dev, err := deviceByPCI(parts[1])
 		if err != nil {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.ranks[r], parts[1], err)
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.Ranks[r], parts[1], err)
 			continue
 		}
 		link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
@@ -219,7 +201,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			return err
 		}
 		if !link.Access {
-			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.ranks[r], dev)
+			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.Ranks[r], dev)
 		}
 	}
 	if g.ce {
@@ -259,15 +241,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	}
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
-		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.abortGroup(err, comms) })
+		g.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.hostPeers != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
 		if spans {
 			// Every rank posts and reads two neighbours' posts each tick:
 			// fewer ticks for larger groups keep the store's load flat.
-			tick := members.LogTick * time.Duration(max(1, len(g.ranks)/16))
-			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, tick,
+			tick := members.LogTick * time.Duration(max(1, len(g.Ranks)/16))
+			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
 				func(err error) { g.abortGroup(err, comms) })
 		}
 	}
@@ -277,7 +259,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 // setupCE creates the side streams, events and signal pads.
 func (g *Group) setupCE(ctx context.Context) error {
 	c := g.b.ctx
-	nside := max(3, len(g.ranks)-1)
+	nside := max(3, len(g.Ranks)-1)
 	for i := 0; i < nside; i++ {
 		s, err := cudadrv.NewStream(c, 0)
 		if err != nil {
@@ -310,7 +292,7 @@ func (g *Group) setupCE(ctx context.Context) error {
 		g.hs.ev[i] = g.checkEv[i].Handle()
 	}
 	g.hs.stream = g.check.Handle()
-	if g.pad, err = createLocal(c, padBytes(len(g.ranks), g.b.gran), g.b.gran); err != nil {
+	if g.pad, err = createLocal(c, padBytes(len(g.Ranks), g.b.gran), g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
 	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
@@ -325,7 +307,7 @@ func (g *Group) setupCE(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("signal pads: %w", err)
 	}
-	bases[g.me] = g.pad.base
+	bases[g.Me] = g.pad.base
 	g.padPeers = bases
 	return nil
 }
@@ -348,29 +330,12 @@ func deviceByPCI(pci string) (int, error) {
 	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
 }
 
-// Rank is this process's rank in the group.
-func (g *Group) Rank() int { return g.me }
-
-// Size is the number of ranks.
-func (g *Group) Size() int { return len(g.ranks) }
-
-// Name names the group.
-func (g *Group) Name() string { return g.name }
-
-// AllGather returns every member's bytes by group rank, through the store.
-// Where the ranks share this host, a peer that will not post its part (its
-// process exited, it closed or a call failed on it: the agreement's pages
-// say) fails it within members.watchTick instead of at the timeout.
-func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	return g.ag.AllGather(ctx, mine)
-}
-
 // Leave tells the peers that this rank is closing (World.Close or
 // Group.Close): their waits for it fail at once with errs.PeerClosed,
 // except the teardown's exchanges they make too.
 func (g *Group) Leave() {
 	g.paths.hier.leave()
-	g.ag.Leave()
+	g.Gather.Leave()
 	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 		if a != nil {
 			a.SetState(members.StateLeft)
@@ -387,9 +352,9 @@ func (g *Group) Leave() {
 func (g *Group) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), g.Timeout)
 		defer cancel()
-		g.ag.Unwatch()
+		g.Gather.Unwatch()
 		if g.unwatch != nil {
 			g.unwatch()
 		}
@@ -415,7 +380,7 @@ func (g *Group) Close() error {
 			g.b.inFlight = true // the backend keeps the rest (Backend.Close)
 			g.b.mu.Unlock()
 			g.b.forget(g)
-			err = fmt.Errorf("cuda: group %q: closing with %w (mappings, pads, streams and events leaked): %w", g.name, errWorkInFlight, errors.Join(qerr, herr, nerr))
+			err = fmt.Errorf("cuda: group %q: closing with %w (mappings, pads, streams and events leaked): %w", g.GroupName, errWorkInFlight, errors.Join(qerr, herr, nerr))
 			return
 		}
 		// Best effort: every step runs whatever an earlier one returned,
@@ -426,7 +391,7 @@ func (g *Group) Close() error {
 		}
 		errs = append(errs, g.nccl.close(ctx))
 		for r, p := range g.padPeers {
-			if r != g.me && p != 0 {
+			if r != g.Me && p != 0 {
 				errs = append(errs, cudadrv.Unmap(g.b.ctx, p, g.pad.size))
 			}
 		}
@@ -464,7 +429,7 @@ func (g *Group) Close() error {
 			}
 		}
 		if e := errors.Join(errs...); e != nil {
-			err = fmt.Errorf("cuda: group %q: close: %w", g.name, e)
+			err = fmt.Errorf("cuda: group %q: close: %w", g.GroupName, e)
 		}
 		g.b.forget(g)
 	})
@@ -475,7 +440,7 @@ func (g *Group) Close() error {
 // shares this host, the host page compares records (scope ends, empty
 // calls) in about a microsecond instead of a store round trip; nil
 // otherwise (the store).
-func (g *Group) Agreer() pool.Agreer {
+func (g *Group) Agreer() agree.Agreer {
 	if g.agreement == nil {
 		return nil
 	}

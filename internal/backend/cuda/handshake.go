@@ -43,12 +43,12 @@ type handshake struct {
 // group (pure: no driver call).
 func (h *handshake) fill() {
 	g, a := h.g, h.args
-	for r := range g.ranks {
+	for r := range g.Ranks {
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
-	a.PutU64(argRegion, g.padPeers[g.me]+kernRegion)
-	a.PutU32(argMe, uint32(g.me))
-	a.PutU32(argN, uint32(len(g.ranks)))
+	a.PutU64(argRegion, g.padPeers[g.Me]+kernRegion)
+	a.PutU32(argMe, uint32(g.Me))
+	a.PutU32(argN, uint32(len(g.Ranks)))
 }
 
 // on reports whether req runs with the handshake beside it.

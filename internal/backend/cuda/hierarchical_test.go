@@ -54,7 +54,7 @@ func TestHierRefuses(t *testing.T) {
 	} {
 		g := fakeGroup(len(tc.host), 1)
 		if tc.fdx {
-			g.fdx = &rendezvous.FDExchange{}
+			g.FDs = &rendezvous.FDExchange{}
 		}
 		g.paths.hier.init(tc.host, tc.spans)
 		c := tc.req(g)
@@ -180,7 +180,7 @@ func TestHierIssues(t *testing.T) {
 			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0"}},
 	} {
 		g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
-		g.fdx = &rendezvous.FDExchange{}
+		g.FDs = &rendezvous.FDExchange{}
 		g.paths.hier.init([]int{0, 0, 1, 1}, true)
 		host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 		cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)

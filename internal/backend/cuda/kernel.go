@@ -188,9 +188,9 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	case refKind:
 		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
 	case refOutNotSym:
-		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	case refInNotSym:
-		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(k.g, req, r)
 	}
@@ -223,7 +223,7 @@ func (k *kernelPath) issue(c call) error {
 // no driver call).
 func (k *kernelPath) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	slice := req.Count * int64(req.DType.Size())
-	return k.fillAllGatherAt(a, req, int64(k.g.me)*slice, slice)
+	return k.fillAllGatherAt(a, req, int64(k.g.Me)*slice, slice)
 }
 
 // fillAllGatherAt writes the parameter block of an all-gather that pushes
@@ -232,7 +232,7 @@ func (k *kernelPath) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) err
 // two-shot's second half, whose last chunks may be shorter or empty.
 func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, slice int64) error {
 	g := k.g
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	out, in := req.Out.Ptr, req.In.Ptr
 	var mask uint32
 	or := in
@@ -247,7 +247,7 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 		} else {
 			var ok bool
 			if dst, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+off); !ok {
-				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.name, errNotSymmetric)
+				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			mask |= 1 << r
 			or |= dst
@@ -270,7 +270,7 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 // loadKernel loads the backend's module if the group may use it, and says
 // whether it can (kernWhy says why not).
 func (g *Group) loadKernel() bool {
-	if len(g.ranks) > kernMaxRanks {
+	if len(g.Ranks) > kernMaxRanks {
 		g.kernWhy = fmt.Sprintf("more than %d ranks", kernMaxRanks)
 		return false
 	}

@@ -209,14 +209,14 @@ func TestAllReduceArgs(t *testing.T) {
 // offset 512 MiB, output at 0 (in-place: both at 0).
 func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 	bytes := count * int64(dt.Size())
-	base := seg1(g).bases[g.me]
+	base := seg1(g).bases[g.Me]
 	req := backend.Request{Kind: coll.AllReduce, DType: dt, Op: coll.Sum, Count: count,
 		Out: coll.Span{Ptr: base, Len: bytes}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
 		In: coll.Span{Ptr: base + 512<<20, Len: bytes}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
 	if inPlace {
 		req.In, req.InSym = req.Out, req.OutSym
 	}
-	return req.Shaped(len(g.ranks), g.me)
+	return req.Shaped(len(g.Ranks), g.Me)
 }
 
 // TestReduceScatterArgs: a reduce-scatter runs the all-reduce kernel on
@@ -525,7 +525,7 @@ func TestAllReduceSplit(t *testing.T) {
 			for me := 0; me < n; me++ {
 				g := fakeGroup(n, me)
 				req := arReq(g, count, coll.BFloat16, false)
-				chunk, off, mine := chunkOf(req, len(g.ranks), g.me)
+				chunk, off, mine := chunkOf(req, len(g.Ranks), g.Me)
 				if mine < 0 || mine > chunk || off != min(int64(me)*chunk, 2*count) || off+mine > 2*count {
 					t.Fatalf("count %d, rank %d of %d: chunk %d off %d mine %d", count, me, n, chunk, off, mine)
 				}

@@ -111,9 +111,9 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case refKind:
 		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
 	case refInNotSym:
-		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	case refOutNotSym:
-		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(l.g, req, r)
 	}
@@ -187,7 +187,7 @@ func (l *lcPath) issue(c call) error {
 // build adds c to p (pure: no driver call). The staging must exist.
 func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	g, req, s := l.g, c.req, c.req.Stream
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	if n-1 > len(g.h.side) {
 		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
 	}
@@ -235,7 +235,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		}
 		src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off)
 		if !ok {
-			return fmt.Errorf("lc: input not registered with group %q: %w", g.name, errNotSymmetric)
+			return fmt.Errorf("lc: input not registered with group %q: %w", g.GroupName, errNotSymmetric)
 		}
 		st := g.h.side[j]
 		p.WaitEvent(st, g.h.forkX)
@@ -268,7 +268,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 			r := (me + k) % n
 			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+off)
 			if !ok {
-				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.name, errNotSymmetric)
+				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			xs[nx] = xfer{dst, out, chunk}
 			nx++

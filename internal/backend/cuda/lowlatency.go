@@ -83,7 +83,7 @@ func (l *llPath) check(req backend.Request) refusal {
 		return refLLAlign
 	case row > llCap:
 		return refLLSize
-	case !llAliasOK(req, l.g.me):
+	case !llAliasOK(req, l.g.Me):
 		return refLLAlias
 	}
 	return served
@@ -145,7 +145,7 @@ func (l *llPath) issue(c call) error {
 func (l *llPath) fill(req backend.Request) {
 	g, a := l.g, l.args
 	in, out := req.In.Ptr, req.Out.Ptr
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	row := llRowOf(req)
 	flags, stride := reduceFlags(req, false), uint32(0) // reductions: avg or not
 	switch req.Kind {

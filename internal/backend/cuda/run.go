@@ -31,7 +31,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// after: its peers may then be approved and wait for this rank on the
 	// GPU, so a published call is made whatever the context says.
 	if err := ctx.Err(); err != nil {
-		return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
@@ -41,7 +41,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
 	algo, why, err := g.choose(&c)
 	if err != nil {
-		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	c.req.Algo = algo // in the digest (fault.go) and the gate's entry (gate.go)
@@ -59,7 +59,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		}
 	}
 	if err != nil {
-		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
+		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.GroupName, req.Kind, path.Algo, err)
 	}
 	// A mismatch an earlier kernel found (fault.go) is reported now, after
 	// this call was issued like on every other rank: refusing it here

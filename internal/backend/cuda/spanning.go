@@ -27,7 +27,7 @@ import (
 // waits across hosts: symmem's kernels and copy engines do not run on such
 // groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
-	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
+	e := fmt.Errorf("cuda: group %q: %w", g.GroupName, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
 	}
@@ -66,16 +66,16 @@ func (g *Group) joinHostPeers(ctx context.Context, all [][]byte, host string) er
 	me := -1
 	for q, v := range all {
 		if strings.HasPrefix(string(v), host+"|") {
-			if q == g.me {
+			if q == g.Me {
 				me = len(local)
 			}
-			local, ranks = append(local, q), append(ranks, g.ranks[q])
+			local, ranks = append(local, q), append(ranks, g.Ranks[q])
 		}
 	}
-	if len(local) < 2 || g.fdx == nil || me < 0 {
+	if len(local) < 2 || g.FDs == nil || me < 0 {
 		return nil
 	}
-	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.name), g.fdx, g.prefix+"/host", ranks, me, g.timeout)
+	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.GroupName), g.FDs, g.Prefix+"/host", ranks, me, g.Timeout)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	case refKind:
 		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
 	case refInNotSym:
-		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.name, errNotSymmetric)
+		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(t.g, req, r)
 	}
@@ -82,7 +82,7 @@ func (t *twoShotPath) issue(c call) error {
 // returns the common chunk in bytes (the grids' size).
 func (t *twoShotPath) fill(req backend.Request) (int64, error) {
 	g, k := t.g, &t.g.paths.kernel
-	chunk, off, n := chunkOf(req, len(g.ranks), g.me)
+	chunk, off, n := chunkOf(req, len(g.Ranks), g.Me)
 	at := req.Out.Ptr + uint64(off)
 	if err := k.fillAllReduceArgs(k.args, req, at, off, n, true); err != nil {
 		return 0, err
