@@ -68,35 +68,37 @@ type AlgoChecker interface {
 	CheckAlgo(k coll.Kind, a coll.Algo) error
 }
 
-// Validate reports the first invalid setting of c for n ranks.
+// Validate reports the first invalid setting of c for n ranks, naming the
+// setting by its flag and without a package prefix (the CLI adds its own;
+// Run adds "bench: ").
 func (c *Config) Validate(n int) error {
 	switch {
 	case len(c.Ops) == 0:
-		return fmt.Errorf("bench: no ops to run")
+		return fmt.Errorf("no ops to run")
 	case len(c.Sizes) == 0:
-		return fmt.Errorf("bench: no sizes to run")
+		return fmt.Errorf("no sizes to run")
 	case !c.DType.Valid():
-		return fmt.Errorf("bench: invalid dtype %v", c.DType)
+		return fmt.Errorf("invalid dtype %v", c.DType)
 	case c.RedOp < coll.Sum || c.RedOp > coll.Max:
-		return fmt.Errorf("bench: invalid reduction %v", c.RedOp)
+		return fmt.Errorf("invalid reduction %v", c.RedOp)
 	case c.Root < 0 || c.Root >= n:
-		return fmt.Errorf("bench: root %d outside the %d ranks", c.Root, n)
+		return fmt.Errorf("-r/--root %d: outside the %d ranks (want 0 to %d)", c.Root, n, n-1)
 	case !c.OutOfPlace && !c.InPlace:
-		return fmt.Errorf("bench: neither out-of-place nor in-place selected")
+		return fmt.Errorf("neither out-of-place nor in-place selected")
 	case c.Iters < 1:
-		return fmt.Errorf("bench: -n/--iters %d must be at least 1", c.Iters)
+		return fmt.Errorf("-n/--iters %d: need at least 1 timed iteration", c.Iters)
 	case c.Warmup < 0:
-		return fmt.Errorf("bench: -w/--warmup %d must not be negative", c.Warmup)
+		return fmt.Errorf("-w/--warmup %d: must not be negative (0: no warmup)", c.Warmup)
 	case c.Rounds < 0:
-		return fmt.Errorf("bench: --rounds %d must not be negative", c.Rounds)
+		return fmt.Errorf("--rounds %d: must not be negative", c.Rounds)
 	case c.Graph < 0:
-		return fmt.Errorf("bench: -G/--cudagraph %d must not be negative", c.Graph)
+		return fmt.Errorf("-G/--cudagraph %d: must not be negative (0: eager calls)", c.Graph)
 	case c.Samples < 0:
-		return fmt.Errorf("bench: --samples %d must not be negative", c.Samples)
+		return fmt.Errorf("--samples %d: must not be negative (0: off)", c.Samples)
 	}
 	for _, k := range c.Ops {
 		if k < coll.AllGather || k > coll.Broadcast {
-			return fmt.Errorf("bench: invalid op %v", k)
+			return fmt.Errorf("invalid op %v", k)
 		}
 	}
 	return nil
@@ -129,10 +131,11 @@ type sweep struct {
 // MaxOffset bounds Config.Offset.
 const MaxOffset = 4096
 
-// CheckOffset says what is wrong with a Config.Offset for elements of dt.
+// CheckOffset says what is wrong with a Config.Offset for elements of dt
+// (without a package prefix, as Validate).
 func CheckOffset(off int64, dt coll.DType) error {
 	if off < 0 || off >= MaxOffset || off%int64(dt.Size()) != 0 {
-		return fmt.Errorf("bench: offset %d: want a multiple of %v's %d-byte elements from 0 to %d (buffers start at whole elements)", off, dt, dt.Size(), MaxOffset-1)
+		return fmt.Errorf("--offset %d: want a multiple of %v's %d-byte elements from 0 to %d (buffers start at whole elements)", off, dt, dt.Size(), MaxOffset-1)
 	}
 	return nil
 }
@@ -144,7 +147,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 		cfg.Algos = []coll.Algo{coll.AlgoAuto}
 	}
 	if err := cfg.Validate(t.Size()); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if ac, ok := t.(AlgoChecker); ok {
 		for _, k := range cfg.Ops {
@@ -160,7 +163,7 @@ func Run(t Target, cfg Config) (*Report, error) {
 	}
 	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
 	if err := CheckOffset(cfg.Offset, cfg.DType); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	var maxBytes int64
 	for _, b := range cfg.Sizes {
@@ -171,7 +174,8 @@ func Run(t Target, cfg Config) (*Report, error) {
 	// allocator (Go's "fatal error: out of memory") instead of saying so.
 	if mc, ok := t.(interface{ CheckFits(int64) error }); ok {
 		if err := mc.CheckFits(2 * (maxBytes + cfg.Offset)); err != nil {
-			return nil, fmt.Errorf("bench: the sweep needs an input and an output buffer of %s each: %w", FormatSize(maxBytes), err)
+			return nil, fmt.Errorf("bench: the sweep's largest size (-e/--maxbytes %s) needs an input and an output buffer of that size on every rank: %w; lower -e/--maxbytes, or run fewer ranks on this host",
+				FormatSize(maxBytes), err)
 		}
 	}
 	var err error

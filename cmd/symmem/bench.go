@@ -124,7 +124,7 @@ func (o *benchOpts) finish() (*benchFlags, error) {
 		return nil, fmt.Errorf("-d: %w", err)
 	}
 	if err := bench.CheckOffset(c.Offset, c.DType); err != nil {
-		return nil, fmt.Errorf("--offset: %w", err)
+		return nil, err
 	}
 	if c.RedOp, err = coll.ParseReduceOp(redop); err != nil {
 		return nil, fmt.Errorf("--op: %w", err)
