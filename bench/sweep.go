@@ -149,14 +149,26 @@ func Run(t Target, cfg Config) (*Report, error) {
 	if err := cfg.Validate(t.Size()); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	// An op/algorithm pair the backend does not have (two-shot has no
+	// all-gather path; the CPU backend has none of the GPU paths) is
+	// skipped with the reason, as a refused call is a row that says why:
+	// the other pairs still run. Only a sweep with no pair left fails.
+	var skipped []Skip
+	skip := map[[2]int]bool{}
+	var mask uint64 // bit per skipped pair, compared across ranks below
 	if ac, ok := t.(AlgoChecker); ok {
-		for _, k := range cfg.Ops {
-			for _, a := range cfg.Algos {
+		for ki, k := range cfg.Ops {
+			for ai, a := range cfg.Algos {
 				if err := ac.CheckAlgo(k, a); err != nil {
-					return nil, fmt.Errorf("bench: %v with -algo %s on backend %s: %w", k, a, t.Name(), err)
+					skipped = append(skipped, Skip{Op: k.String(), Algo: string(a), Reason: err.Error()})
+					skip[[2]int{ki, ai}] = true
+					mask |= 1 << uint(ki*len(cfg.Algos)+ai)
 				}
 			}
 		}
+	}
+	if len(skip) == len(cfg.Ops)*len(cfg.Algos) {
+		return nil, fmt.Errorf("bench: no op/algorithm pair can run on backend %s: %s", t.Name(), skipped[0].Reason)
 	}
 	if _, ok := t.(Grapher); cfg.Graph > 0 && !ok {
 		return nil, fmt.Errorf("bench: -G %d: the %s target cannot capture CUDA graphs", cfg.Graph, t.Name())
@@ -183,6 +195,18 @@ func Run(t Target, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer s.x.close()
+	if len(skip) > 0 {
+		// A pair some ranks would run and others skip would hang the
+		// ones that run it. (At most 4 ops x 10 algorithms: the mask fits
+		// a float64 exactly.)
+		flags, err := s.x.exchange([]float64{float64(mask), 0})
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(flags, func(v []float64) bool { return v[0] != float64(mask) }) {
+			return nil, fmt.Errorf("bench: ranks disagree which op/algorithm pairs the %s backend has (this rank skips: %v)", t.Name(), skipped)
+		}
+	}
 	in, err := t.Alloc(maxBytes+cfg.Offset, !cfg.Plain)
 	if err != nil {
 		return nil, fmt.Errorf("bench: allocating %s input buffer: %w", FormatSize(maxBytes), err)
@@ -198,12 +222,12 @@ func Run(t Target, cfg Config) (*Report, error) {
 
 	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
 		Root: cfg.Root, Symmetric: !cfg.Plain, Offset: cfg.Offset, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds), NoMemcpy: cfg.NoMemcpy,
-		Date: time.Now().UTC().Format(time.RFC3339)}
+		Date: time.Now().UTC().Format(time.RFC3339), Skipped: skipped}
 	if mt, ok := t.(MemcpyThreader); ok {
 		rep.MemcpyThreads = mt.MemcpyThreads()
 	}
 	start := time.Now()
-	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
+	rows := (len(cfg.Ops)*len(cfg.Algos) - len(skip)) * len(cfg.Sizes)
 	row := 0
 	emit := func(res Result) error {
 		rep.Results = append(rep.Results, res)
@@ -214,31 +238,34 @@ func Run(t Target, cfg Config) (*Report, error) {
 		}
 		return nil
 	}
-	for _, k := range cfg.Ops {
+	for ki, k := range cfg.Ops {
 		first := len(rep.Results)
+		algos := slices.DeleteFunc(slices.Clone(cfg.Algos), func(a coll.Algo) bool {
+			return skip[[2]int{ki, slices.Index(cfg.Algos, a)}]
+		})
 		if cfg.BySize {
 			// Size by size; at each size every round measures every
 			// algorithm in turn, so the paths compared are measured
 			// moments apart. Rows are emitted algorithm by algorithm.
-			held := make([][]Result, len(cfg.Algos))
+			held := make([][]Result, len(algos))
 			for si, size := range cfg.Sizes {
 				l := layoutFor(k, size, cfg.DType.Size(), s.n)
 				if l.perRank == 0 {
-					row += len(cfg.Algos)
+					row += len(algos)
 					continue // too small for whole elements on every rank
 				}
-				accs := make([]rowAcc, len(cfg.Algos))
-				for ai, a := range cfg.Algos {
+				accs := make([]rowAcc, len(algos))
+				for ai, a := range algos {
 					accs[ai] = s.newRow(k, a, l)
 				}
 				for round := 0; round < max(1, cfg.Rounds); round++ {
-					for ai, a := range cfg.Algos {
-						if err := s.round(&accs[ai], k, a, ai, si, round, l); err != nil {
+					for ai, a := range algos {
+						if err := s.round(&accs[ai], k, a, slices.Index(cfg.Algos, a), si, round, l); err != nil {
 							return nil, err
 						}
 					}
 				}
-				for ai := range cfg.Algos {
+				for ai := range algos {
 					row++
 					res := accs[ai].finish(l)
 					if cfg.Progress != nil && s.rank == 0 {
@@ -255,14 +282,14 @@ func Run(t Target, cfg Config) (*Report, error) {
 				}
 			}
 		} else {
-			for ai, a := range cfg.Algos {
+			for _, a := range algos {
 				for si, size := range cfg.Sizes {
 					row++
 					l := layoutFor(k, size, cfg.DType.Size(), s.n)
 					if l.perRank == 0 {
 						continue // too small for whole elements on every rank
 					}
-					res, err := s.row(k, a, ai, si, l)
+					res, err := s.row(k, a, slices.Index(cfg.Algos, a), si, l)
 					if err != nil {
 						return nil, err
 					}

@@ -510,3 +510,31 @@ func TestBenchTooBig(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSkipsPairsTheBackendLacks: a list of algorithms some of which
+// the backend lacks for some ops runs the others and prints one line per
+// skipped pair (it aborted the whole run); on the CPU backend the GPU
+// paths are such pairs. A list with nothing the backend has, or an
+// unknown name, is still refused up front (TestBenchAlgoNotOnBackend,
+// TestBenchFlagErrors).
+func TestBenchSkipsPairsTheBackendLacks(t *testing.T) {
+	out, errs, err := cli(t, "bench", "-backend", "cpu", "--ops", "all_gather,reduce_scatter,all_reduce",
+		"--algo", "kernel,two-shot,ll,ce,lc,auto", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--budget", "0", "--samples", "0")
+	if err != nil {
+		t.Fatalf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
+	}
+	for _, op := range []string{"all_gather", "reduce_scatter", "all_reduce"} {
+		for _, a := range []string{"kernel", "two-shot", "ll", "ce", "lc"} {
+			want := "# " + op + " with --algo " + a + ": refused, skipped: algorithm \"" + a + "\" is not available for " + op + " on the cpu backend"
+			if strings.Count(out, want) != 1 {
+				t.Errorf("stdout has not one %q", want)
+			}
+		}
+	}
+	if n := parsedRows(t, out); n != 9 { // auto: 3 ops x 3 sizes
+		t.Errorf("%d rows, want 9 (auto's)\n%s", n, out)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
