@@ -50,7 +50,8 @@ type call struct {
 	count   int64 // backend.Request.Count, set by validate
 }
 
-func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
+func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path, err error) {
+	defer markTimeout(&err)
 	if err := g.w.alive(); err != nil {
 		return coll.Path{}, err
 	}
@@ -127,7 +128,6 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}, nil
 	}
 	var p coll.Path
-	var err error
 	if staged && g.w.host {
 		p, err = g.staged(ctx, c, req)
 	} else {

@@ -16,6 +16,8 @@ type blk struct {
 	state     uint8
 	gen       uint64 // live blocks: the allocation's generation (Block.Gen)
 	h         uint64 // live blocks: their share of the pool's state hash (verify.go)
+	asked     int64  // live blocks: the size and alignment Alloc was called with,
+	align     int64  // to name a block that differs between ranks (liveEntriesLocked)
 }
 
 type segment struct {

@@ -41,8 +41,10 @@
 // removal compares the segments to deregister. On any difference every rank
 // returns an error wrapping ErrMismatch that names the first differing rank
 // and what differed (the first differing log entry since the group's last
-// check, when the pool still keeps it: the last 1024 entries are kept), and
-// nothing is registered or released. The state forgets what was undone:
+// check, when the pool still keeps it: the last 1024 entries are kept; after
+// a check that found a difference, the first live block that still differs,
+// as the log then holds the Frees that mended part of it), and nothing is
+// registered or released. The state forgets what was undone:
 // once every rank freed what differed, scope ends succeed again; segments
 // that differ (ids are never reused) cannot be undone, and the error says
 // so. Each block carries a generation (Block.Gen) so

@@ -26,8 +26,12 @@ type group struct {
 	// guarded by p.mu
 	closed  bool
 	cursor  SegmentID // the last segment id registered with the group
-	checked mark      // log position of the last successful check
-	scopes  []*Scope  // open scopes, innermost last
+	checked mark      // log position of the last check every rank saw
+	// unsettled: that check found different allocations, so the log since
+	// it holds the Frees that mend them, not the difference: name the
+	// live blocks instead.
+	unsettled bool
+	scopes    []*Scope // open scopes, innermost last
 }
 
 // AddGroup adds a group to the pool and returns its id. It is local (not
@@ -174,14 +178,14 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 			if errors.Is(err, ErrMismatch) {
 				// Every rank saw it: the next difference is named from here.
 				p.mu.Lock()
-				g.checked = to
+				g.checked, g.unsettled = to, true
 				p.mu.Unlock()
 			}
 			return err
 		}
 	}
 	p.mu.Lock()
-	g.checked = to
+	g.checked, g.unsettled = to, false
 	p.mu.Unlock()
 	if len(segs) == 0 {
 		return nil

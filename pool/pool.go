@@ -180,7 +180,8 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 	e := logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off}
 	p.log.add(e)
 	h := e.hash()
-	seg.blocks[seg.blockAt(b.Off)].h = h
+	lb := &seg.blocks[seg.blockAt(b.Off)]
+	lb.h, lb.asked, lb.align = h, size, align
 	p.stateH += h
 	return b, nil
 }

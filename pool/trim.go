@@ -117,7 +117,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	for _, w := range ws {
-		w.g.checked = w.to
+		w.g.checked, w.g.unsettled = w.to, false
 	}
 	p.mu.Unlock()
 	for _, w := range ws {

@@ -269,6 +269,26 @@ func TestPython(t *testing.T) {
 	}
 	suite := filepath.Join(pkg, "tests", "test_cpu.py")
 	t.Run("suite/n=2/torchrun-env", func(t *testing.T) { pythonUnderTorchrunEnv(t, py, suite, env) })
+	// The CPU-only example (standard library and symmem only), as its
+	// docstring runs it: every rank must check its result and say so.
+	t.Run("example/cpu_allreduce/n=2", func(t *testing.T) {
+		ex := filepath.Join(pkg, "..", "examples", "python", "cpu_allreduce.py")
+		if _, err := os.ReadFile(ex); err != nil { // read here: go test caches by the files it opens
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		code, err := launch.Run(ctx, launch.Config{N: 2, Prog: py, Args: []string{ex}, Env: env, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+		if err != nil || code != 0 {
+			t.Fatalf("exit %d, err %v; output:\n%s", code, err, out.String())
+		}
+		for r := range 2 {
+			if want := fmt.Sprintf("rank %d/2: all-reduce of 65536 float32 ok (path direct", r); !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
 	runs := []struct {
 		name string
 		n    int
