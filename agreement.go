@@ -31,6 +31,12 @@ func (c call) record(req backend.Request, staged bool) agree.Record {
 	if staged {
 		fl |= agree.Staged
 	}
+	switch c.a2a.Form {
+	case backend.SplitsHost: // the counts differ by rank: the backend checks them pairwise
+		fl |= agree.HostSplits
+	case backend.SplitsDevice:
+		return agree.SplitsRecord(c.dt, fl, loc(req.InSym), loc(req.OutSym), loc(req.A2A.DevSym))
+	}
 	return agree.CallRecord(c.kind, c.dt, c.op, c.root, c.count, fl, loc(req.InSym), loc(req.OutSym))
 }
 

@@ -47,7 +47,9 @@ type call struct {
 	op      coll.ReduceOp
 	root    int
 	in, out coll.Span
-	count   int64 // backend.Request.Count, set by validate
+	count   int64          // backend.Request.Count, set by validate
+	a2a     backend.Splits // all-to-all's split counts
+	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
 }
 
 func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path, err error) {
@@ -77,13 +79,23 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path,
 	// The request's shape (lengths, in-place, symmetric lookup) is
 	// computed here once; backends and staging read it.
 	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
-		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream}.Shaped(g.Size(), g.rank)
+		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream, A2A: c.a2a}.Shaped(g.Size(), g.rank)
 	req.OutSym = g.sym(req.Out)
 	req.InSym = req.OutSym
 	if c.kind != coll.Broadcast {
 		req.InSym = g.sym(req.In)
 	}
 	staged := !(req.InSym.OK && req.OutSym.OK)
+	if c.a2a.Form == backend.SplitsHost { // looked up whole: a rank may send or receive nothing
+		req.In.Len, req.Out.Len = c.used[0], c.used[1]
+	}
+	if c.a2a.Form == backend.SplitsDevice {
+		req.A2A.DevSym, req.A2A.DevOutSym = g.sym(c.a2a.Dev), g.sym(c.a2a.DevOut)
+		if staged || !req.A2A.DevSym.OK || !req.A2A.DevOutSym.OK {
+			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): in, out, splits and splitsOut must all be symmetric buffers of the group (allocate them with Scope.Alloc; symmetric: in %v, out %v, splits %v, splitsOut %v): %w",
+				c.kind, g.name, g.rank, req.InSym.OK, req.OutSym.OK, req.A2A.DevSym.OK, req.A2A.DevOutSym.OK, ErrInvalid)
+		}
+	}
 	if staged && g.w.dev != nil {
 		if err := g.checkLocal(req); err != nil {
 			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
@@ -119,7 +131,7 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path,
 			return coll.Path{}, err
 		}
 	}
-	if c.count == 0 {
+	if c.count == 0 && c.a2a.Form == backend.SplitsEqual { // split counts: only the backend sees whether any rank moves data
 		if !g.w.opts.Checked { // checked mode agreed above
 			if err := g.agree(ctx, c, req.Record); err != nil {
 				return coll.Path{}, err
@@ -174,7 +186,7 @@ func (g *Group) validate(c *call) error {
 	if !c.dt.Valid() {
 		return fmt.Errorf("unknown dtype %v (want one of %v): %w", c.dt, coll.DTypes(), ErrInvalid)
 	}
-	if c.kind != coll.AllGather && c.kind != coll.Broadcast && (c.op < coll.Sum || c.op > coll.Max) {
+	if (c.kind == coll.ReduceScatter || c.kind == coll.AllReduce) && (c.op < coll.Sum || c.op > coll.Max) {
 		return fmt.Errorf("unknown reduction %v (want sum, avg, min or max): %w", c.op, ErrInvalid)
 	}
 	es, n := int64(c.dt.Size()), int64(g.Size())
@@ -230,6 +242,8 @@ func (g *Group) validate(c *call) error {
 			return fmt.Errorf("root %d is not a group rank (want 0..%d): %w", c.root, n-1, ErrInvalid)
 		}
 		c.count = c.out.Len / es
+	case coll.AllToAll:
+		return g.validateA2A(c)
 	default:
 		return fmt.Errorf("unknown collective %v: %w", c.kind, ErrInvalid)
 	}

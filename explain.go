@@ -12,8 +12,8 @@ import (
 const emptyCall = "empty call: nothing to move"
 
 // Explain says which path a call of kind k moving bytes (the full gathered /
-// pre-reduction tensor) would take on the world group, and why, without
-// running anything.
+// pre-reduction tensor; all-to-all: one rank's input, equal blocks) would
+// take on the world group, and why, without running anything.
 func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	return w.World().Explain(k, bytes, symmetric)
 }
@@ -36,9 +36,10 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 		return coll.Path{Algo: g.bg.Explain(req).Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
 	}
 	// What staged runs: rounds in place on the staging buffer, of at most
-	// per elements (per rank for all-gather and reduce-scatter). The
-	// backend's plan differs by placement and size (the CPU backend's
-	// one-shot limit is lower in place).
+	// per elements (per rank for all-gather and reduce-scatter, per block
+	// for all-to-all, whose rounds are out of place). The backend's plan
+	// differs by placement and size (the CPU backend's one-shot limit is
+	// lower in place).
 	n, es := int64(g.Size()), int64(req.DType.Size())
 	per := g.stagedPer(k, req.DType)
 	if per == 0 || req.Count == 0 {
@@ -46,7 +47,7 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	}
 	rounds := (req.Count + per - 1) / per
 	round := min(per, req.Count) * es
-	if k == coll.AllGather || k == coll.ReduceScatter {
+	if k == coll.AllGather || k == coll.ReduceScatter || k == coll.AllToAll {
 		round *= n
 	}
 	r := g.explainRequest(k, round, true)
@@ -56,14 +57,19 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 		r.In.Ptr = r.Out.Ptr + me*uint64(r.In.Len)
 	case coll.ReduceScatter:
 		r.Out.Ptr = r.In.Ptr + me*uint64(r.Out.Len)
+	case coll.AllToAll:
 	default:
 		r.In = r.Out
 	}
 	r = r.Shaped(int(n), max(g.rank, 0))
 	p := g.bg.Explain(r)
+	how := "in place"
+	if k == coll.AllToAll {
+		how = "out of place"
+	}
 	return coll.Path{Algo: p.Algo, Staged: true, Reason: fmt.Sprintf(
-		"ordinary memory: staged through group %q's %d-byte symmetric buffer in %d round(s), in place; %s",
-		g.name, g.staging.Len, rounds, p.Reason)}
+		"ordinary memory: staged through group %q's %d-byte symmetric buffer in %d round(s), %s; %s",
+		g.name, g.staging.Len, rounds, how, p.Reason)}
 }
 
 // Doctor collects a doctor.Report (local, not collective): this rank's
@@ -93,7 +99,7 @@ func (g *Group) explainRequest(k coll.Kind, bytes int64, symmetric bool) backend
 	n := int64(g.Size())
 	dt := coll.BFloat16
 	count := bytes / int64(dt.Size())
-	if k == coll.AllGather || k == coll.ReduceScatter {
+	if k == coll.AllGather || k == coll.ReduceScatter || k == coll.AllToAll {
 		count /= n
 	}
 	sym := backend.Sym{OK: symmetric}

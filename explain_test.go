@@ -55,12 +55,17 @@ func roleExplainStaged(ctx context.Context) error {
 	// A call of no element per rank is an empty call, whatever the memory:
 	// it succeeds (Explain said "the call fails" for ordinary memory).
 	for _, sym := range []bool{true, false} {
-		for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+		for _, k := range coll.Kinds() {
 			p := w.Explain(k, 0, sym)
 			if p.Algo != coll.AlgoDirect || !strings.Contains(p.Reason, "empty call") {
 				return fmt.Errorf("Explain(%v, 0 bytes, symmetric %v) = %v (%q), want the empty call's direct path", k, sym, p.Algo, p.Reason)
 			}
 		}
+	}
+	// All-to-all's staged rounds are out of place, each rank copying its
+	// block of every peer's input.
+	if p := w.Explain(coll.AllToAll, bytes, false); !p.Staged || !strings.Contains(p.Reason, "out of place") || !strings.Contains(p.Reason, "its block of every peer's input") {
+		return fmt.Errorf("Explain(all_to_all, 1M, ordinary) = %v, want staged out of place, naming the direct path", p)
 	}
 	if p, err := g.AllReduce(ctx, coll.Span{}, coll.Span{}, coll.BFloat16, coll.Sum); err != nil || p.Algo != coll.AlgoDirect {
 		return fmt.Errorf("an empty all-reduce: %v, %v", p, err)

@@ -26,6 +26,9 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 	if !st.OK {
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the staging buffer is not registered with the group (internal error)", c.kind, g.name)
 	}
+	if c.kind == coll.AllToAll {
+		return g.stagedA2A(ctx, c, req, st)
+	}
 	es, n, me := int64(c.dt.Size()), int64(g.Size()), int64(g.rank)
 	per := g.stagedPer(c.kind, c.dt)
 	if per == 0 {
@@ -96,11 +99,15 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 }
 
 // stagedPer is how many elements of one rank's data a staged round moves
-// (staged runs the call in rounds of it; Explain says so).
+// (all-to-all: of each block; staged runs the call in rounds of it;
+// Explain says so).
 func (g *Group) stagedPer(k coll.Kind, dt coll.DType) int64 {
 	per := g.staging.Len / int64(dt.Size())
-	if k == coll.AllGather || k == coll.ReduceScatter {
+	switch k {
+	case coll.AllGather, coll.ReduceScatter:
 		per /= int64(g.Size())
+	case coll.AllToAll: // n blocks in, n out
+		per /= 2 * int64(g.Size())
 	}
 	return per
 }

@@ -176,7 +176,7 @@ func TestFillBytesOffsets(t *testing.T) {
 }
 
 func baseConfig() Config {
-	return Config{Ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast},
+	return Config{Ops: coll.Kinds(),
 		Sizes: []int64{4, 1 << 10, 100<<10 + 8}, DType: coll.Float32, RedOp: coll.Sum, OutOfPlace: true,
 		InPlace: true, Check: true, Iters: 3, Warmup: 1, Seed: 42}
 }

@@ -165,7 +165,7 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 	ins := make([][]byte, j.n)
 	for r, p := range j.ranks {
 		n := count * es
-		if k == coll.ReduceScatter {
+		if k == coll.ReduceScatter || k == coll.AllToAll {
 			n *= int64(j.n)
 		}
 		// Symmetric: every rank allocates the same sizes in the same order
@@ -192,6 +192,10 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 		}
 	case coll.Broadcast:
 		copy(o, ins[root])
+	case coll.AllToAll:
+		for r := range ins {
+			copy(o[int64(r)*count*es:], ins[r][int64(f.rank)*count*es:][:count*es])
+		}
 	case coll.AllReduce, coll.ReduceScatter:
 		off := int64(0)
 		if k == coll.ReduceScatter {

@@ -59,12 +59,12 @@ func Sizes(begin, end int64, factor int) ([]int64, error) {
 
 // layout is the element geometry of one op at one size, following
 // nccl-tests: bytes is the full tensor (gathered output for all-gather,
-// pre-reduction input for reduce-scatter), rounded down so that every rank
-// gets whole elements.
+// pre-reduction input for reduce-scatter, one rank's input for all-to-all),
+// rounded down so that every rank gets whole elements.
 type layout struct {
 	bytes    int64 // full tensor bytes (size column)
 	total    int64 // full tensor elements (count column)
-	perRank  int64 // AllGather input / ReduceScatter output elements
+	perRank  int64 // AllGather input / ReduceScatter output / AllToAll block elements
 	inBytes  int64 // bytes of one rank's input
 	outBytes int64 // bytes of one rank's output
 	runCount int64 // count passed to Target.Run
@@ -74,6 +74,10 @@ func layoutFor(k coll.Kind, size int64, esize, n int) layout {
 	total := size / int64(esize)
 	var l layout
 	switch k {
+	case coll.AllToAll: // count blocks of per elements, to and from each rank
+		per := total / int64(n)
+		total = per * int64(n)
+		l = layout{total: total, perRank: per, runCount: per, inBytes: total * int64(esize), outBytes: total * int64(esize)}
 	case coll.AllGather, coll.ReduceScatter:
 		per := total / int64(n)
 		total = per * int64(n)

@@ -97,7 +97,7 @@ func (c *Config) Validate(n int) error {
 		return fmt.Errorf("--samples %d: must not be negative (0: off)", c.Samples)
 	}
 	for _, k := range c.Ops {
-		if k < coll.AllGather || k > coll.Broadcast {
+		if k < coll.AllGather || k > coll.AllToAll {
 			return fmt.Errorf("invalid op %v", k)
 		}
 	}
@@ -356,7 +356,7 @@ func (s *sweep) round(acc *rowAcc, k coll.Kind, a coll.Algo, ai, si, round int, 
 	}
 	iters := 0
 	for _, inPlace := range []bool{false, true} {
-		if (inPlace && !s.cfg.InPlace) || (!inPlace && !s.cfg.OutOfPlace) {
+		if (inPlace && !s.cfg.InPlace) || (!inPlace && !s.cfg.OutOfPlace) || inPlace && k == coll.AllToAll { // all-to-all is out of place only
 			continue
 		}
 		m, err := s.measure(k, a, ai, si, round, l, inPlace)

@@ -28,7 +28,9 @@ type caseData struct {
 	trash uint64   // seed of the garbage written into outputs first
 }
 
-func moveOp(k coll.Kind) bool { return k == coll.AllGather || k == coll.Broadcast }
+func moveOp(k coll.Kind) bool {
+	return k == coll.AllGather || k == coll.Broadcast || k == coll.AllToAll
+}
 
 func sub(s coll.Span, off, n int64) coll.Span { return coll.Span{Ptr: s.Ptr + uint64(off), Len: n} }
 
@@ -73,11 +75,17 @@ func (c *caseData) expected(want []byte, off int64) {
 		c.input(want, c.root, off)
 		return
 	}
-	in := c.l.inBytes // all-gather: slice r of the output is rank r's input
+	// All-gather: slice r of the output is rank r's input; all-to-all:
+	// block r is rank r's block for this rank.
+	in, at := c.l.inBytes, int64(0)
+	if c.k == coll.AllToAll {
+		in = c.l.perRank * int64(c.dt.Size())
+		at = int64(c.rank) * in
+	}
 	for len(want) > 0 {
 		r, o := int(off/in), off%in
 		n := min(int64(len(want)), in-o)
-		c.input(want[:n], r, o)
+		c.input(want[:n], r, at+o)
 		want, off = want[n:], off+n
 	}
 }

@@ -114,9 +114,23 @@ const (
 	ReduceScatter
 	AllReduce
 	Broadcast
+	// AllToAll sends block j of every rank's input to rank j; rank i's
+	// block of every output comes from rank i. Its forms (equal blocks,
+	// host split counts, split counts in symmetric memory) share the kind.
+	AllToAll
 )
 
-var kindNames = [...]string{AllGather: "all_gather", ReduceScatter: "reduce_scatter", AllReduce: "all_reduce", Broadcast: "broadcast"}
+var kindNames = [...]string{AllGather: "all_gather", ReduceScatter: "reduce_scatter", AllReduce: "all_reduce", Broadcast: "broadcast", AllToAll: "all_to_all"}
+
+// Kinds lists every collective, in the order of the C ABI's op codes
+// (SYMMEM_OP_* in include/symmem.h): append only.
+func Kinds() []Kind {
+	out := make([]Kind, len(kindNames))
+	for i := range out {
+		out[i] = Kind(i)
+	}
+	return out
+}
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -127,12 +141,13 @@ func (k Kind) String() string {
 
 // kindSpellings are the names ParseKind accepts besides a Kind's String
 // (all_gather), in any case: the kebab and joined forms, and the short
-// ones of --ops (ag,rs,ar,bc).
+// ones of --ops (ag,rs,ar,bc,a2a).
 var kindSpellings = [...][]string{
 	AllGather:     {"all-gather", "allgather", "ag"},
 	ReduceScatter: {"reduce-scatter", "reducescatter", "rs"},
 	AllReduce:     {"all-reduce", "allreduce", "ar"},
 	Broadcast:     {"bc", "bcast"},
+	AllToAll:      {"all-to-all", "alltoall", "a2a"},
 }
 
 // ParseKind accepts a Kind's name or one of its other spellings

@@ -44,15 +44,16 @@ func TestParseKindAndOp(t *testing.T) {
 		"reduce_scatter": ReduceScatter, "reduce-scatter": ReduceScatter, "reducescatter": ReduceScatter, "RS": ReduceScatter,
 		"all_reduce": AllReduce, "all-reduce": AllReduce, "allreduce": AllReduce, "ar": AllReduce,
 		"broadcast": Broadcast, "bc": Broadcast, "bcast": Broadcast, "BROADCAST": Broadcast,
+		"all_to_all": AllToAll, "all-to-all": AllToAll, "alltoall": AllToAll, "A2A": AllToAll,
 	} {
 		if got, err := ParseKind(in); err != nil || got != want {
 			t.Errorf("ParseKind(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"alltoall", "", "all__gather", "a-l-l-gather", "allgather_", "_ag", "a_g", "all_-gather",
+	for _, in := range []string{"all2all", "", "all__gather", "a-l-l-gather", "allgather_", "_ag", "a_g", "all_-gather",
 		"reduce_scatter-", "b-c", "broad_cast", "all_gather ", "all gather"} {
 		_, err := ParseKind(in)
-		if err == nil || !strings.Contains(err.Error(), "all_gather (all-gather, allgather, ag)") || !strings.Contains(err.Error(), "broadcast (bc, bcast)") {
+		if err == nil || !strings.Contains(err.Error(), "all_gather (all-gather, allgather, ag)") || !strings.Contains(err.Error(), "all_to_all (all-to-all, alltoall, a2a)") {
 			t.Errorf("ParseKind(%q): %v, want an error listing the accepted names", in, err)
 		}
 	}
@@ -73,7 +74,7 @@ func TestBusFactor(t *testing.T) {
 		want float64
 	}{
 		{AllGather, 2, 0.5}, {ReduceScatter, 4, 0.75}, {AllReduce, 2, 1}, {AllReduce, 8, 1.75},
-		{Broadcast, 8, 1}, {AllGather, 1, 1},
+		{Broadcast, 8, 1}, {AllGather, 1, 1}, {AllToAll, 4, 0.75},
 	}
 	for _, tt := range tests {
 		if got := BusFactor(tt.k, tt.n); math.Abs(got-tt.want) > 1e-12 {

@@ -86,7 +86,7 @@ type Path struct {
 }
 
 // Kinds are the ops the path table covers, in its order.
-var Kinds = []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}
+var Kinds = coll.Kinds()
 
 // Sizes are the sizes the path table covers.
 var Sizes = []int64{4 << 10, 1 << 20, 64 << 20}

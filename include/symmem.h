@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define SYMMEM_ABI_VERSION 3
+#define SYMMEM_ABI_VERSION 4
 
 typedef uint64_t symmem_world_t;
 typedef uint64_t symmem_group_t;
@@ -87,7 +87,8 @@ typedef enum {
   SYMMEM_ALL_GATHER = 0,
   SYMMEM_REDUCE_SCATTER = 1,
   SYMMEM_ALL_REDUCE = 2,
-  SYMMEM_BROADCAST = 3
+  SYMMEM_BROADCAST = 3,
+  SYMMEM_ALL_TO_ALL = 4 /* ABI version 4 */
 } symmem_kind;
 
 /* Path codes returned by collectives: an algorithm, plus SYMMEM_PATH_STAGED
@@ -189,7 +190,37 @@ int symmem_all_reduce(symmem_group_t group, const void* in, void* out, size_t co
 int symmem_broadcast(symmem_group_t group, void* buf, size_t count, int dtype, int root,
                      void* stream, const char* algo);
 
-/* The four collectives through one entry point with six pointer-sized
+/* All-to-all, out of place (in and out must not overlap). (ABI version 4
+ * added these calls.)
+ * symmem_all_to_all: equal blocks, as ncclAlltoAll: in and out hold
+ * count*size elements; block j of in (count elements) goes to group rank j,
+ * block i of out comes from group rank i.
+ * symmem_all_to_all_v: send_counts[j] elements go to group rank j and
+ * recv_counts[i] come from group rank i (size counts each, >= 0), packed in
+ * rank order from in and out, which hold in_count and out_count elements
+ * (at least the sums; pass the buffers' whole sizes: a rank that sends or
+ * receives nothing still passes its symmetric buffer). What a rank sends
+ * must be what its peer expects: a difference fails the call on every rank
+ * with SYMMEM_ERR_MISMATCH, naming both ranks and both counts.
+ * symmem_all_to_all_vdev: the counts live in symmetric memory, as
+ * torch.ops.symm_mem.all_to_all_vdev: splits holds size int64 (elements to
+ * each group rank), written before the call (on its stream); the call
+ * writes splits_out, 2*size int64: the elements received from each rank,
+ * then each block's element offset in out. in_count and out_count bound
+ * the counts: counts below zero, or that would
+ * read past any rank's in or write past any rank's out, fail the call on
+ * every rank with SYMMEM_ERR_INVALID before anything is written. in, out,
+ * splits and splits_out must be symmetric buffers of the group. */
+int symmem_all_to_all(symmem_group_t group, const void* in, void* out, size_t count, int dtype,
+                      void* stream, const char* algo);
+int symmem_all_to_all_v(symmem_group_t group, const void* in, void* out, size_t in_count, size_t out_count,
+                        const int64_t* send_counts, const int64_t* recv_counts, int dtype, void* stream,
+                        const char* algo);
+int symmem_all_to_all_vdev(symmem_group_t group, const void* in, void* out, size_t in_count, size_t out_count,
+                           const int64_t* splits, int64_t* splits_out, int dtype, void* stream, const char* algo);
+
+/* The collectives with one count (all-to-all: equal blocks, ABI version 4)
+ * through one entry point with six pointer-sized
  * arguments, for foreign-function callers that pay per argument (Python's
  * ctypes: ~55 ns a pointer, ~120 ns an int). call = SYMMEM_CALL(kind, dtype,
  * op, algo, root); in, out, count and stream as in the calls above; op is

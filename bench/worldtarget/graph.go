@@ -69,6 +69,8 @@ func (t *Target) Capture(calls int, k coll.Kind, out, in coll.Span, count int64,
 			_, runErr = t.g.AllReduce(t.ctx, out, in, dt, op, o...)
 		case coll.Broadcast:
 			_, runErr = t.g.Broadcast(t.ctx, out, root, dt, o...)
+		case coll.AllToAll:
+			_, runErr = t.g.AllToAll(t.ctx, out, in, dt, o...)
 		default:
 			runErr = fmt.Errorf("bench: unknown op %v", k)
 		}

@@ -204,6 +204,8 @@ func (t *Target) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DType,
 			}
 		}
 		return t.g.Broadcast(t.ctx, out, root, dt, o)
+	case coll.AllToAll:
+		return t.g.AllToAll(t.ctx, out, in, dt, o)
 	}
 	return coll.Path{}, fmt.Errorf("bench: unknown op %v", k)
 }

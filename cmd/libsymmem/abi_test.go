@@ -190,6 +190,12 @@ func TestHeaderConstants(t *testing.T) {
 			t.Errorf("include/symmem.h: %s = %d (found %v), the library uses %d", name, got, ok, v)
 		}
 	}
+	for i, k := range kinds {
+		name := "SYMMEM_" + strings.ToUpper(k.String())
+		if got, ok := vals[name]; !ok || got != i {
+			t.Errorf("include/symmem.h: %s = %d (found %v), the library decodes %v from %d", name, got, ok, k, i)
+		}
+	}
 	for i, a := range algos {
 		name := "SYMMEM_ALGO_" + strings.ToUpper(strings.ReplaceAll(string(a), "-", "_"))
 		if got, ok := vals[name]; !ok || got != i {

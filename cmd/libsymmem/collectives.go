@@ -153,6 +153,8 @@ func collective(gh uint64, a args) C.int {
 		p, err = g.g.AllReduce(ctx, out(c), in(c), dt, red, opts[:]...)
 	case coll.Broadcast:
 		p, err = g.g.Broadcast(ctx, out(c), a.root, dt, opts[:]...)
+	case coll.AllToAll:
+		p, err = g.g.AllToAll(ctx, out(c*n), in(c*n), dt, opts[:]...)
 	}
 	if err != nil {
 		g.setLast(coll.Path{})
@@ -191,14 +193,14 @@ func symmem_broadcast(gh C.uint64_t, buf unsafe.Pointer, count C.size_t, dtype, 
 }
 
 // Kinds of symmem_collective (symmem_kind values).
-var kinds = [...]coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}
+var kinds = [...]coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast, coll.AllToAll}
 
 // unpack decodes symmem_collective's call word (SYMMEM_CALL in the header):
 // kind | dtype<<8 | op<<16 | algo<<24 | root<<32, 8 bits each but root's 32.
 func unpack(call uint64) (args, error) {
 	kc := call & 0xff
 	if kc >= uint64(len(kinds)) {
-		return args{}, fmt.Errorf("symmem_collective: kind %d in call %#x is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3): %w",
+		return args{}, fmt.Errorf("symmem_collective: kind %d in call %#x is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3, all-to-all 4): %w",
 			kc, call, symmem.ErrInvalid)
 	}
 	a := args{kind: kinds[kc], dtype: int(call >> 8 & 0xff), op: int(call >> 16 & 0xff), root: int(int32(uint32(call >> 32)))}
@@ -206,7 +208,7 @@ func unpack(call uint64) (args, error) {
 	return a, nil
 }
 
-// symmem_collective is the four collectives in one call with six
+// symmem_collective is the collectives with one count in one call with six
 // pointer-sized arguments: an FFI pays per argument, and least for
 // pointer-sized ones. The Python package calls it through
 // symmem_py_collective (pycall.c).
@@ -231,4 +233,88 @@ func collectiveWord(gh, call, in, out, count, stream uint64) C.int {
 		a.in = a.out
 	}
 	return collective(gh, a)
+}
+
+//export symmem_all_to_all
+func symmem_all_to_all(gh C.uint64_t, in, out unsafe.Pointer, count C.size_t, dtype C.int, stream unsafe.Pointer, algo *C.char) C.int {
+	a, err := algoArg(algo)
+	return collective(uint64(gh), args{kind: coll.AllToAll, in: addr(in), out: addr(out), count: uint64(count), dtype: int(dtype),
+		stream: addr(stream), algo: a, err: err})
+}
+
+//export symmem_all_to_all_v
+func symmem_all_to_all_v(gh C.uint64_t, in, out unsafe.Pointer, inCount, outCount C.size_t, sendCounts, recvCounts *C.int64_t, dtype C.int, stream unsafe.Pointer, algo *C.char) C.int {
+	g, dt, opts, err := splitsCall(uint64(gh), dtype, stream, algo)
+	if err == nil && (sendCounts == nil || recvCounts == nil) {
+		err = fmt.Errorf("send_counts or recv_counts is NULL (want %d counts each): %w", g.g.Size(), symmem.ErrInvalid)
+	}
+	inSpan, outSpan, cerr := capacities(in, out, inCount, outCount, dt)
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return splitsFail(g, err)
+	}
+	n := g.g.Size()
+	send := unsafe.Slice((*int64)(unsafe.Pointer(sendCounts)), n)
+	recv := unsafe.Slice((*int64)(unsafe.Pointer(recvCounts)), n)
+	p, err := g.g.AllToAllV(context.Background(), outSpan, inSpan, send, recv, dt, opts[:]...)
+	return splitsDone(g, p, err)
+}
+
+//export symmem_all_to_all_vdev
+func symmem_all_to_all_vdev(gh C.uint64_t, in, out unsafe.Pointer, inCount, outCount C.size_t, splits, splitsOut *C.int64_t, dtype C.int, stream unsafe.Pointer, algo *C.char) C.int {
+	g, dt, opts, err := splitsCall(uint64(gh), dtype, stream, algo)
+	inSpan, outSpan, cerr := capacities(in, out, inCount, outCount, dt)
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return splitsFail(g, err)
+	}
+	n := int64(g.g.Size())
+	p, err := g.g.AllToAllVDev(context.Background(), outSpan, inSpan, coll.Span{Ptr: addr(unsafe.Pointer(splits)), Len: 8 * n},
+		coll.Span{Ptr: addr(unsafe.Pointer(splitsOut)), Len: 16 * n}, dt, opts[:]...)
+	return splitsDone(g, p, err)
+}
+
+// capacities are in and out of inCount and outCount elements of dt.
+func capacities(in, out unsafe.Pointer, inCount, outCount C.size_t, dt coll.DType) (coll.Span, coll.Span, error) {
+	es := uint64(dt.Size())
+	if uint64(inCount) > math.MaxInt64/es || uint64(outCount) > math.MaxInt64/es {
+		return coll.Span{}, coll.Span{}, fmt.Errorf("in_count %d or out_count %d overflows: %w", uint64(inCount), uint64(outCount), symmem.ErrInvalid)
+	}
+	return coll.Span{Ptr: addr(in), Len: int64(uint64(inCount) * es)}, coll.Span{Ptr: addr(out), Len: int64(uint64(outCount) * es)}, nil
+}
+
+// splitsCall decodes the arguments the all-to-alls with split counts share
+// with the other collectives.
+func splitsCall(gh uint64, dtype C.int, stream unsafe.Pointer, algo *C.char) (*group, coll.DType, [2]symmem.CallOption, error) {
+	g, err := lookup[*group](gh, "group")
+	if err != nil {
+		return nil, 0, [2]symmem.CallOption{}, err
+	}
+	a, err := algoArg(algo)
+	dt, derr := dtypeArg(dtype)
+	if err == nil {
+		err = derr
+	}
+	return g, dt, [2]symmem.CallOption{symmem.WithAlgo(a), symmem.WithStream(addr(stream))}, err
+}
+
+func splitsFail(g *group, err error) C.int {
+	if g == nil {
+		return fail(err)
+	}
+	g.setLast(coll.Path{})
+	return fail(fmt.Errorf("symmem: %v on group %q: %w", coll.AllToAll, g.g.Name(), err))
+}
+
+func splitsDone(g *group, p coll.Path, err error) C.int {
+	if err != nil {
+		g.setLast(coll.Path{})
+		return fail(err)
+	}
+	g.setLast(p)
+	return pathCode(p)
 }

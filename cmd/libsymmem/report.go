@@ -52,8 +52,8 @@ func symmem_explain(gh C.uint64_t, kind C.int, bytes C.size_t, symmetric C.int, 
 		return fail(err)
 	}
 	k := coll.Kind(kind)
-	if k < coll.AllGather || k > coll.Broadcast {
-		return fail(fmt.Errorf("symmem_explain: kind %d is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3): %w", int(kind), symmem.ErrInvalid))
+	if k < coll.AllGather || k > coll.AllToAll {
+		return fail(fmt.Errorf("symmem_explain: kind %d is not a symmem_kind (all-gather 0, reduce-scatter 1, all-reduce 2, broadcast 3, all-to-all 4): %w", int(kind), symmem.ErrInvalid))
 	}
 	if uint64(bytes) > math.MaxInt64 {
 		return fail(fmt.Errorf("symmem_explain: bytes %d is larger than any buffer (at most %d): %w", uint64(bytes), int64(math.MaxInt64), symmem.ErrInvalid))

@@ -16,7 +16,7 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-const abiVersion = 3 // SYMMEM_ABI_VERSION
+const abiVersion = 4 // SYMMEM_ABI_VERSION
 
 const initChecked = 1 // SYMMEM_INIT_CHECKED
 

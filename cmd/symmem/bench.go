@@ -51,7 +51,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.SetNormalizeFunc(normalizeFlag)
 	fs.IntVar(&f.n, "nproc-per-node", 2, "ranks to start when not already inside a launched job (RANK unset), as torchrun spells it")
 	fs.StringVar(&f.backend, "backend", "auto", "backend: auto, cpu or cuda")
-	fs.StringVar(&o.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast (or all)")
+	fs.StringVar(&o.ops, "ops", "all", "comma-separated ops: all_gather, reduce_scatter, all_reduce, broadcast, all_to_all (or all)")
 	fs.StringVarP(&o.b, "minbytes", "b", "1K", "smallest size: bytes of the full tensor (K, M, G suffixes)")
 	fs.StringVarP(&o.e, "maxbytes", "e", "256M", "largest size")
 	fs.IntVarP(&o.fact, "stepfactor", "f", 2, "size multiplication factor between steps")
@@ -217,7 +217,7 @@ func checkWritable(path string) error {
 
 func parseOps(s string) ([]coll.Kind, error) {
 	if strings.EqualFold(s, "all") {
-		return []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, nil
+		return coll.Kinds(), nil
 	}
 	var out []coll.Kind
 	for _, p := range strings.Split(s, ",") {

@@ -142,7 +142,10 @@ type Sym struct {
 // Counts are elements. For AllGather, In holds Count elements and Out holds
 // Count*Size; in-place is In == Out[rank*Count:]. For ReduceScatter, In holds
 // Count*Size and Out holds Count. AllReduce and Broadcast use Count for both
-// (Broadcast works in Out only: In is Out).
+// (Broadcast works in Out only: In is Out). AllToAll is out of place and
+// has three forms (Request.Splits): equal blocks, where In and Out hold
+// Count*Size elements (Count per peer, block j of In goes to rank j);
+// host split counts; split counts in symmetric memory.
 type Request struct {
 	Kind    coll.Kind
 	DType   coll.DType
@@ -166,6 +169,56 @@ type Request struct {
 	// backends add the checks that cost time on every call (the GPU
 	// backend's handshake beside copy-engine and NCCL calls).
 	Checked bool
+	// A2A is an AllToAll's split counts (zero for the equal form and for
+	// the other kinds).
+	A2A Splits
+}
+
+// SplitForm is which form of all-to-all a request is.
+type SplitForm uint8
+
+const (
+	// SplitsEqual: Count elements to and from every rank.
+	SplitsEqual SplitForm = iota
+	// SplitsHost: Send and Recv, on the host, give the elements to and
+	// from each group rank; the blocks are packed in rank order in In and
+	// Out, whose lengths are the sums. Count is 0.
+	SplitsHost
+	// SplitsDevice: Dev (Size() int64, symmetric) holds the elements this
+	// rank sends to each group rank, written before the call; the call
+	// writes the elements received from each rank, then each block's
+	// element offset in Out (packed in rank order), into DevOut (2*Size()
+	// int64, symmetric). In and Out are capacities: a count that would
+	// read past In or write past Out fails the call on every rank before
+	// any data moves. Count is 0.
+	SplitsDevice
+)
+
+func (f SplitForm) String() string {
+	switch f {
+	case SplitsEqual:
+		return "equal"
+	case SplitsHost:
+		return "host splits"
+	case SplitsDevice:
+		return "device splits"
+	}
+	return fmt.Sprintf("splits(%d)", uint8(f))
+}
+
+// Splits is an AllToAll's split counts (Request.A2A), in elements.
+type Splits struct {
+	Form       SplitForm
+	Send, Recv []int64 // SplitsHost: per group rank, validated by the user API (>= 0, sums fit In and Out)
+	// Lo and Hi (SplitsHost, Hi > 0): move only elements [Lo, Hi) of
+	// every block, packed in In and Out as if the counts were clipped to
+	// that window; Send and Recv are still checked whole. The user API's
+	// staging of ordinary host memory runs rounds this way.
+	Lo, Hi    int64
+	Dev       coll.Span
+	DevOut    coll.Span
+	DevSym    Sym
+	DevOutSym Sym
 }
 
 // IOBytes is the bytes a collective of kind k on count elements of dt
@@ -177,20 +230,28 @@ func IOBytes(k coll.Kind, dt coll.DType, count int64, n int) (in, out int64) {
 		return one, one * int64(n)
 	case coll.ReduceScatter:
 		return one * int64(n), one
+	case coll.AllToAll:
+		return one * int64(n), one * int64(n)
 	}
 	return one, one
 }
 
 // Shaped returns r with its shape computed for group rank rank of n: In
 // and Out trimmed to the bytes the collective touches (Broadcast: In is
-// Out) and InPlace set. The user API calls it once per call.
+// Out) and InPlace set. An all-to-all with split counts keeps the lengths
+// the user API gave (the sums, or the capacities). The user API calls it
+// once per call.
 func (r Request) Shaped(n, rank int) Request {
+	if r.Kind == coll.AllToAll && r.A2A.Form != SplitsEqual {
+		return r
+	}
 	in, out := IOBytes(r.Kind, r.DType, r.Count, n)
 	if r.Kind == coll.Broadcast {
 		r.In, r.InSym = r.Out, r.OutSym
 	}
 	r.In.Len, r.Out.Len = in, out
 	switch r.Kind {
+	case coll.AllToAll: // out of place only
 	case coll.AllGather:
 		r.InPlace = r.In.Ptr == r.Out.Ptr+uint64(int64(rank)*in)
 	case coll.ReduceScatter:

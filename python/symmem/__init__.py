@@ -19,14 +19,14 @@ from ._lib import (BadHandleError, ClosedError, InvalidArgumentError, MismatchEr
                    NotSupportedError, PeerError, SymmemError, SymmemTimeoutError)
 from ._core import (Group, Path, Scope, World, doctor, empty_buffer, explain, init, is_symmetric, new_group,
                     world)
-from ._ops import (AVG, DTYPES, MAX, MIN, OPS, PROD, SUM, all_gather_into_tensor, all_reduce, broadcast,
-                   reduce_scatter_tensor)
+from ._ops import (AVG, DTYPES, MAX, MIN, OPS, PROD, SUM, all_gather_into_tensor, all_reduce, all_to_all_single,
+                   all_to_all_vdev, broadcast, reduce_scatter_tensor)
 from ._torch import empty, mem_pool, set_graph_pool_id, use_symmetric_memory
 
 __all__ = [
     "init", "close", "world", "new_group", "World", "Group", "Scope", "Path", "doctor", "explain", "is_symmetric",
     "empty", "empty_buffer", "use_symmetric_memory", "mem_pool", "set_graph_pool_id",
-    "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "broadcast",
+    "all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce", "broadcast", "all_to_all_single", "all_to_all_vdev",
     "SUM", "PROD", "MAX", "MIN", "AVG", "DTYPES", "OPS",
     "SymmemError", "InvalidArgumentError", "NotSupportedError", "NotMemberError", "MismatchError",
     "ClosedError", "SymmemTimeoutError", "PeerError", "BadHandleError", "NoMemoryError",

@@ -11,7 +11,7 @@ from . import _lib
 from ._lib import InvalidArgumentError, check, lib
 
 _ALGOS = ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier")
-KINDS = {"all_gather": 0, "reduce_scatter": 1, "all_reduce": 2, "broadcast": 3}
+KINDS = {"all_gather": 0, "reduce_scatter": 1, "all_reduce": 2, "broadcast": 3, "all_to_all": 4}
 
 
 class Path:

@@ -118,6 +118,8 @@ _SIGS = {
     "symmem_reduce_scatter": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
     "symmem_all_reduce": (i32, [u64, vp, vp, sz, i32, i32, vp, cp]),
     "symmem_broadcast": (i32, [u64, vp, sz, i32, i32, vp, cp]),
+    "symmem_all_to_all_v": (i32, [u64, vp, vp, sz, sz, ctypes.POINTER(i64), ctypes.POINTER(i64), i32, vp, cp]),
+    "symmem_all_to_all_vdev": (i32, [u64, vp, vp, sz, sz, vp, vp, i32, vp, cp]),
     "symmem_group_last_path": (i32, [u64, cp, sz]),
     "symmem_explain": (i32, [u64, i32, sz, i32, cp, sz]),
     "symmem_doctor": (i32, [u64, cp, sz]),
@@ -128,7 +130,7 @@ for _name, (_res, _args) in _SIGS.items():
     _f.restype, _f.argtypes = _res, _args
 
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 if lib.symmem_abi_version() != ABI_VERSION:
     raise ImportError(f"symmem: {path} has ABI version {lib.symmem_abi_version()}, this package needs "
                       f"{ABI_VERSION}: rebuild it with `{_BUILD}`")

@@ -32,7 +32,7 @@ _OP = {**OPS, **{v: v for v in OPS.values()}}
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
 # symmem_collective's call word: kind | dtype << 8 | op << 16 | algo << 24 |
 # root << 32 (SYMMEM_CALL in include/symmem.h).
-AG, RS, AR, BC = 0, 1, 2, 3
+AG, RS, AR, BC, A2A = 0, 1, 2, 3, 4
 _ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier"))}}
 _RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
 _AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
@@ -467,6 +467,115 @@ def _broadcast(tensor, root, group, dtype, algo, stream, lib=None):
         root = _root(root, g)
     r = (lib or _collective)(g.handle, BC | dt << 8 | (0 if algo is None else _algo(algo)) | root << 32, 0, a,
                              b // _SIZE[dt], stream)
+    return _PATHS[r] if r >= 0 else _fail(r)
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, *, dtype=None,
+                      algo=None, stream=None):
+    """torch.distributed.all_to_all_single on symmem: input is split along
+    dim 0 into chunks, chunk j goes to group rank j, and output's chunk i
+    comes from group rank i. Split sizes count rows of dim 0, as torch's
+    do (a flat buffer: elements); a side without them is split into size
+    equal chunks. What rank i sends rank j must be what rank j expects from
+    rank i: a difference raises MismatchError on every rank, naming both
+    ranks and both sizes. Out of place only. Returns the Path the call
+    took."""
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
+    oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
+    if idt != odt or idt >= _RAW or dtype is not None:
+        idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
+    es, n = _SIZE[idt], g.size
+    if idt != odt or dev != odev or ib % es or ob % es:
+        _shape_error("all_to_all_single", f"input holds {ib} bytes and output {ob}, not whole {_NAME.get(idt, idt)} "
+                     f"elements", idt, odt, dev, odev)
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream)
+    if output_split_sizes is None and input_split_sizes is None:
+        if ib != ob or (ib // es) % n:
+            _shape_error("all_to_all_single", f"input holds {ib} bytes and output {ob}; without split sizes both hold "
+                         f"the same number of elements, a multiple of the group size {n}", idt, odt, dev, odev)
+        r = _collective(g.handle, A2A | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es // n, stream)
+        return _PATHS[r] if r >= 0 else _fail(r)
+    send = _splits("input", input, ib, input_split_sizes, n, es)
+    recv = _splits("output", output, ob, output_split_sizes, n, es)
+    if algo is not None:
+        _algo(algo)
+    r = lib.symmem_all_to_all_v(g.handle, ia, oa, ib // es, ob // es, (ctypes.c_int64 * n)(*send),
+                                (ctypes.c_int64 * n)(*recv), idt, stream, None if algo is None else algo.encode())
+    return _PATHS[r] if r >= 0 else _fail(r)
+
+
+def _splits(what, x, nbytes, sizes, n, es):
+    """Split sizes (rows of x's dim 0; None: n equal chunks) as element
+    counts for the library."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        try:
+            shape = memoryview(x).shape
+        except TypeError:
+            shape = ()
+    rows = shape[0] if len(shape) else nbytes // es
+    row = nbytes // es // rows if rows else 0  # elements per row
+    if sizes is None:
+        if rows % n:
+            raise InvalidArgumentError(f"symmem.all_to_all_single: {what} has {rows} rows, not divisible by the group "
+                                       f"size {n}: pass {what}_split_sizes")
+        return [rows // n * row] * n
+    try:
+        sizes = [operator.index(s) for s in sizes]
+    except TypeError:
+        raise InvalidArgumentError(f"symmem.all_to_all_single: {what}_split_sizes {sizes!r} is not a sequence of "
+                                   f"ints") from None
+    if len(sizes) != n:
+        raise InvalidArgumentError(f"symmem.all_to_all_single: {what}_split_sizes holds {len(sizes)} sizes; want one "
+                                   f"per group rank ({n})")
+    if any(s < 0 for s in sizes) or sum(sizes) > rows:
+        raise InvalidArgumentError(f"symmem.all_to_all_single: {what}_split_sizes {sizes} must be >= 0 and sum to at "
+                                   f"most {what}'s {rows} rows")
+    return [s * row for s in sizes]
+
+
+def all_to_all_vdev(input, out, in_splits, out_splits_offsets, group=None, *, dtype=None, algo=None, stream=None):
+    """torch.ops.symm_mem.all_to_all_vdev on symmem (MoE dispatch and
+    combine): in_splits (size int64, symmetric memory) holds the elements
+    this rank sends each group rank, packed in rank order in input; the
+    call writes out_splits_offsets (2 × size int64, symmetric): the
+    elements received from each rank, then each block's element offset in
+    out. input and out are capacities: counts below zero or past any rank's
+    input or out raise InvalidArgumentError on every rank, and nothing is
+    written. All four must be symmetric buffers of the group (empty_buffer,
+    empty). Returns the Path the call took."""
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
+    oa, ob, odt, odev = (_handlers.get(type(out)) or _handler(type(out)))(out, True)
+    if idt != odt or idt >= _RAW or dtype is not None:
+        idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "out")
+    es = _SIZE[idt]
+    if idt != odt or dev != odev or ib % es or ob % es:
+        _shape_error("all_to_all_vdev", f"input holds {ib} bytes and out {ob}, not whole {_NAME.get(idt, idt)} "
+                     f"elements", idt, odt, dev, odev)
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    sa, sb, sdt, sdev = (_handlers.get(type(in_splits)) or _handler(type(in_splits)))(in_splits, False)
+    pa, pb, pdt, pdev = (_handlers.get(type(out_splits_offsets)) or _handler(type(out_splits_offsets)))(
+        out_splits_offsets, True)
+    if (sdt, pdt) != (DTYPES["int64"], DTYPES["int64"]) or (sdev, pdev) != (dev, dev):
+        raise InvalidArgumentError(f"symmem.all_to_all_vdev: in_splits and out_splits_offsets must be int64 on the "
+                                   f"input's device ({_NAME.get(sdt, sdt)} and {_NAME.get(pdt, pdt)} on {sdev} and "
+                                   f"{pdev}; -1: host)")
+    if stream is None:  # the current stream
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream)
+    if algo is not None:
+        _algo(algo)
+    r = lib.symmem_all_to_all_vdev(g.handle, ia, oa, ib // es, ob // es, sa, pa, idt, stream,
+                                   None if algo is None else algo.encode())
     return _PATHS[r] if r >= 0 else _fail(r)
 
 

@@ -519,5 +519,119 @@ class TestErrors(Base):
         self.assertEqual(list(b), [float(W.size)] * 4)
 
 
+class TestAllToAll(Base):
+    def matrix(self, seed, shape):
+        """Elements rank i sends rank j, alike on every rank: shape 0 random
+        with zeros, 1 rank 0 sends nothing, 2 all to the last rank."""
+        rnd, n = random.Random(f"{seed}/a2a/{shape}"), W.size
+        return [[0 if (shape == 1 and i == 0) or (shape == 2 and j != n - 1) or rnd.random() < 0.25
+                 else rnd.randrange(1, 9) for j in range(n)] for i in range(n)]
+
+    def test_all_to_all_single(self):
+        n, me, c = W.size, W.rank, 5
+        for dt in DTYPES:
+            for sym in (True, False):
+                seed = shared_seed()
+                inp = self.place(gen(seed, me, c * n, dt, "a2a"), sym, dt)
+                out = self.place(array.array(DTYPES[dt][0], [0] * (c * n)), sym, dt)
+                p = symmem.all_to_all_single(out, inp, **kw(dt))
+                self.assertEqual(p.staged, not sym)
+                want = [v for r in range(n) for v in values(gen(seed, r, c * n, dt, "a2a"), dt)[me * c:(me + 1) * c]]
+                self.assertValues(values(out, dt), want, dt, f"all_to_all_single {dt} symmetric={sym}")
+
+    def test_all_to_all_single_split_sizes(self):
+        n, me = W.size, W.rank
+        for dt in ("int8", "float32", "bfloat16", "int64"):
+            for shape in range(3):
+                for sym in (True, False):
+                    seed = shared_seed()
+                    m = self.matrix(seed, shape)
+                    recv = [m[i][me] for i in range(n)]
+                    # Pool buffers are alike on every rank: the largest sums.
+                    most_in = max(sum(r) for r in m) + 1
+                    most_out = max(sum(r[j] for r in m) for j in range(n)) + 2
+                    inp = self.place(gen(seed, me, most_in, dt, "a2av"), sym, dt)
+                    out = self.place(array.array(DTYPES[dt][0], [0] * most_out), sym, dt)
+                    p = symmem.all_to_all_single(out, inp, recv, m[me], **kw(dt))
+                    self.assertEqual(p.staged, not sym)
+                    want = []
+                    for i in range(n):
+                        src = values(gen(seed, i, most_in, dt, "a2av"), dt)
+                        want += src[sum(m[i][:me]):sum(m[i][:me + 1])]
+                    want += [0] * (most_out - len(want))
+                    self.assertValues(values(out, dt), want, dt, f"split all_to_all_single {dt} {m}")
+
+    def test_all_to_all_single_rows(self):
+        # Split sizes count rows of dim 0, as torch's do.
+        n, me = W.size, W.rank
+        inp, out = symmem.empty_buffer((2 * n, 3), "int32"), symmem.empty_buffer((2 * n, 3), "int32")
+        flat = inp.cast("B").cast("i")
+        for k in range(6 * n):
+            flat[k] = me * 1000 + k
+        symmem.all_to_all_single(out, inp, [2] * n, [2] * n)
+        want = [r * 1000 + me * 6 + k for r in range(n) for k in range(6)]
+        self.assertEqual(out.cast("B").cast("i").tolist(), want)
+
+    def test_all_to_all_split_mismatch_raises_everywhere(self):
+        n = W.size
+        recv = [1] * n
+        if W.rank == 1:
+            recv[0] = 2
+        a, b = array.array("f", [1.0] * n), array.array("f", [0.0] * (n + 1))
+        with self.assertRaises(symmem.MismatchError) as cm:
+            symmem.all_to_all_single(b, a, recv, [1] * n)
+        self.assertIn("rank 0 sends 1 elements to rank 1, but rank 1 expects 2 from rank 0", str(cm.exception))
+        c = array.array("f", [0.0] * n)
+        symmem.all_to_all_single(c, a)  # the group still works afterwards
+        self.assertEqual(list(c), [1.0] * n)
+
+    def test_all_to_all_argument_errors(self):
+        n = W.size
+        a = array.array("f", [1.0] * n)
+        for call, text in (
+                (lambda: symmem.all_to_all_single(array.array("f", [0.0] * (n + 1)), a), "without split sizes"),
+                (lambda: symmem.all_to_all_single(array.array("f", [0.0] * n), a, [1] * n, [1] * (n + 1)),
+                 "input_split_sizes holds"),
+                (lambda: symmem.all_to_all_single(array.array("f", [0.0] * n), a, [1] * n, [-1] + [1] * (n - 1)),
+                 "must be >= 0"),
+                (lambda: symmem.all_to_all_single(a, a), "out of place only")):
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                call()
+            self.assertIn(text, str(cm.exception))
+
+    def test_all_to_all_vdev(self):
+        n, me = W.size, W.rank
+        splits, so = symmem.empty_buffer(n, "int64"), symmem.empty_buffer(2 * n, "int64")
+        inp, out = symmem.empty_buffer(16 * n, "int32"), symmem.empty_buffer(8 * n + 4, "int32")
+        seed = shared_seed()
+        m = self.matrix(seed, 0)
+        splits[:] = array.array("q", m[me])
+        k = 0
+        for j in range(n):
+            for x in range(m[me][j]):
+                inp[k] = me * 10000 + j * 100 + x
+                k += 1
+        for i in range(len(out)):
+            out[i] = -1
+        p = symmem.all_to_all_vdev(inp, out, splits, so)
+        self.assertFalse(p.staged)
+        want, offs, off = [], [], 0
+        for i in range(n):
+            want += [i * 10000 + me * 100 + x for x in range(m[i][me])]
+            offs.append(off)
+            off += m[i][me]
+        self.assertEqual(out.tolist()[:len(want)], want)
+        self.assertEqual(set(out.tolist()[len(want):]), {-1})
+        self.assertEqual(so.tolist(), [m[i][me] for i in range(n)] + offs)
+        # Counts past rank 1's out: refused on every rank, nothing written.
+        if n > 1:
+            splits[:] = array.array("q", [8 * n + 5 if (me, j) == (0, 1) else 0 for j in range(n)])
+            before, sob = out.tolist(), so.tolist()
+            with self.assertRaises(symmem.InvalidArgumentError) as cm:
+                symmem.all_to_all_vdev(inp, out, splits, so)
+            self.assertIn("would receive", str(cm.exception))
+            self.assertEqual((out.tolist(), so.tolist()), (before, sob))
+
+
 if __name__ == "__main__":
     unittest.main()

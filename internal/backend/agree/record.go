@@ -18,10 +18,12 @@ import (
 //	word 2: count
 //	word 3: in's pool location (Loc), 0 for ordinary memory
 //	word 4: out's pool location
-//	word 5: 0
+//	word 5: an all-to-all's device split counts' pool location (SplitsRecord), else 0
 const (
-	InPlace = 1 << iota // the call is in place
-	Staged              // the buffers are ordinary memory (staged through the pool)
+	InPlace    = 1 << iota // the call is in place
+	Staged                 // the buffers are ordinary memory (staged through the pool)
+	HostSplits             // all-to-all with split counts on the host (count is 0)
+	DevSplits              // all-to-all with split counts in symmetric memory (count is 0)
 )
 
 // Loc is a buffer's pool location in a call record: segment<<48 | offset
@@ -52,6 +54,14 @@ func CallRecord(kind coll.Kind, dt coll.DType, op coll.ReduceOp, root int, count
 	return r
 }
 
+// SplitsRecord is CallRecord of an all-to-all whose split counts lie in
+// symmetric memory at pool location splits: peers read them there.
+func SplitsRecord(dt coll.DType, flags uint64, in, out, splits uint64) Record {
+	r := CallRecord(coll.AllToAll, dt, 0, 0, 0, flags|DevSplits, in, out)
+	r[5] = splits
+	return r
+}
+
 // WorldRecord is the record of a world call (NewGroup, Group.Close): what
 // and its arguments as text, hashed (words 1-4, 256 bits), so that the
 // world group's in-band agreement meets a peer that is at a collective or
@@ -70,8 +80,8 @@ func WorldRecord(what, args string) Record {
 func Kind(r Record) coll.Kind { return coll.Kind(r[0] >> 48 & 0xff) }
 
 // Diff names the first argument in which call records a and b differ (the
-// collective first, then dtype, op, root, count, in-place, staging, in
-// offset, out offset) and both values; ok is false when both are call
+// collective first, then dtype, op, root, the all-to-all's split form,
+// count, in-place, staging, in offset, out offset, split counts offset) and both values; ok is false when both are call
 // records and equal, or either is not a call record.
 func Diff(a, b Record) (arg string, va, vb any, ok bool) {
 	if a.What() != RecCall || b.What() != RecCall || a == b {
@@ -87,6 +97,8 @@ func Diff(a, b Record) (arg string, va, vb any, ok bool) {
 		return "op", coll.ReduceOp(field(a[0], 32)), coll.ReduceOp(field(b[0], 32)), true
 	case a[1] != b[1]:
 		return "root", a[1], b[1], true
+	case a[0]&(HostSplits|DevSplits) != b[0]&(HostSplits|DevSplits):
+		return "split counts", splitsString(a[0]), splitsString(b[0]), true
 	case a[2] != b[2]:
 		return "count", a[2], b[2], true
 	case a[0]&InPlace != b[0]&InPlace:
@@ -97,10 +109,23 @@ func Diff(a, b Record) (arg string, va, vb any, ok bool) {
 		return "in offset", locString(a[3]), locString(b[3]), true
 	case a[4] != b[4]:
 		return "out offset", locString(a[4]), locString(b[4]), true
+	case a[5] != b[5]:
+		return "split counts offset", locString(a[5]), locString(b[5]), true
 	}
 	return "record", fmt.Sprintf("%x", a), fmt.Sprintf("%x", b), true
 }
 
 func locString(l uint64) string {
 	return fmt.Sprintf("segment %d + %#x", l>>48, l&(1<<48-1))
+}
+
+// splitsString names an all-to-all's form from a record's first word.
+func splitsString(w uint64) string {
+	switch {
+	case w&HostSplits != 0:
+		return "on the host"
+	case w&DevSplits != 0:
+		return "in symmetric memory"
+	}
+	return "none (equal blocks)"
 }

@@ -23,7 +23,13 @@ var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool
 // captured is the request's stream): their signals carry no host-chosen
 // values, so every replay is a new, correct collective — provided every rank
 // replays its graph the same number of times.
+// errNoA2A is every all-to-all's error until the GPU paths exist.
+var errNoA2A = fmt.Errorf("all-to-all has no GPU path yet (use the CPU backend): %w", ErrNotSupported)
+
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if req.Kind == coll.AllToAll {
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errNoA2A)
+	}
 	if err := g.goneErr(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
 	}
@@ -171,6 +177,9 @@ func (g *Group) choose(c *call) (coll.Algo, string, error) {
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
 // explains why.
 func (g *Group) Explain(req backend.Request) coll.Path {
+	if req.Kind == coll.AllToAll {
+		return coll.Path{Reason: "refused: " + errNoA2A.Error()}
+	}
 	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
 	algo, why, err := g.choose(&c)
 	if err != nil {

@@ -14,6 +14,7 @@ var cpuAlgos = map[coll.Kind][]coll.Algo{
 	coll.ReduceScatter: {coll.AlgoDirect},
 	coll.AllReduce:     {coll.AlgoDirect},
 	coll.Broadcast:     {coll.AlgoDirect},
+	coll.AllToAll:      {coll.AlgoDirect},
 }
 
 // Capabilities reports host memory (no Device), the direct path only, and
@@ -54,6 +55,11 @@ func directHow(req backend.Request, n int) string {
 		return "two-shot: each rank reduces 1/n of the tensor from every peer, then gathers the reduced slices"
 	case coll.Broadcast:
 		return "every rank copies the root's buffer"
+	case coll.AllToAll:
+		if req.A2A.Form == backend.SplitsEqual {
+			return "each rank copies its block of every peer's input into its output"
+		}
+		return "each rank reads every rank's split counts, then copies its block of every peer's input into its output"
 	}
 	return "unknown op"
 }

@@ -20,8 +20,9 @@ import (
 // per target peer: word 0 is the value this rank last signalled to that
 // target, word 1 counts the target's sleepers so the owner only issues a
 // futex wake when someone sleeps. After them come the record slots
-// (agree.go) and one line with the owner's state (members.StateLeft,
-// StateFailed), which a peer's wait reads between sleeps. Values only grow (epochs): in a call with
+// (agree.go), one line with the owner's state (members.StateLeft,
+// StateFailed), which a peer's wait reads between sleeps, and the
+// all-to-all count slots (alltoall.go). Values only grow (epochs): in a call with
 // epoch base E, a Signal of phase k stores E+k+1 and a Wait for phase k
 // returns once the word is >= E+k+1 (wrap-aware), so nothing is ever reset.
 const padLine = 64 // bytes per target: one cache line, no false sharing
@@ -51,7 +52,7 @@ type pads struct {
 }
 
 func padSize(n int) int64 {
-	b := int64((n + recSlots + 1) * padLine)
+	b := int64((n+recSlots+1)*padLine) + recSlots*countsBytes(n)
 	pg := int64(os.Getpagesize())
 	return (b + pg - 1) / pg * pg
 }

@@ -48,13 +48,19 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if g.broken != nil {
 		return coll.Path{}, g.broken
 	}
-	p, err := g.planFor(req)
-	if err != nil {
-		return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
-	}
-	x, err := g.prepare(req, p)
-	if err != nil {
-		return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
+	splits := req.Kind == coll.AllToAll && req.A2A.Form != backend.SplitsEqual
+	var p plan.Plan
+	x := &g.x
+	if splits {
+		*x = exec{}
+	} else {
+		var err error
+		if p, err = g.planFor(req); err != nil {
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
+		}
+		if x, err = g.prepare(req, p); err != nil {
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
+		}
 	}
 	x.ctx = ctx
 	defer func() { x.ctx = nil }() // the group's exec outlives the call
@@ -63,10 +69,15 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		x.deadline = d
 	}
 	g.calls++
-	if err := g.check(req, p, x); err != nil {
+	var err error
+	if splits {
+		err = g.runSplits(x, req)
+	} else if err = g.check(req, p, x); err != nil {
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.GroupName, req.Kind, g.calls, err)
+	} else {
+		err = g.execute(x)
 	}
-	if err := g.execute(x); err != nil {
+	if err != nil {
 		if x.mismatch {
 			// Every rank saw it after phase 0 and stopped there.
 			g.epoch++
@@ -77,6 +88,9 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 			g.breakOn(err)
 		}
 		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.GroupName, req.Kind, g.calls, g.rootCause(err))
+	}
+	if splits {
+		return coll.Path{Algo: coll.AlgoDirect, Reason: reasonSplits}, nil
 	}
 	g.epoch += uint32(p.Phases)
 	reason := reasonDirect
@@ -94,6 +108,7 @@ const (
 	reasonDirect  = "symmetric buffers: peers read each other's shared-memory copies"
 	reasonOneShot = reasonDirect + " (one-shot)"
 	reasonTwoShot = reasonDirect + " (two-shot)"
+	reasonSplits  = reasonDirect + ", after reading every rank's split counts"
 )
 
 // check arranges the in-band comparison of req.Record (agree.go): on the
@@ -203,7 +218,7 @@ func (g *Group) prepare(req backend.Request, p plan.Plan) (*exec, error) {
 		}
 		x.outOff = out.Off
 	}
-	if p.InBytes > 0 {
+	if p.InBytes > 0 || p.Splits { // a split plan reads peers' In even where this rank sends nothing
 		if x.in, err = look("in", in, inLen, p.InBytes); err != nil {
 			return nil, err
 		}

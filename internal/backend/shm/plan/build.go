@@ -61,6 +61,64 @@ func Broadcast(n, rank, root int, count int64, dt coll.DType, o Options) (Plan, 
 	return Build(Spec{Kind: coll.Broadcast, N: n, Rank: rank, Root: root, Count: count, DType: dt, Options: o})
 }
 
+// AllToAll builds rank's plan for equal blocks of count elements: rank
+// pulls block rank of every peer's In into the peer's block of its Out.
+func AllToAll(n, rank int, count int64, dt coll.DType, o Options) (Plan, error) {
+	return Build(Spec{Kind: coll.AllToAll, N: n, Rank: rank, Count: count, DType: dt, Options: o})
+}
+
+// AllToAllV builds rank's plan for split counts: counts[i][j] elements go
+// from rank i to rank j, each rank's blocks packed in rank order in In (by
+// destination) and Out (by source). Unlike the other plans it depends on
+// every rank's counts, so the executor builds it once the peers' counts are
+// readable, after phase 0; its barriers do not depend on them (phase 1 also
+// tells a peer its counts were read). Count is 0.
+func AllToAllV(n, rank int, dt coll.DType, counts [][]int64, o Options) (Plan, error) {
+	s := Spec{Kind: coll.AllToAll, N: n, Rank: rank, DType: dt, Options: o}
+	if err := s.check(); err != nil {
+		return Plan{}, err
+	}
+	if err := checkCounts(n, dt, counts); err != nil {
+		return Plan{}, fmt.Errorf("plan: %v n=%d rank=%d: %w", s.Kind, n, rank, err)
+	}
+	b := &builder{p: Plan{Kind: s.Kind, N: n, Rank: rank, DType: dt, Splits: true}, chunks: max(o.Chunks, 1), es: int64(dt.Size())}
+	b.allToAllV(counts)
+	if err := Validate(b.p); err != nil {
+		return Plan{}, fmt.Errorf("plan: generated an invalid plan (a bug in package plan): %w", err)
+	}
+	return b.p, nil
+}
+
+// Prelude is the phase-0 barrier every plan of AllToAllV (for n > 1)
+// starts with: an executor runs it before it reads the peers' counts, then
+// the rest of the plan, Steps[len(Prelude(n, rank)):].
+func Prelude(n, rank int) []Step {
+	b := &builder{p: Plan{N: n, Rank: rank}}
+	b.signalAll(0)
+	b.waitAll(0)
+	return b.p.Steps
+}
+
+// checkCounts checks an n×n matrix of element counts: no negative count,
+// and no rank's row or column past what a plan can address.
+func checkCounts(n int, dt coll.DType, counts [][]int64) error {
+	if len(counts) != n {
+		return fmt.Errorf("%d rows of counts for %d ranks: %w", len(counts), n, ErrInvalid)
+	}
+	lim := int64(1<<62) / int64(n) / int64(dt.Size())
+	for i, row := range counts {
+		if len(row) != n {
+			return fmt.Errorf("row %d holds %d counts for %d ranks: %w", i, len(row), n, ErrInvalid)
+		}
+		for j, c := range row {
+			if c < 0 || c > lim {
+				return fmt.Errorf("count %d from rank %d to rank %d is out of range [0, %d]: %w", c, i, j, lim, ErrInvalid)
+			}
+		}
+	}
+	return nil
+}
+
 // Build builds the plan that s describes.
 func Build(s Spec) (Plan, error) {
 	if err := s.check(); err != nil {
@@ -88,6 +146,8 @@ func Build(s Spec) (Plan, error) {
 		}
 	case coll.Broadcast:
 		b.broadcast()
+	case coll.AllToAll:
+		b.allToAll()
 	}
 	if err := Validate(b.p); err != nil {
 		return Plan{}, fmt.Errorf("plan: generated an invalid plan (a bug in package plan): %w", err)
@@ -100,8 +160,8 @@ func (s Spec) check() error {
 		return fmt.Errorf("plan: %v n=%d rank=%d: %s: %w", s.Kind, s.N, s.Rank, fmt.Sprintf(format, a...), ErrInvalid)
 	}
 	switch {
-	case s.Kind < coll.AllGather || s.Kind > coll.Broadcast:
-		return bad("unknown kind (want all_gather, reduce_scatter, all_reduce or broadcast)")
+	case s.Kind < coll.AllGather || s.Kind > coll.AllToAll:
+		return bad("unknown kind (want all_gather, reduce_scatter, all_reduce, broadcast or all_to_all)")
 	case s.N < 1:
 		return bad("group size must be at least 1")
 	case s.Rank < 0 || s.Rank >= s.N:
@@ -116,6 +176,8 @@ func (s Spec) check() error {
 		return bad("OneShot applies to all_reduce only")
 	case s.InPlace && s.Kind == coll.Broadcast:
 		return bad("broadcast works in Out only; InPlace does not apply")
+	case s.InPlace && s.Kind == coll.AllToAll:
+		return bad("all_to_all is out of place only")
 	case s.Kind == coll.Broadcast && (s.Root < 0 || s.Root >= s.N):
 		return bad("root %d out of range [0, %d)", s.Root, s.N)
 	case (s.Kind == coll.ReduceScatter || s.Kind == coll.AllReduce) && (s.Op < coll.Sum || s.Op > coll.Max):
@@ -320,4 +382,59 @@ func (b *builder) broadcast() {
 	p.Steps = append(p.Steps, Step{Op: Wait, Peer: root, Phase: 0})
 	b.data(Copy, []Ref{{Out, root, 0}}, Ref{Out, r, 0}, total)
 	p.Steps = append(p.Steps, Step{Op: Signal, Peer: root, Phase: 1})
+}
+
+func (b *builder) allToAll() {
+	p, r := &b.p, b.p.Rank
+	c := p.Count * b.es
+	p.Phases, p.InBytes, p.OutBytes = 2, int64(p.N)*c, int64(p.N)*c
+	if c == 0 {
+		return
+	}
+	b.signalAll(0)
+	b.waitAll(0)
+	b.data(Copy, []Ref{{In, r, int64(r) * c}}, Ref{Out, r, int64(r) * c}, c)
+	for _, q := range b.peers() {
+		b.data(Copy, []Ref{{In, q, int64(r) * c}}, Ref{Out, r, int64(q) * c}, c)
+	}
+	b.signalAll(1)
+	b.waitAll(1)
+}
+
+// allToAllV is allToAll with counts[i][j] elements from i to j: rank r
+// pulls counts[q][r] from q's In at q's offset for r (the sum of q's
+// counts to the ranks before r) into its Out at q's offset (the sum of the
+// counts to r from the ranks before q). Both barriers stay when nothing
+// moves: the counts are read between them.
+func (b *builder) allToAllV(counts [][]int64) {
+	p, r := &b.p, b.p.Rank
+	p.Phases = 2
+	recvOff := make([]int64, p.N) // element offset in r's Out of the block from each rank
+	for q := range p.N {
+		p.InBytes += counts[r][q] * b.es
+		recvOff[q] = p.OutBytes / b.es
+		p.OutBytes += counts[q][r] * b.es
+	}
+	if p.N == 1 {
+		if c := counts[r][r] * b.es; c > 0 {
+			b.data(Copy, []Ref{{In, r, 0}}, Ref{Out, r, 0}, c)
+		}
+		return
+	}
+	sendOff := func(q int) int64 { // element offset in q's In of its block for r
+		var o int64
+		for j := range r {
+			o += counts[q][j]
+		}
+		return o
+	}
+	b.signalAll(0)
+	b.waitAll(0)
+	for _, q := range append([]int{r}, b.peers()...) {
+		if c := counts[q][r] * b.es; c > 0 {
+			b.data(Copy, []Ref{{In, q, sendOff(q) * b.es}}, Ref{Out, r, recvOff[q] * b.es}, c)
+		}
+	}
+	b.signalAll(1)
+	b.waitAll(1)
 }

@@ -101,6 +101,7 @@ type Plan struct {
 	Count   int64         // elements, as in Spec
 	InPlace bool
 	OneShot bool // AllReduce: every rank reduced the whole tensor
+	Splits  bool // AllToAllV: block sizes (and InBytes, OutBytes) differ by rank
 
 	InBytes, OutBytes, ScratchBytes int64 // per-rank buffer sizes the steps address
 	Phases                          int   // barrier phases per call: the epoch base advances by this much
@@ -144,6 +145,9 @@ func (p Plan) String() string {
 	}
 	if p.OneShot {
 		b.WriteString(" one-shot")
+	}
+	if p.Splits {
+		b.WriteString(" splits")
 	}
 	fmt.Fprintf(&b, " in=%d out=%d scratch=%d phases=%d\n", p.InBytes, p.OutBytes, p.ScratchBytes, p.Phases)
 	for i, s := range p.Steps {

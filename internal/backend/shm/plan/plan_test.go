@@ -30,6 +30,7 @@ var variants = []variant{
 	{"all_reduce_oneshot", Spec{Kind: coll.AllReduce, Count: 7, DType: coll.Int32, Op: coll.Sum, Options: Options{OneShot: true}}},
 	{"all_reduce_oneshot_inplace", Spec{Kind: coll.AllReduce, Count: 7, DType: coll.Int32, Op: coll.Min, Options: Options{OneShot: true, InPlace: true}}},
 	{"broadcast_root1", Spec{Kind: coll.Broadcast, Count: 6, DType: coll.Float16, Root: 1}},
+	{"all_to_all", Spec{Kind: coll.AllToAll, Count: 3, DType: coll.Int32}},
 }
 
 func buildAll(t *testing.T, s Spec, n int) []Plan {
@@ -115,6 +116,7 @@ func TestBuildRejectsBadSpecs(t *testing.T) {
 		{"root", Spec{Kind: coll.Broadcast, N: 2, Root: 3}, "root 3"},
 		{"oneshot", Spec{Kind: coll.AllGather, N: 2, Options: Options{OneShot: true}}, "OneShot"},
 		{"bcast in-place", Spec{Kind: coll.Broadcast, N: 2, Options: Options{InPlace: true}}, "InPlace"},
+		{"a2a in-place", Spec{Kind: coll.AllToAll, N: 2, Options: Options{InPlace: true}}, "out of place only"},
 		{"chunks", Spec{Kind: coll.AllGather, N: 2, Options: Options{Chunks: -1}}, "chunk"},
 		{"huge", Spec{Kind: coll.AllGather, N: 2, Count: 1 << 62}, "too large"},
 	} {
@@ -137,7 +139,7 @@ func TestStagesAndSingleRank(t *testing.T) {
 	if got := p.Stages(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Stages = %v, want %v\n%v", got, want, p)
 	}
-	for _, k := range []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast} {
+	for _, k := range coll.Kinds() {
 		p, err := Build(Spec{Kind: k, N: 1, Count: 3, DType: coll.Float32})
 		if err != nil {
 			t.Fatal(err)
@@ -166,5 +168,43 @@ func TestEpochHelpers(t *testing.T) {
 	}
 	if Target(^uint32(0)-1, 1) != 0 {
 		t.Error("Target must wrap")
+	}
+}
+
+// TestAllToAllV checks the split plans' shape: rank 1 of 3 with counts
+// (rows send, columns receive) reads only the nonzero blocks at the
+// packed offsets, and the barriers stay when nothing moves.
+func TestAllToAllV(t *testing.T) {
+	counts := [][]int64{{1, 2, 0}, {3, 0, 4}, {0, 5, 6}}
+	p, err := AllToAllV(3, 1, coll.Int8, counts, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `plan all_to_all n=3 rank=1 dtype=int8 count=0 splits in=7 out=7 scratch=0 phases=2
+  0 signal to=2 phase=0
+  1 signal to=0 phase=0
+  2 wait   from=2 phase=0
+  3 wait   from=0 phase=0
+  4 copy   in[2]+0 -> out[1]+2 5B
+  5 copy   in[0]+1 -> out[1]+0 2B
+  6 signal to=2 phase=1
+  7 signal to=0 phase=1
+  8 wait   from=2 phase=1
+  9 wait   from=0 phase=1
+`
+	if got := p.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if pre := Prelude(3, 1); fmt.Sprint(pre) != fmt.Sprint(p.Steps[:len(pre)]) {
+		t.Errorf("Prelude %v is not the plan's start %v", pre, p.Steps[:len(pre)])
+	}
+	zero, err := AllToAllV(3, 0, coll.Int8, [][]int64{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}}, Options{})
+	if err != nil || zero.Phases != 2 || len(zero.Steps) != 8 {
+		t.Errorf("an all-zero matrix: %v, %v; want both barriers and no data step", zero, err)
+	}
+	for _, bad := range [][][]int64{{{0, -1}, {0, 0}}, {{0, 0}}, {{0}, {0, 0}}} {
+		if _, err := AllToAllV(2, 0, coll.Int8, bad, Options{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("AllToAllV(%v): %v, want ErrInvalid", bad, err)
+		}
 	}
 }

@@ -18,7 +18,7 @@ func Validate(p Plan) error {
 		return fmt.Errorf("plan %v n=%d rank=%d: %s: %w", p.Kind, p.N, p.Rank, fmt.Sprintf(format, a...), ErrInvalid)
 	}
 	switch {
-	case p.Kind < coll.AllGather || p.Kind > coll.Broadcast:
+	case p.Kind < coll.AllGather || p.Kind > coll.AllToAll:
 		return bad("unknown kind")
 	case p.N < 1 || p.Rank < 0 || p.Rank >= p.N:
 		return bad("rank outside the group")
@@ -49,7 +49,7 @@ func Validate(p Plan) error {
 			return bad("step %d: %s %v: scratch is private to its rank", i, what, r)
 		case r.Off < 0 || r.Off%es != 0:
 			return bad("step %d: %s %v: offset not a non-negative multiple of the %d-byte element", i, what, r, es)
-		case r.Off+n > size[r.Buf]:
+		case r.Off+n > size[r.Buf] && (!p.Splits || r.Rank == p.Rank): // a split plan's peers have other sizes
 			return bad("step %d: %s %v + %d bytes exceeds the %d-byte %v buffer", i, what, r, n, size[r.Buf], r.Buf)
 		}
 		return nil
@@ -159,8 +159,8 @@ func ValidateGroup(plans []Plan) error {
 			return fmt.Errorf("plan: plans[%d] is rank %d of %d, want rank %d of %d: %w", i, p.Rank, p.N, i, len(plans), ErrInvalid)
 		}
 		if p.Kind != p0.Kind || p.DType != p0.DType || p.Op != p0.Op || p.Root != p0.Root || p.Count != p0.Count ||
-			p.InPlace != p0.InPlace || p.OneShot != p0.OneShot || p.Phases != p0.Phases ||
-			p.InBytes != p0.InBytes || p.OutBytes != p0.OutBytes {
+			p.InPlace != p0.InPlace || p.OneShot != p0.OneShot || p.Splits != p0.Splits || p.Phases != p0.Phases ||
+			!p.Splits && (p.InBytes != p0.InBytes || p.OutBytes != p0.OutBytes) {
 			return fmt.Errorf("plan: rank %d's plan describes a different call than rank 0's: %w", i, ErrInvalid)
 		}
 	}
