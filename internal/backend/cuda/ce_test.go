@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
@@ -23,7 +24,8 @@ func fakeGroup(n, me int) *Group {
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
@@ -333,21 +335,30 @@ func TestAutoTable(t *testing.T) {
 // never runs out of steps).
 func TestAutoOrders(t *testing.T) {
 	for _, a := range builtinTable.Algos() {
-		if len(autoFallback[a]) == 0 {
+		if r := pathRow(a); r == nil || len(r.fallback) == 0 {
 			t.Errorf("the built-in table's %s has no fallback order", a)
 		}
 	}
-	for a, order := range autoFallback {
+	for _, r := range pathTable {
+		a, order := r.algo, r.fallback
+		if order == nil {
+			continue
+		}
 		if order[0] != a || order[len(order)-1] != coll.AlgoNCCL {
 			t.Errorf("%s's order %v: want it first and nccl last", a, order)
 		}
 		for _, turn := range order {
-			if len(autoTurns[turn]) == 0 {
+			if tr := pathRow(turn); tr == nil || len(tr.turn) == 0 {
 				t.Errorf("%s's order: %s has no turn", a, turn)
 			}
 		}
+		for _, s := range r.order {
+			if slices.Contains(s.when, pathServes) && s.serves == nil {
+				t.Errorf("%s's order: a step of %s asks whether it serves, and its row has no serves", a, s.algo)
+			}
+		}
 	}
-	steps := autoTurns[coll.AlgoNCCL]
+	steps := pathRow(coll.AlgoNCCL).turn
 	if last := steps[len(steps)-1]; len(last.when) != 0 || last.algo != coll.AlgoNCCL {
 		t.Errorf("NCCL's turn ends with %+v, want plain NCCL unconditionally", last)
 	}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
@@ -152,15 +151,6 @@ func (gt *callGate) stopWord() uint64 {
 		return 0
 	}
 	return gt.failedDev
-}
-
-// gated reports whether calls on path a wait for the gate's approval.
-func gated(a coll.Algo) bool {
-	switch a {
-	case coll.AlgoCE, coll.AlgoLowContention, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier:
-		return true
-	}
-	return false
 }
 
 // publish numbers c (on path c.req.Algo) at the gate and sets its ticket:

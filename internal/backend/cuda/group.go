@@ -126,7 +126,8 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
 		prog:   cudadrv.NewProgram(64), x: driver{}, gen: gen,
 	}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
@@ -230,10 +231,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			if g.faults.words, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
 				return fmt.Errorf("kernel mismatch report: %w", err)
 			}
-			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
-			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
+			g.paths.withKernels()
 			g.hs.args = cudadrv.NewArgs(kernArgBytes)
 			g.hs.fill()
 		}

@@ -156,6 +156,7 @@ func allGatherCTAs(slice int64, limit int) int {
 type kernelPath struct {
 	whole
 	g    *Group
+	row  *pathInfo
 	args *cudadrv.Args
 }
 
@@ -169,7 +170,7 @@ func (k *kernelPath) check(req backend.Request) refusal {
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
 		return k.allReduceCheck(req)
-	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce && req.Kind != coll.ReduceScatter:
+	case !k.row.does(req.Kind):
 		return refKind
 	case !k.loaded():
 		return refNoKernels
@@ -186,7 +187,7 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return k.row.kindWhy(req.Kind)
 	case refOutNotSym:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
 	case refInNotSym:

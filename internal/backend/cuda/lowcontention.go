@@ -80,6 +80,7 @@ func lcSubChunk(bytes int64, n int) int64 {
 type lcPath struct {
 	whole
 	g       *Group
+	row     *pathInfo
 	args    *cudadrv.Args
 	staging *segment
 }
@@ -87,7 +88,7 @@ type lcPath struct {
 // check says whether the low-contention path can run req.
 func (l *lcPath) check(req backend.Request) refusal {
 	switch {
-	case req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+	case !l.row.does(req.Kind):
 		return refKind
 	case !l.g.paths.kernel.loaded():
 		return refNoKernels
@@ -109,7 +110,7 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return l.row.kindWhy(req.Kind)
 	case refInNotSym:
 		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
 	case refOutNotSym:

@@ -66,6 +66,7 @@ func llCTAs(bytes int64) int {
 type llPath struct {
 	whole
 	g    *Group
+	row  *pathInfo
 	args *cudadrv.Args
 }
 
@@ -73,7 +74,7 @@ type llPath struct {
 func (l *llPath) check(req backend.Request) refusal {
 	row := llRowOf(req)
 	switch {
-	case req.Kind != coll.AllGather && req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+	case !l.row.does(req.Kind):
 		return refKind
 	case l.args == nil:
 		return refNoKernels
@@ -114,7 +115,7 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("ll serves all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return l.row.kindWhy(req.Kind)
 	case refOp:
 		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, ErrNotSupported)
 	case refLLAlign:

@@ -90,46 +90,6 @@ func refused(c call, whyNot error) error {
 	return nil
 }
 
-// paths are a group's paths, each holding what only it uses.
-type paths struct {
-	kernel  kernelPath
-	twoShot twoShotPath
-	lc      lcPath
-	ll      llPath
-	ce      cePath
-	nccl    ncclPath
-	window  ncclWindowPath
-	hier    hierPath
-}
-
-func newPaths(g *Group) paths {
-	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ll: llPath{g: g}, ce: cePath{g: g},
-		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}, hier: hierPath{g: g}}
-}
-
-// pathFor is the path that runs algorithm a (nil: auto, or no path).
-func (g *Group) pathFor(a coll.Algo) path {
-	switch a {
-	case coll.AlgoKernel:
-		return &g.paths.kernel
-	case coll.AlgoTwoShot:
-		return &g.paths.twoShot
-	case coll.AlgoLowContention:
-		return &g.paths.lc
-	case coll.AlgoLL:
-		return &g.paths.ll
-	case coll.AlgoCE:
-		return &g.paths.ce
-	case coll.AlgoNCCL:
-		return &g.paths.nccl
-	case coll.AlgoNCCLWindow:
-		return &g.paths.window
-	case coll.AlgoHier:
-		return &g.paths.hier
-	}
-	return nil
-}
-
 // breakWith marks the group broken by err (the first cause stays): every
 // later call is refused, and the peers on this host learn it at once from
 // this rank's state word (members.StateFailed: their waits for this rank

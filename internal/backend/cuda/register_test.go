@@ -26,7 +26,8 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			mk := func(name string, ranks []int, timeout time.Duration) *Group {
 				g := &Group{b: b, name: name, ranks: ranks, me: 0, store: st, timeout: timeout, prog: cudadrv.NewProgram(64), x: nopExec{}}
 				g.prefix = "test/" + t.Name() + "/" + name
-				g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+				g.faults, g.hs = faults{g: g}, handshake{g: g}
+				g.paths.init(g)
 				g.ag = members.NewGather(name, st, g.prefix, g.ranks, 0, timeout)
 				return g
 			}

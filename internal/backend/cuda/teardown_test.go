@@ -28,7 +28,8 @@ const neverDone = "cuEventQuery:0:600,cuEventSynchronize:0:-1"
 func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.Segment) {
 	t.Helper()
 	g := &Group{b: b, name: "t", ranks: []int{0, 1}, me: 0, timeout: timeout, prog: cudadrv.NewProgram(64), x: driver{}}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	var err error
 	if g.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {
 		t.Fatal(err)
