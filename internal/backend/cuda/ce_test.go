@@ -537,7 +537,8 @@ func TestCopyEngineHandshake(t *testing.T) {
 		g.hs.args = cudadrv.NewArgs(kernArgBytes)
 		defer g.hs.args.Free()
 		g.hs.fill()
-		g.b.kern.hs = 77
+		g.b.kern.fns = make([]cudadrv.Function, len(kernelEntries))
+		g.b.kern.fns[hsKernel] = 77
 		g.hs.stream, g.hs.ev = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
 		req.Record[1] = 12345

@@ -181,7 +181,8 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g.b.stream = cudadrv.WrapStream(g.b.ctx, ownStream)
 	g.b.lcCTAs = DefaultLowContentionCTAs
 	k := &g.b.kern
-	k.ag, k.ar, k.lc, k.hs, k.guard, k.ll = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
+	k.fns = make([]cudadrv.Function, len(kernelEntries))
+	k.fns[agKernel], k.fns[arKernel], k.fns[lcKernel], k.fns[hsKernel], k.fns[guardKernel], k.fns[llKernel] = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
 	side := make([]uint64, max(3, n-1))
 	joins := make([]uint64, len(side))
 	for i := range side {

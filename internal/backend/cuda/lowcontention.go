@@ -74,6 +74,9 @@ func lcSubChunk(bytes int64, n int) int64 {
 	return max(kernAlign, min(max(up(bytes/lcSubChunks), lcMinChunk), lcMaxChunk(n), up(bytes)))
 }
 
+// lcKernel is its reduction.
+var lcKernel = declareKernel("reducescatter.ptx", "symmem_reducescatter_lc")
+
 // lcPath is the low-contention path (algorithm lc): its reduction
 // kernel's parameter block (nil without kernels) and the group's staging,
 // allocated at its first call.
@@ -228,7 +231,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	if n > 1 {
 		p.Record(s, g.h.forkX)
 	}
-	p.Launch(s, g.b.kern.lc, a, ctas, kernThreads)
+	p.Launch(s, g.b.kern.fn(lcKernel), a, ctas, kernThreads)
 	j := 0
 	for r := 0; r < n; r++ {
 		if r == me {

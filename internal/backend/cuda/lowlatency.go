@@ -61,6 +61,8 @@ func llCTAs(bytes int64) int {
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
+var llKernel = declareKernel("lowlatency.ptx", "symmem_lowlatency")
+
 // llPath is the low-latency path: its parameter block (nil without
 // kernels).
 type llPath struct {
@@ -138,7 +140,7 @@ func (l *llPath) issue(c call) error {
 	req := c.req
 	l.fill(req)
 	p := l.g.newProgram()
-	p.Launch(req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(req)), llThreads)
+	p.Launch(req.Stream, l.g.b.kern.fn(llKernel), l.args, llCTAs(llRowOf(req)), llThreads)
 	return l.g.issue(p, &c, "ll")
 }
 

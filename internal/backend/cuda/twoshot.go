@@ -74,8 +74,8 @@ func (t *twoShotPath) issue(c call) error {
 		return err
 	}
 	p := g.newProgram()
-	p.Launch(s, g.b.kern.ar, g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
-	p.Launch(s, g.b.kern.ag, t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
+	p.Launch(s, g.b.kern.fn(arKernel), g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
+	p.Launch(s, g.b.kern.fn(agKernel), t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
 	return g.issue(p, &c, "two-shot")
 }
 
