@@ -63,6 +63,13 @@ func llCTAs(bytes int64) int {
 
 var llKernel = declareKernel("lowlatency.ptx", "symmem_lowlatency")
 
+// ll's own refusals.
+const (
+	refLLAlign = refOwn + iota // a buffer or the per-rank bytes off 16 bytes
+	refLLSize                  // more bytes per rank than its area holds
+	refLLAlias                 // input and output overlap, not exactly in place
+)
+
 // llPath is the low-latency path: its parameter block (nil without
 // kernels).
 type llPath struct {

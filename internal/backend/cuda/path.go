@@ -61,9 +61,10 @@ const (
 	refOp                // the kernels do not reduce this op and type
 	refHeld              // an in-place all-reduce larger than the kernel holds
 	refElemAlign         // a buffer is not element-aligned
-	refLLAlign           // ll: a buffer or the per-rank bytes off 16 bytes
-	refLLSize            // ll: more bytes per rank than its area holds
-	refLLAlias           // ll: input and output overlap, not exactly in place
+
+	// refOwn is the first of a path's own codes, declared in its file
+	// (they may repeat across paths: a path's whyNot reads its own check's).
+	refOwn
 )
 
 // kernelsWhyNot is the error of the refusals every kernel path shares.
