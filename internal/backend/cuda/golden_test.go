@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -367,8 +368,19 @@ func goldenReqs(g *Group, small bool) []goldenReq {
 	return out
 }
 
-var goldenAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
-	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier, "magic"}
+// goldenAlgos are the goldens' columns: the paths in the order they were
+// first recorded, then any other row of pathTable (a new path adds its
+// column), then an unknown name.
+var goldenAlgos = func() []coll.Algo {
+	as := []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
+		coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier}
+	for _, r := range pathTable {
+		if !slices.Contains(as, r.algo) {
+			as = append(as, r.algo)
+		}
+	}
+	return append(as, "magic")
+}()
 
 // checkGolden compares got with testdata/name.gz (or writes it with
 // -update). The files are gzipped text (a few MB each, a few hundred KB
