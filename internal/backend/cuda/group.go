@@ -436,14 +436,12 @@ func (g *Group) Close() error {
 				errs = append(errs, s.Destroy())
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.paths.ll.args, g.hs.args} {
-			if a != nil {
-				a.Free()
+		for _, p := range g.paths.all {
+			if r, ok := p.(releaser); ok {
+				errs = append(errs, r.release())
 			}
 		}
-		if g.paths.lc.staging != nil {
-			errs = append(errs, g.paths.lc.staging.release(g.b.ctx))
-		}
+		freeArgs(g.hs.args)
 		if g.faults.words != nil {
 			errs = append(errs, g.faults.words.Free())
 		}

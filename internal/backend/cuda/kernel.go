@@ -213,6 +213,8 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	}
 }
 
+func (k *kernelPath) release() error { freeArgs(k.args); return nil }
+
 func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }
 
 // issue issues c's kernel (all-gather, all-reduce or reduce-scatter): one

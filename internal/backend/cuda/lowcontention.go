@@ -123,6 +123,14 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	}
 }
 
+func (l *lcPath) release() error {
+	freeArgs(l.args)
+	if l.staging != nil {
+		return l.staging.release(l.g.b.ctx)
+	}
+	return nil
+}
+
 func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
 // allReduceSplit is the chunk, in elements, that each of n ranks reduces of

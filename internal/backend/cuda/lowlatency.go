@@ -139,6 +139,8 @@ func (l *llPath) whyNot(req backend.Request) error {
 	}
 }
 
+func (l *llPath) release() error { freeArgs(l.args); return nil }
+
 func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
 // issue issues c: one launch. The caller holds runMu and has checked

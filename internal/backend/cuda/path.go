@@ -47,6 +47,19 @@ type whole struct{}
 func (whole) prepare(call) error                              { return nil }
 func (whole) finish(context.Context, call) (coll.Algo, error) { return "", nil }
 
+// releaser is a path that holds what the group's Close frees (parameter
+// blocks, staging).
+type releaser interface{ release() error }
+
+// freeArgs frees the parameter blocks allocated (kernArgs).
+func freeArgs(as ...*cudadrv.Args) {
+	for _, a := range as {
+		if a != nil {
+			a.Free()
+		}
+	}
+}
+
 // refusal says why a path cannot run a call, as a code: auto asks every
 // path it passes on every call, so the check formats nothing; a path's
 // whyNot turns the code into the error a forced call gets.

@@ -64,6 +64,8 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	}
 }
 
+func (t *twoShotPath) release() error { freeArgs(t.second); return nil }
+
 func (t *twoShotPath) refuse(c call) error { return refused(c, t.whyNot(c.req)) }
 
 // issue issues c. The caller holds runMu and has checked whyNot.
