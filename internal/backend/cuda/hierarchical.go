@@ -46,9 +46,10 @@ type hierPath struct {
 // hierKids are the child groups.
 type hierKids struct{ host, cross *Group }
 
-// init decides whether the group can take the path: host[q] is group rank
-// q's host (numbered by first appearance, alike on every rank).
-func (h *hierPath) init(host []int, spans bool) {
+// init decides whether the group can take the path, from its topology
+// (hosts numbered by first appearance, alike on every rank).
+func (h *hierPath) init(t topology) {
+	host, spans := t.hostOf, t.spans
 	g := h.g
 	l, err := hier.NewLayout(host)
 	switch {
