@@ -175,7 +175,7 @@ func TestHeaderConstants(t *testing.T) {
 		vals[m[1]] = n
 	}
 	want := map[string]int{
-		"SYMMEM_ABI_VERSION": abiVersion, "SYMMEM_INIT_CHECKED": initChecked, "SYMMEM_PATH_STAGED": pathStaged,
+		"SYMMEM_ABI_VERSION": abiVersion, "SYMMEM_INIT_CHECKED": initChecked, "SYMMEM_PATH_STAGED": coll.PathStaged,
 		"SYMMEM_OK": statusOK, "SYMMEM_ERR_INVALID": statusInvalid, "SYMMEM_ERR_NOT_SUPPORTED": statusNotSupported,
 		"SYMMEM_ERR_NOT_MEMBER": statusNotMember, "SYMMEM_ERR_MISMATCH": statusMismatch, "SYMMEM_ERR_CLOSED": statusClosed,
 		"SYMMEM_ERR_TIMEOUT": statusTimeout, "SYMMEM_ERR_PEER": statusPeer, "SYMMEM_ERR_BAD_HANDLE": statusBadHandle,
@@ -210,7 +210,7 @@ func TestHeaderConstants(t *testing.T) {
 	}
 	// Every algorithm but auto has its own path code without the staged bit,
 	// the one pathCode returns (the Python package's PATHS numbers them the
-	// same way: python/symmem/_core.py).
+	// same way: python/symmem/_codes.py, generated from coll).
 	seen := map[int]coll.Algo{}
 	for _, a := range algos[1:] {
 		name := "SYMMEM_PATH_" + strings.ToUpper(strings.ReplaceAll(string(a), "-", "_"))
@@ -218,15 +218,15 @@ func TestHeaderConstants(t *testing.T) {
 		if got, ok := vals[name]; !ok || got != c {
 			t.Errorf("include/symmem.h: %s = %d (found %v), the library returns %d for %q", name, got, ok, c, a)
 		}
-		if c&pathStaged != 0 {
-			t.Errorf("path code %d of %q collides with SYMMEM_PATH_STAGED (%d)", c, a, pathStaged)
+		if c&coll.PathStaged != 0 {
+			t.Errorf("path code %d of %q collides with SYMMEM_PATH_STAGED (%d)", c, a, coll.PathStaged)
 		}
 		if b, dup := seen[c]; dup {
 			t.Errorf("path code %d is both %q and %q", c, b, a)
 		}
 		seen[c] = a
-		if int(pathCode(coll.Path{Algo: a, Staged: true})) != c|pathStaged {
-			t.Errorf("pathCode(%q staged) = %d, want %d", a, int(pathCode(coll.Path{Algo: a, Staged: true})), c|pathStaged)
+		if int(pathCode(coll.Path{Algo: a, Staged: true})) != c|coll.PathStaged {
+			t.Errorf("pathCode(%q staged) = %d, want %d", a, int(pathCode(coll.Path{Algo: a, Staged: true})), c|coll.PathStaged)
 		}
 	}
 }

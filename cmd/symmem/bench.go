@@ -58,7 +58,7 @@ func (o *benchOpts) define(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.dtype, "dtype", "d", "float", "element type: float (float32), half (float16), bfloat16, double (float64), int32, int64, int8, uint8")
 	fs.StringVarP(&o.redop, "op", "o", "sum", "reduction for reduce_scatter and all_reduce: sum, avg, min, max")
 	fs.IntVarP(&o.root, "root", "r", 0, "broadcast root")
-	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc, ll, hier")
+	fs.StringVar(&o.algos, "algo", "auto", "comma-separated algorithms: "+joinAlgos(coll.Algos()))
 	fs.StringVar(&o.inplace, "inplace", "both", "placements to measure: both, no (out-of-place only), only (in-place only)")
 	fs.BoolVar(&o.plain, "plain", false, "use ordinary Go memory (the staged path) instead of symmetric buffers")
 	fs.Int64Var(&f.cfg.Offset, "offset", 0, "start the input and output this many bytes past their allocations (a multiple of the element size): buffers off 16-byte alignment")
@@ -231,6 +231,15 @@ func parseOps(s string) ([]coll.Kind, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// joinAlgos is as, comma-separated.
+func joinAlgos(as []coll.Algo) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = string(a)
+	}
+	return strings.Join(s, ", ")
 }
 
 // parseAlgos reads --algo: algorithms coll knows, each once.

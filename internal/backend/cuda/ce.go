@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -45,7 +44,8 @@ const maxCERanks = 64
 // cePath is the copy-engine all-gather (algorithm ce).
 type cePath struct {
 	whole
-	g *Group
+	g   *Group
+	row *pathInfo
 }
 
 // serves reports whether copy engines can run req: an all-gather with a
@@ -54,7 +54,7 @@ type cePath struct {
 // build finds nothing more to refuse: it runs after the call was
 // published at the gate.
 func (ce *cePath) serves(req backend.Request) bool {
-	return req.Kind == coll.AllGather && ce.g.ce && len(ce.g.Ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
+	return ce.row.does(req.Kind) && ce.g.ce && len(ce.g.Ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
@@ -62,7 +62,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case req.Kind != coll.AllGather || !ce.g.ce || len(ce.g.Ranks) > maxCERanks:
+	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks:
 		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
@@ -73,7 +73,7 @@ func (ce *cePath) refuse(c call) error { return refused(c, ce.whyNot(c.req)) }
 // why says why copy engines cannot run req, which they do not serve.
 func (ce *cePath) why(req backend.Request) string {
 	switch {
-	case req.Kind != coll.AllGather:
+	case !ce.row.does(req.Kind):
 		return "copy engines serve all_gather only"
 	case !ce.g.ce:
 		return "copy engines unavailable: " + ce.g.ceWhy

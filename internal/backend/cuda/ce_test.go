@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
@@ -25,7 +26,8 @@ func fakeGroup(n, me int) *Group {
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
@@ -335,21 +337,30 @@ func TestAutoTable(t *testing.T) {
 // never runs out of steps).
 func TestAutoOrders(t *testing.T) {
 	for _, a := range builtinTable.Algos() {
-		if len(autoFallback[a]) == 0 {
+		if r := pathRow(a); r == nil || len(r.fallback) == 0 {
 			t.Errorf("the built-in table's %s has no fallback order", a)
 		}
 	}
-	for a, order := range autoFallback {
+	for _, r := range pathTable {
+		a, order := r.algo, r.fallback
+		if order == nil {
+			continue
+		}
 		if order[0] != a || order[len(order)-1] != coll.AlgoNCCL {
 			t.Errorf("%s's order %v: want it first and nccl last", a, order)
 		}
 		for _, turn := range order {
-			if len(autoTurns[turn]) == 0 {
+			if tr := pathRow(turn); tr == nil || len(tr.turn) == 0 {
 				t.Errorf("%s's order: %s has no turn", a, turn)
 			}
 		}
+		for _, s := range r.order {
+			if slices.Contains(s.when, pathServes) && s.serves == nil {
+				t.Errorf("%s's order: a step of %s asks whether it serves, and its row has no serves", a, s.algo)
+			}
+		}
 	}
-	steps := autoTurns[coll.AlgoNCCL]
+	steps := pathRow(coll.AlgoNCCL).turn
 	if last := steps[len(steps)-1]; len(last.when) != 0 || last.algo != coll.AlgoNCCL {
 		t.Errorf("NCCL's turn ends with %+v, want plain NCCL unconditionally", last)
 	}
@@ -528,7 +539,8 @@ func TestCopyEngineHandshake(t *testing.T) {
 		g.hs.args = cudadrv.NewArgs(kernArgBytes)
 		defer g.hs.args.Free()
 		g.hs.fill()
-		g.b.kern.hs = 77
+		g.b.kern.fns = make([]cudadrv.Function, len(kernelEntries))
+		g.b.kern.fns[hsKernel] = 77
 		g.hs.stream, g.hs.ev = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
 		req.Record[1] = 12345

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,7 +181,8 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g.b.stream = cudadrv.WrapStream(g.b.ctx, ownStream)
 	g.b.lcCTAs = DefaultLowContentionCTAs
 	k := &g.b.kern
-	k.ag, k.ar, k.lc, k.hs, k.guard, k.ll = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
+	k.fns = make([]cudadrv.Function, len(kernelEntries))
+	k.fns[agKernel], k.fns[arKernel], k.fns[lcKernel], k.fns[hsKernel], k.fns[guardKernel], k.fns[llKernel] = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
 	side := make([]uint64, max(3, n-1))
 	joins := make([]uint64, len(side))
 	for i := range side {
@@ -365,8 +367,19 @@ func goldenReqs(g *Group, small bool) []goldenReq {
 	return out
 }
 
-var goldenAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
-	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier, "magic"}
+// goldenAlgos are the goldens' columns: the paths in the order they were
+// first recorded, then any other row of pathTable (a new path adds its
+// column), then an unknown name.
+var goldenAlgos = func() []coll.Algo {
+	as := []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
+		coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier}
+	for _, r := range pathTable {
+		if !slices.Contains(as, r.algo) {
+			as = append(as, r.algo)
+		}
+	}
+	return append(as, "magic")
+}()
 
 // checkGolden compares got with testdata/name.gz (or writes it with
 // -update). The files are gzipped text (a few MB each, a few hundred KB

@@ -2,10 +2,9 @@ package cuda
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,7 +108,8 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		return nil, err
 	}
 	g := &Group{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.GroupName, cfg.Rank, err)
@@ -117,30 +117,35 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 	return g, nil
 }
 
-// setup finds out whether copy engines can serve the group, creates and
-// exchanges the signal pads, and creates the NCCL communicator.
+// setup exchanges the members' identities, decides from them what the
+// group's paths may do (topology), finds out whether copy engines can
+// serve the group, creates and exchanges the signal pads, and creates the
+// NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	host := g.b.env.HostID()
 	kern := g.loadKernel()
 	// The gate's guard needs only the modules, not the kernels' rank limit.
 	guard := kern || g.b.loadKernels() == nil
-	mine := fmt.Sprintf("%s|%s|%d|%t|%t", host, g.b.info.PCI, os.Getpid(), kern, guard)
-	all, err := g.AllGather(ctx, []byte(mine))
+	mine, err := json.Marshal(identity{Rank: g.Ranks[g.Me], Host: g.b.env.HostID(), PCI: g.b.info.PCI, Kern: kern, Guard: guard})
+	if err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	raw, err := g.AllGather(ctx, mine)
 	if err != nil {
 		return err
 	}
-	spans := false                                           // some member runs on another host
-	hostOf, hosts := make([]int, len(all)), map[string]int{} // each member's host, numbered by first appearance
-	for q, v := range all {
-		spans = spans || !strings.HasPrefix(string(v), host+"|")
-		id, _, _ := strings.Cut(string(v), "|")
-		if _, ok := hosts[id]; !ok {
-			hosts[id] = len(hosts)
-		}
-		hostOf[q] = hosts[id]
+	all, err := decodeIdentities(raw, g.Ranks)
+	if err != nil {
+		return err
 	}
-	g.paths.hier.init(hostOf, spans)
-	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !spans
+	t := newTopology(all, g.Me)
+	g.paths.hier.init(t)
+	// Every rank must agree on the paths `auto` may take, and on whether
+	// calls go through the gate.
+	if kern && !t.kern {
+		kern, g.kernWhy = false, t.kernWhy
+	}
+	guard = t.guard
+	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !t.spans
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
@@ -154,55 +159,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		}
 		ranks := g.Ranks
 		g.Gather.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
-		if spans {
+		if t.spans {
 			g.b.nccl.spanHosts()
-			if err := g.joinHostPeers(ctx, all, host); err != nil {
+			if err := g.joinHostPeers(ctx, t.local); err != nil {
 				return err
 			}
 		}
 	}
-	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
-	if g.FDs == nil && len(g.Ranks) > 1 {
-		g.ce, g.ceWhy = false, "no fd exchange to share segments"
-	}
-	for r, v := range all {
-		parts := strings.SplitN(string(v), "|", 5)
-		if len(parts) != 5 {
-			return fmt.Errorf("rank %d sent a malformed identity %q", g.Ranks[r], v)
-		}
-		if kern && parts[3] != "true" {
-			// Every rank must agree on the paths `auto` may take.
-			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.Ranks[r])
-		}
-		guard = guard && parts[4] == "true" // and on whether calls go through the gate
-		if r == g.Me || !g.ce {
-			continue
-		}
-		if parts[0] != host {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.Ranks[r])
-			continue
-		}
-		if parts[1] == g.b.info.PCI {
-			if !g.b.share {
-				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
-					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
-					g.Ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
-			}
-			g.sharing += fmt.Sprintf(" %d", g.Ranks[r])
-			continue // the same device: peer mappings and copy engines work
-		}
-		dev, err := deviceByPCI(parts[1])
-		if err != nil {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.Ranks[r], parts[1], err)
-			continue
-		}
-		link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
-		if err != nil {
-			return err
-		}
-		if !link.Access {
-			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.Ranks[r], dev)
-		}
+	if err := g.reachPeers(all, t, g.probeP2P); err != nil {
+		return err
 	}
 	if g.ce {
 		if err := g.setupCE(ctx); err != nil {
@@ -212,10 +177,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			if g.faults.words, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
 				return fmt.Errorf("kernel mismatch report: %w", err)
 			}
-			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
-			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
+			g.paths.withKernels()
 			g.hs.args = cudadrv.NewArgs(kernArgBytes)
 			g.hs.fill()
 		}
@@ -245,13 +207,63 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		if g.hostPeers != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
-		if spans {
+		if t.spans {
 			// Every rank posts and reads two neighbours' posts each tick:
 			// fewer ticks for larger groups keep the store's load flat.
 			tick := members.LogTick * time.Duration(max(1, len(g.Ranks)/16))
 			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
 				func(err error) { g.abortGroup(err, comms) })
 		}
+	}
+	return nil
+}
+
+// probeP2P is the driver's answer for the GPU at pci: its ordinal here
+// (hidden: why it is not visible), and whether this rank's device reaches
+// it.
+func (g *Group) probeP2P(pci string) (dev int, access bool, hidden, err error) {
+	if dev, hidden = deviceByPCI(pci); hidden != nil {
+		return 0, false, hidden, nil
+	}
+	link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
+	return dev, link.Access, nil, err
+}
+
+// reachPeers decides whether copy engines serve the group (g.ce, g.ceWhy)
+// and which members share this rank's GPU (g.sharing): t's peers in group
+// order, probe's answer for each on another GPU, up to the first it
+// cannot reach; then t.remote.
+func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (dev int, access bool, hidden, err error)) error {
+	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	if g.FDs == nil && len(g.Ranks) > 1 {
+		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+		return nil
+	}
+	for _, p := range t.peers {
+		id := all[p.member]
+		if p.sameGPU { // peer mappings and copy engines work
+			if !g.b.share {
+				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
+					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
+			}
+			g.sharing += fmt.Sprintf(" %d", id.Rank)
+			continue
+		}
+		dev, access, hidden, err := probe(id.PCI)
+		switch {
+		case hidden != nil:
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
+			return nil
+		case err != nil:
+			return err
+		case !access:
+			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
+			return nil
+		}
+	}
+	if t.remote >= 0 {
+		g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
 	}
 	return nil
 }
@@ -403,14 +415,12 @@ func (g *Group) Close() error {
 				errs = append(errs, s.Destroy())
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.paths.ll.args, g.hs.args} {
-			if a != nil {
-				a.Free()
+		for _, p := range g.paths.all {
+			if r, ok := p.(releaser); ok {
+				errs = append(errs, r.release())
 			}
 		}
-		if g.paths.lc.staging != nil {
-			errs = append(errs, g.paths.lc.staging.release(g.b.ctx))
-		}
+		freeArgs(g.hs.args)
 		if g.faults.words != nil {
 			errs = append(errs, g.faults.words.Free())
 		}

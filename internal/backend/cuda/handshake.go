@@ -29,6 +29,9 @@ import (
 // results/gpu-handshake-2026-11-24.md). Groups without the
 // kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
+// hsKernel runs beside the copy-engine paths and NCCL.
+var hsKernel = declareKernel("handshake.ptx", "symmem_handshake")
+
 // handshake is a group's handshake: its parameter block (nil: the group
 // has no kernels, so no handshake), and the raw handles of its stream and
 // of the events that fork and join it (the group owns them: setupCE).
@@ -63,7 +66,7 @@ func (h *handshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
 	h.g.faults.put(h.args, req)
 	p.Record(s, h.ev[0])
 	p.WaitEvent(h.stream, h.ev[0])
-	p.Launch(h.stream, h.g.b.kern.hs, h.args, 1, hsThreads)
+	p.Launch(h.stream, h.g.b.kern.fn(hsKernel), h.args, 1, hsThreads)
 	p.Record(h.stream, h.ev[1])
 }
 

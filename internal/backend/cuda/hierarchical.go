@@ -30,6 +30,7 @@ import (
 // call forces it with algorithm hier.
 type hierPath struct {
 	g      *Group
+	row    *pathInfo
 	layout *hier.Layout // nil: the group cannot take the path (why)
 	why    string
 
@@ -45,9 +46,10 @@ type hierPath struct {
 // hierKids are the child groups.
 type hierKids struct{ host, cross *Group }
 
-// init decides whether the group can take the path: host[q] is group rank
-// q's host (numbered by first appearance, alike on every rank).
-func (h *hierPath) init(host []int, spans bool) {
+// init decides whether the group can take the path, from its topology
+// (hosts numbered by first appearance, alike on every rank).
+func (h *hierPath) init(t topology) {
+	host, spans := t.hostOf, t.spans
 	g := h.g
 	l, err := hier.NewLayout(host)
 	switch {
@@ -72,14 +74,11 @@ func (h *hierPath) whyNot(req backend.Request) error {
 	if h.layout == nil {
 		return fmt.Errorf("the hierarchical path needs %s: %w", h.why, ErrNotSupported)
 	}
-	switch req.Kind {
-	case coll.AllGather, coll.ReduceScatter:
-	case coll.AllReduce:
-		if L := int64(h.layout.Local()); req.Count%L != 0 {
-			return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
-		}
-	default:
-		return fmt.Errorf("the hierarchical path serves all-gather, reduce-scatter and all-reduce, not %v: %w", req.Kind, ErrNotSupported)
+	if !h.row.does(req.Kind) {
+		return h.row.kindWhy(req.Kind)
+	}
+	if L := int64(h.layout.Local()); req.Kind == coll.AllReduce && req.Count%L != 0 {
+		return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
 	}
 	if req.Kind != coll.AllGather && req.Op == coll.Avg && slices.Contains([]coll.DType{coll.Int32, coll.Int64, coll.Int8, coll.Uint8}, req.DType) {
 		// Each level averages: a host's sum divided by L, then the hosts'

@@ -34,8 +34,8 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		name, src, entry string
 		want             []int
 		signals          bool // uses the signal region's ready and done words
-	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag, true}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar, true},
-		{"reducescatter", string(reduceScatterPTX), "symmem_reducescatter_lc", lc, false}} {
+	}{{"allgather", ptxOf(t, agKernel), kernelEntries[agKernel].name, ag, true}, {"allreduce", ptxOf(t, arKernel), kernelEntries[arKernel].name, ar, true},
+		{"reducescatter", ptxOf(t, lcKernel), kernelEntries[lcKernel].name, lc, false}} {
 		t.Run(k.name, func(t *testing.T) {
 			if !strings.Contains(k.src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
 				t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
@@ -585,6 +585,37 @@ func TestTwoShotOddCounts(t *testing.T) {
 	for _, h := range hashes {
 		if h != hashes[0] {
 			t.Fatalf("digests differ between ranks or launches: %v", hashes)
+		}
+	}
+}
+
+// ptxOf is the PTX of kernel id's file.
+func ptxOf(t *testing.T, id kernelID) string {
+	t.Helper()
+	b, err := ptxFiles.ReadFile("ptx/" + kernelEntries[id].ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestKernelsDeclared: every kernel's file is embedded and declares its
+// entry point, and every embedded file has a kernel the backend loads.
+func TestKernelsDeclared(t *testing.T) {
+	files := map[string]bool{}
+	for id, e := range kernelEntries {
+		if !strings.Contains(ptxOf(t, kernelID(id)), ".entry "+e.name+"(") {
+			t.Errorf("ptx/%s has no entry %s", e.ptx, e.name)
+		}
+		files[e.ptx] = true
+	}
+	all, err := ptxFiles.ReadDir("ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range all {
+		if !files[f.Name()] {
+			t.Errorf("ptx/%s: no kernel of it is declared (declareKernel)", f.Name())
 		}
 	}
 }

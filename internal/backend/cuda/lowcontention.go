@@ -74,12 +74,16 @@ func lcSubChunk(bytes int64, n int) int64 {
 	return max(kernAlign, min(max(up(bytes/lcSubChunks), lcMinChunk), lcMaxChunk(n), up(bytes)))
 }
 
+// lcKernel is its reduction.
+var lcKernel = declareKernel("reducescatter.ptx", "symmem_reducescatter_lc")
+
 // lcPath is the low-contention path (algorithm lc): its reduction
 // kernel's parameter block (nil without kernels) and the group's staging,
 // allocated at its first call.
 type lcPath struct {
 	whole
 	g       *Group
+	row     *pathInfo
 	args    *cudadrv.Args
 	staging *segment
 }
@@ -87,7 +91,7 @@ type lcPath struct {
 // check says whether the low-contention path can run req.
 func (l *lcPath) check(req backend.Request) refusal {
 	switch {
-	case req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+	case !l.row.does(req.Kind):
 		return refKind
 	case !l.g.paths.kernel.loaded():
 		return refNoKernels
@@ -109,7 +113,7 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return l.row.kindWhy(req.Kind)
 	case refInNotSym:
 		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	case refOutNotSym:
@@ -117,6 +121,14 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	default:
 		return kernelsWhyNot(l.g, req, r)
 	}
+}
+
+func (l *lcPath) release() error {
+	freeArgs(l.args)
+	if l.staging != nil {
+		return l.staging.release(l.g.b.ctx)
+	}
+	return nil
 }
 
 func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
@@ -227,7 +239,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	if n > 1 {
 		p.Record(s, g.h.forkX)
 	}
-	p.Launch(s, g.b.kern.lc, a, ctas, kernThreads)
+	p.Launch(s, g.b.kern.fn(lcKernel), a, ctas, kernThreads)
 	j := 0
 	for r := 0; r < n; r++ {
 		if r == me {

@@ -26,7 +26,8 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			mk := func(name string, ranks []int, timeout time.Duration) *Group {
 				g := &Group{Head: members.Head{GroupName: name, Ranks: ranks, Me: 0, Store: st, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: nopExec{}}
 				g.Prefix = "test/" + t.Name() + "/" + name
-				g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+				g.faults, g.hs = faults{g: g}, handshake{g: g}
+				g.paths.init(g)
 				g.Gather = members.NewGather(name, st, g.Prefix, g.Ranks, 0, timeout)
 				return g
 			}

@@ -145,31 +145,26 @@ func (g *Group) finishFailed(err error) error {
 	return g.breakAfter(err)
 }
 
-// requestedWhy is the reason of a forced path (constant: no formatting per
-// call).
-var requestedWhy = map[coll.Algo]string{
-	coll.AlgoKernel: "kernel requested", coll.AlgoTwoShot: "two-shot requested",
-	coll.AlgoLowContention: "lc requested", coll.AlgoCE: "ce requested",
-	coll.AlgoLL: "ll requested", coll.AlgoNCCL: "nccl requested", coll.AlgoNCCLWindow: "nccl-window requested",
-	coll.AlgoHier: "hier requested",
-}
-
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // the reason: a forced path unless it refuses the call (path.refuse), or
 // auto's choice (autotable.go).
 func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	req := c.req
-	if p := g.pathFor(req.Algo); p != nil {
-		if err := p.refuse(*c); err != nil {
+	if i := pathIndex(req.Algo); i >= 0 {
+		if err := g.paths.all[i].refuse(*c); err != nil {
 			return req.Algo, "", err
 		}
-		return req.Algo, requestedWhy[req.Algo], nil
+		r := &pathTable[i]
+		if !r.does(req.Kind) { // where the path's own checks do not look at the op
+			return req.Algo, "", refused(*c, r.kindWhy(req.Kind))
+		}
+		return req.Algo, r.requested, nil
 	}
 	switch req.Algo {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 		return g.auto(c)
 	}
-	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ll, ce, nccl, nccl-window or hier): %w", req.Algo, ErrNotSupported)
+	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, ErrNotSupported)
 }
 
 // Explain reports the path Run would take for req, without running it (for

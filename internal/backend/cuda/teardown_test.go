@@ -29,7 +29,8 @@ const neverDone = "cuEventQuery:0:600,cuEventSynchronize:0:-1"
 func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.Segment) {
 	t.Helper()
 	g := &Group{Head: members.Head{GroupName: "t", Ranks: []int{0, 1}, Me: 0, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: driver{}}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	var err error
 	if g.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {
 		t.Fatal(err)
