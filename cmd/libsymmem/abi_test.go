@@ -551,7 +551,7 @@ func TestUnpackRejects(t *testing.T) {
 		call uint64
 		want string
 	}{
-		{4, "kind 4"},
+		{5, "kind 5"},
 		{0xff, "kind 255"},
 		{2 | 10<<24, "algorithm code 10"},
 	} {
