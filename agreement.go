@@ -6,7 +6,6 @@ import (
 
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
-	"github.com/symmem/symmem/pool"
 )
 
 // A collective's call record (package agree: its layout, digest and the
@@ -20,11 +19,11 @@ func loc(s backend.Sym) uint64 {
 	if !s.OK {
 		return 0
 	}
-	return agree.Loc(s.Seg, s.Off)
+	return agree.Loc(uint64(s.Seg), s.Off)
 }
 
 // record is c's call record; req holds c's pool locations.
-func (c call) record(req backend.Request, staged bool) pool.Record {
+func (c call) record(req backend.Request, staged bool) agree.Record {
 	var fl uint64
 	if req.InPlace { // the direct path reads peers' buffers at this rank's offsets: ranks must agree
 		fl |= agree.InPlace
@@ -44,18 +43,18 @@ func (c call) record(req backend.Request, staged bool) pool.Record {
 // mismatch turns a disagreement about c into the user's error: the first
 // rank that differs from group rank 0, which argument, and both values.
 // how says where it was found ("" for the backend's in-band agreement).
-func (g *Group) mismatch(c call, d *pool.Disagreement, how string) error {
-	return fmt.Errorf("symmem: %v on group %q%s: %s: %w", c.kind, g.name, how, agree.Disagreement(d, g.ranks), ErrMismatch)
+func (g *Group) mismatch(c call, d *agree.Disagreement, how string) error {
+	return fmt.Errorf("symmem: %v on group %q%s: %s: %w", c.kind, g.name, how, d.Explain(g.ranks), ErrMismatch)
 }
 
 // checkedExchange is checked mode's agreement: every rank's record of c
 // through the store, compared like the in-band ones.
-func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) error {
+func (g *Group) checkedExchange(ctx context.Context, c call, rec agree.Record) error {
 	all, err := g.bg.AllGather(ctx, agree.Call{Record: rec}.Append(nil))
 	if err != nil {
 		return fmt.Errorf("symmem: %v on group %q: checked mode: %w", c.kind, g.name, err)
 	}
-	recs := make([]pool.Record, len(all))
+	recs := make([]agree.Record, len(all))
 	for r, b := range all {
 		x, err := agree.DecodeCall(b)
 		if err != nil || len(b) != agree.RecordBytes {
@@ -64,7 +63,7 @@ func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) er
 		}
 		recs[r] = x.Record
 	}
-	if d := pool.FirstDisagreement(recs, nil); d != nil {
+	if d := agree.FirstDisagreement(recs, nil); d != nil {
 		return g.mismatch(c, d, " (checked mode)")
 	}
 	return nil
@@ -73,13 +72,13 @@ func (g *Group) checkedExchange(ctx context.Context, c call, rec pool.Record) er
 // agree compares a call's record in-band where the backend can: an empty
 // call's (no data moves, so no signals carry it), and in checked mode every
 // call's (in place of the store exchange).
-func (g *Group) agree(ctx context.Context, c call, rec pool.Record) error {
+func (g *Group) agree(ctx context.Context, c call, rec agree.Record) error {
 	a := g.bg.Agreer()
 	if a == nil || g.Size() == 1 {
 		return nil
 	}
 	err := a.Agree(ctx, rec)
-	if d := pool.AsDisagreement(err); d != nil {
+	if d := agree.AsDisagreement(err); d != nil {
 		return g.mismatch(c, d, "")
 	}
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/internal/backend/agree"
 )
 
 func init() { roles["checked-store"] = roleCheckedStore }
@@ -23,7 +23,7 @@ func TestCheckedThroughStore(t *testing.T) {
 // noAgreer is a backend group without an in-band agreement.
 type noAgreer struct{ backend.Group }
 
-func (noAgreer) Agreer() pool.Agreer { return nil }
+func (noAgreer) Agreer() agree.Agreer { return nil }
 
 func roleCheckedStore(ctx context.Context) error {
 	o := testOptions()

@@ -8,7 +8,6 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
-	"github.com/symmem/symmem/pool"
 )
 
 // AllGather gathers every rank's in into out, ordered by group rank: out
@@ -53,7 +52,8 @@ type call struct {
 	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
 }
 
-func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, error) {
+func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path, err error) {
+	defer markTimeout(&err)
 	if err := g.w.alive(); err != nil {
 		return coll.Path{}, err
 	}
@@ -140,14 +140,13 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (coll.Path, e
 		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}, nil
 	}
 	var p coll.Path
-	var err error
 	if staged && g.w.host {
 		p, err = g.staged(ctx, c, req)
 	} else {
 		p, err = g.bg.Run(ctx, req)
 	}
 	if err != nil && g.w.caps.Calls == agree.CallsInBand { // AsDisagreement allocates its target
-		if d := pool.AsDisagreement(err); d != nil {
+		if d := agree.AsDisagreement(err); d != nil {
 			return coll.Path{}, g.mismatch(c, d, "")
 		}
 	}

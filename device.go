@@ -21,7 +21,8 @@ import (
 // landed); it is meant for setup and tests, not the hot path. Input you
 // write yourself on another stream must be ordered before the collective's
 // stream (an event, or a stream synchronize) by you.
-func (w *World) Write(ctx context.Context, dst coll.Span, src []byte) error {
+func (w *World) Write(ctx context.Context, dst coll.Span, src []byte) (err error) {
+	defer markTimeout(&err)
 	if err := w.alive(); err != nil {
 		return err
 	}
@@ -45,7 +46,8 @@ func (w *World) Write(ctx context.Context, dst coll.Span, src []byte) error {
 
 // Read copies src[:len(dst)] into dst after the calls issued without
 // WithStream have completed (GPU backend; bounded by Options.Timeout).
-func (w *World) Read(ctx context.Context, dst []byte, src coll.Span) error {
+func (w *World) Read(ctx context.Context, dst []byte, src coll.Span) (err error) {
+	defer markTimeout(&err)
 	if err := w.alive(); err != nil {
 		return err
 	}
@@ -161,7 +163,8 @@ func (g *Group) Barrier(ctx context.Context) error {
 // exchanged through the rendezvous store on the host: for seeds, checks and
 // agreement in harnesses, not for data (each call costs store round trips).
 // Collective over the group's members.
-func (g *Group) AllGatherHost(ctx context.Context, mine []byte) ([][]byte, error) {
+func (g *Group) AllGatherHost(ctx context.Context, mine []byte) (_ [][]byte, err error) {
+	defer markTimeout(&err)
 	if err := g.w.alive(); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,13 @@
 package symmem
 
 import (
+	"context"
 	"errors"
+	"os"
 
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // Sentinel errors; the wrapped error says what was wrong and what to do.
@@ -56,11 +59,17 @@ var (
 	// (host memory on the CPU backend, free device memory on the GPU, or the
 	// pool's cap, Options.Pool.Cap); the error names the size and the limit.
 	ErrNoMemory = pool.ErrNoMemory
+	// ErrTimeout: a wait ran past Options.Timeout or the caller's context
+	// deadline (a peer that never came, a stuck device); the error names
+	// what was waited for and also wraps the deadline error itself, so
+	// errors.Is(err, context.DeadlineExceeded) holds too. A collective
+	// that timed out leaves its group broken (ErrBroken after).
+	ErrTimeout = errs.Timeout
 )
 
 // sentinels are the errors a rank's failure is sent to its peers as
 // (allMade), by position: change only by appending.
-var sentinels = []error{ErrInvalid, ErrNotSupported, ErrNoMemory, ErrMismatch, ErrPeerExited, ErrPeerClosed, ErrBroken, ErrClosed, ErrGroupClosed}
+var sentinels = []error{ErrInvalid, ErrNotSupported, ErrNoMemory, ErrMismatch, ErrPeerExited, ErrPeerClosed, ErrBroken, ErrClosed, ErrGroupClosed, ErrTimeout}
 
 // sentinelIndex is 1 + the position of the first sentinel err wraps, 0 if
 // none.
@@ -72,3 +81,22 @@ func sentinelIndex(err error) int {
 	}
 	return 0
 }
+
+// markTimeout makes *err wrap ErrTimeout as well where it is a wait past
+// a deadline (the layers below wrap only the deadline error they met),
+// keeping its message and what it wraps. Deferred by the calls that wait.
+func markTimeout(err *error) {
+	e := *err
+	if e == nil || errors.Is(e, ErrTimeout) {
+		return
+	}
+	if errors.Is(e, context.DeadlineExceeded) || errors.Is(e, os.ErrDeadlineExceeded) || errors.Is(e, rendezvous.ErrTimeout) {
+		*err = timeoutError{e}
+	}
+}
+
+// timeoutError is a timeout from a layer below, as ErrTimeout too.
+type timeoutError struct{ err error }
+
+func (e timeoutError) Error() string   { return e.err.Error() }
+func (e timeoutError) Unwrap() []error { return []error{e.err, ErrTimeout} }

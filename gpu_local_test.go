@@ -44,7 +44,8 @@ func roleGPULocalBuffers(ctx context.Context) error {
 	}
 	defer w.Free(out)
 	// Ordinary device memory passes the check and runs on NCCL (which
-	// ranks sharing a GPU do not have).
+	// ranks sharing a GPU do not have: there it runs only where auto takes
+	// it to ll, which gpu_test.go's gpuNCCLRefused checks).
 	if os.Getenv(rendezvous.VarShareDevice) != "1" {
 		if _, err := g.AllReduce(ctx, out.Span, in.Span, coll.Float32, coll.Sum); err != nil {
 			return fmt.Errorf("all-reduce of ordinary device memory: %w", err)

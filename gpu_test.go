@@ -115,8 +115,10 @@ func roleGPU(ctx context.Context) error {
 		gpuCase{kind: coll.AllReduce, dt: coll.Float32, algo: coll.AlgoAuto, count: 1 << 14})
 	shared := w.env.ShareDevice && gpusVisible() < w.env.LocalWorldSize // ranks of this host share a GPU
 	if shared {
-		// Ranks share a GPU: NCCL is off. Forced NCCL and ordinary memory
-		// must say so (ErrNotSupported), and the NCCL cases are dropped.
+		// Ranks share a GPU: NCCL is off. Forced NCCL must say so
+		// (ErrNotSupported); ordinary memory runs only where ll takes it
+		// (gpuNCCLRefused checks both outcomes). The NCCL and ordinary-memory
+		// cases are dropped here.
 		kept := cases[:0]
 		for _, c := range cases {
 			if c.plain || c.algo == coll.AlgoNCCLWindow || c.algo == coll.AlgoNCCL {
@@ -203,8 +205,22 @@ func gpusVisible() int {
 	return n
 }
 
-// gpuNCCLRefused checks that on a shared GPU a forced NCCL call and a call
-// on ordinary device memory fail with ErrNotSupported naming the reason.
+// gpuNCCLRefused checks what a shared GPU (no NCCL) does with calls NCCL
+// would take: a forced NCCL call fails with ErrNotSupported naming the
+// shared GPU; ordinary device memory (outside the pool) runs only where a
+// path of symmem's takes it, and must then be right.
+//
+// The rule, from internal/backend/cuda: of symmem's paths only ll serves
+// buffers that are not registered pool blocks (it copies through its own
+// area in the signal pad: lowlatency.go; kernel, two-shot, lc and ce need
+// registered blocks). auto reaches ll for ordinary memory only where its
+// table starts the call at ll (autotable.go: ll's turn; the other steps
+// that hand a call to ll want symmetric buffers), and ll takes rows of
+// 16-byte multiples up to its area, llCap (1 MiB per rank). So a small
+// call auto starts at ll runs on ll; one it starts elsewhere, and one
+// larger than ll's area, fail with ErrNotSupported naming the shared GPU
+// (no path: NCCL unavailable); forced ll runs; a forced path that needs
+// registered memory (kernel) refuses it (ErrRefused).
 func gpuNCCLRefused(ctx context.Context, w *World) error {
 	g := w.World()
 	sc, err := g.OpenScope()
@@ -226,18 +242,47 @@ func gpuNCCLRefused(ctx context.Context, w *World) error {
 			return fmt.Errorf("forced %s on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", a, err)
 		}
 	}
-	pin, err := w.AllocLocal(4096)
-	if err != nil {
-		return err
+	noPath := func(what string, err error) error {
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "share GPU") {
+			return fmt.Errorf("%s on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", what, err)
+		}
+		return nil
 	}
-	defer w.Free(pin)
-	pout, err := w.AllocLocal(int64(4096 * g.Size()))
-	if err != nil {
-		return err
+	const llCap = 1 << 20 // bytes per rank ll's area holds (internal/backend/cuda: llCap)
+	small := gpuCase{kind: coll.AllGather, dt: coll.BFloat16, algo: coll.AlgoAuto, count: 4096 / 2, plain: true}
+	// Explain asks auto's own table (bfloat16, as small) where the call
+	// starts; the data of a call that runs is checked against the host.
+	explained := g.Explain(coll.AllGather, 4096*int64(g.Size()), false)
+	path, err := gpuRun(ctx, w, g, small, 1)
+	switch explained.Algo {
+	case coll.AlgoLL:
+		if err != nil || path.Algo != coll.AlgoLL {
+			return fmt.Errorf("ordinary device memory on a shared GPU, 4 KiB per rank (auto explains: ll, %s): path %v, %v; want ll and the right data", explained.Reason, path, err)
+		}
+	case coll.AlgoAuto: // no path: Explain's reason is the refusal
+		if err := noPath("ordinary device memory, 4 KiB per rank (auto explains: "+explained.Reason+")", err); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("ordinary device memory on a shared GPU: auto explains %v (%s), but only ll serves it without NCCL", explained.Algo, explained.Reason)
 	}
-	defer w.Free(pout)
-	if _, err := g.AllGather(ctx, pout.Span, pin.Span, coll.Int8); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "share GPU") {
-		return fmt.Errorf("ordinary device memory on a shared GPU: got %v, want ErrNotSupported naming the shared GPU", err)
+	large := small
+	large.count = 2 * llCap / 2 // 2 MiB per rank: past ll's area
+	if _, err := gpuRun(ctx, w, g, large, 2); noPath("ordinary device memory past ll's area", err) != nil {
+		return noPath("ordinary device memory past ll's area", err)
+	}
+	forcedLL := small
+	forcedLL.algo = coll.AlgoLL
+	switch path, err := gpuRun(ctx, w, g, forcedLL, 3); {
+	case errors.Is(err, ErrRefused) && strings.Contains(err.Error(), "kernels are unavailable"):
+		// No kernels on this machine: ll cannot run anything.
+	case err != nil || path.Algo != coll.AlgoLL:
+		return fmt.Errorf("forced ll on ordinary device memory on a shared GPU: path %v, %v; want ll and the right data", path, err)
+	}
+	forcedKernel := small
+	forcedKernel.algo = coll.AlgoKernel
+	if _, err := gpuRun(ctx, w, g, forcedKernel, 4); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "pool block") {
+		return fmt.Errorf("forced kernel on ordinary device memory: got %v, want ErrRefused (the kernel needs a registered pool block)", err)
 	}
 	return nil
 }

@@ -58,7 +58,8 @@ func (g *Group) Ranks() []int { return slices.Clone(g.ranks) }
 // used again. The world group is closed by World.Close. Local resources are
 // released even when a collective step fails (a peer died); the error says
 // what failed.
-func (g *Group) Close(ctx context.Context) error {
+func (g *Group) Close(ctx context.Context) (err error) {
+	defer markTimeout(&err)
 	w := g.w
 	if err := w.alive(); err != nil {
 		return err
@@ -84,7 +85,7 @@ func (g *Group) Close(ctx context.Context) error {
 		return fmt.Errorf("%w (this rank already told the group's members it is closing it: the group can only be closed now)", err)
 	}
 	g.closed.Store(true)
-	err := g.drop(ctx)
+	err = g.drop(ctx)
 	w.mu.Lock()
 	w.groups = slices.DeleteFunc(w.groups, func(x *Group) bool { return x == g })
 	w.mu.Unlock()
@@ -150,7 +151,8 @@ func (s *Scope) Alloc(bytes int64) (Buffer, error) {
 
 // End registers the segments the group has not registered yet (collective
 // over the group's members, verified across ranks).
-func (s *Scope) End(ctx context.Context) error {
+func (s *Scope) End(ctx context.Context) (err error) {
+	defer markTimeout(&err)
 	if err := s.g.w.alive(); err != nil {
 		return err
 	}

@@ -22,8 +22,10 @@ func init() {
 // of no buffer, a scope ended out of order or twice, the cap) wrapped none
 // of them; AllocLocal of a huge size panicked (makeslice) or killed the
 // process (runtime: out of memory); a staged call on a span running past
-// the end of its pool segment died of SIGSEGV; Scope.End after World.Close
-// was ErrGroupClosed, not ErrClosed.
+// the end of its pool segment died of SIGSEGV (and one that ran there
+// through free space in the segment was ErrFreed, "used after
+// World.Free?"); Scope.End after World.Close was ErrGroupClosed, not
+// ErrClosed.
 func TestMemoryErrors(t *testing.T) {
 	t.Parallel()
 	expectOK(t, spawn(t, 2, "memory-errors"))
@@ -58,6 +60,14 @@ func roleMemoryErrors(ctx context.Context) error {
 		return fmt.Errorf("setup: buffer at offset %d of %d bytes does not end its segment", loc.Off, loc.Segment.Size)
 	}
 	past := coll.Span{Ptr: end.Ptr, Len: 2 * end.Len}
+	// A small buffer alone in the second segment: a span from it to 4 KiB
+	// past the segment's end runs through never-allocated memory.
+	small, err := w.Alloc(4096)
+	if err != nil {
+		return err
+	}
+	sloc, _ := w.pool.Lookup(small.Ptr)
+	long := coll.Span{Ptr: small.Ptr, Len: sloc.Segment.Size - sloc.Off + 4096}
 	outer, _ := g.OpenScope()
 	inner, _ := g.OpenScope()
 	tests := []struct {
@@ -81,6 +91,10 @@ func roleMemoryErrors(ctx context.Context) error {
 			_, err := g.AllReduce(ctx, past, past, coll.Float32, coll.Sum)
 			return err
 		}, ErrInvalid, []string{"past the end"}},
+		{"all-reduce past the end of a segment with free space", func() error {
+			_, err := g.AllReduce(ctx, long, long, coll.Float32, coll.Sum)
+			return err
+		}, ErrInvalid, []string{"past the end", "longer than its buffer"}},
 		{"all-gather into a span past the segment's end", func() error {
 			in := coll.Span{Ptr: last.Ptr, Len: end.Len}
 			_, err := g.AllGather(ctx, coll.Span{Ptr: end.Ptr, Len: 2 * end.Len}, in, coll.Float32)

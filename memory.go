@@ -1,6 +1,10 @@
 package symmem
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/symmem/symmem/coll"
+)
 
 // CheckFits reports whether bytes more of symmetric memory would fit now on
 // this rank (with the CPU backend: in host memory, counting every local
@@ -13,7 +17,7 @@ func (w *World) CheckFits(bytes int64) error {
 		return err
 	}
 	if err := w.pool.CheckFits(bytes); err != nil {
-		return fmt.Errorf("symmem: CheckFits(%d): %w", bytes, err)
+		return fmt.Errorf("symmem: %s more symmetric memory does not fit: %w", coll.FormatSize(bytes), err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
@@ -16,10 +17,13 @@ func init() { roles["scoperecover"] = roleScopeRecover }
 // Once each rank frees what it allocated there, scope ends, NewGroup and
 // collectives work again. A difference that created a segment on one rank
 // only cannot be undone: every later scope end says to create the world
-// again, and Close still works.
+// again, and Close still works. Where a rank frees only part of what
+// differed ("partial"), the next scope end names the block that still
+// differs, not the Frees just made (the log since the failed end starts
+// with them, and their sizes differ too).
 func TestScopeEndRecovers(t *testing.T) {
 	t.Parallel()
-	for _, c := range []string{"size", "segment"} {
+	for _, c := range []string{"size", "segment", "partial"} {
 		t.Run(c, func(t *testing.T) {
 			t.Parallel()
 			expectOK(t, spawn(t, 2, "scoperecover", "TEST_RECOVER_CASE="+c))
@@ -28,7 +32,8 @@ func TestScopeEndRecovers(t *testing.T) {
 }
 
 func roleScopeRecover(ctx context.Context) error {
-	recovers := os.Getenv("TEST_RECOVER_CASE") == "size"
+	recovers := os.Getenv("TEST_RECOVER_CASE") != "segment"
+	partial := os.Getenv("TEST_RECOVER_CASE") == "partial"
 	w, err := Init(ctx, testOptions())
 	if err != nil {
 		return err
@@ -49,6 +54,12 @@ func roleScopeRecover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var bad2 Buffer
+	if partial {
+		if bad2, err = sc.Alloc(512 + 256*int64(w.Rank())); err != nil {
+			return err
+		}
+	}
 	err = sc.End(ctx)
 	fmt.Printf("first End: %v\n", err)
 	if err := expectErr("End with different sizes", err, ErrMismatch, "rank 1", "nothing was registered"); err != nil {
@@ -56,6 +67,23 @@ func roleScopeRecover(ctx context.Context) error {
 	}
 	if err := w.Free(bad); err != nil {
 		return err
+	}
+	if partial {
+		sc, err := g.OpenScope()
+		if err != nil {
+			return err
+		}
+		err = sc.End(ctx)
+		fmt.Printf("End after freeing part: %v\n", err)
+		if err := expectErr("End after freeing part of what differed", err, ErrMismatch, "still differ", "first differing live block", "Alloc(512,"); err != nil {
+			return err
+		}
+		if strings.Contains(err.Error(), "Free(") {
+			return fmt.Errorf("End after freeing part of what differed names a Free: %v", err)
+		}
+		if err := w.Free(bad2); err != nil {
+			return err
+		}
 	}
 	b, err := allocBufs(ctx, g, 1<<16)
 	fmt.Printf("End after Free: %v\n", err)

@@ -46,7 +46,8 @@ type World struct {
 // them, plus SYMMEM_TOKEN or torchrun's TORCHELASTIC_RUN_ID; see
 // rendezvous.Env): it connects to the rendezvous store, starts the backend and
 // the pool and creates the world group. Collective over the world.
-func Init(ctx context.Context, opts Options) (*World, error) {
+func Init(ctx context.Context, opts Options) (_ *World, err error) {
+	defer markTimeout(&err)
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
@@ -154,7 +155,8 @@ func (w *World) Groups() []*Group {
 // rank). Members get a usable group; non-members get a *Group whose
 // IsMember is false (its scopes only mirror allocations, its collectives
 // return ErrNotMember). Names are unique within the world.
-func (w *World) NewGroup(ctx context.Context, name string, ranks []int) (*Group, error) {
+func (w *World) NewGroup(ctx context.Context, name string, ranks []int) (_ *Group, err error) {
+	defer markTimeout(&err)
 	if err := w.alive(); err != nil {
 		return nil, err
 	}
@@ -266,10 +268,10 @@ func (w *World) agree(ctx context.Context, what, mine string) error {
 	// exchange below (both waited until the timeout).
 	if a := wg.bg.Agreer(); a != nil && wg.Size() > 1 {
 		err := a.Agree(ctx, agree.WorldRecord(what, mine))
-		d := pool.AsDisagreement(err)
+		d := agree.AsDisagreement(err)
 		switch {
-		case d != nil && d.AllKind != pool.RecWorld:
-			return fmt.Errorf("symmem: %s: %s: %w", what, agree.Disagreement(d, wg.ranks), ErrMismatch)
+		case d != nil && d.AllKind != agree.RecWorld:
+			return fmt.Errorf("symmem: %s: %s: %w", what, d.Explain(wg.ranks), ErrMismatch)
 		case d == nil && err != nil && !errors.Is(err, ErrBroken):
 			return fmt.Errorf("symmem: %s: %w", what, err)
 		}
@@ -387,7 +389,8 @@ func (w *World) FreeOn(b Buffer, stream uint64) error {
 // releases the pool's segments and the backend, and leaves the store.
 // Local resources are released even when a collective step fails (a peer
 // died): the error then says what failed.
-func (w *World) Close() error {
+func (w *World) Close() (err error) {
+	defer markTimeout(&err)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -459,7 +462,8 @@ func HostSpan(b []byte) coll.Span { return coll.Span{Ptr: hostmem.Addr(b), Len: 
 // Synchronize waits until every call this rank issued without WithStream has
 // completed on the device (GPU backend; the CPU backend completes calls
 // before returning, so it returns at once). It waits at most Options.Timeout.
-func (w *World) Synchronize(ctx context.Context) error {
+func (w *World) Synchronize(ctx context.Context) (err error) {
+	defer markTimeout(&err)
 	if err := w.alive(); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"flag"
 	"fmt"
 	"image/png"
@@ -14,10 +15,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -798,5 +801,72 @@ func TestNoMemcpy(t *testing.T) {
 	cfg.NoMemcpy = false
 	if _, err := runFakeJob(j, cfg, 0); err != nil || j.memcpys.Load() == 0 {
 		t.Errorf("with the baseline: %v, %d memcpys", err, j.memcpys.Load())
+	}
+}
+
+// checkingRank is a fake rank whose backend has no two-shot all-gather
+// path (as the GPU backend) and no ce path at all.
+type checkingRank struct{ *fakeRank }
+
+func (c checkingRank) CheckAlgo(k coll.Kind, a coll.Algo) error {
+	if a == coll.AlgoCE || (a == coll.AlgoTwoShot && k == coll.AllGather) {
+		return fmt.Errorf("algorithm %q is not available for %v on the fake backend: %w", a, k, errs.NotSupported)
+	}
+	return nil
+}
+
+// TestRunSkipsPairsTheBackendLacks: an op/algorithm pair the backend does
+// not have is skipped with a line saying why and the sweep goes on (it
+// aborted the whole run: `--ops all_gather,all_reduce --algo two-shot,...`
+// on a GPU); a sweep with no pair left fails up front.
+func TestRunSkipsPairsTheBackendLacks(t *testing.T) {
+	run := func(cfg Config) (*Report, error) {
+		j := newFakeJob(2)
+		reps, errs := make([]*Report, 2), make([]error, 2)
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); reps[r], errs[r] = Run(checkingRank{j.ranks[r]}, cfg) }()
+		}
+		wg.Wait()
+		return reps[0], errors.Join(errs...)
+	}
+	cfg := baseConfig()
+	cfg.Ops = []coll.Kind{coll.AllGather, coll.AllReduce}
+	cfg.Algos = []coll.Algo{coll.AlgoTwoShot, coll.AlgoCE, coll.AlgoAuto}
+	cfg.Sizes = []int64{1 << 10}
+	for _, bySize := range []bool{false, true} {
+		cfg.BySize = bySize
+		rep, err := run(cfg)
+		if err != nil {
+			t.Fatalf("BySize %v: %v", bySize, err)
+		}
+		var got []string
+		for _, res := range rep.Results {
+			got = append(got, res.Op+"/"+res.Algo)
+		}
+		if want := []string{"all_gather/auto", "all_reduce/two-shot", "all_reduce/auto"}; !slices.Equal(got, want) {
+			t.Errorf("BySize %v: rows %v, want %v", bySize, got, want)
+		}
+		var b strings.Builder
+		if err := WriteTable(&b, rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			`# all_gather with --algo two-shot: refused, skipped: algorithm "two-shot" is not available for all_gather`,
+			`# all_gather with --algo ce: refused, skipped:`,
+			`# all_reduce with --algo ce: refused, skipped:`,
+		} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("BySize %v: table lacks %q:\n%s", bySize, want, b.String())
+			}
+		}
+		if len(rep.Skipped) != 3 {
+			t.Errorf("BySize %v: Skipped %+v, want 3 pairs", bySize, rep.Skipped)
+		}
+	}
+	cfg.Algos = []coll.Algo{coll.AlgoCE}
+	if _, err := run(cfg); err == nil || !strings.Contains(err.Error(), "no op/algorithm pair can run") {
+		t.Errorf("every pair skipped: %v, want an error", err)
 	}
 }

@@ -103,34 +103,35 @@ type OverlapConfig struct {
 	Progress io.Writer // a line per measurement on rank 0
 }
 
-// Validate reports the first invalid setting for n ranks.
+// Validate reports the first invalid setting for n ranks, without a
+// package prefix (RunOverlap adds "bench: ").
 func (c *OverlapConfig) Validate(n int) error {
 	switch {
 	case c.GEMM.M <= 0 || c.GEMM.N <= 0 || c.GEMM.K <= 0:
-		return fmt.Errorf("bench: GEMM %dx%dx%d: every dimension must be positive", c.GEMM.M, c.GEMM.N, c.GEMM.K)
+		return fmt.Errorf("GEMM %dx%dx%d: every dimension must be positive", c.GEMM.M, c.GEMM.N, c.GEMM.K)
 	case c.GEMM.M > math.MaxInt32 || c.GEMM.N > math.MaxInt32 || c.GEMM.K > math.MaxInt32:
-		return fmt.Errorf("bench: GEMM %dx%dx%d: dimensions must be below 2^31", c.GEMM.M, c.GEMM.N, c.GEMM.K)
+		return fmt.Errorf("GEMM %dx%dx%d: dimensions must be below 2^31", c.GEMM.M, c.GEMM.N, c.GEMM.K)
 	case c.GEMMs < 1:
-		return fmt.Errorf("bench: --gemms %d: need at least 1 GEMM per trial", c.GEMMs)
+		return fmt.Errorf("--gemms %d: need at least 1 GEMM per trial", c.GEMMs)
 	case c.Calls < 1:
-		return fmt.Errorf("bench: --calls %d: need at least 1 collective per trial", c.Calls)
+		return fmt.Errorf("--calls %d: need at least 1 collective per trial", c.Calls)
 	case len(c.Ops) == 0:
-		return fmt.Errorf("bench: no ops to run")
+		return fmt.Errorf("no ops to run")
 	case !c.DType.Valid():
-		return fmt.Errorf("bench: invalid dtype %v", c.DType)
+		return fmt.Errorf("invalid dtype %v", c.DType)
 	case c.Reps < 1:
-		return fmt.Errorf("bench: --reps %d: need at least 1 repetition", c.Reps)
+		return fmt.Errorf("--reps %d: need at least 1 repetition", c.Reps)
 	case c.Warmup < 0:
-		return fmt.Errorf("bench: -w/--warmup %d must not be negative", c.Warmup)
+		return fmt.Errorf("-w/--warmup %d: must not be negative (0: no warmup)", c.Warmup)
 	case c.FSDP && (c.FSDPRank < int64(c.DType.Size()) || c.FSDPIter < 1):
-		return fmt.Errorf("bench: FSDP case needs a positive per-rank size (got %d bytes) and iterations (got %d)", c.FSDPRank, c.FSDPIter)
+		return fmt.Errorf("FSDP case needs a positive per-rank size (got %d bytes) and iterations (got %d)", c.FSDPRank, c.FSDPIter)
 	}
 	for _, k := range c.Ops {
 		if k != coll.AllGather && k != coll.ReduceScatter && k != coll.AllReduce {
-			return fmt.Errorf("bench: overlap op %v: want all_gather, reduce_scatter or all_reduce", k)
+			return fmt.Errorf("overlap op %v: want all_gather, reduce_scatter or all_reduce", k)
 		}
 		if l := layoutFor(k, c.Bytes, c.DType.Size(), n); l.perRank == 0 {
-			return fmt.Errorf("bench: --size %d bytes: below one %s element per rank for %d ranks", c.Bytes, TypeName(c.DType), n)
+			return fmt.Errorf("--size %d bytes: below one %s element per rank for %d ranks", c.Bytes, TypeName(c.DType), n)
 		}
 	}
 	return nil
@@ -150,7 +151,7 @@ type overlapRun struct {
 func RunOverlap(t Overlapper, cfg OverlapConfig) (*OverlapReport, error) {
 	n := t.Size()
 	if err := cfg.Validate(n); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	algos := func(k coll.Kind) []coll.Algo {
 		if len(cfg.Algos) > 0 {
@@ -171,7 +172,7 @@ func RunOverlap(t Overlapper, cfg OverlapConfig) (*OverlapReport, error) {
 	}
 	if mc, ok := t.(interface{ CheckFits(int64) error }); ok {
 		if err := mc.CheckFits(inB + outB); err != nil {
-			return nil, fmt.Errorf("bench: overlap needs %s of input and %s of output buffers: %w", FormatSize(inB), FormatSize(outB), err)
+			return nil, fmt.Errorf("bench: overlap needs %s of input and %s of output buffers on every rank: %w; lower --size (or --fsdp-size)", FormatSize(inB), FormatSize(outB), err)
 		}
 	}
 	var err error

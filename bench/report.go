@@ -40,7 +40,17 @@ type Report struct {
 	// Machine is the GPU machine the sweep ran on, as auto tables record
 	// it (the program fills it in; nil on the CPU backend).
 	Machine *Machine `json:"machine,omitempty"`
+	// Skipped lists the op/algorithm pairs the backend does not have
+	// (Target's AlgoChecker): they have no rows.
+	Skipped []Skip   `json:"skipped,omitempty"`
 	Results []Result `json:"results"`
+}
+
+// Skip is an op/algorithm pair a sweep skipped, and why.
+type Skip struct {
+	Op     string `json:"op"`
+	Algo   string `json:"algo"`
+	Reason string `json:"reason"`
 }
 
 // Machine describes a GPU machine (internal/tune reads these fields).

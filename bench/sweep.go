@@ -68,35 +68,37 @@ type AlgoChecker interface {
 	CheckAlgo(k coll.Kind, a coll.Algo) error
 }
 
-// Validate reports the first invalid setting of c for n ranks.
+// Validate reports the first invalid setting of c for n ranks, naming the
+// setting by its flag and without a package prefix (the CLI adds its own;
+// Run adds "bench: ").
 func (c *Config) Validate(n int) error {
 	switch {
 	case len(c.Ops) == 0:
-		return fmt.Errorf("bench: no ops to run")
+		return fmt.Errorf("no ops to run")
 	case len(c.Sizes) == 0:
-		return fmt.Errorf("bench: no sizes to run")
+		return fmt.Errorf("no sizes to run")
 	case !c.DType.Valid():
-		return fmt.Errorf("bench: invalid dtype %v", c.DType)
+		return fmt.Errorf("invalid dtype %v", c.DType)
 	case c.RedOp < coll.Sum || c.RedOp > coll.Max:
-		return fmt.Errorf("bench: invalid reduction %v", c.RedOp)
+		return fmt.Errorf("invalid reduction %v", c.RedOp)
 	case c.Root < 0 || c.Root >= n:
-		return fmt.Errorf("bench: root %d outside the %d ranks", c.Root, n)
+		return fmt.Errorf("-r/--root %d: outside the %d ranks (want 0 to %d)", c.Root, n, n-1)
 	case !c.OutOfPlace && !c.InPlace:
-		return fmt.Errorf("bench: neither out-of-place nor in-place selected")
+		return fmt.Errorf("neither out-of-place nor in-place selected")
 	case c.Iters < 1:
-		return fmt.Errorf("bench: -n/--iters %d must be at least 1", c.Iters)
+		return fmt.Errorf("-n/--iters %d: need at least 1 timed iteration", c.Iters)
 	case c.Warmup < 0:
-		return fmt.Errorf("bench: -w/--warmup %d must not be negative", c.Warmup)
+		return fmt.Errorf("-w/--warmup %d: must not be negative (0: no warmup)", c.Warmup)
 	case c.Rounds < 0:
-		return fmt.Errorf("bench: --rounds %d must not be negative", c.Rounds)
+		return fmt.Errorf("--rounds %d: must not be negative", c.Rounds)
 	case c.Graph < 0:
-		return fmt.Errorf("bench: -G/--cudagraph %d must not be negative", c.Graph)
+		return fmt.Errorf("-G/--cudagraph %d: must not be negative (0: eager calls)", c.Graph)
 	case c.Samples < 0:
-		return fmt.Errorf("bench: --samples %d must not be negative", c.Samples)
+		return fmt.Errorf("--samples %d: must not be negative (0: off)", c.Samples)
 	}
 	for _, k := range c.Ops {
 		if k < coll.AllGather || k > coll.AllToAll {
-			return fmt.Errorf("bench: invalid op %v", k)
+			return fmt.Errorf("invalid op %v", k)
 		}
 	}
 	return nil
@@ -129,10 +131,11 @@ type sweep struct {
 // MaxOffset bounds Config.Offset.
 const MaxOffset = 4096
 
-// CheckOffset says what is wrong with a Config.Offset for elements of dt.
+// CheckOffset says what is wrong with a Config.Offset for elements of dt
+// (without a package prefix, as Validate).
 func CheckOffset(off int64, dt coll.DType) error {
 	if off < 0 || off >= MaxOffset || off%int64(dt.Size()) != 0 {
-		return fmt.Errorf("bench: offset %d: want a multiple of %v's %d-byte elements from 0 to %d (buffers start at whole elements)", off, dt, dt.Size(), MaxOffset-1)
+		return fmt.Errorf("--offset %d: want a multiple of %v's %d-byte elements from 0 to %d (buffers start at whole elements)", off, dt, dt.Size(), MaxOffset-1)
 	}
 	return nil
 }
@@ -144,23 +147,35 @@ func Run(t Target, cfg Config) (*Report, error) {
 		cfg.Algos = []coll.Algo{coll.AlgoAuto}
 	}
 	if err := cfg.Validate(t.Size()); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
+	// An op/algorithm pair the backend does not have (two-shot has no
+	// all-gather path; the CPU backend has none of the GPU paths) is
+	// skipped with the reason, as a refused call is a row that says why:
+	// the other pairs still run. Only a sweep with no pair left fails.
+	var skipped []Skip
+	skip := map[[2]int]bool{}
+	var mask uint64 // bit per skipped pair, compared across ranks below
 	if ac, ok := t.(AlgoChecker); ok {
-		for _, k := range cfg.Ops {
-			for _, a := range cfg.Algos {
+		for ki, k := range cfg.Ops {
+			for ai, a := range cfg.Algos {
 				if err := ac.CheckAlgo(k, a); err != nil {
-					return nil, fmt.Errorf("bench: %v with -algo %s on backend %s: %w", k, a, t.Name(), err)
+					skipped = append(skipped, Skip{Op: k.String(), Algo: string(a), Reason: err.Error()})
+					skip[[2]int{ki, ai}] = true
+					mask |= 1 << uint(ki*len(cfg.Algos)+ai)
 				}
 			}
 		}
+	}
+	if len(skip) == len(cfg.Ops)*len(cfg.Algos) {
+		return nil, fmt.Errorf("bench: no op/algorithm pair can run on backend %s: %s", t.Name(), skipped[0].Reason)
 	}
 	if _, ok := t.(Grapher); cfg.Graph > 0 && !ok {
 		return nil, fmt.Errorf("bench: -G %d: the %s target cannot capture CUDA graphs", cfg.Graph, t.Name())
 	}
 	s := &sweep{t: t, cfg: cfg, n: t.Size(), rank: t.Rank()}
 	if err := CheckOffset(cfg.Offset, cfg.DType); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	var maxBytes int64
 	for _, b := range cfg.Sizes {
@@ -171,7 +186,8 @@ func Run(t Target, cfg Config) (*Report, error) {
 	// allocator (Go's "fatal error: out of memory") instead of saying so.
 	if mc, ok := t.(interface{ CheckFits(int64) error }); ok {
 		if err := mc.CheckFits(2 * (maxBytes + cfg.Offset)); err != nil {
-			return nil, fmt.Errorf("bench: the sweep needs an input and an output buffer of %s each: %w", FormatSize(maxBytes), err)
+			return nil, fmt.Errorf("bench: the sweep's largest size (-e/--maxbytes %s) needs an input and an output buffer of that size on every rank: %w; lower -e/--maxbytes, or run fewer ranks on this host",
+				FormatSize(maxBytes), err)
 		}
 	}
 	var err error
@@ -179,6 +195,18 @@ func Run(t Target, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer s.x.close()
+	if len(skip) > 0 {
+		// A pair some ranks would run and others skip would hang the
+		// ones that run it. (At most 4 ops x 10 algorithms: the mask fits
+		// a float64 exactly.)
+		flags, err := s.x.exchange([]float64{float64(mask), 0})
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(flags, func(v []float64) bool { return v[0] != float64(mask) }) {
+			return nil, fmt.Errorf("bench: ranks disagree which op/algorithm pairs the %s backend has (this rank skips: %v)", t.Name(), skipped)
+		}
+	}
 	in, err := t.Alloc(maxBytes+cfg.Offset, !cfg.Plain)
 	if err != nil {
 		return nil, fmt.Errorf("bench: allocating %s input buffer: %w", FormatSize(maxBytes), err)
@@ -194,12 +222,12 @@ func Run(t Target, cfg Config) (*Report, error) {
 
 	rep := &Report{Schema: SchemaVersion, Backend: t.Name(), Ranks: s.n, DType: TypeName(cfg.DType), RedOp: cfg.RedOp.String(),
 		Root: cfg.Root, Symmetric: !cfg.Plain, Offset: cfg.Offset, Checked: cfg.Check, Seed: cfg.Seed, Rounds: max(1, cfg.Rounds), NoMemcpy: cfg.NoMemcpy,
-		Date: time.Now().UTC().Format(time.RFC3339)}
+		Date: time.Now().UTC().Format(time.RFC3339), Skipped: skipped}
 	if mt, ok := t.(MemcpyThreader); ok {
 		rep.MemcpyThreads = mt.MemcpyThreads()
 	}
 	start := time.Now()
-	rows := len(cfg.Ops) * len(cfg.Algos) * len(cfg.Sizes)
+	rows := (len(cfg.Ops)*len(cfg.Algos) - len(skip)) * len(cfg.Sizes)
 	row := 0
 	emit := func(res Result) error {
 		rep.Results = append(rep.Results, res)
@@ -210,31 +238,34 @@ func Run(t Target, cfg Config) (*Report, error) {
 		}
 		return nil
 	}
-	for _, k := range cfg.Ops {
+	for ki, k := range cfg.Ops {
 		first := len(rep.Results)
+		algos := slices.DeleteFunc(slices.Clone(cfg.Algos), func(a coll.Algo) bool {
+			return skip[[2]int{ki, slices.Index(cfg.Algos, a)}]
+		})
 		if cfg.BySize {
 			// Size by size; at each size every round measures every
 			// algorithm in turn, so the paths compared are measured
 			// moments apart. Rows are emitted algorithm by algorithm.
-			held := make([][]Result, len(cfg.Algos))
+			held := make([][]Result, len(algos))
 			for si, size := range cfg.Sizes {
 				l := layoutFor(k, size, cfg.DType.Size(), s.n)
 				if l.perRank == 0 {
-					row += len(cfg.Algos)
+					row += len(algos)
 					continue // too small for whole elements on every rank
 				}
-				accs := make([]rowAcc, len(cfg.Algos))
-				for ai, a := range cfg.Algos {
+				accs := make([]rowAcc, len(algos))
+				for ai, a := range algos {
 					accs[ai] = s.newRow(k, a, l)
 				}
 				for round := 0; round < max(1, cfg.Rounds); round++ {
-					for ai, a := range cfg.Algos {
-						if err := s.round(&accs[ai], k, a, ai, si, round, l); err != nil {
+					for ai, a := range algos {
+						if err := s.round(&accs[ai], k, a, slices.Index(cfg.Algos, a), si, round, l); err != nil {
 							return nil, err
 						}
 					}
 				}
-				for ai := range cfg.Algos {
+				for ai := range algos {
 					row++
 					res := accs[ai].finish(l)
 					if cfg.Progress != nil && s.rank == 0 {
@@ -251,14 +282,14 @@ func Run(t Target, cfg Config) (*Report, error) {
 				}
 			}
 		} else {
-			for ai, a := range cfg.Algos {
+			for _, a := range algos {
 				for si, size := range cfg.Sizes {
 					row++
 					l := layoutFor(k, size, cfg.DType.Size(), s.n)
 					if l.perRank == 0 {
 						continue // too small for whole elements on every rank
 					}
-					res, err := s.row(k, a, ai, si, l)
+					res, err := s.row(k, a, slices.Index(cfg.Algos, a), si, l)
 					if err != nil {
 						return nil, err
 					}

@@ -213,6 +213,9 @@ func writePreamble(b *strings.Builder, r *Report) {
 	if r.Host != "" {
 		fmt.Fprintf(b, "# host: %s\n", r.Host)
 	}
+	for _, sk := range r.Skipped {
+		fmt.Fprintf(b, "# %s with --algo %s: refused, skipped: %s\n", sk.Op, sk.Algo, sk.Reason)
+	}
 	b.WriteString("#\n")
 }
 

@@ -6,6 +6,7 @@ package coll
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -122,8 +123,11 @@ const (
 
 var kindNames = [...]string{AllGather: "all_gather", ReduceScatter: "reduce_scatter", AllReduce: "all_reduce", Broadcast: "broadcast", AllToAll: "all_to_all"}
 
-// Kinds lists every collective, in the order of the C ABI's op codes
-// (SYMMEM_OP_* in include/symmem.h): append only.
+// kindConsts are the kinds' constants as Go source names them.
+var kindConsts = [...]string{AllGather: "AllGather", ReduceScatter: "ReduceScatter", AllReduce: "AllReduce", Broadcast: "Broadcast", AllToAll: "AllToAll"}
+
+// Kinds lists every collective, in the order of their codes (the C ABI's
+// symmem_kind): append only.
 func Kinds() []Kind {
 	out := make([]Kind, len(kindNames))
 	for i := range out {
@@ -131,6 +135,9 @@ func Kinds() []Kind {
 	}
 	return out
 }
+
+// Const is k's constant here as Go source names it ("AllGather").
+func (k Kind) Const() string { return kindConsts[k] }
 
 func (k Kind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -189,6 +196,8 @@ func (s Span) End() uint64 { return s.Ptr + uint64(s.Len) }
 // Algo selects how a collective runs.
 type Algo string
 
+//go:generate go run ./internal/gencodes -root ..
+
 const (
 	AlgoAuto          Algo = "auto"        // pick per op and size
 	AlgoDirect        Algo = "direct"      // CPU: peers read each other's symmetric memory
@@ -202,10 +211,70 @@ const (
 	AlgoHier          Algo = "hier"        // a group across hosts: symmem's paths within each host, NCCL between hosts
 )
 
-// Algos lists every algorithm name. The order is the C ABI's algorithm codes
-// (SYMMEM_ALGO_* in include/symmem.h): append only.
+// AlgoInfo describes an algorithm for what is derived from algoList: the C
+// header's and Python's codes (internal/gencodes writes them), Go source
+// that names it, the order of ties between measured paths.
+type AlgoInfo struct {
+	Algo  Algo
+	Const string // its constant here, as Go source names it ("AlgoNCCL")
+	Doc   string // what SYMMEM_PATH_* of it says in include/symmem.h ("": auto, which is no path)
+	// Tie is its place when measured paths tie (package tune's Preference:
+	// 1 wins); 0: never among them (auto; the CPU's direct, alone on its
+	// backend).
+	Tie int
+}
+
+// algoList lists every algorithm. Its order is the C ABI's codes: the
+// index is SYMMEM_ALGO_*, and the path code (PathCode) follows from it:
+// append only. The ties go copy engines first (they use no SMs, which stay
+// free for the compute beside the collective), then symmem's kernels (ll,
+// the small-message kernel of one push; kernel; two-shot and lc, which a
+// table names only where they measured fastest), then NCCL on windows,
+// then plain NCCL, then hier (across hosts: NCCL alone is the simpler of
+// two equals).
+var algoList = [...]AlgoInfo{
+	{AlgoAuto, "AlgoAuto", "", 0},
+	{AlgoDirect, "AlgoDirect", "CPU: peers read each other's memory", 0},
+	{AlgoNCCL, "AlgoNCCL", "plain NCCL", 7},
+	{AlgoNCCLWindow, "AlgoNCCLWindow", "NCCL on registered windows", 6},
+	{AlgoCE, "AlgoCE", "copy engines", 1},
+	{AlgoKernel, "AlgoKernel", "symmem's own kernel", 3},
+	{AlgoTwoShot, "AlgoTwoShot", "all-reduce: symmem's reduce-scatter kernel, then its all-gather kernel", 4},
+	{AlgoLowContention, "AlgoLowContention", "low contention: copy engines move, a few CTAs reduce", 5},
+	{AlgoLL, "AlgoLL", "low latency: symmem's small-message kernel, data and flag in one store", 2},
+	{AlgoHier, "AlgoHier", "across hosts: symmem's paths within each host, NCCL between them", 8},
+}
+
+// AlgoTable lists every algorithm with what is derived from it, in code
+// order.
+func AlgoTable() []AlgoInfo { return slices.Clone(algoList[:]) }
+
+// Algos lists every algorithm name, in the order of the C ABI's algorithm
+// codes (SYMMEM_ALGO_* in include/symmem.h).
 func Algos() []Algo {
-	return []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention, AlgoLL, AlgoHier}
+	out := make([]Algo, len(algoList))
+	for i, a := range algoList {
+		out[i] = a.Algo
+	}
+	return out
+}
+
+// PathStaged is added to a path code where the caller's buffers were
+// staged through the pool (SYMMEM_PATH_STAGED).
+const PathStaged = 8
+
+// PathCode is a's path code, what the C ABI's collectives return for it
+// (SYMMEM_PATH_*): its algorithm code less one (auto is no path), past 7
+// skipping every value with the staged bit. ok is false for auto and
+// unknown names.
+func PathCode(a Algo) (code int, ok bool) {
+	for i := 1; i < len(algoList); i++ {
+		if algoList[i].Algo == a {
+			n := i - 1
+			return n&^(PathStaged-1)<<1 | n&(PathStaged-1), true
+		}
+	}
+	return 0, false
 }
 
 // Path reports what a call actually did and why, for bench output and doctor.

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,37 @@ func TestFormatSize(t *testing.T) {
 	}{{0, "0"}, {1000, "1000"}, {1024, "1K"}, {1536, "1536"}, {64 << 20, "64M"}, {3 << 30, "3G"}, {1<<30 + 1<<20, "1025M"}} {
 		if got := FormatSize(c.b); got != c.want {
 			t.Errorf("FormatSize(%d) = %q, want %q", c.b, got, c.want)
+		}
+	}
+}
+
+// TestABICodes: the C ABI's algorithm and path codes (include/symmem.h)
+// stay what they are: append to coll's list, never reorder it.
+func TestABICodes(t *testing.T) {
+	algos := []Algo{AlgoAuto, AlgoDirect, AlgoNCCL, AlgoNCCLWindow, AlgoCE, AlgoKernel, AlgoTwoShot, AlgoLowContention, AlgoLL, AlgoHier}
+	if got := Algos(); !slices.Equal(got[:len(algos)], algos) {
+		t.Errorf("algorithm codes %v, want %v first", got, algos)
+	}
+	paths := map[Algo]int{AlgoDirect: 0, AlgoNCCL: 1, AlgoNCCLWindow: 2, AlgoCE: 3, AlgoKernel: 4, AlgoTwoShot: 5, AlgoLowContention: 6, AlgoLL: 7, AlgoHier: 16}
+	for a, want := range paths {
+		if got, ok := PathCode(a); !ok || got != want {
+			t.Errorf("PathCode(%s) = %d, %v; want %d", a, got, ok, want)
+		}
+	}
+	if _, ok := PathCode(AlgoAuto); ok {
+		t.Error("auto has a path code")
+	}
+	seen := map[int]Algo{}
+	for _, a := range Algos()[1:] {
+		c, _ := PathCode(a)
+		if c&PathStaged != 0 || seen[c] != "" {
+			t.Errorf("%s's path code %d has the staged bit or is %s's", a, c, seen[c])
+		}
+		seen[c] = a
+	}
+	for i, k := range []Kind{AllGather, ReduceScatter, AllReduce, Broadcast} {
+		if int(k) != i || Kinds()[i] != k {
+			t.Errorf("%v's code is %d, want %d", k, int(k), i)
 		}
 	}
 }

@@ -3,14 +3,16 @@ package pool
 import (
 	"context"
 	"testing"
+
+	"github.com/symmem/symmem/internal/backend/agree"
 )
 
 // agreeNop is a group of two whose in-band comparison always agrees at
 // once: what remains is the pool's own work at Scope.End.
 type agreeNop struct{ *member }
 
-func (agreeNop) Agree(context.Context, Record) error { return nil }
-func (a agreeNop) Agreer() Agreer                    { return a }
+func (agreeNop) Agree(context.Context, agree.Record) error { return nil }
+func (a agreeNop) Agreer() Agreer                          { return a }
 
 // BenchmarkScopeEndInBand: OpenScope + End creating no segment, the pool's
 // host work (record and bookkeeping) without the peers' signals.

@@ -16,12 +16,14 @@ type blk struct {
 	state     uint8
 	gen       uint64 // live blocks: the allocation's generation (Block.Gen)
 	h         uint64 // live blocks: their share of the pool's state hash (verify.go)
+	asked     int64  // live blocks: the size and alignment Alloc was called with,
+	align     int64  // to name a block that differs between ranks (liveEntriesLocked)
 }
 
 type segment struct {
 	seg      Segment
 	blocks   []blk
-	groups   GroupSet // groups this segment is registered with
+	groups   groupSet // groups this segment is registered with
 	trimming bool     // held out of the free index by a Trim in progress
 }
 
@@ -209,10 +211,9 @@ func (p *Pool) dropSegmentLocked(s *segment) {
 // Location describes an address inside the pool.
 type Location struct {
 	Segment Segment
-	Off     int64    // offset of the address within the segment
-	Live    bool     // the address is inside an allocated block
-	Block   Block    // that block (zero unless Live)
-	Groups  GroupSet // groups the segment is registered with
+	Off     int64 // offset of the address within the segment
+	Live    bool  // the address is inside an allocated block
+	Block   Block // that block (zero unless Live)
 }
 
 // Lookup locates addr: O(log segments + log blocks), no allocation.
@@ -225,7 +226,7 @@ func (p *Pool) Lookup(addr uint64) (Location, bool) {
 	}
 	off := int64(addr - s.seg.Base)
 	b := s.blocks[s.blockAt(off)]
-	loc := Location{Segment: s.seg, Off: off, Groups: s.groups}
+	loc := Location{Segment: s.seg, Off: off}
 	if b.state == stateLive {
 		loc.Live = true
 		loc.Block = Block{Addr: s.seg.Base + uint64(b.off), Size: b.size, Seg: s.seg.ID, Off: b.off, Gen: b.gen}
@@ -244,7 +245,7 @@ func (p *Pool) Symmetric(addr uint64, n int64, id GroupID) (seg SegmentID, off i
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	s := p.segAtLocked(addr)
-	if s == nil || !s.groups.Has(id) {
+	if s == nil || !s.groups.has(id) {
 		return 0, 0, false
 	}
 	off = int64(addr - s.seg.Base)

@@ -34,28 +34,21 @@ type Provider interface {
 	ReleaseSegment(id SegmentID) error
 }
 
-// Exchanger is the small collective the pool uses to verify that all ranks
-// of a group agree before a collective registration or trim. AllGather
-// returns every rank's bytes, indexed by group rank. It must honour ctx's
-// deadline and fail with an error naming missing ranks rather than hang.
-type Exchanger interface {
-	Rank() int
-	Size() int
-	AllGather(ctx context.Context, mine []byte) ([][]byte, error)
-}
-
-// Registrar registers segments with one group. Register and Deregister are
-// collective over the group: every rank calls them for the same segments in
-// the same order (the pool guarantees and verifies that).
-type Registrar interface {
-	Register(ctx context.Context, seg Segment) error
-	Deregister(ctx context.Context, seg Segment) error
-}
-
 // Group is what a backend hands the pool for each group of ranks.
 type Group interface {
-	Exchanger
-	Registrar
+	Rank() int // this rank's index in the group
+	Size() int
+	// AllGather is the small collective the pool uses to verify that all
+	// ranks of a group agree before a collective registration or trim: it
+	// returns every rank's bytes, indexed by group rank. It must honour
+	// ctx's deadline and fail with an error naming missing ranks rather
+	// than hang.
+	AllGather(ctx context.Context, mine []byte) ([][]byte, error)
+	// Register and Deregister register segments with the group. They are
+	// collective over it: every rank calls them for the same segments in
+	// the same order (the pool guarantees and verifies that).
+	Register(ctx context.Context, seg Segment) error
+	Deregister(ctx context.Context, seg Segment) error
 	// Agreer is the group's in-band comparison of records, which every
 	// Scope.End uses (no store round trip), or nil where the group has
 	// none: the pool then compares through AllGather. The group declares

@@ -6,8 +6,8 @@
 // decides whether a collective can take the symmetric path.
 //
 // Backends supply memory through a Provider and, per group of ranks, a Group
-// (an Exchanger for small verification collectives plus a Registrar). Backends
-// hold no pool state.
+// (a small all-gather for verification, and the registration of segments).
+// Backends hold no pool state.
 //
 // # The symmetry contract
 //
@@ -36,13 +36,15 @@
 // Scope.End (also one with nothing to register) first compares across the
 // group's ranks the state and the segments about to be registered: in-band
 // through the group's Agreer where it has one (one signal phase on the CPU
-// backend), otherwise through Exchanger.AllGather; every Trim that releases
-// segments compares likewise through Exchanger.AllGather, and every group
+// backend), otherwise through Group.AllGather; every Trim that releases
+// segments compares likewise through Group.AllGather, and every group
 // removal compares the segments to deregister. On any difference every rank
 // returns an error wrapping ErrMismatch that names the first differing rank
 // and what differed (the first differing log entry since the group's last
-// check, when the pool still keeps it: the last 1024 entries are kept), and
-// nothing is registered or released. The state forgets what was undone:
+// check, when the pool still keeps it: the last 1024 entries are kept; after
+// a check that found a difference, the first live block that still differs,
+// as the log then holds the Frees that mended part of it), and nothing is
+// registered or released. The state forgets what was undone:
 // once every rank freed what differed, scope ends succeed again; segments
 // that differ (ids are never reused) cannot be undone, and the error says
 // so. Each block carries a generation (Block.Gen) so

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 )
 
@@ -25,8 +26,12 @@ type group struct {
 	// guarded by p.mu
 	closed  bool
 	cursor  SegmentID // the last segment id registered with the group
-	checked mark      // log position of the last successful check
-	scopes  []*Scope  // open scopes, innermost last
+	checked mark      // log position of the last check every rank saw
+	// unsettled: that check found different allocations, so the log since
+	// it holds the Frees that mend them, not the difference: name the
+	// live blocks instead.
+	unsettled bool
+	scopes    []*Scope // open scopes, innermost last
 }
 
 // AddGroup adds a group to the pool and returns its id. It is local (not
@@ -105,14 +110,6 @@ func (p *Pool) OpenScope(id GroupID) (*Scope, error) {
 // must not register memory.
 func (p *Pool) DisabledScope() *Scope { return &Scope{p: p, disabled: true} }
 
-// Group returns the scope's group id; ok is false for a disabled scope.
-func (s *Scope) Group() (id GroupID, ok bool) {
-	if s.disabled {
-		return 0, false
-	}
-	return s.g.id, true
-}
-
 // End closes the scope, verifies across the group's ranks that they made
 // the same Alloc/Free calls with the same results (the pool's allocation
 // state) and are about to register the same segments, and then registers, in
@@ -121,7 +118,7 @@ func (s *Scope) Group() (id GroupID, ok bool) {
 // also one that registers nothing, so it behaves alike on every rank whatever
 // each allocated: on a difference every rank returns an error wrapping
 // ErrMismatch. Groups with an Agreer (Group.Agreer) compare in-band (no store round
-// trip); others exchange through Exchanger.AllGather. An out-of-order End
+// trip); others exchange through Group.AllGather. An out-of-order End
 // (an inner scope of the same group still open) leaves the scope open; any
 // other error ends it.
 func (s *Scope) End(ctx context.Context) error {
@@ -181,14 +178,14 @@ func (p *Pool) endScope(ctx context.Context, g *group) error {
 			if errors.Is(err, ErrMismatch) {
 				// Every rank saw it: the next difference is named from here.
 				p.mu.Lock()
-				g.checked = to
+				g.checked, g.unsettled = to, true
 				p.mu.Unlock()
 			}
 			return err
 		}
 	}
 	p.mu.Lock()
-	g.checked = to
+	g.checked, g.unsettled = to, false
 	p.mu.Unlock()
 	if len(segs) == 0 {
 		return nil
@@ -227,7 +224,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 	if err == nil {
 		return nil
 	}
-	d := AsDisagreement(err)
+	d := agree.AsDisagreement(err)
 	if d == nil {
 		return fmt.Errorf("pool: group %q: comparing allocation state before ending a scope: %w; nothing was registered", g.name, err)
 	}
@@ -238,7 +235,7 @@ func (p *Pool) agree(ctx context.Context, g *group, segs []Segment, st allocStat
 	if d.Seq != d.Rank0Seq {
 		return fmt.Errorf("pool: group %q, before ending a scope: %w; nothing was registered", g.name, d)
 	}
-	if d.AllKind != RecScopeEnd {
+	if d.AllKind != agree.RecScopeEnd {
 		return fmt.Errorf("%w: group %q, before ending a scope: a rank is not ending a scope (it is in a collective of the group: every rank must make the same calls in the same order; rank %d's record %x, rank 0's %x); nothing was registered", ErrMismatch, g.name, d.Rank, d.Theirs, d.Rank0)
 	}
 	// Every rank is ending this scope and saw the difference: name the first
@@ -296,7 +293,7 @@ func (p *Pool) RemoveGroup(ctx context.Context, id GroupID) error {
 	p.mu.RLock()
 	var segs []Segment
 	for _, s := range p.byID {
-		if s.groups.Has(id) {
+		if s.groups.has(id) {
 			segs = append(segs, s.seg)
 		}
 	}

@@ -11,14 +11,11 @@ import (
 )
 
 const (
-	// DefaultMinSegment is the default minimum segment size.
-	DefaultMinSegment = 64 << 20
-	// DefaultTimeout bounds every collective wait when Options.Timeout is 0
-	// (60 s, symmem's one default).
-	DefaultTimeout = wait.DefaultTimeout
-	// Quantum is the granule of blocks: every block's offset and size are
-	// multiples of it, so alignments below Quantum are satisfied for free.
-	Quantum = 256
+	// defaultMinSegment is Options.MinSegment's default.
+	defaultMinSegment = 64 << 20
+	// quantum is the granule of blocks: every block's offset and size are
+	// multiples of it, so alignments below quantum are satisfied for free.
+	quantum = 256
 	// MaxGroups is the number of groups a pool can hold at once.
 	MaxGroups = 64
 	// MaxAlloc is the largest size Alloc accepts.
@@ -27,13 +24,13 @@ const (
 
 // Options configures a pool.
 type Options struct {
-	MinSegment int64         // smallest segment created on demand; 0 = DefaultMinSegment
+	MinSegment int64         // smallest segment created on demand; 0 = 64 MiB
 	Cap        int64         // most bytes of segments the pool may hold; 0 = unlimited
-	Timeout    time.Duration // bound on each collective (exchange + registration); 0 = DefaultTimeout
+	Timeout    time.Duration // bound on each collective (exchange + registration); 0 = 60 s (symmem's one default)
 }
 
 // Block is one allocation. Size is the block's capacity: the request rounded
-// up to Quantum.
+// up to 256 bytes (every block's offset and size are multiples of 256).
 type Block struct {
 	Addr uint64    // this rank's address of the block's first byte
 	Size int64     // bytes
@@ -47,30 +44,19 @@ type Block struct {
 // sequence gives the same ids on every rank.
 type GroupID int
 
-// GroupSet is a set of GroupIDs.
-type GroupSet uint64
+// groupSet is a set of GroupIDs.
+type groupSet uint64
 
-// Has reports whether id is in the set.
-func (s GroupSet) Has(id GroupID) bool {
+// has reports whether id is in the set.
+func (s groupSet) has(id GroupID) bool {
 	return id >= 0 && id < MaxGroups && s&(1<<uint(id)) != 0
-}
-
-// IDs lists the members in increasing order.
-func (s GroupSet) IDs() []GroupID {
-	var out []GroupID
-	for id := GroupID(0); id < MaxGroups; id++ {
-		if s.Has(id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // Pool is one process's (or device's) symmetric pool, shared by all groups.
 type Pool struct {
 	prov    Provider
 	opts    Options
-	segGran int64 // segment rounding: max(provider granularity, Quantum)
+	segGran int64 // segment rounding: max(provider granularity, quantum)
 
 	trimMu  sync.Mutex   // held by Trim and Close; AddGroup waits for it
 	mu      sync.RWMutex // guards everything below
@@ -103,18 +89,15 @@ func New(p Provider, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("pool: New: negative option (MinSegment %d, Cap %d, Timeout %v); use 0 for the default: %w", opts.MinSegment, opts.Cap, opts.Timeout, errs.Invalid)
 	}
 	if opts.MinSegment == 0 {
-		opts.MinSegment = DefaultMinSegment
+		opts.MinSegment = defaultMinSegment
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+		opts.Timeout = wait.DefaultTimeout
 	}
-	pl := &Pool{prov: p, opts: opts, segGran: max(g, Quantum)}
+	pl := &Pool{prov: p, opts: opts, segGran: max(g, quantum)}
 	pl.opts.MinSegment = roundUp(opts.MinSegment, pl.segGran)
 	return pl, nil
 }
-
-// Options returns the pool's options with defaults filled in.
-func (p *Pool) Options() Options { return p.opts }
 
 func roundUp(x, m int64) int64 { return (x + m - 1) &^ (m - 1) }
 
@@ -163,7 +146,7 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 		return Block{}, fmt.Errorf("%w: Alloc(%d, %d): alignment above the segment granularity %d cannot be guaranteed for addresses",
 			ErrInvalidAlignment, size, align, p.segGran)
 	}
-	need, a := roundUp(size, Quantum), max(align, Quantum)
+	need, a := roundUp(size, quantum), max(align, quantum)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -197,7 +180,8 @@ func (p *Pool) Alloc(size, align int64) (Block, error) {
 	e := logEntry{op: opAlloc, size: size, align: align, seg: b.Seg, off: b.Off}
 	p.log.add(e)
 	h := e.hash()
-	seg.blocks[seg.blockAt(b.Off)].h = h
+	lb := &seg.blocks[seg.blockAt(b.Off)]
+	lb.h, lb.asked, lb.align = h, size, align
 	p.stateH += h
 	return b, nil
 }
@@ -305,7 +289,7 @@ func (p *Pool) Stats() Stats {
 		}
 		gs := GroupStats{ID: g.id, Name: g.name, OpenScopes: len(g.scopes)}
 		for _, s := range p.byID {
-			if s.groups.Has(g.id) {
+			if s.groups.has(g.id) {
 				gs.Registered++
 				gs.RegisteredBytes += s.seg.Size
 			}

@@ -153,7 +153,7 @@ func checkInvariants(t *testing.T, p *Pool) {
 		reserved += s.seg.Size
 		at := int64(0)
 		for j, b := range s.blocks {
-			if b.off != at || b.size <= 0 || b.off%Quantum != 0 || b.size%Quantum != 0 {
+			if b.off != at || b.size <= 0 || b.off%quantum != 0 || b.size%quantum != 0 {
 				t.Fatalf("segment %d block %d %+v breaks the partition at %d", s.seg.ID, j, b, at)
 			}
 			if j > 0 && b.state == stateFree && s.blocks[j-1].state == stateFree {

@@ -88,7 +88,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 		}
 		w := work{g: g, from: g.checked, to: to, st: st}
 		for _, s := range cands {
-			if s.groups.Has(g.id) {
+			if s.groups.has(g.id) {
 				w.segs = append(w.segs, s.seg)
 			}
 		}
@@ -117,7 +117,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	for _, w := range ws {
-		w.g.checked = w.to
+		w.g.checked, w.g.unsettled = w.to, false
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
@@ -146,7 +146,7 @@ func (p *Pool) Trim(ctx context.Context) error {
 
 func (p *Pool) hasRegistrationsLocked(id GroupID) bool {
 	for _, s := range p.byID {
-		if s.groups.Has(id) {
+		if s.groups.has(id) {
 			return true
 		}
 	}

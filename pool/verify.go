@@ -26,6 +26,7 @@ const (
 	recMagic          = 0x31504d53 // "SMP1"
 	roundRecord uint8 = 1          // round 1: the records
 	roundDetail uint8 = 2          // round 2: log entries
+	roundBlocks uint8 = 3          // round 2: live blocks
 )
 
 type logEntry struct {
@@ -144,7 +145,7 @@ func (a action) doing() string {
 }
 
 // storeRecord is a group's record as the pool exchanges it through the
-// store (Exchanger.AllGather): what the rank is about to do (act), its
+// store (Group.AllGather): what the rank is about to do (act), its
 // position (xseq), the segments, the allocation state, and the log range
 // since the group's last check (to name the first differing Alloc/Free).
 // The in-band agreement carries the fixed-size form (scopeRecord).
@@ -230,6 +231,9 @@ func sameSegs(a, b []Segment) bool {
 // rank. from is the log position of the group's last check. The caller holds
 // g.cmu.
 func (p *Pool) verify(ctx context.Context, g *group, rec storeRecord, from mark) error {
+	p.mu.RLock()
+	unsettled := g.unsettled
+	p.mu.RUnlock()
 	all, err := g.g.AllGather(ctx, rec.encode())
 	g.xseq++
 	if err != nil {
@@ -277,10 +281,12 @@ func (p *Pool) verify(ctx context.Context, g *group, rec storeRecord, from mark)
 			if len(why) == 0 {
 				why = append(why, fmt.Sprintf("rank %d has created %d segments, rank 0 %d, %s", stateDiffers, f.state.next, f0.state.next, forGood))
 			}
-		case logDiffers:
+		case logDiffers && !unsettled:
 			why = append(why, p.logDetail(ctx, g, from, rec.logN))
+		case logDiffers:
+			why = append(why, fmt.Sprintf("rank %d's live allocations still differ from rank 0's after the difference reported before (%s)", stateDiffers, p.blockDetail(ctx, g)))
 		default:
-			why = append(why, fmt.Sprintf("rank %d's live allocations differ from rank 0's, though their Alloc/Free calls since the group's last check match: a difference reported before was not undone", stateDiffers))
+			why = append(why, fmt.Sprintf("rank %d's live allocations differ from rank 0's, though their Alloc/Free calls since the group's last check match: a difference reported before was not undone (%s)", stateDiffers, p.blockDetail(ctx, g)))
 		}
 	}
 	if len(why) == 0 {
@@ -365,4 +371,84 @@ func (p *Pool) logDetail(ctx context.Context, g *group, from mark, n uint64) str
 		}
 	}
 	return fmt.Sprintf("allocation logs differ before entry %d since the group's last check (only the last %d entries are kept)", lo, logKeep)
+}
+
+// liveEntriesLocked returns up to max live blocks, in (segment, offset)
+// order, each as the Alloc that made it, and how many there are.
+func (p *Pool) liveEntriesLocked(max int) (es []logEntry, total uint64) {
+	for _, s := range p.byID {
+		for _, b := range s.blocks {
+			if b.state != stateLive {
+				continue
+			}
+			total++
+			if len(es) < max {
+				es = append(es, logEntry{op: opAlloc, size: b.asked, align: b.align, seg: s.seg.ID, off: b.off})
+			}
+		}
+	}
+	return es, total
+}
+
+// blockDetail runs the second round where the log cannot name the
+// difference (an earlier check found one, and the log since holds the
+// Frees that mended part of it): every rank sends its live blocks, and it
+// describes the first that differs. Every rank runs it alike.
+func (p *Pool) blockDetail(ctx context.Context, g *group) string {
+	p.mu.RLock()
+	es, total := p.liveEntriesLocked(logKeep)
+	p.mu.RUnlock()
+	b := binary.LittleEndian.AppendUint32(nil, recMagic)
+	b = append(b, roundBlocks)
+	b = binary.LittleEndian.AppendUint64(b, total)
+	for _, e := range es {
+		b = append(b, e.op)
+		for _, v := range [...]uint64{uint64(e.size), uint64(e.align), uint64(e.seg), uint64(e.off)} {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	all, err := g.g.AllGather(ctx, b)
+	g.xseq++
+	if err != nil || len(all) != g.size {
+		return fmt.Sprintf("live blocks unavailable: %v", err)
+	}
+	type rblocks struct {
+		total uint64
+		es    []logEntry
+	}
+	ranks := make([]rblocks, len(all))
+	for r, b := range all {
+		if len(b) < 13 || binary.LittleEndian.Uint32(b) != recMagic || b[4] != roundBlocks || (len(b)-13)%entrySz != 0 {
+			return fmt.Sprintf("rank %d sent unreadable live blocks", r)
+		}
+		rb := rblocks{total: binary.LittleEndian.Uint64(b[5:])}
+		for x := b[13:]; len(x) > 0; x = x[entrySz:] {
+			u := func(i int) uint64 { return binary.LittleEndian.Uint64(x[1+8*i:]) }
+			rb.es = append(rb.es, logEntry{op: x[0], size: int64(u(0)), align: int64(u(1)), seg: SegmentID(u(2)), off: int64(u(3))})
+		}
+		ranks[r] = rb
+	}
+	str := func(rb rblocks, i int) string {
+		if i < len(rb.es) {
+			return rb.es[i].String()
+		}
+		return "no more live blocks"
+	}
+	for r := 1; r < len(ranks); r++ {
+		n := min(len(ranks[0].es), len(ranks[r].es))
+		for i := 0; i <= n; i++ {
+			if i == n {
+				if len(ranks[0].es) == len(ranks[r].es) {
+					break
+				}
+			} else if ranks[0].es[i] == ranks[r].es[i] {
+				continue
+			}
+			return fmt.Sprintf("first differing live block: rank 0 %s, rank %d %s", str(ranks[0], i), r, str(ranks[r], i))
+		}
+		if ranks[r].total != ranks[0].total {
+			return fmt.Sprintf("rank %d holds %d live blocks, rank 0 %d; the first %d match", r, ranks[r].total, ranks[0].total, logKeep)
+		}
+	}
+	return fmt.Sprintf("every rank's live blocks match (up to the first %d): the segments differ", logKeep)
 }

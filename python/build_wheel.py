@@ -84,9 +84,37 @@ def build_library(go, out):
     env = dict(os.environ, CGO_ENABLED="1", GOPROXY="off", GOTOOLCHAIN="local")
     cmd = [go, "build", "-trimpath", "-ldflags", "-s -w", "-buildmode=c-shared", "-o", out, "./cmd/libsymmem"]
     print("build_wheel:", shlex.join(cmd), file=sys.stderr)
-    r = subprocess.run(cmd, cwd=ROOT, env=env)
+    # go's messages are shown as they come (a cold build takes a while) and
+    # kept, to recognise a missing dependency below.
+    lines = []
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) as p:
+        for line in p.stderr:
+            sys.stderr.write(line)
+            lines.append(line)
+    r = subprocess.CompletedProcess(cmd, p.returncode, stderr="".join(lines))
     if r.returncode != 0:
+        # GOPROXY=off (the build must not fetch): a module cache without
+        # symmem's dependencies fails in a second, naming only a file.
+        if any(s in r.stderr for s in MISSING_MODULES):
+            sys.exit(f"build_wheel: go build failed (exit {r.returncode}): Go's module cache "
+                     f"({go_env(go, 'GOMODCACHE') or '$GOMODCACHE'}) lacks symmem's dependencies, and this build "
+                     f"does not download (GOPROXY=off). Run `go mod download` in {ROOT} (with network "
+                     f"access, once), then run build_wheel again.")
         sys.exit(f"build_wheel: go build failed (exit {r.returncode})")
+
+
+# What go build says when a dependency is not in the module cache.
+MISSING_MODULES = ("module lookup disabled by GOPROXY=off", "missing go.sum entry",
+                   "no required module provides package", "cannot find module providing package")
+
+
+def go_env(go, name):
+    """go env NAME, or "" where it cannot be read."""
+    try:
+        return subprocess.run([go, "env", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
 
 
 class ELF:

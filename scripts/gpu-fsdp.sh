@@ -28,8 +28,9 @@
 #   bf16       the same with --bf16 (bfloat16 all-gathers, float32 AVG
 #              reduce-scatters; tolerance 5e-2).
 #   algo-A     the same, fp32, with --algo A for each path of ALGOS
-#              (default "kernel ce"); a path the backend refuses fails the
-#              run with its reason.
+#              (default "kernel all_gather=ce": copy engines serve only
+#              all-gathers, so their step names the op); a path the backend
+#              refuses fails the run with its reason.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-fsdp-out}}
 mkdir -p "$OUTDIR"
@@ -59,7 +60,7 @@ EOF
 step unit 120 python3 python/tests/test_fsdp.py -v
 step fp32 300 "${RUN2[@]}" --probe
 step bf16 300 "${RUN2[@]}" --probe --bf16
-for a in ${ALGOS:-kernel ce}; do step "algo-$a" 300 "${RUN2[@]}" --probe --algo "$a"; done
+for a in ${ALGOS:-kernel all_gather=ce}; do step "algo-$a" 300 "${RUN2[@]}" --probe --algo "$a"; done
 
 echo
 printf '%-12s %-4s %s\n' step rc "ok / FAILED lines"

@@ -175,7 +175,7 @@ func TestHeaderConstants(t *testing.T) {
 		vals[m[1]] = n
 	}
 	want := map[string]int{
-		"SYMMEM_ABI_VERSION": abiVersion, "SYMMEM_INIT_CHECKED": initChecked, "SYMMEM_PATH_STAGED": pathStaged,
+		"SYMMEM_ABI_VERSION": abiVersion, "SYMMEM_INIT_CHECKED": initChecked, "SYMMEM_PATH_STAGED": coll.PathStaged,
 		"SYMMEM_OK": statusOK, "SYMMEM_ERR_INVALID": statusInvalid, "SYMMEM_ERR_NOT_SUPPORTED": statusNotSupported,
 		"SYMMEM_ERR_NOT_MEMBER": statusNotMember, "SYMMEM_ERR_MISMATCH": statusMismatch, "SYMMEM_ERR_CLOSED": statusClosed,
 		"SYMMEM_ERR_TIMEOUT": statusTimeout, "SYMMEM_ERR_PEER": statusPeer, "SYMMEM_ERR_BAD_HANDLE": statusBadHandle,
@@ -210,7 +210,7 @@ func TestHeaderConstants(t *testing.T) {
 	}
 	// Every algorithm but auto has its own path code without the staged bit,
 	// the one pathCode returns (the Python package's PATHS numbers them the
-	// same way: python/symmem/_core.py).
+	// same way: python/symmem/_codes.py, generated from coll).
 	seen := map[int]coll.Algo{}
 	for _, a := range algos[1:] {
 		name := "SYMMEM_PATH_" + strings.ToUpper(strings.ReplaceAll(string(a), "-", "_"))
@@ -218,15 +218,15 @@ func TestHeaderConstants(t *testing.T) {
 		if got, ok := vals[name]; !ok || got != c {
 			t.Errorf("include/symmem.h: %s = %d (found %v), the library returns %d for %q", name, got, ok, c, a)
 		}
-		if c&pathStaged != 0 {
-			t.Errorf("path code %d of %q collides with SYMMEM_PATH_STAGED (%d)", c, a, pathStaged)
+		if c&coll.PathStaged != 0 {
+			t.Errorf("path code %d of %q collides with SYMMEM_PATH_STAGED (%d)", c, a, coll.PathStaged)
 		}
 		if b, dup := seen[c]; dup {
 			t.Errorf("path code %d is both %q and %q", c, b, a)
 		}
 		seen[c] = a
-		if int(pathCode(coll.Path{Algo: a, Staged: true})) != c|pathStaged {
-			t.Errorf("pathCode(%q staged) = %d, want %d", a, int(pathCode(coll.Path{Algo: a, Staged: true})), c|pathStaged)
+		if int(pathCode(coll.Path{Algo: a, Staged: true})) != c|coll.PathStaged {
+			t.Errorf("pathCode(%q staged) = %d, want %d", a, int(pathCode(coll.Path{Algo: a, Staged: true})), c|coll.PathStaged)
 		}
 	}
 }
@@ -275,6 +275,26 @@ func TestPython(t *testing.T) {
 	}
 	suite := filepath.Join(pkg, "tests", "test_cpu.py")
 	t.Run("suite/n=2/torchrun-env", func(t *testing.T) { pythonUnderTorchrunEnv(t, py, suite, env) })
+	// The CPU-only example (standard library and symmem only), as its
+	// docstring runs it: every rank must check its result and say so.
+	t.Run("example/cpu_allreduce/n=2", func(t *testing.T) {
+		ex := filepath.Join(pkg, "..", "examples", "python", "cpu_allreduce.py")
+		if _, err := os.ReadFile(ex); err != nil { // read here: go test caches by the files it opens
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		code, err := launch.Run(ctx, launch.Config{N: 2, Prog: py, Args: []string{ex}, Env: env, Stdout: &out, Stderr: &out, Timeout: time.Minute})
+		if err != nil || code != 0 {
+			t.Fatalf("exit %d, err %v; output:\n%s", code, err, out.String())
+		}
+		for r := range 2 {
+			if want := fmt.Sprintf("rank %d/2: all-reduce of 65536 float32 ok (path direct", r); !strings.Contains(out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
 	runs := []struct {
 		name string
 		n    int

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/symmem/symmem"
@@ -70,36 +71,25 @@ func algoCode(c uint64) (coll.Algo, error) {
 	if c < uint64(len(algos)) {
 		return algos[c], nil
 	}
-	return "", fmt.Errorf("algorithm code %d is not a SYMMEM_ALGO_* value (auto 0, direct 1, nccl 2, nccl-window 3, ce 4, kernel 5, two-shot 6, lc 7, ll 8, hier 9): %w", c, symmem.ErrInvalid)
+	return "", fmt.Errorf("algorithm code %d is not a SYMMEM_ALGO_* value (%s): %w", c, algoCodes, symmem.ErrInvalid)
 }
 
-// Path codes of include/symmem.h.
-const pathStaged = 8
+// algoCodes lists the algorithm codes for algoCode's error.
+var algoCodes = func() string {
+	var s []string
+	for i, a := range algos {
+		s = append(s, fmt.Sprintf("%s %d", a, i))
+	}
+	return strings.Join(s, ", ")
+}()
 
+// pathCode is the path code (SYMMEM_PATH_*) of p.
 func pathCode(p coll.Path) C.int {
-	var c C.int
-	switch p.Algo {
-	case coll.AlgoNCCL:
-		c = 1
-	case coll.AlgoNCCLWindow:
-		c = 2
-	case coll.AlgoCE:
-		c = 3
-	case coll.AlgoKernel:
-		c = 4
-	case coll.AlgoTwoShot:
-		c = 5
-	case coll.AlgoLowContention:
-		c = 6
-	case coll.AlgoLL:
-		c = 7
-	case coll.AlgoHier:
-		c = 16 // codes past 7 skip the staged bit
-	}
+	c, _ := coll.PathCode(p.Algo) // a path ran: never auto
 	if p.Staged {
-		c |= pathStaged
+		c |= coll.PathStaged
 	}
-	return c
+	return C.int(c)
 }
 
 // args is one collective call as C passed it: in and out hold as many

@@ -42,7 +42,7 @@ var classes = []struct {
 	{statusNotMember, []error{symmem.ErrNotMember}},
 	{statusClosed, []error{symmem.ErrClosed, symmem.ErrGroupClosed}},
 	{statusNotSupported, []error{symmem.ErrNotSupported, symmem.ErrRefused}},
-	{statusTimeout, []error{context.DeadlineExceeded, rendezvous.ErrTimeout}},
+	{statusTimeout, []error{symmem.ErrTimeout, context.DeadlineExceeded, rendezvous.ErrTimeout}},
 	// Memory that does not fit, apart from bad arguments: the caller can
 	// free some or ask for less. The pool's cap is the same condition.
 	{statusNoMemory, []error{symmem.ErrNoMemory, pool.ErrCapExceeded}},

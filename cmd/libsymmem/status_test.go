@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -43,6 +44,19 @@ func TestStartupStatus(t *testing.T) {
 	} {
 		if got := code(err); got != statusInvalid {
 			t.Errorf("code(%v) = %d, want SYMMEM_ERR_INVALID (%d)", err, got, statusInvalid)
+		}
+	}
+}
+
+// TestTimeoutStatus: a timeout is SYMMEM_ERR_TIMEOUT, also when it wraps
+// only symmem.ErrTimeout (a peer's timeout passed on as the sentinel).
+func TestTimeoutStatus(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("symmem: NewGroup %q: rank 1 failed: ...: %w", "tp", symmem.ErrTimeout),
+		fmt.Errorf("symmem: all_gather: waiting for rank 1: %w", context.DeadlineExceeded),
+	} {
+		if got := code(err); got != statusTimeout {
+			t.Errorf("code(%v) = %d, want SYMMEM_ERR_TIMEOUT (%d)", err, got, statusTimeout)
 		}
 	}
 }

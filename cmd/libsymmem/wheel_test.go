@@ -306,3 +306,29 @@ func checkWheel(t *testing.T, path, version string) []byte {
 	t.Logf("%s: %d files, library %d bytes, needs GLIBC_%d.%d", filepath.Base(path), len(names), len(so), hi[0], hi[1])
 	return so
 }
+
+// TestWheelEmptyModuleCache: build_wheel with a module cache that lacks
+// symmem's dependencies (it builds with GOPROXY=off) says to run `go mod
+// download`; it failed in a second saying only "go build failed".
+func TestWheelEmptyModuleCache(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the wheel test needs it")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command: ", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(py, filepath.Join(root, "python", "build_wheel.py"), "--out", filepath.Join(tmp, "dist"), "--go", goCmd)
+	cmd.Dir = tmp
+	cmd.Env = append(wheelEnv(), "GOMODCACHE="+filepath.Join(tmp, "modcache"), "GOFLAGS=-modcacherw")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Run `go mod download` in "+root) {
+		t.Errorf("build_wheel with an empty module cache: %v, want a failure saying to run go mod download\n%s", err, out)
+	}
+}

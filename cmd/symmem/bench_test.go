@@ -186,8 +186,10 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"-rounds", "0"}, "-rounds 0: need at least 1"},
 		{[]string{"-budget", "-1s"}, "-budget -1s: must not be negative"},
 		{[]string{"-c", "2"}, "-c 2: want 1 (check) or 0"},
-		{[]string{"-samples", "-1"}, "--samples -1 must not be negative"},
-		{[]string{"-G", "-1"}, "-G/--cudagraph -1 must not be negative"},
+		{[]string{"-samples", "-1"}, "--samples -1: must not be negative"},
+		{[]string{"-G", "-1"}, "-G/--cudagraph -1: must not be negative"},
+		{[]string{"-w", "-1"}, "-w/--warmup -1: must not be negative"},
+		{[]string{"-r", "-1"}, "-r/--root -1: outside the"},
 		{[]string{"--timeout", "-5s"}, "--timeout -5s: must be positive"},
 		{[]string{"-d", "float8"}, `-d: unknown dtype "float8"`},
 		{[]string{"-o", "prod"}, `--op: unknown reduction "prod"`},
@@ -201,9 +203,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--algo", "auto,nccl,auto"}, "--algo: auto listed twice"},
 		{[]string{"--algo", "auto,"}, `--algo "auto,": empty algorithm name`},
 		{[]string{"--nproc-per-node", "1025"}, "--nproc-per-node 1025: at most 1024 local ranks"},
-		{[]string{"--offset", "2"}, "--offset: bench: offset 2: want a multiple of float32's 4-byte elements from 0 to 4095"},
-		{[]string{"--offset", "-4"}, "offset -4"},
-		{[]string{"--offset", "4096"}, "offset 4096"},
+		{[]string{"--offset", "2"}, "--offset 2: want a multiple of float32's 4-byte elements from 0 to 4095"},
+		{[]string{"--offset", "-4"}, "--offset -4"},
+		{[]string{"--offset", "4096"}, "--offset 4096"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--nosuchflag"}, "unknown flag: --nosuchflag"},
 		{[]string{"-nosuchflag"}, `invalid argument "osuchflag" for "-n, --iters" flag`},
@@ -211,6 +213,11 @@ func TestBenchFlagErrors(t *testing.T) {
 		_, err := parseBenchFlags(c.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want it to contain %q", c.args, err, c.want)
+		}
+		// The CLI prints "symmem bench: " before it: a package prefix
+		// inside doubled it ("symmem bench: bench: -n/--iters 0 ...").
+		if err != nil && strings.Contains(err.Error(), "bench: ") {
+			t.Errorf("%v: error %q carries a second \"bench: \" prefix", c.args, err)
 		}
 	}
 	f, err := parseBenchFlags([]string{"-ops", "ag,ar", "-b", "4K", "-e", "1M", "-f", "4", "-inplace", "only", "-algo", "direct"}, io.Discard)
@@ -491,5 +498,54 @@ func TestCompatArgs(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// TestBenchTooBig: a sweep that cannot fit says what it asked for, the
+// limit and what to do, in the user's terms (it named an internal call,
+// "CheckFits(8796093022208)").
+func TestBenchTooBig(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		args := []string{"bench", "-backend", "cpu", "-ops", "ar", "-b", "4096G", "-e", "4096G"}
+		if plain {
+			args = append(args, "--plain")
+		}
+		out, errs, err := cli(t, args...)
+		for _, want := range []string{"-e/--maxbytes ", "not enough memory", "available", "lower -e/--maxbytes"} {
+			if err == nil || !strings.Contains(errs, want) {
+				t.Errorf("%v: err %v, stderr lacks %q\nstdout:\n%s\nstderr:\n%s", args, err, want, out, errs)
+			}
+		}
+		if strings.Contains(errs, "CheckFits") {
+			t.Errorf("%v: stderr names an internal call:\n%s", args, errs)
+		}
+	}
+}
+
+// TestBenchSkipsPairsTheBackendLacks: a list of algorithms some of which
+// the backend lacks for some ops runs the others and prints one line per
+// skipped pair (it aborted the whole run); on the CPU backend the GPU
+// paths are such pairs. A list with nothing the backend has, or an
+// unknown name, is still refused up front (TestBenchAlgoNotOnBackend,
+// TestBenchFlagErrors).
+func TestBenchSkipsPairsTheBackendLacks(t *testing.T) {
+	out, errs, err := cli(t, "bench", "-backend", "cpu", "--ops", "all_gather,reduce_scatter,all_reduce",
+		"--algo", "kernel,two-shot,ll,ce,lc,auto", "-b", "1K", "-e", "4K", "-n", "2", "-w", "1", "--budget", "0", "--samples", "0")
+	if err != nil {
+		t.Fatalf("err %v\nstdout:\n%s\nstderr:\n%s", err, out, errs)
+	}
+	for _, op := range []string{"all_gather", "reduce_scatter", "all_reduce"} {
+		for _, a := range []string{"kernel", "two-shot", "ll", "ce", "lc"} {
+			want := "# " + op + " with --algo " + a + ": refused, skipped: algorithm \"" + a + "\" is not available for " + op + " on the cpu backend"
+			if strings.Count(out, want) != 1 {
+				t.Errorf("stdout has not one %q", want)
+			}
+		}
+	}
+	if n := parsedRows(t, out); n != 9 { // auto: 3 ops x 3 sizes
+		t.Errorf("%d rows, want 9 (auto's)\n%s", n, out)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
 	}
 }

@@ -74,7 +74,8 @@ func TestOverlapFlags(t *testing.T) {
 }
 
 // TestOverlapNeedsGPU: without a GPU the subcommand says so and exits 2,
-// before starting ranks; bad flags name the subcommand.
+// before starting ranks; bad flags name the subcommand (once: no
+// "symmem bench overlap: bench: ...").
 func TestOverlapNeedsGPU(t *testing.T) {
 	if kind, _, err := symmem.ResolveBackend("auto"); err != nil || kind == "cuda" {
 		t.Skipf("a GPU is usable here (auto = %s, %v): the GPU script runs the real benchmark", kind, err)
@@ -84,7 +85,7 @@ func TestOverlapNeedsGPU(t *testing.T) {
 		t.Errorf("err %v, stderr:\n%s", err, errs)
 	}
 	_, errs, err = cli(t, "bench", "overlap", "-gemms", "0")
-	if err == nil || !strings.Contains(errs, "symmem bench overlap: bench: --gemms 0") || !strings.Contains(errs, "Run 'symmem bench overlap -h'") {
+	if err == nil || !strings.Contains(errs, "symmem bench overlap: --gemms 0: need at least 1") || !strings.Contains(errs, "Run 'symmem bench overlap -h'") {
 		t.Errorf("err %v, stderr:\n%s", err, errs)
 	}
 }

@@ -143,7 +143,7 @@ func (t *tuneFlags) reportPath(dt coll.DType, graph bool) string {
 	return strings.TrimSuffix(t.out, ".json") + "." + bench.TypeName(dt) + mode + ".bench.json"
 }
 
-const tuneLong = `Measures every path the backend declares per op (and auto, for auto/best), per dtype
+var tuneLong = `Measures every path the backend declares per op (and auto, for auto/best), per dtype
 class (--dtypes: one type each for 16-bit floats, 32-bit floats and the rest), at sizes
 -b to -e and both placements, on the ranks at hand, and writes the table auto reads
 (-o FILE; point Options.GPU.AutoTable or SYMMEM_AUTO_TABLE at it) with the bench
@@ -151,7 +151,7 @@ reports beside it (FILE.DTYPE.bench.json, inputs of go generate for the built-in
 table: docs/gpu.md). Every path is measured at one size before the next size, each round
 taking every path in turn (rows print as bench prints them, at the end of each op). Per op, class, rank count,
 placement and size the fastest path wins; among paths within 3% of it the previous size's
-winner stays, else the order ce, ll, kernel, two-shot, lc, nccl-window, nccl decides; refused
+winner stays, else the order ` + joinAlgos(tune.Preference) + ` decides; refused
 or wrong calls never win; all-gather and broadcast, which move bytes, measured on one
 type stand for every class. With -G N it also times CUDA-graph replays (N captured
 calls a graph) up to --graph-max and writes them as the table's graph rows

@@ -61,6 +61,21 @@ def probe():
     return seen
 
 
+def algo_arg(s):
+    """--algo as symmem.fsdp.apply takes it: a name for both collectives,
+    or a dict from "all_gather=ce,reduce_scatter=kernel"."""
+    if s is None or "=" not in s:
+        return s
+    out = {}
+    for part in s.split(","):
+        k, sep, v = part.partition("=")
+        if not sep or not k or not v:
+            raise SystemExit(f"--algo {s!r}: want a path name, or op=path pairs joined by commas "
+                             f"(all_gather=ce,reduce_scatter=kernel)")
+        out[k.strip()] = v.strip()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
@@ -68,7 +83,9 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--bf16", action="store_true", help="bfloat16 parameters, float32 gradient reduction")
-    ap.add_argument("--algo", default=None, help="a symmem path instead of auto's choice")
+    ap.add_argument("--algo", default=None,
+                    help="a symmem path instead of auto's choice, for both collectives (kernel), or per "
+                         "collective: all_gather=ce,reduce_scatter=kernel (one left out stays auto)")
     ap.add_argument("--probe", action="store_true", help="count symmem's calls and the streams they ran on")
     args = ap.parse_args()
 
@@ -86,7 +103,7 @@ def main():
         fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
 
-    count = symmem.fsdp.apply(model, algo=args.algo)  # <- the one line: FSDP's collectives on symmem
+    count = symmem.fsdp.apply(model, algo=algo_arg(args.algo))  # <- the one line: FSDP's collectives on symmem
     seen = probe() if args.probe else None
 
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -55,7 +55,7 @@ type Capabilities struct {
 	Algos map[coll.Kind][]coll.Algo
 	// Calls declares how the backend's groups agree on each collective's
 	// record (Request.Record): agree.CallsInBand (Run compares it before any
-	// data moves and fails with a *pool.Disagreement, which the user API
+	// data moves and fails with a *agree.Disagreement, which the user API
 	// names) or agree.CallsByDigest (the backend's kernels and call gate
 	// compare it and name a difference themselves). Records outside a call
 	// (scope ends, empty calls) are compared through Group's Agreer, or
@@ -123,7 +123,7 @@ type GroupConfig struct {
 	Rank    int   // this process's global rank (a member of Ranks)
 	Store   *rendezvous.Client
 	FDs     *rendezvous.FDExchange // local fd passing; nil when unused
-	Timeout time.Duration          // bound on every wait
+	Timeout time.Duration          // bound on every wait; > 0 (Index)
 	Gen     int                    // the name's generation (Generation), alike on every member
 }
 
@@ -164,7 +164,7 @@ type Request struct {
 	// Record is the call's record (agree.CallRecord): the call as every
 	// rank must make it. How the backend compares it is declared in
 	// Capabilities.Calls. The zero value compares nothing.
-	Record pool.Record
+	Record agree.Record
 	// Checked: the user asked for checked mode (Options.Checked), where
 	// backends add the checks that cost time on every call (the GPU
 	// backend's handshake beside copy-engine and NCCL calls).
@@ -283,7 +283,9 @@ type Group interface {
 }
 
 // Index validates cfg (ranks ascending without repeats, this rank a member,
-// a store present) and returns this rank's index in Ranks, its group rank.
+// a store present, a timeout) and returns this rank's index in Ranks, its
+// group rank. The timeout is the user API's, defaulted once there: a
+// backend does not default it again.
 func (cfg GroupConfig) Index() (int, error) {
 	me := -1
 	for i, r := range cfg.Ranks {
@@ -299,6 +301,8 @@ func (cfg GroupConfig) Index() (int, error) {
 		return -1, fmt.Errorf("group %q: rank %d is not a member of ranks %v", cfg.Name, cfg.Rank, cfg.Ranks)
 	case cfg.Store == nil:
 		return -1, fmt.Errorf("group %q: GroupConfig.Store is nil (backends need the rendezvous store)", cfg.Name)
+	case cfg.Timeout <= 0:
+		return -1, fmt.Errorf("group %q: GroupConfig.Timeout is %v: it bounds every wait of the group and must be > 0: %w", cfg.Name, cfg.Timeout, errs.Invalid)
 	}
 	return me, nil
 }

@@ -1,10 +1,13 @@
 package backend
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -16,8 +19,8 @@ func TestGroupConfigIndex(t *testing.T) {
 		want  int
 		error string
 	}{
-		{"member", GroupConfig{Name: "tp", Ranks: []int{0, 2, 5}, Rank: 5, Store: st}, 2, ""},
-		{"world of one", GroupConfig{Name: "w", Ranks: []int{0}, Rank: 0, Store: st}, 0, ""},
+		{"member", GroupConfig{Name: "tp", Ranks: []int{0, 2, 5}, Rank: 5, Store: st, Timeout: time.Second}, 2, ""},
+		{"world of one", GroupConfig{Name: "w", Ranks: []int{0}, Rank: 0, Store: st, Timeout: time.Second}, 0, ""},
 		{"not a member", GroupConfig{Name: "tp", Ranks: []int{0, 2}, Rank: 1, Store: st}, -1, "rank 1 is not a member"},
 		{"unsorted", GroupConfig{Name: "tp", Ranks: []int{2, 0}, Rank: 0, Store: st}, -1, "ascending without repeats"},
 		{"repeat", GroupConfig{Name: "tp", Ranks: []int{0, 0}, Rank: 0, Store: st}, -1, "ascending without repeats"},
@@ -27,6 +30,28 @@ func TestGroupConfigIndex(t *testing.T) {
 		got, err := tt.cfg.Index()
 		if got != tt.want || (tt.error == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.error)) {
 			t.Errorf("%s: Index() = %d, %v; want %d, error containing %q", tt.name, got, err, tt.want, tt.error)
+		}
+	}
+}
+
+// TestGroupConfigTimeout: the backends take the user API's timeout as it
+// is (Init defaulted it) and refuse one that bounds nothing, naming the
+// field.
+func TestGroupConfigTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		timeout time.Duration
+		ok      bool
+	}{{0, false}, {-time.Second, false}, {time.Nanosecond, true}, {time.Minute, true}} {
+		cfg := GroupConfig{Name: "tp", Ranks: []int{0, 1}, Rank: 1, Store: &rendezvous.Client{}, Timeout: tt.timeout}
+		_, err := cfg.Index()
+		if tt.ok {
+			if err != nil {
+				t.Errorf("Timeout %v: %v", tt.timeout, err)
+			}
+			continue
+		}
+		if !errors.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "GroupConfig.Timeout is "+tt.timeout.String()) {
+			t.Errorf("Timeout %v: %v, want errs.Invalid naming GroupConfig.Timeout", tt.timeout, err)
 		}
 	}
 }

@@ -33,4 +33,8 @@ var (
 	// alignment, type or buffers); nothing was enqueued and every rank
 	// refuses alike.
 	Refused = errors.New("the requested algorithm cannot run this call")
+	// Timeout: a wait ran past its deadline (Options.Timeout, or the
+	// caller's context); the error also wraps the deadline error it met
+	// (context.DeadlineExceeded, ...).
+	Timeout = errors.New("timed out")
 )

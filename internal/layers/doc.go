@@ -5,10 +5,11 @@
 //     (the one default bound on waiting) and internal/native/... (the only
 //     cgo and unsafe code: host memory, the CUDA driver, NCCL, cuBLAS);
 //  2. the public packages below the backends: coll (vocabulary), reduce,
-//     pool, rendezvous, launch;
-//  3. the backends, internal/backend/... (CPU shared memory, CUDA, NCCL,
-//     and internal/backend/agree, the agreement subsystem they and the
-//     user API share);
+//     pool, rendezvous, launch; and internal/backend/agree, the agreement
+//     (records, digest, naming a difference) that the pool, the backends
+//     and the user API share: it imports only coll and internal/errs, and
+//     the pool imports it;
+//  3. the backends, internal/backend/... (CPU shared memory, CUDA, NCCL);
 //  4. the user API, package symmem (the module root);
 //  5. the benchmark harness: bench drives any bench.Target through
 //     interfaces; bench/worldtarget implements one on the user API;

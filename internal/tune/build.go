@@ -14,14 +14,17 @@ import (
 // decide between them: within 3% of the fastest.
 const Tie = 0.03
 
-// Preference is the order in which paths win a tie (Tie): copy engines
-// first (they use no SMs, which stay free for the compute beside the
-// collective), then symmem's kernels (ll, the small-message kernel of one
-// push; kernel; two-shot and lc, which the table names only where they
-// measured fastest), then NCCL on windows, then plain NCCL, then hier
-// (across hosts: NCCL alone is the simpler of two equals); any other path
-// (the CPU's direct) last.
-var Preference = []coll.Algo{coll.AlgoCE, coll.AlgoLL, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier}
+// Preference is the order in which paths win a tie (Tie): coll's (AlgoInfo.Tie
+// says why); any other path (the CPU's direct) last.
+var Preference = func() []coll.Algo {
+	as := slices.DeleteFunc(coll.AlgoTable(), func(a coll.AlgoInfo) bool { return a.Tie == 0 })
+	slices.SortFunc(as, func(x, y coll.AlgoInfo) int { return x.Tie - y.Tie })
+	out := make([]coll.Algo, len(as))
+	for i, a := range as {
+		out[i] = a.Algo
+	}
+	return out
+}()
 
 func prefRank(a coll.Algo) int {
 	if i := slices.Index(Preference, a); i >= 0 {

@@ -88,14 +88,23 @@ func Generate(dir, pkg, name string) ([]byte, error) {
 	return GoSource(t, pkg, name)
 }
 
-var algoNames = map[coll.Algo]string{
-	coll.AlgoDirect: "coll.AlgoDirect", coll.AlgoNCCL: "coll.AlgoNCCL", coll.AlgoNCCLWindow: "coll.AlgoNCCLWindow",
-	coll.AlgoCE: "coll.AlgoCE", coll.AlgoKernel: "coll.AlgoKernel", coll.AlgoTwoShot: "coll.AlgoTwoShot",
-	coll.AlgoLowContention: "coll.AlgoLowContention", coll.AlgoLL: "coll.AlgoLL", coll.AlgoHier: "coll.AlgoHier",
-}
+// algoNames and kindNames are coll's constants as the generated source
+// names them.
+var algoNames = func() map[coll.Algo]string {
+	m := map[coll.Algo]string{}
+	for _, a := range coll.AlgoTable() {
+		m[a.Algo] = "coll." + a.Const
+	}
+	return m
+}()
 
-var kindNames = map[coll.Kind]string{coll.AllGather: "coll.AllGather", coll.ReduceScatter: "coll.ReduceScatter",
-	coll.AllReduce: "coll.AllReduce", coll.Broadcast: "coll.Broadcast", coll.AllToAll: "coll.AllToAll"}
+var kindNames = func() map[coll.Kind]string {
+	m := map[coll.Kind]string{}
+	for _, k := range coll.Kinds() {
+		m[k] = "coll." + k.Const()
+	}
+	return m
+}()
 
 var classGo = [...]string{AnyClass: "tune.AnyClass", F16: "tune.F16", F32: "tune.F32", Other: "tune.Other"}
 var placeGo = [...]string{AnyPlace: "tune.AnyPlace", OutOfPlace: "tune.OutOfPlace", InPlace: "tune.InPlace"}

@@ -20,6 +20,6 @@ package wait
 import "time"
 
 // DefaultTimeout bounds a wait for peers (store, fd exchange, signals,
-// registration) when no timeout is given. symmem.DefaultTimeout and
-// pool.DefaultTimeout are this value.
+// registration) when no timeout is given: symmem.DefaultTimeout, and the
+// pool's default Options.Timeout.
 const DefaultTimeout = 60 * time.Second

@@ -7,17 +7,17 @@ import os
 import threading
 import weakref
 
-from . import _lib
+from . import _codes, _lib
 from ._lib import InvalidArgumentError, check, lib
 
-_ALGOS = ("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier")
-KINDS = {"all_gather": 0, "reduce_scatter": 1, "all_reduce": 2, "broadcast": 3, "all_to_all": 4}
+KINDS = {k: i for i, k in enumerate(_codes.KINDS)}
 
 
 class Path:
-    """How a collective ran: algo ("direct", "nccl", "nccl-window", "ce",
-    "kernel", "two-shot", "lc", "ll", "hier"), staged (ordinary memory went through the pool) and, from
-    last_path() and explain(), the reason."""
+    """How a collective ran: algo (the path, one of the library's
+    algorithms but "auto": "nccl", "kernel", ...), staged (ordinary memory
+    went through the pool) and, from last_path() and explain(), the
+    reason."""
 
     __slots__ = ("algo", "staged", "reason")
 
@@ -40,13 +40,8 @@ class Path:
         return cls(d["algo"], d["staged"], d["reason"])
 
 
-def _path_code(i):
-    """SYMMEM_PATH_* of _ALGOS[i]: its index, past 7 skipping the staged bit (8)."""
-    return i if i < 8 else i + 8
-
-
 # The path codes collectives return (SYMMEM_PATH_*), as shared objects.
-PATHS = {_path_code(i) | staged: Path(a, bool(staged)) for i, a in enumerate(_ALGOS) for staged in (0, 8)}
+PATHS = {c | staged: Path(a, bool(staged)) for a, c in _codes.PATHS.items() for staged in (0, _codes.PATH_STAGED)}
 
 _ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
               "SYMMEM_TOKEN", "SYMMEM_JOB_ID")

@@ -14,7 +14,7 @@ import operator
 import sys
 import weakref
 
-from . import _core, _lib
+from . import _codes, _core, _lib
 from ._lib import InvalidArgumentError, lib
 
 # NCCL dtype values by name, and element sizes.
@@ -32,8 +32,9 @@ _OP = {**OPS, **{v: v for v in OPS.values()}}
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
 # symmem_collective's call word: kind | dtype << 8 | op << 16 | algo << 24 |
 # root << 32 (SYMMEM_CALL in include/symmem.h).
-AG, RS, AR, BC, A2A = 0, 1, 2, 3, 4
-_ALGO = {"auto": 0, **{a: (i + 1) << 24 for i, a in enumerate(("direct", "nccl", "nccl-window", "ce", "kernel", "two-shot", "lc", "ll", "hier"))}}
+AG, RS, AR, BC, A2A = _codes.ALL_GATHER, _codes.REDUCE_SCATTER, _codes.ALL_REDUCE, _codes.BROADCAST, _codes.ALL_TO_ALL
+_ALGO = {a: i << 24 for i, a in enumerate(_codes.ALGOS)}
+_ALGO_CHOICES = ", ".join(_codes.ALGOS[:-1]) + " or " + _codes.ALGOS[-1]
 _RS_OP = {k: RS | v << 16 for k, v in _OP.items()}
 _AR_OP = {k: AR | v << 16 for k, v in _OP.items()}
 _collective = _lib.collective
@@ -594,7 +595,7 @@ def _root(root, g):
 def _algo(a):
     c = _ALGO.get(a) if a.__class__ is str else None
     if c is None:
-        raise InvalidArgumentError(f"symmem: unknown algorithm {a!r} (want auto, direct, nccl, nccl-window, ce, kernel, two-shot, lc, ll or hier)")
+        raise InvalidArgumentError(f"symmem: unknown algorithm {a!r} (want {_ALGO_CHOICES})")
     return c
 
 

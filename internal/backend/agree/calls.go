@@ -7,14 +7,14 @@ type Calls uint8
 const (
 	// CallsInBand: Run compares every call's record (Request.Record)
 	// across the ranks before any data moves, and on a difference fails on
-	// every rank with an error wrapping a *pool.Disagreement, which the
+	// every rank with an error wrapping a *Disagreement, which the
 	// user API names (Disagreement); the group stays usable. The CPU
 	// backend, on its signal pads.
 	CallsInBand Calls = iota + 1
 	// CallsByDigest: symmem's kernels compare the call's digest in-band,
 	// and for ranks on one host the gate compares every call's record and
 	// path; the backend names a difference itself (Explain), from Run, a
-	// later call or a synchronisation, never as a *pool.Disagreement.
+	// later call or a synchronisation, never as a *Disagreement.
 	// Outside one host, copy-engine and NCCL calls are compared only in
 	// checked mode. The GPU backend.
 	CallsByDigest

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/pool"
 )
 
 // Digest folds a call (its record and path) into the 32-bit digest that
@@ -30,7 +29,7 @@ const mixMul = 0x9e3779b97f4a7c15
 // FoldRecord mixes rec's words into h, each in whole (a bijection of the
 // state per word): Digest's step, and the call log's running hash
 // (members.CallLog).
-func FoldRecord(h uint64, rec pool.Record) uint64 {
+func FoldRecord(h uint64, rec Record) uint64 {
 	for _, w := range rec {
 		h = (h ^ w) * mixMul
 		h ^= h >> 29
@@ -39,7 +38,7 @@ func FoldRecord(h uint64, rec pool.Record) uint64 {
 }
 
 // RecordBytes is the size of a record in its store encoding.
-const RecordBytes = 8 * len(pool.Record{})
+const RecordBytes = 8 * len(Record{})
 
 // Append appends c's store encoding to b: the record's words (little
 // endian), then the path's bytes. Checked mode's exchange and the GPU

@@ -1,5 +1,7 @@
 // Package agree is symmem's agreement subsystem: the records ranks compare
-// before they act, their encodings and digest, the naming of a difference,
+// before they act (Record, Agreer, Disagreement: the pool's scope ends
+// compare them too, so this package sits below the pool and imports none of
+// it), their encodings and digest, the naming of a difference,
 // and how a backend declares the way its groups agree: Calls, in
 // backend.Capabilities, for every collective's record, and pool.Group's
 // Agreer, per group, for records outside a call (scope ends, empty calls).
@@ -12,7 +14,7 @@
 // One word per concept, in identifiers, comments, errors and
 // docs/verification.md:
 //
-//   - record (pool.Record): the fixed-size description of what a rank is
+//   - record (Record): the fixed-size description of what a rank is
 //     about to do, which every rank of a group must do alike. A call
 //     record (CallRecord) is a collective's arguments: kind, dtype, op,
 //     root, count, in-place, staged, and the buffers' pool locations
@@ -28,8 +30,8 @@
 //     A hash is any other mixing: the pool's allocation-state hash, its
 //     log hash.
 //   - agreement: the ranks comparing their records for one call or scope
-//     end, in the same order on every rank (pool.Agreer does one in-band).
-//     Its outcome is nil or a disagreement (pool.Disagreement): the lowest
+//     end, in the same order on every rank (an Agreer does one in-band).
+//     Its outcome is nil or a disagreement (Disagreement): the lowest
 //     group rank whose record, or position, differs from group rank 0's,
 //     with both records, the same on every rank.
 //   - position: a record's place in the group's sequence of agreements
@@ -37,7 +39,7 @@
 //     their records.
 //   - difference: what a disagreement is about, named for the user: Diff
 //     (the first differing argument and both values), Explain and
-//     Disagreement (the sentence, one for every place that names one).
+//     Disagreement.Explain (the sentence, one for every place that names one).
 //   - mismatch: the error a disagreement becomes (errs.Mismatch, the user's
 //     ErrMismatch); the GPU's findings (a kernel's report, the gate's
 //     members.GateMismatch) are such errors from the start.

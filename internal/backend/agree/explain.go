@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/pool"
 )
 
 // Call is a call as ranks compare it where they could take different
@@ -12,7 +11,7 @@ import (
 // compared). The kernels' digest covers both, and so does the
 // gate's entry.
 type Call struct {
-	Record pool.Record
+	Record Record
 	Path   coll.Algo
 }
 
@@ -20,11 +19,11 @@ type Call struct {
 // rb, with the fix: the collective, the argument with both values, or the
 // paths; ok is false when they are equal or not both call records. Every
 // place that names a difference between two calls says it alike: the CPU
-// backend's in-band agreement and checked mode (through Disagreement), the
+// backend's in-band agreement and checked mode (through Disagreement.Explain), the
 // GPU kernels' reports and the call gate.
 func Explain(ra int, a Call, rb int, b Call) (what string, ok bool) {
 	if a.Record == b.Record {
-		if a.Path == b.Path || a.Record.What() != pool.RecCall {
+		if a.Path == b.Path || a.Record.What() != RecCall {
 			return "", false
 		}
 		return fmt.Sprintf("rank %d ran it on %s, rank %d on %s (every rank must force the same algorithm, and pass arguments for which auto chooses alike)",
@@ -41,12 +40,12 @@ func Explain(ra int, a Call, rb int, b Call) (what string, ok bool) {
 		ra, Kind(b.Record), arg, va, rb, arg, vb), true
 }
 
-// Disagreement names the difference d found (on a collective: an in-band
+// Explain names the difference d found (on a collective: an in-band
 // agreement, or checked mode's store exchange): a rank at another call of
 // the group, a rank ending a scope where the other calls a collective, or
 // the collective's difference (Explain). ranks maps group ranks to global
 // ones.
-func Disagreement(d *pool.Disagreement, ranks []int) string {
+func (d *Disagreement) Explain(ranks []int) string {
 	r, r0 := ranks[d.Rank], ranks[0]
 	if d.Seq != d.Rank0Seq {
 		return fmt.Sprintf("rank %d is at another collective or scope end of the group than rank %d (a rank skipped or added one)", r, r0)
@@ -55,13 +54,13 @@ func Disagreement(d *pool.Disagreement, ranks []int) string {
 	if what, ok := Explain(r, Call{Record: a}, r0, Call{Record: b}); ok {
 		return what
 	}
-	doing := func(x pool.Record) string {
+	doing := func(x Record) string {
 		switch x.What() {
-		case pool.RecCall:
+		case RecCall:
 			return "called " + Kind(x).String()
-		case pool.RecScopeEnd:
+		case RecScopeEnd:
 			return "is ending a scope"
-		case pool.RecWorld:
+		case RecWorld:
 			return "is at a world call (NewGroup or Group.Close)"
 		}
 		return fmt.Sprintf("sent record %x", x)

@@ -6,10 +6,9 @@ import (
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/pool"
 )
 
-// A call record (a pool.Record of kind pool.RecCall) is what every rank
+// A call record (a Record of kind RecCall) is what every rank
 // must pass alike to a collective for its result to be right. The user API
 // builds it (CallRecord) into backend.Request.Record; the transports carry
 // it or its digest, and Diff and Explain name a difference.
@@ -27,9 +26,10 @@ const (
 	DevSplits              // all-to-all with split counts in symmetric memory (count is 0)
 )
 
-// Loc is a buffer's pool location in a call record: segment<<48 | offset.
-func Loc(seg pool.SegmentID, off int64) uint64 {
-	return uint64(seg)<<48 | uint64(off)&(1<<48-1)
+// Loc is a buffer's pool location in a call record: segment<<48 | offset
+// (seg: a pool.SegmentID).
+func Loc(seg uint64, off int64) uint64 {
+	return seg<<48 | uint64(off)&(1<<48-1)
 }
 
 // CallRecord is the record of a collective: in and out are the buffers'
@@ -39,8 +39,8 @@ func Loc(seg pool.SegmentID, off int64) uint64 {
 // broadcast's in (it is out), an in-place all-gather's in and an in-place
 // reduce-scatter's out (this rank's slice of the other buffer, whose
 // location is what must agree).
-func CallRecord(kind coll.Kind, dt coll.DType, op coll.ReduceOp, root int, count int64, flags uint64, in, out uint64) pool.Record {
-	r := pool.Record{pool.RecCall<<56 | uint64(kind)<<48 | uint64(dt)<<40 | uint64(op)<<32 | flags,
+func CallRecord(kind coll.Kind, dt coll.DType, op coll.ReduceOp, root int, count int64, flags uint64, in, out uint64) Record {
+	r := Record{RecCall<<56 | uint64(kind)<<48 | uint64(dt)<<40 | uint64(op)<<32 | flags,
 		uint64(root), uint64(count)}
 	if flags&Staged == 0 {
 		r[3], r[4] = in, out
@@ -56,7 +56,7 @@ func CallRecord(kind coll.Kind, dt coll.DType, op coll.ReduceOp, root int, count
 
 // SplitsRecord is CallRecord of an all-to-all whose split counts lie in
 // symmetric memory at pool location splits: peers read them there.
-func SplitsRecord(dt coll.DType, flags uint64, in, out, splits uint64) pool.Record {
+func SplitsRecord(dt coll.DType, flags uint64, in, out, splits uint64) Record {
 	r := CallRecord(coll.AllToAll, dt, 0, 0, 0, flags|DevSplits, in, out)
 	r[5] = splits
 	return r
@@ -67,9 +67,9 @@ func SplitsRecord(dt coll.DType, flags uint64, in, out, splits uint64) pool.Reco
 // world group's in-band agreement meets a peer that is at a collective or
 // scope end of the world instead of waiting for it in the store. The store
 // exchange after it names a difference between two world calls.
-func WorldRecord(what, args string) pool.Record {
+func WorldRecord(what, args string) Record {
 	h := sha256.Sum256([]byte(what + "\x00" + args))
-	r := pool.Record{pool.RecWorld << 56}
+	r := Record{RecWorld << 56}
 	for i := range 4 {
 		r[1+i] = binary.LittleEndian.Uint64(h[8*i:])
 	}
@@ -77,14 +77,14 @@ func WorldRecord(what, args string) pool.Record {
 }
 
 // Kind is the collective a call record describes.
-func Kind(r pool.Record) coll.Kind { return coll.Kind(r[0] >> 48 & 0xff) }
+func Kind(r Record) coll.Kind { return coll.Kind(r[0] >> 48 & 0xff) }
 
 // Diff names the first argument in which call records a and b differ (the
 // collective first, then dtype, op, root, the all-to-all's split form,
 // count, in-place, staging, in offset, out offset, split counts offset) and both values; ok is false when both are call
 // records and equal, or either is not a call record.
-func Diff(a, b pool.Record) (arg string, va, vb any, ok bool) {
-	if a.What() != pool.RecCall || b.What() != pool.RecCall || a == b {
+func Diff(a, b Record) (arg string, va, vb any, ok bool) {
+	if a.What() != RecCall || b.What() != RecCall || a == b {
 		return "", nil, nil, false
 	}
 	field := func(w uint64, shift uint) uint64 { return w >> shift & 0xff }

@@ -6,33 +6,32 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/pool"
 )
 
 // TestDiff: the first differing argument is named with both values, in
 // the documented order; equal records and records that are not calls name
 // nothing.
 func TestDiff(t *testing.T) {
-	call := func(k coll.Kind, dt coll.DType, op coll.ReduceOp, flags uint64) pool.Record {
-		return pool.Record{pool.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32 | flags, 0, 1024, 1<<48 | 0x1000, 1<<48 | 0x2000}
+	call := func(k coll.Kind, dt coll.DType, op coll.ReduceOp, flags uint64) Record {
+		return Record{RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32 | flags, 0, 1024, 1<<48 | 0x1000, 1<<48 | 0x2000}
 	}
 	base := call(coll.AllReduce, coll.Float32, coll.Sum, 0)
-	with := func(f func(*pool.Record)) pool.Record { r := base; f(&r); return r }
+	with := func(f func(*Record)) Record { r := base; f(&r); return r }
 	tests := []struct {
 		name   string
-		a      pool.Record
+		a      Record
 		arg    string
 		va, vb string
 	}{
 		{"kind", call(coll.AllGather, coll.BFloat16, coll.Sum, 0), "collective", coll.AllGather.String(), coll.AllReduce.String()},
-		{"dtype before count", with(func(r *pool.Record) { r[0] = call(coll.AllReduce, coll.BFloat16, coll.Sum, 0)[0]; r[2] = 2048 }), "dtype", "bfloat16", "float32"},
+		{"dtype before count", with(func(r *Record) { r[0] = call(coll.AllReduce, coll.BFloat16, coll.Sum, 0)[0]; r[2] = 2048 }), "dtype", "bfloat16", "float32"},
 		{"op", call(coll.AllReduce, coll.Float32, coll.Max, 0), "op", coll.Max.String(), coll.Sum.String()},
-		{"root", with(func(r *pool.Record) { r[1] = 3 }), "root", "3", "0"},
-		{"count", with(func(r *pool.Record) { r[2] = 256 }), "count", "256", "1024"},
+		{"root", with(func(r *Record) { r[1] = 3 }), "root", "3", "0"},
+		{"count", with(func(r *Record) { r[2] = 256 }), "count", "256", "1024"},
 		{"in-place", call(coll.AllReduce, coll.Float32, coll.Sum, InPlace), "in-place", "true", "false"},
 		{"staged", call(coll.AllReduce, coll.Float32, coll.Sum, Staged), "staged (ordinary memory)", "true", "false"},
-		{"in offset", with(func(r *pool.Record) { r[3] = 2<<48 | 0x40 }), "in offset", "segment 2 + 0x40", "segment 1 + 0x1000"},
-		{"out offset", with(func(r *pool.Record) { r[4] = 1<<48 | 0x80 }), "out offset", "segment 1 + 0x80", "segment 1 + 0x2000"},
+		{"in offset", with(func(r *Record) { r[3] = 2<<48 | 0x40 }), "in offset", "segment 2 + 0x40", "segment 1 + 0x1000"},
+		{"out offset", with(func(r *Record) { r[4] = 1<<48 | 0x80 }), "out offset", "segment 1 + 0x80", "segment 1 + 0x2000"},
 	}
 	for _, tt := range tests {
 		arg, va, vb, ok := Diff(tt.a, base)
@@ -43,7 +42,7 @@ func TestDiff(t *testing.T) {
 	if _, _, _, ok := Diff(base, base); ok {
 		t.Error("equal records: Diff named a difference")
 	}
-	if _, _, _, ok := Diff(pool.Record{pool.RecScopeEnd << 56}, base); ok {
+	if _, _, _, ok := Diff(Record{RecScopeEnd << 56}, base); ok {
 		t.Error("a scope end against a call: Diff named an argument")
 	}
 }
@@ -66,7 +65,7 @@ func TestCallRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := CallRecord(tt.kind, coll.Float32, coll.Sum, 0, 64, tt.flags, in, out)
-		if r.What() != pool.RecCall || Kind(r) != tt.kind || r[2] != 64 || r[3] != tt.wantIn || r[4] != tt.want {
+		if r.What() != RecCall || Kind(r) != tt.kind || r[2] != 64 || r[3] != tt.wantIn || r[4] != tt.want {
 			t.Errorf("%s: record %x", tt.name, r)
 		}
 	}
@@ -100,15 +99,15 @@ func TestExplain(t *testing.T) {
 	}
 	ranks := []int{4, 6}
 	for _, tt := range []struct {
-		d    pool.Disagreement
+		d    Disagreement
 		want string
 	}{
-		{pool.Disagreement{Rank: 1, Theirs: bf, Rank0: ar}, "rank 6 called all_reduce with dtype=bfloat16, rank 4 with dtype=float32"},
-		{pool.Disagreement{Rank: 1, Theirs: ar, Rank0: ar, Seq: 3, Rank0Seq: 2}, "rank 6 is at another collective or scope end of the group than rank 4"},
-		{pool.Disagreement{Rank: 1, Theirs: pool.Record{pool.RecScopeEnd << 56}, Rank0: ar}, "rank 6 is ending a scope, rank 4 called all_reduce"},
+		{Disagreement{Rank: 1, Theirs: bf, Rank0: ar}, "rank 6 called all_reduce with dtype=bfloat16, rank 4 with dtype=float32"},
+		{Disagreement{Rank: 1, Theirs: ar, Rank0: ar, Seq: 3, Rank0Seq: 2}, "rank 6 is at another collective or scope end of the group than rank 4"},
+		{Disagreement{Rank: 1, Theirs: Record{RecScopeEnd << 56}, Rank0: ar}, "rank 6 is ending a scope, rank 4 called all_reduce"},
 	} {
-		if got := Disagreement(&tt.d, ranks); !strings.HasPrefix(got, tt.want) {
-			t.Errorf("Disagreement = %q, want %q...", got, tt.want)
+		if got := tt.d.Explain(ranks); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("Explain = %q, want %q...", got, tt.want)
 		}
 	}
 }
@@ -116,7 +115,7 @@ func TestExplain(t *testing.T) {
 // TestDigest: the digest's values are pinned (the GPU programs carry
 // them), and it covers the path; the store encoding round-trips.
 func TestDigest(t *testing.T) {
-	a := pool.Record{pool.RecCall<<56 | uint64(coll.AllReduce)<<48 | uint64(coll.Float32)<<40 | uint64(coll.Sum)<<32, 0, 1024, 1<<48 | 0x1000, 1<<48 | 0x2000}
+	a := Record{RecCall<<56 | uint64(coll.AllReduce)<<48 | uint64(coll.Float32)<<40 | uint64(coll.Sum)<<32, 0, 1024, 1<<48 | 0x1000, 1<<48 | 0x2000}
 	for _, tt := range []struct {
 		c    Call
 		want uint32

@@ -80,7 +80,7 @@ func (k *kernelPath) allReduceCheck(req backend.Request) refusal {
 	switch {
 	case !reducible(req):
 		return refOp
-	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(req, k.g.me):
+	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(req, k.g.Me):
 		return refHeld
 	case !req.InSym.OK:
 		return refInNotSym
@@ -109,14 +109,14 @@ func allReduceCTAs(bytes int64) int {
 // output.
 func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
 	g := k.g
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	or := out
 	for r := 0; r < n; r++ {
 		src := req.In.Ptr + uint64(off)
 		if r != me {
 			var ok bool
 			if src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off+off); !ok {
-				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.name, errNotSymmetric)
+				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.GroupName, errNotSymmetric)
 			}
 		}
 		or |= src
@@ -142,7 +142,7 @@ func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out
 // fillReduction fills the path's block for req on the all-reduce kernel:
 // the whole all-reduce, or chunk me for a reduce-scatter.
 func (k *kernelPath) fillReduction(req backend.Request) error {
-	me := k.g.me
+	me := k.g.Me
 	bytes := req.Count * int64(req.DType.Size())
 	var off int64
 	if req.Kind == coll.ReduceScatter {

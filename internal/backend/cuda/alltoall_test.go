@@ -8,12 +8,13 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 )
 
 // TestAllToAllHasNoGPUPath: until the GPU paths exist, every form of
 // all-to-all is refused before anything is enqueued, and Explain says why.
 func TestAllToAllHasNoGPUPath(t *testing.T) {
-	g := &Group{name: "g"}
+	g := &Group{Head: members.Head{GroupName: "g"}}
 	for _, f := range []backend.SplitForm{backend.SplitsEqual, backend.SplitsHost, backend.SplitsDevice} {
 		req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, Count: 4, A2A: backend.Splits{Form: f}}
 		_, err := g.Run(context.Background(), req)

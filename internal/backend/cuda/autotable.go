@@ -69,7 +69,7 @@ func CheckAutoTable(t *tune.Table, m tune.Machine) error {
 		return fmt.Errorf("auto table measured on the %q backend, not cuda: re-run `symmem tune --backend cuda` on this machine: %w", tm.Backend, errs.Invalid)
 	}
 	for _, a := range t.Algos() {
-		if len(autoFallback[a]) == 0 {
+		if r := pathRow(a); r == nil || r.fallback == nil {
 			return fmt.Errorf("auto table: path %q is not one the GPU backend's auto can start from (%v): edit that row or re-run `symmem tune --backend cuda`: %w", a, autoStarts(), errs.Invalid)
 		}
 	}
@@ -123,8 +123,10 @@ func ncclSeries(v string) string {
 // autoStarts lists the paths with a fallback order, sorted.
 func autoStarts() []coll.Algo {
 	var out []coll.Algo
-	for a := range autoFallback {
-		out = append(out, a)
+	for i := range pathTable {
+		if pathTable[i].fallback != nil {
+			out = append(out, pathTable[i].algo)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -141,33 +143,25 @@ func autoStarts() []coll.Algo {
 //	nccl-window -> nccl
 //	nccl
 //
-// In a path's turn (autoTurns) its steps are tried in order, and the first
+// The orders and the turns are the paths' rows in pathTable (fallback,
+// turn). In a path's turn its steps are tried in order, and the first
 // whose conditions all hold takes the call, with its reason. A turn may
 // hand the call to another path than its own: nccl-window's gives an
 // all-gather off windows to the kernel or copy engines (the table's next
 // best there), NCCL's gives a call to symmem's paths where NCCL is
-// unavailable or unsafe. In ce's order nccl-window's kernel step never
+// unavailable or unsafe. two-shot, lc and ll start auto only where a
+// measured table says they are fastest (the transcribed rows never name
+// them). In ce's order nccl-window's kernel step never
 // takes a call copy engines refused: the kernel needs the peer mappings
 // and a registered output, with which copy engines serve an all-gather.
-var autoFallback = map[coll.Algo][]coll.Algo{
-	coll.AlgoKernel: {coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoCE:     {coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	// two-shot, lc and ll start auto only where a measured table says
-	// they are fastest (the transcribed rows never name them). ll's
-	// refusals (a buffer off 16 bytes, a row larger than its area) leave
-	// the call to the kernel, the next fastest at small sizes.
-	coll.AlgoTwoShot:       {coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoLowContention: {coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoLL:            {coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoNCCLWindow:    {coll.AlgoNCCLWindow, coll.AlgoNCCL},
-	coll.AlgoNCCL:          {coll.AlgoNCCL},
-}
-
 // autoStep is one step of a path's turn.
 type autoStep struct {
 	algo coll.Algo // the path that takes the call; AlgoAuto: none, it is refused (autoFacts.noPath)
 	when []autoCond
 	why  string
+	// serves is algo's row's (pathInfo.serves), set where the orders are
+	// joined (pathTable's init).
+	serves func(g *Group, req backend.Request) bool
 	// kindWhy is the reason per op, where it names the op (constant: no
 	// formatting per call).
 	kindWhy map[coll.Kind]string
@@ -179,67 +173,6 @@ type autoStep struct {
 var elementwiseToNCCL = autoStep{algo: coll.AlgoNCCL, when: []autoCond{ncclUsable, elementwise},
 	why: "auto: plain NCCL, symmem's reduction kernels would go element by element here (a buffer or the per-rank size off 16 bytes)"}
 
-var autoTurns = map[coll.Algo][]autoStep{
-	coll.AlgoKernel: {
-		elementwiseToNCCL,
-		{algo: coll.AlgoKernel, when: []autoCond{kernelServes}, kindWhy: map[coll.Kind]string{
-			coll.AllGather:     "auto: symmem's all_gather kernel for small messages (auto table)",
-			coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (auto table)",
-			coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (auto table)",
-		}},
-	},
-	coll.AlgoCE: {
-		{algo: coll.AlgoCE, when: []autoCond{ceServes}, why: "auto: copy engines for all_gather on symmetric buffers (auto table)"},
-	},
-	coll.AlgoTwoShot: {
-		elementwiseToNCCL,
-		{algo: coll.AlgoTwoShot, when: []autoCond{twoShotServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (auto table)"},
-	},
-	coll.AlgoLowContention: {
-		elementwiseToNCCL,
-		{algo: coll.AlgoLowContention, when: []autoCond{lcServes, lcReady}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
-	},
-	coll.AlgoLL: {
-		// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
-		// rank) would make ll move bytes one at a time: plain NCCL was
-		// ahead there (1 MiB: 1.12-1.26x its time in graphs on 2 H100,
-		// results/gpu-2026-11-26h.md).
-		{algo: coll.AlgoNCCL, when: []autoCond{symmetricBufs, llBytesLarge, ncclUsable}, why: "auto: plain NCCL (ll would move these buffers byte by byte at this size)"},
-		{algo: coll.AlgoLL, when: []autoCond{llServes}, why: "auto: symmem's low-latency kernel, fastest here in the table (auto table)"},
-	},
-	coll.AlgoNCCLWindow: {
-		{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
-		// Where the table says NCCL's windows at a small size and they
-		// cannot serve, ll is next fastest (the kernel took 2.7x ll's time
-		// for a 16 KiB all-gather off 16 bytes in a graph on 2 H100:
-		// results/gpu-2026-11-26h.md).
-		// Symmetric buffers only: their alignment and windows are alike on
-		// every rank, ordinary memory's need not be.
-		{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, noWindows, llSmall, llServes}, why: "auto: symmem's low-latency kernel (buffers not in NCCL windows)"},
-		{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, poorWindows, llSmall, llServes}, why: "auto: symmem's low-latency kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
-		{algo: coll.AlgoKernel, when: []autoCond{allGather, noWindows, kernelServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
-		{algo: coll.AlgoCE, when: []autoCond{allGather, noWindows, ceServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
-		{algo: coll.AlgoKernel, when: []autoCond{allGather, poorWindows, kernelServes}, why: "auto: symmem's all-gather kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
-		{algo: coll.AlgoCE, when: []autoCond{allGather, poorWindows, ceServes}, why: "auto: copy engines (NCCL's symmetric kernels are slow or wrong for this shape)"},
-	},
-	// Without NCCL a reduction still runs on symmem's kernels: one-shot up
-	// to oneShotMax, then two-shot, which reads each peer byte once where
-	// one-shot reads n-1 whole inputs; lc where the kernels cannot (e.g.
-	// an ordinary reduce-scatter output). Where NCCL is unavailable or
-	// unsafe, copy engines take an all-gather; else the call is refused.
-	coll.AlgoNCCL: {
-		{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, oneShot, kernelServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
-		{algo: coll.AlgoTwoShot, when: []autoCond{noNCCL, allReduce, twoShotServes}, why: "auto: NCCL unavailable, symmem's two-shot all-reduce"},
-		{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, kernelServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
-		{algo: coll.AlgoLowContention, when: []autoCond{noNCCL, notAllGather, lcServes}, why: "auto: NCCL unavailable, symmem's low-contention path"},
-		{algo: coll.AlgoCE, when: []autoCond{ncclUnusable, ceServes}, why: "auto: NCCL unavailable or unsafe here, copy engines"},
-		{algo: coll.AlgoAuto, when: []autoCond{ncclUnusable}},
-		{algo: coll.AlgoNCCL, when: []autoCond{poorWindows}, why: "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape"},
-		{algo: coll.AlgoNCCL, when: []autoCond{notSymmetric}, why: "auto: plain NCCL, buffers are not symmetric pool blocks"},
-		{algo: coll.AlgoNCCL, why: "auto: plain NCCL (auto table)"},
-	},
-}
-
 // auto is auto's choice for c, the one reader of the table and the
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
@@ -250,17 +183,22 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		total = req.Out.Len
 	}
 	f := autoFacts{g: g, c: c}
-	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, false)
+	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, false)
 	// Asking the driver whether the stream is captured is a driver call on
 	// an eager call's host path (auto took 1.1-1.4 us more than forced ll
 	// at 1-4 KiB on 2 H100 while it asked every call: results/gpu-2026-11-26e.md),
 	// so auto asks only where the graph rows answer otherwise than the
 	// eager ones.
-	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
+	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
 		start = gs
 	}
-	for _, s := range autoSteps[start] {
-		if !f.all(s.when) {
+	var order []autoStep // empty where the tables name no GPU path (CheckAutoTable refuses such a table)
+	if r := pathRow(start); r != nil {
+		order = r.order
+	}
+	for i := range order {
+		s := &order[i]
+		if !f.all(g, s) {
 			continue
 		}
 		switch {
@@ -274,44 +212,28 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 	panic("cuda: auto: every fallback order ends in NCCL's turn, whose last step always holds")
 }
 
-// autoSteps are the steps of each fallback order, its turns one after the
-// other, joined once: auto runs on every call.
-var autoSteps = func() map[coll.Algo][]autoStep {
-	m := map[coll.Algo][]autoStep{}
-	for a, order := range autoFallback {
-		for _, turn := range order {
-			m[a] = append(m[a], autoTurns[turn]...)
-		}
-	}
-	return m
-}()
-
 // autoCond is a condition of auto's steps (autoFacts.holds says when it
 // holds).
 type autoCond uint8
 
 const (
-	ncclUsable   autoCond = iota // the group has NCCL, and it is safe for the call
-	ncclUnusable                 // not ncclUsable
-	noNCCL                       // the group has no NCCL communicator
-	goodWindows                  // the buffers are in windows NCCL's symmetric kernels do well
-	noWindows                    // the buffers are not in windows
-	poorWindows                  // the buffers are in windows, but NCCL's symmetric kernels are slow or wrong there
-	notSymmetric                 // the buffers are not pool blocks registered with the group
-	elementwise                  // symmem's reduction kernel would run in element mode
-	oneShot                      // a reduction the one-shot kernel does as fast as two-shot (oneShotMax)
-	allGather                    // the call is an all-gather
-	notAllGather                 // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
-	allReduce                    // the call is an all-reduce
-	kernelServes                 // the path can run it (its check is served) ...
-	twoShotServes
-	lcServes
-	lcReady // lc's staging exists, or can be made now (the stream is not being captured)
-	llServes
-	ceServes
-	llSmall       // ll's row is at most llSmallRow
-	llBytesLarge  // ll's row is above llSmallRow and a buffer is off 16 bytes (its bytes mode)
-	symmetricBufs // not notSymmetric
+	ncclUsable    autoCond = iota // the group has NCCL, and it is safe for the call
+	ncclUnusable                  // not ncclUsable
+	noNCCL                        // the group has no NCCL communicator
+	goodWindows                   // the buffers are in windows NCCL's symmetric kernels do well
+	noWindows                     // the buffers are not in windows
+	poorWindows                   // the buffers are in windows, but NCCL's symmetric kernels are slow or wrong there
+	notSymmetric                  // the buffers are not pool blocks registered with the group
+	elementwise                   // symmem's reduction kernel would run in element mode
+	oneShot                       // a reduction the one-shot kernel does as fast as two-shot (oneShotMax)
+	allGather                     // the call is an all-gather
+	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
+	allReduce                     // the call is an all-reduce
+	pathServes                    // the step's path would run it (pathInfo.serves)
+	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
+	llSmall                       // ll's row is at most llSmallRow
+	llBytesLarge                  // ll's row is above llSmallRow and a buffer is off 16 bytes (its bytes mode)
+	symmetricBufs                 // not notSymmetric
 )
 
 // llSmallRow bounds the rows where ll takes a call NCCL's windows cannot:
@@ -325,10 +247,17 @@ type autoFacts struct {
 	c *call
 }
 
-// all reports whether every condition in cs holds.
-func (f *autoFacts) all(cs []autoCond) bool {
-	for _, c := range cs {
-		if !f.holds(c) {
+// all reports whether every condition of step s holds. It asks the step's
+// path (pathServes) itself, with g from the caller rather than f.g: serves
+// is a func value, and anything of f's passed to it would move the call f
+// points to, which Run keeps on its stack, to the heap.
+func (f *autoFacts) all(g *Group, s *autoStep) bool {
+	for _, c := range s.when {
+		if c == pathServes {
+			if !s.serves(g, f.c.req) {
+				return false
+			}
+		} else if !f.holds(c) {
 			return false
 		}
 	}
@@ -362,33 +291,23 @@ func (f *autoFacts) holds(c autoCond) bool {
 	case elementwise:
 		return reduceElementwise(*req)
 	case oneShot:
-		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(*req, len(g.ranks))
+		return req.Kind == coll.ReduceScatter || req.Count*int64(req.DType.Size()) <= oneShotMax(*req, len(g.Ranks))
 	case allGather:
 		return req.Kind == coll.AllGather
 	case notAllGather:
 		return req.Kind != coll.AllGather
 	case allReduce:
 		return req.Kind == coll.AllReduce
-	case kernelServes:
-		return g.paths.kernel.check(*req) == served
-	case twoShotServes:
-		return g.paths.twoShot.check(*req) == served
-	case lcServes:
-		return g.paths.lc.check(*req) == served
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true
 		}
 		capturing, err := g.x.capturing(g.b.ctx, req.Stream)
 		return err == nil && !capturing
-	case llServes:
-		return g.paths.ll.check(*req) == served
 	case llSmall:
 		return llRowOf(*req) <= llSmallRow
 	case llBytesLarge:
 		return llRowOf(*req) > llSmallRow && (req.In.Ptr|req.Out.Ptr)%llVec != 0
-	case ceServes:
-		return g.paths.ce.serves(*req)
 	}
 	panic(fmt.Sprintf("cuda: auto: condition %d", c))
 }

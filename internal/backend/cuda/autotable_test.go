@@ -36,7 +36,7 @@ func TestBuiltinTableGenerated(t *testing.T) {
 // for it).
 func TestBuiltinTablePaths(t *testing.T) {
 	for _, a := range builtinTable.Algos() {
-		if _, ok := autoFallback[a]; !ok {
+		if r := pathRow(a); r == nil || r.fallback == nil {
 			t.Errorf("the built-in table names %q, which auto cannot start from (%v): results/auto holds a report of another backend?", a, autoStarts())
 		}
 	}

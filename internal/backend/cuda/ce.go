@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -45,7 +44,8 @@ const maxCERanks = 64
 // cePath is the copy-engine all-gather (algorithm ce).
 type cePath struct {
 	whole
-	g *Group
+	g   *Group
+	row *pathInfo
 }
 
 // serves reports whether copy engines can run req: an all-gather with a
@@ -54,7 +54,7 @@ type cePath struct {
 // build finds nothing more to refuse: it runs after the call was
 // published at the gate.
 func (ce *cePath) serves(req backend.Request) bool {
-	return req.Kind == coll.AllGather && ce.g.ce && len(ce.g.ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
+	return ce.row.does(req.Kind) && ce.g.ce && len(ce.g.Ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
@@ -62,7 +62,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case req.Kind != coll.AllGather || !ce.g.ce || len(ce.g.ranks) > maxCERanks:
+	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks:
 		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
@@ -73,12 +73,12 @@ func (ce *cePath) refuse(c call) error { return refused(c, ce.whyNot(c.req)) }
 // why says why copy engines cannot run req, which they do not serve.
 func (ce *cePath) why(req backend.Request) string {
 	switch {
-	case req.Kind != coll.AllGather:
+	case !ce.row.does(req.Kind):
 		return "copy engines serve all_gather only"
 	case !ce.g.ce:
 		return "copy engines unavailable: " + ce.g.ceWhy
-	case len(ce.g.ranks) > maxCERanks:
-		return fmt.Sprintf("the copy-engine all-gather serves up to %d ranks, the group has %d", maxCERanks, len(ce.g.ranks))
+	case len(ce.g.Ranks) > maxCERanks:
+		return fmt.Sprintf("the copy-engine all-gather serves up to %d ranks, the group has %d", maxCERanks, len(ce.g.Ranks))
 	}
 	if req.InPlace && req.InSym.OK {
 		return "in place, the output must be a pool block registered with this group (the peers' slices are read from it)"
@@ -116,7 +116,7 @@ func (ce *cePath) build(p *cudadrv.Program, c *call) error {
 	if err != nil {
 		return err
 	}
-	me := g.me
+	me := g.Me
 	slice := req.Count * int64(req.DType.Size())
 	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
 	g.hs.fork(p, s, req)
@@ -146,7 +146,7 @@ func (ce *cePath) build(p *cudadrv.Program, c *call) error {
 // rank goes to a different peer and no GPU is every rank's first target.
 func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err error) {
 	g := ce.g
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	if n > maxCERanks {
 		return xs, 0, fmt.Errorf("copy-engine all-gather supports up to %d ranks, the group has %d", maxCERanks, n)
 	}
@@ -166,13 +166,13 @@ func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err 
 		}
 		if mode == modePull {
 			if !ok {
-				return xs, 0, fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.name, errNotSymmetric)
+				return xs, 0, fmt.Errorf("copy-engine all-gather needs the input in a pool block registered with group %q (in-place: the output): %w", g.GroupName, errNotSymmetric)
 			}
 			xs[nx] = xfer{out + uint64(int64(r)*slice), src, slice}
 		} else {
 			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice)
 			if !ok {
-				return xs, 0, fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.name, errNotSymmetric)
+				return xs, 0, fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			xs[nx] = xfer{dst, in, slice}
 		}

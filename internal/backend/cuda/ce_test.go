@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
 )
@@ -16,14 +18,16 @@ import (
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, name: "t", ranks: make([]int, n), me: me, ce: true, timeout: wait.DefaultTimeout,
+	g := &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
+		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, ce: true,
 		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}, x: nopExec{}}
-	for r := range g.ranks {
-		g.ranks[r] = r
+	for r := range g.Ranks {
+		g.Ranks[r] = r
 		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
@@ -41,11 +45,11 @@ func onStream(req backend.Request, s uint64) *call {
 // gatherReq is an all-gather of count bf16 per rank in segment 1: output at
 // offset 0, input (out-of-place) at offset 512 MiB.
 func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
-	me := g.me
+	me := g.Me
 	slice := count * 2
 	out := seg1(g).bases[me]
 	req := backend.Request{Kind: coll.AllGather, DType: coll.BFloat16, Count: count,
-		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
+		Out: coll.Span{Ptr: out, Len: slice * int64(len(g.Ranks))}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0}}
 	if inPlace {
 		req.In = coll.Span{Ptr: out + uint64(int64(me)*slice), Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: int64(me) * slice}
@@ -53,7 +57,7 @@ func gatherReq(g *Group, count int64, inPlace bool) backend.Request {
 		req.In = coll.Span{Ptr: out + 512<<20, Len: slice}
 		req.InSym = backend.Sym{OK: true, Seg: 1, Off: 512 << 20}
 	}
-	return req.Shaped(len(g.ranks), me)
+	return req.Shaped(len(g.Ranks), me)
 }
 
 func TestBuildAllGatherProtocol(t *testing.T) {
@@ -296,12 +300,12 @@ func arOp(g *Group, op coll.ReduceOp) backend.Request {
 // rsReq is a bf16 reduce-scatter of count elements per rank: input at
 // offset 512 MiB of segment 1, output at 0.
 func rsReq(g *Group, count int64) backend.Request {
-	n := int64(len(g.ranks))
-	base := seg1(g).bases[g.me]
+	n := int64(len(g.Ranks))
+	base := seg1(g).bases[g.Me]
 	req := backend.Request{Kind: coll.ReduceScatter, DType: coll.BFloat16, Op: coll.Sum, Count: count,
 		Out: coll.Span{Ptr: base, Len: 2 * count}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
 		In: coll.Span{Ptr: base + 512<<20, Len: 2 * count * n}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
-	return req.Shaped(len(g.ranks), g.me)
+	return req.Shaped(len(g.Ranks), g.Me)
 }
 
 // rsPlainOut is rsReq with an output outside the pool.
@@ -333,21 +337,30 @@ func TestAutoTable(t *testing.T) {
 // never runs out of steps).
 func TestAutoOrders(t *testing.T) {
 	for _, a := range builtinTable.Algos() {
-		if len(autoFallback[a]) == 0 {
+		if r := pathRow(a); r == nil || len(r.fallback) == 0 {
 			t.Errorf("the built-in table's %s has no fallback order", a)
 		}
 	}
-	for a, order := range autoFallback {
+	for _, r := range pathTable {
+		a, order := r.algo, r.fallback
+		if order == nil {
+			continue
+		}
 		if order[0] != a || order[len(order)-1] != coll.AlgoNCCL {
 			t.Errorf("%s's order %v: want it first and nccl last", a, order)
 		}
 		for _, turn := range order {
-			if len(autoTurns[turn]) == 0 {
+			if tr := pathRow(turn); tr == nil || len(tr.turn) == 0 {
 				t.Errorf("%s's order: %s has no turn", a, turn)
 			}
 		}
+		for _, s := range r.order {
+			if slices.Contains(s.when, pathServes) && s.serves == nil {
+				t.Errorf("%s's order: a step of %s asks whether it serves, and its row has no serves", a, s.algo)
+			}
+		}
 	}
-	steps := autoTurns[coll.AlgoNCCL]
+	steps := pathRow(coll.AlgoNCCL).turn
 	if last := steps[len(steps)-1]; len(last.when) != 0 || last.algo != coll.AlgoNCCL {
 		t.Errorf("NCCL's turn ends with %+v, want plain NCCL unconditionally", last)
 	}
@@ -526,7 +539,8 @@ func TestCopyEngineHandshake(t *testing.T) {
 		g.hs.args = cudadrv.NewArgs(kernArgBytes)
 		defer g.hs.args.Free()
 		g.hs.fill()
-		g.b.kern.hs = 77
+		g.b.kern.fns = make([]cudadrv.Function, len(kernelEntries))
+		g.b.kern.fns[hsKernel] = 77
 		g.hs.stream, g.hs.ev = 41, [2]uint64{42, 43}
 		req := gatherReq(g, 4097, inPlace)
 		req.Record[1] = 12345

@@ -51,7 +51,7 @@ func (b *Backend) Describe() string {
 			across = "; calls compared across hosts after they are issued (call log)"
 		}
 		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s%s\n",
-			g.name, g.me, len(g.ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), pad, across)
+			g.GroupName, g.Me, len(g.Ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), pad, across)
 	}
 	return s.String()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
@@ -14,15 +13,6 @@ import (
 )
 
 var _ backend.Device = (*Backend)(nil)
-
-// gpuAlgos are the algorithms a call may force on this backend, per op
-// (whether a group can run one is decided per call: ErrRefused).
-var gpuAlgos = map[coll.Kind][]coll.Algo{
-	coll.AllGather:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
-	coll.ReduceScatter: {coll.AlgoKernel, coll.AlgoLL, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
-	coll.AllReduce:     {coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL, coll.AlgoHier},
-	coll.Broadcast:     {coll.AlgoNCCLWindow, coll.AlgoNCCL},
-}
 
 // Capabilities reports device memory, the GPU algorithms, and calls
 // compared by their digest (agree.CallsByDigest: the kernels' signals, the

@@ -12,7 +12,6 @@ import (
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/pool"
 )
 
 // In-band argument check of symmem's kernels. Every kernel launch carries a
@@ -71,7 +70,7 @@ type ringEntry struct {
 
 // add records a call. A two-shot's second launch adds its call again: one
 // entry more, cheaper than comparing.
-func (r *callRing) add(d uint32, rec *pool.Record, algo coll.Algo) {
+func (r *callRing) add(d uint32, rec *agree.Record, algo coll.Algo) {
 	e := &r.e[r.n%recentCalls]
 	e.digest, e.call.Record, e.call.Path = d, *rec, algo
 	r.n++
@@ -162,7 +161,7 @@ func (f *faults) explain(rep faultReport) error {
 	}
 	kind, what := f.difference(rep)
 	return fmt.Errorf("cuda: group %q: an earlier %s (launch %d of symmem's kernels on this group) %s; %s: %w",
-		f.g.name, kind, rep.epoch, outcome, what, errs.Mismatch)
+		f.g.GroupName, kind, rep.epoch, outcome, what, errs.Mismatch)
 }
 
 // difference names the reported call's kind and what differs, with the fix:
@@ -171,10 +170,10 @@ func (f *faults) explain(rep faultReport) error {
 func (f *faults) difference(rep faultReport) (kind, what string) {
 	g := f.g
 	rank := rep.peer
-	if rep.peer >= 0 && rep.peer < len(g.ranks) {
-		rank = g.ranks[rep.peer]
+	if rep.peer >= 0 && rep.peer < len(g.Ranks) {
+		rank = g.Ranks[rep.peer]
 	}
-	me := g.ranks[g.me]
+	me := g.Ranks[g.Me]
 	mine, ok := f.recent.find(rep.mine)
 	theirs, err := f.swap(rep, mine, ok)
 	if err == nil {
@@ -199,32 +198,32 @@ func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, 
 	g := f.g
 	var theirs agree.Call
 	switch {
-	case g.store == nil:
+	case g.Store == nil:
 		return theirs, errors.New("no store to swap records through")
-	case rep.peer < 0 || rep.peer >= len(g.ranks) || rep.peer == g.me:
+	case rep.peer < 0 || rep.peer >= len(g.Ranks) || rep.peer == g.Me:
 		return theirs, fmt.Errorf("the report names no peer (%d)", rep.peer)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(faultSwapWait, g.timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), min(faultSwapWait, g.Timeout))
 	defer cancel()
 	var val []byte
 	if have {
 		val = mine.Append(make([]byte, 0, agree.RecordBytes+len(mine.Path)))
 	}
-	if err := g.store.Set(ctx, f.key(rep.mine, g.me), val); err != nil {
+	if err := g.Store.Set(ctx, f.key(rep.mine, g.Me), val); err != nil {
 		return theirs, fmt.Errorf("publishing this rank's record: %w", err)
 	}
-	vals, err := g.store.Wait(ctx, f.key(rep.theirs, rep.peer))
+	vals, err := g.Store.Wait(ctx, f.key(rep.theirs, rep.peer))
 	if err != nil {
-		return theirs, fmt.Errorf("rank %d's record: %w", g.ranks[rep.peer], err)
+		return theirs, fmt.Errorf("rank %d's record: %w", g.Ranks[rep.peer], err)
 	}
 	if len(vals[0]) == 0 {
-		return theirs, fmt.Errorf("rank %d no longer holds that call's arguments", g.ranks[rep.peer])
+		return theirs, fmt.Errorf("rank %d no longer holds that call's arguments", g.Ranks[rep.peer])
 	}
 	if theirs, err = agree.DecodeCall(vals[0]); err != nil {
-		return theirs, fmt.Errorf("rank %d sent %w", g.ranks[rep.peer], err)
+		return theirs, fmt.Errorf("rank %d sent %w", g.Ranks[rep.peer], err)
 	}
 	if agree.Digest(theirs) != rep.theirs {
-		return theirs, fmt.Errorf("rank %d's record does not have the reported digest", g.ranks[rep.peer])
+		return theirs, fmt.Errorf("rank %d's record does not have the reported digest", g.Ranks[rep.peer])
 	}
 	if !have {
 		return theirs, errors.New("this rank no longer holds that call's arguments")
@@ -235,7 +234,7 @@ func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, 
 // key is where group rank r publishes its record of the call with
 // digest d.
 func (f *faults) key(d uint32, r int) string {
-	return f.g.prefix + "/mismatch/" + strconv.FormatUint(uint64(d), 16) + "/" + strconv.Itoa(r)
+	return f.g.Prefix + "/mismatch/" + strconv.FormatUint(uint64(d), 16) + "/" + strconv.Itoa(r)
 }
 
 // Fault reports a mismatch the group's kernels found since the last call

@@ -12,13 +12,13 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
-func callRec(k coll.Kind, dt coll.DType, count uint64) pool.Record {
-	return pool.Record{pool.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(coll.Sum)<<32, 0, count, 1<<48 | 0x1000, 1<<48 | 0x2000}
+func callRec(k coll.Kind, dt coll.DType, count uint64) agree.Record {
+	return agree.Record{agree.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(coll.Sum)<<32, 0, count, 1<<48 | 0x1000, 1<<48 | 0x2000}
 }
 
 // TestCallRing: the newest record of a digest is found, and a call older than recentCalls is gone.
@@ -75,10 +75,10 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		gs[r] = &Group{name: "t", ranks: make([]int, n), me: r, store: c, prefix: "test/cuda/t#0", timeout: timeout}
+		gs[r] = &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: r, Store: c, Prefix: "test/cuda/t#0", Timeout: timeout}}
 		gs[r].faults.g = gs[r]
 		for q := range n {
-			gs[r].ranks[q] = 10 + q // world ranks differ from group ranks
+			gs[r].Ranks[q] = 10 + q // world ranks differ from group ranks
 		}
 	}
 	return gs
@@ -112,7 +112,7 @@ func TestFaultNamesArgument(t *testing.T) {
 
 	t.Run("3 ranks", func(t *testing.T) {
 		gs := reportGroups(t, 3, time.Minute)
-		recs := []pool.Record{f32, bf16, bf16}
+		recs := []agree.Record{f32, bf16, bf16}
 		for r, g := range gs {
 			g.runMu.Lock()
 			for i := range 10 { // other calls around it
@@ -150,7 +150,7 @@ func TestFaultNamesArgument(t *testing.T) {
 	t.Run("kinds differ", func(t *testing.T) {
 		gs := reportGroups(t, 2, time.Minute)
 		ag := callRec(coll.AllGather, coll.Float32, 4096)
-		recs := []pool.Record{f32, ag}
+		recs := []agree.Record{f32, ag}
 		for r, g := range gs {
 			g.faults.digest(&backend.Request{Record: recs[r]})
 		}

@@ -8,13 +8,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/rendezvous"
 )
+
+// guardKernel is the gate's guard: a gated call's stream waits in it for
+// the approval.
+var guardKernel = declareKernel("handshake.ptx", "symmem_gate_guard")
 
 // The call gate, always on for a group whose ranks share this host
 // (members.CallGate over the HostAgreement's pages), and, comparing only,
@@ -85,7 +88,7 @@ const gateTick = 100 * time.Millisecond
 // cannot): ranks on one host (the agreement) and symmem's modules loaded
 // (the guard).
 func newCallGate(g *Group) (*callGate, error) {
-	if g.agreement == nil || g.b.kern.guard == 0 {
+	if g.agreement == nil || g.b.kern.fn(guardKernel) == 0 {
 		return nil, nil
 	}
 	c := g.agreement.Gate()
@@ -124,7 +127,7 @@ func (gt *callGate) rankOf(q int) int {
 	if gt.members != nil {
 		q = gt.members[q]
 	}
-	return gt.g.ranks[q]
+	return gt.g.Ranks[q]
 }
 
 // close ends the watcher and, with unregister, unregisters the page
@@ -152,15 +155,6 @@ func (gt *callGate) stopWord() uint64 {
 		return 0
 	}
 	return gt.failedDev
-}
-
-// gated reports whether calls on path a wait for the gate's approval.
-func gated(a coll.Algo) bool {
-	switch a {
-	case coll.AlgoCE, coll.AlgoLowContention, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier:
-		return true
-	}
-	return false
 }
 
 // publish numbers c (on path c.req.Algo) at the gate and sets its ticket:
@@ -253,7 +247,7 @@ func (gt *callGate) guard(p *cudadrv.Program, s uint64, t ticket) {
 		return
 	}
 	gt.args.PutU32(guardCall, uint32(t.wait))
-	p.Launch(s, gt.g.b.kern.guard, gt.args, 1, 1)
+	p.Launch(s, gt.g.b.kern.fn(guardKernel), gt.args, 1, 1)
 }
 
 // enqueued notes that the call with ticket t is on the GPU; a difference
@@ -355,7 +349,7 @@ func (gt *callGate) mismatch(m *members.GateMismatch, out outcome) error {
 			what = fmt.Sprintf("rank %d's entry %x, rank %d's %x", rq, m.Theirs.Record, r0, m.Rank0.Record)
 		}
 	}
-	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.name, m.Call, kind, what, out, errs.Mismatch)
+	return fmt.Errorf("cuda: group %q: collective %d on the group (%v): %s; %s: %w", g.GroupName, m.Call, kind, what, out, errs.Mismatch)
 }
 
 // exited is the error of a call abandoned because group rank q will never
@@ -368,11 +362,11 @@ func (gt *callGate) exited(k uint64, q int, out outcome) error {
 		rank = fmt.Sprintf("rank %d", gt.rankOf(q))
 		if gt.ag != nil {
 			if gone := gt.ag.Gone(q, false); gone != nil && !errors.Is(gone, errs.PeerExited) {
-				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.name, k, out, gone)
+				return fmt.Errorf("cuda: group %q: collective %d on the group was abandoned; %s: %w", g.GroupName, k, out, gone)
 			}
 		}
 	}
-	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.name, rank, k, out, errs.PeerExited)
+	return fmt.Errorf("cuda: group %q: %s exited before it made collective %d on the group; %s: %w", g.GroupName, rank, k, out, errs.PeerExited)
 }
 
 // stall is the error of a guard's watchdog: call k was not approved in
@@ -385,7 +379,7 @@ func (gt *callGate) stall(k uint64) error {
 		rank = fmt.Sprintf("rank %d did not make it", gt.rankOf(q))
 	}
 	return fmt.Errorf("cuda: group %q: collective %d on the group was not approved within the watchdog (%v): %s (every rank must make the same collectives); "+
-		"its guard stopped this process's CUDA context (lost): restart it: %w", g.name, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
+		"its guard stopped this process's CUDA context (lost): restart it: %w", g.GroupName, k, g.b.watchdog, rank, rendezvous.ErrTimeout)
 }
 
 // stoppedErr explains a launch failure after the gate stopped this rank
@@ -438,7 +432,7 @@ func (gt *callGate) trap() error {
 	args.PutU32(guardCall, uint32(gt.c.Approved()+1<<30))
 	p := cudadrv.NewProgram(2)
 	p.SetContext(g.b.ctx)
-	p.Launch(s.Handle(), g.b.kern.guard, args, 1, 1)
+	p.Launch(s.Handle(), g.b.kern.fn(guardKernel), args, 1, 1)
 	return g.x.program(p) // the stream and args stay: the context is lost anyway
 }
 

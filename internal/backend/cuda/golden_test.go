@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,6 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -181,7 +181,8 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	g.b.stream = cudadrv.WrapStream(g.b.ctx, ownStream)
 	g.b.lcCTAs = DefaultLowContentionCTAs
 	k := &g.b.kern
-	k.ag, k.ar, k.lc, k.hs, k.guard, k.ll = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
+	k.fns = make([]cudadrv.Function, len(kernelEntries))
+	k.fns[agKernel], k.fns[arKernel], k.fns[lcKernel], k.fns[hsKernel], k.fns[guardKernel], k.fns[llKernel] = fnAG, fnAR, fnLC, fnHS, fnGuard, fnLL
 	side := make([]uint64, max(3, n-1))
 	joins := make([]uint64, len(side))
 	for i := range side {
@@ -290,7 +291,7 @@ type goldenReq struct {
 // shift, an out-of-place input at 512 MiB + shift; sym says which of them
 // count as registered ("io", "o", "i", "-").
 func makeReq(g *Group, k coll.Kind, dt coll.DType, op coll.ReduceOp, count int64, inPlace bool, sym string, shift int64) goldenReq {
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	base := seg1(g).bases[me]
 	one := count * int64(dt.Size())
 	req := backend.Request{Kind: k, DType: dt, Op: op, Count: count}
@@ -312,7 +313,7 @@ func makeReq(g *Group, k coll.Kind, dt coll.DType, op coll.ReduceOp, count int64
 	if !strings.Contains(sym, "i") {
 		req.InSym = backend.Sym{}
 	}
-	req.Record = pool.Record{pool.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32, 0, uint64(count), 1<<48 | uint64(inOff), 1<<48 | uint64(outOff)}
+	req.Record = agree.Record{agree.RecCall<<56 | uint64(k)<<48 | uint64(dt)<<40 | uint64(op)<<32, 0, uint64(count), 1<<48 | uint64(inOff), 1<<48 | uint64(outOff)}
 	req = req.Shaped(n, me)
 	place := "out"
 	if req.InPlace {
@@ -366,8 +367,19 @@ func goldenReqs(g *Group, small bool) []goldenReq {
 	return out
 }
 
-var goldenAlgos = []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
-	coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier, "magic"}
+// goldenAlgos are the goldens' columns: the paths in the order they were
+// first recorded, then any other row of pathTable (a new path adds its
+// column), then an unknown name.
+var goldenAlgos = func() []coll.Algo {
+	as := []coll.Algo{coll.AlgoAuto, coll.AlgoDirect, coll.AlgoKernel, coll.AlgoTwoShot, coll.AlgoLowContention,
+		coll.AlgoLL, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoHier}
+	for _, r := range pathTable {
+		if !slices.Contains(as, r.algo) {
+			as = append(as, r.algo)
+		}
+	}
+	return append(as, "magic")
+}()
 
 // checkGolden compares got with testdata/name.gz (or writes it with
 // -update). The files are gzipped text (a few MB each, a few hundred KB

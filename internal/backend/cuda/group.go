@@ -2,21 +2,19 @@ package cuda
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -30,16 +28,8 @@ var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupporte
 
 // Group is the GPU backend side of one group.
 type Group struct {
-	b       *Backend
-	name    string
-	ranks   []int // global ranks by group rank
-	me      int
-	store   *rendezvous.Client
-	fdx     *rendezvous.FDExchange
-	timeout time.Duration
-	prefix  string
-
-	ag *members.Gather
+	members.Head
+	b *Backend
 
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
@@ -113,114 +103,71 @@ const (
 )
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
-	me, err := cfg.Index()
+	head, err := members.NewHead("cuda", b.env.JobID, cfg, gen)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
+		return nil, err
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = wait.DefaultTimeout
-	}
-	g := &Group{
-		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
-		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix: members.Prefix("cuda", b.env.JobID, cfg.Name, gen),
-		prog:   cudadrv.NewProgram(64), x: driver{}, gen: gen,
-	}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
-	g.ag = members.NewGather(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
+	g := &Group{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
-		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.name, cfg.Rank, err)
+		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.GroupName, cfg.Rank, err)
 	}
 	return g, nil
 }
 
-// setup finds out whether copy engines can serve the group, creates and
-// exchanges the signal pads, and creates the NCCL communicator.
+// setup exchanges the members' identities, decides from them what the
+// group's paths may do (topology), finds out whether copy engines can
+// serve the group, creates and exchanges the signal pads, and creates the
+// NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	host := g.b.env.HostID()
 	kern := g.loadKernel()
 	// The gate's guard needs only the modules, not the kernels' rank limit.
 	guard := kern || g.b.loadKernels() == nil
-	mine := fmt.Sprintf("%s|%s|%d|%t|%t", host, g.b.info.PCI, os.Getpid(), kern, guard)
-	all, err := g.AllGather(ctx, []byte(mine))
+	mine, err := json.Marshal(identity{Rank: g.Ranks[g.Me], Host: g.b.env.HostID(), PCI: g.b.info.PCI, Kern: kern, Guard: guard})
+	if err != nil {
+		return fmt.Errorf("identity: %w", err)
+	}
+	raw, err := g.AllGather(ctx, mine)
 	if err != nil {
 		return err
 	}
-	spans := false                                           // some member runs on another host
-	hostOf, hosts := make([]int, len(all)), map[string]int{} // each member's host, numbered by first appearance
-	for q, v := range all {
-		spans = spans || !strings.HasPrefix(string(v), host+"|")
-		id, _, _ := strings.Cut(string(v), "|")
-		if _, ok := hosts[id]; !ok {
-			hosts[id] = len(hosts)
-		}
-		hostOf[q] = hosts[id]
+	all, err := decodeIdentities(raw, g.Ranks)
+	if err != nil {
+		return err
 	}
-	g.paths.hier.init(hostOf, spans)
-	sameHost := g.fdx != nil && len(g.ranks) > 1 && !spans
+	t := newTopology(all, g.Me)
+	g.paths.hier.init(t)
+	// Every rank must agree on the paths `auto` may take, and on whether
+	// calls go through the gate.
+	if kern && !t.kern {
+		kern, g.kernWhy = false, t.kernWhy
+	}
+	guard = t.guard
+	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !t.spans
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
-		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.name), g.fdx, g.prefix, g.ranks, g.me, g.timeout); err != nil {
+		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
 			return err
 		}
-		g.ag.Watch(g.agreement.Gone)
-	case len(g.ranks) > 1: // ranks on other hosts: their presences in the store
-		if presences, err = g.b.watchHosts(ctx, g.store); err != nil {
+		g.Gather.Watch(g.agreement.Gone)
+	case len(g.Ranks) > 1: // ranks on other hosts: their presences in the store
+		if presences, err = g.b.watchHosts(ctx, g.Store); err != nil {
 			return err
 		}
-		ranks := g.ranks
-		g.ag.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
-		if spans {
+		ranks := g.Ranks
+		g.Gather.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
+		if t.spans {
 			g.b.nccl.spanHosts()
-			if err := g.joinHostPeers(ctx, all, host); err != nil {
+			if err := g.joinHostPeers(ctx, t.local); err != nil {
 				return err
 			}
 		}
 	}
-	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
-	if g.fdx == nil && len(g.ranks) > 1 {
-		g.ce, g.ceWhy = false, "no fd exchange to share segments"
-	}
-	for r, v := range all {
-		parts := strings.SplitN(string(v), "|", 5)
-		if len(parts) != 5 {
-			return fmt.Errorf("rank %d sent a malformed identity %q", g.ranks[r], v)
-		}
-		if kern && parts[3] != "true" {
-			// Every rank must agree on the paths `auto` may take.
-			kern, g.kernWhy = false, fmt.Sprintf("rank %d cannot load it", g.ranks[r])
-		}
-		guard = guard && parts[4] == "true" // and on whether calls go through the gate
-		if r == g.me || !g.ce {
-			continue
-		}
-		if parts[0] != host {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", g.ranks[r])
-			continue
-		}
-		if parts[1] == g.b.info.PCI {
-			if !g.b.share {
-				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
-					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
-					g.ranks[r], parts[1], rendezvous.VarShareDevice, ErrSharedDevice)
-			}
-			g.sharing += fmt.Sprintf(" %d", g.ranks[r])
-			continue // the same device: peer mappings and copy engines work
-		}
-		dev, err := deviceByPCI(parts[1])
-		if err != nil {
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", g.ranks[r], parts[1], err)
-			continue
-		}
-		link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
-		if err != nil {
-			return err
-		}
-		if !link.Access {
-			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, g.ranks[r], dev)
-		}
+	if err := g.reachPeers(all, t, g.probeP2P); err != nil {
+		return err
 	}
 	if g.ce {
 		if err := g.setupCE(ctx); err != nil {
@@ -230,10 +177,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			if g.faults.words, err = cudadrv.NewHostMapped(g.b.ctx, faultWords); err != nil {
 				return fmt.Errorf("kernel mismatch report: %w", err)
 			}
-			g.paths.kernel.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.twoShot.second = cudadrv.NewArgs(kernArgBytes)
-			g.paths.lc.args = cudadrv.NewArgs(kernArgBytes)
-			g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
+			g.paths.withKernels()
 			g.hs.args = cudadrv.NewArgs(kernArgBytes)
 			g.hs.fill()
 		}
@@ -259,17 +203,67 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	}
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
-		g.unwatch = presences.OnGone(g.ranks, func(err error) { g.abortGroup(err, comms) })
+		g.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.hostPeers != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
-		if spans {
+		if t.spans {
 			// Every rank posts and reads two neighbours' posts each tick:
 			// fewer ticks for larger groups keep the store's load flat.
-			tick := members.LogTick * time.Duration(max(1, len(g.ranks)/16))
-			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.name), g.store, g.prefix, g.ranks, g.me, tick,
+			tick := members.LogTick * time.Duration(max(1, len(g.Ranks)/16))
+			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
 				func(err error) { g.abortGroup(err, comms) })
 		}
+	}
+	return nil
+}
+
+// probeP2P is the driver's answer for the GPU at pci: its ordinal here
+// (hidden: why it is not visible), and whether this rank's device reaches
+// it.
+func (g *Group) probeP2P(pci string) (dev int, access bool, hidden, err error) {
+	if dev, hidden = deviceByPCI(pci); hidden != nil {
+		return 0, false, hidden, nil
+	}
+	link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
+	return dev, link.Access, nil, err
+}
+
+// reachPeers decides whether copy engines serve the group (g.ce, g.ceWhy)
+// and which members share this rank's GPU (g.sharing): t's peers in group
+// order, probe's answer for each on another GPU, up to the first it
+// cannot reach; then t.remote.
+func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (dev int, access bool, hidden, err error)) error {
+	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	if g.FDs == nil && len(g.Ranks) > 1 {
+		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+		return nil
+	}
+	for _, p := range t.peers {
+		id := all[p.member]
+		if p.sameGPU { // peer mappings and copy engines work
+			if !g.b.share {
+				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
+					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
+			}
+			g.sharing += fmt.Sprintf(" %d", id.Rank)
+			continue
+		}
+		dev, access, hidden, err := probe(id.PCI)
+		switch {
+		case hidden != nil:
+			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
+			return nil
+		case err != nil:
+			return err
+		case !access:
+			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
+			return nil
+		}
+	}
+	if t.remote >= 0 {
+		g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
 	}
 	return nil
 }
@@ -277,7 +271,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 // setupCE creates the side streams, events and signal pads.
 func (g *Group) setupCE(ctx context.Context) error {
 	c := g.b.ctx
-	nside := max(3, len(g.ranks)-1)
+	nside := max(3, len(g.Ranks)-1)
 	for i := 0; i < nside; i++ {
 		s, err := cudadrv.NewStream(c, 0)
 		if err != nil {
@@ -310,7 +304,7 @@ func (g *Group) setupCE(ctx context.Context) error {
 		g.hs.ev[i] = g.checkEv[i].Handle()
 	}
 	g.hs.stream = g.check.Handle()
-	if g.pad, err = createLocal(c, padBytes(len(g.ranks), g.b.gran), g.b.gran); err != nil {
+	if g.pad, err = createLocal(c, padBytes(len(g.Ranks), g.b.gran), g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
 	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
@@ -325,7 +319,7 @@ func (g *Group) setupCE(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("signal pads: %w", err)
 	}
-	bases[g.me] = g.pad.base
+	bases[g.Me] = g.pad.base
 	g.padPeers = bases
 	return nil
 }
@@ -348,29 +342,12 @@ func deviceByPCI(pci string) (int, error) {
 	return -1, fmt.Errorf("no visible device has PCI id %s", pci)
 }
 
-// Rank is this process's rank in the group.
-func (g *Group) Rank() int { return g.me }
-
-// Size is the number of ranks.
-func (g *Group) Size() int { return len(g.ranks) }
-
-// Name names the group.
-func (g *Group) Name() string { return g.name }
-
-// AllGather returns every member's bytes by group rank, through the store.
-// Where the ranks share this host, a peer that will not post its part (its
-// process exited, it closed or a call failed on it: the agreement's pages
-// say) fails it within members.watchTick instead of at the timeout.
-func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
-	return g.ag.AllGather(ctx, mine)
-}
-
 // Leave tells the peers that this rank is closing (World.Close or
 // Group.Close): their waits for it fail at once with errs.PeerClosed,
 // except the teardown's exchanges they make too.
 func (g *Group) Leave() {
 	g.paths.hier.leave()
-	g.ag.Leave()
+	g.Gather.Leave()
 	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 		if a != nil {
 			a.SetState(members.StateLeft)
@@ -387,9 +364,9 @@ func (g *Group) Leave() {
 func (g *Group) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), g.Timeout)
 		defer cancel()
-		g.ag.Unwatch()
+		g.Gather.Unwatch()
 		if g.unwatch != nil {
 			g.unwatch()
 		}
@@ -415,7 +392,7 @@ func (g *Group) Close() error {
 			g.b.inFlight = true // the backend keeps the rest (Backend.Close)
 			g.b.mu.Unlock()
 			g.b.forget(g)
-			err = fmt.Errorf("cuda: group %q: closing with %w (mappings, pads, streams and events leaked): %w", g.name, errWorkInFlight, errors.Join(qerr, herr, nerr))
+			err = fmt.Errorf("cuda: group %q: closing with %w (mappings, pads, streams and events leaked): %w", g.GroupName, errWorkInFlight, errors.Join(qerr, herr, nerr))
 			return
 		}
 		// Best effort: every step runs whatever an earlier one returned,
@@ -426,7 +403,7 @@ func (g *Group) Close() error {
 		}
 		errs = append(errs, g.nccl.close(ctx))
 		for r, p := range g.padPeers {
-			if r != g.me && p != 0 {
+			if r != g.Me && p != 0 {
 				errs = append(errs, cudadrv.Unmap(g.b.ctx, p, g.pad.size))
 			}
 		}
@@ -438,14 +415,12 @@ func (g *Group) Close() error {
 				errs = append(errs, s.Destroy())
 			}
 		}
-		for _, a := range []*cudadrv.Args{g.paths.kernel.args, g.paths.twoShot.second, g.paths.lc.args, g.paths.ll.args, g.hs.args} {
-			if a != nil {
-				a.Free()
+		for _, p := range g.paths.all {
+			if r, ok := p.(releaser); ok {
+				errs = append(errs, r.release())
 			}
 		}
-		if g.paths.lc.staging != nil {
-			errs = append(errs, g.paths.lc.staging.release(g.b.ctx))
-		}
+		freeArgs(g.hs.args)
 		if g.faults.words != nil {
 			errs = append(errs, g.faults.words.Free())
 		}
@@ -464,7 +439,7 @@ func (g *Group) Close() error {
 			}
 		}
 		if e := errors.Join(errs...); e != nil {
-			err = fmt.Errorf("cuda: group %q: close: %w", g.name, e)
+			err = fmt.Errorf("cuda: group %q: close: %w", g.GroupName, e)
 		}
 		g.b.forget(g)
 	})
@@ -475,7 +450,7 @@ func (g *Group) Close() error {
 // shares this host, the host page compares records (scope ends, empty
 // calls) in about a microsecond instead of a store round trip; nil
 // otherwise (the store).
-func (g *Group) Agreer() pool.Agreer {
+func (g *Group) Agreer() agree.Agreer {
 	if g.agreement == nil {
 		return nil
 	}

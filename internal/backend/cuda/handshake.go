@@ -29,6 +29,9 @@ import (
 // results/gpu-handshake-2026-11-24.md). Groups without the
 // kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
 
+// hsKernel runs beside the copy-engine paths and NCCL.
+var hsKernel = declareKernel("handshake.ptx", "symmem_handshake")
+
 // handshake is a group's handshake: its parameter block (nil: the group
 // has no kernels, so no handshake), and the raw handles of its stream and
 // of the events that fork and join it (the group owns them: setupCE).
@@ -43,12 +46,12 @@ type handshake struct {
 // group (pure: no driver call).
 func (h *handshake) fill() {
 	g, a := h.g, h.args
-	for r := range g.ranks {
+	for r := range g.Ranks {
 		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
 	}
-	a.PutU64(argRegion, g.padPeers[g.me]+kernRegion)
-	a.PutU32(argMe, uint32(g.me))
-	a.PutU32(argN, uint32(len(g.ranks)))
+	a.PutU64(argRegion, g.padPeers[g.Me]+kernRegion)
+	a.PutU32(argMe, uint32(g.Me))
+	a.PutU32(argN, uint32(len(g.Ranks)))
 }
 
 // on reports whether req runs with the handshake beside it.
@@ -63,7 +66,7 @@ func (h *handshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
 	h.g.faults.put(h.args, req)
 	p.Record(s, h.ev[0])
 	p.WaitEvent(h.stream, h.ev[0])
-	p.Launch(h.stream, h.g.b.kern.hs, h.args, 1, hsThreads)
+	p.Launch(h.stream, h.g.b.kern.fn(hsKernel), h.args, 1, hsThreads)
 	p.Record(h.stream, h.ev[1])
 }
 

@@ -30,6 +30,7 @@ import (
 // call forces it with algorithm hier.
 type hierPath struct {
 	g      *Group
+	row    *pathInfo
 	layout *hier.Layout // nil: the group cannot take the path (why)
 	why    string
 
@@ -45,9 +46,10 @@ type hierPath struct {
 // hierKids are the child groups.
 type hierKids struct{ host, cross *Group }
 
-// init decides whether the group can take the path: host[q] is group rank
-// q's host (numbered by first appearance, alike on every rank).
-func (h *hierPath) init(host []int, spans bool) {
+// init decides whether the group can take the path, from its topology
+// (hosts numbered by first appearance, alike on every rank).
+func (h *hierPath) init(t topology) {
+	host, spans := t.hostOf, t.spans
 	g := h.g
 	l, err := hier.NewLayout(host)
 	switch {
@@ -59,7 +61,7 @@ func (h *hierPath) init(host []int, spans bool) {
 		h.why = fmt.Sprintf("every host's ranks consecutive in the group (hosts by group rank: %v)", host)
 	case l.Local() < 2:
 		h.why = "two or more ranks on each host (with one, NCCL alone is the schedule)"
-	case g.fdx == nil:
+	case g.FDs == nil:
 		h.why = "the fd exchange (the host's ranks share memory through it)"
 	default:
 		h.layout = l
@@ -72,14 +74,11 @@ func (h *hierPath) whyNot(req backend.Request) error {
 	if h.layout == nil {
 		return fmt.Errorf("the hierarchical path needs %s: %w", h.why, ErrNotSupported)
 	}
-	switch req.Kind {
-	case coll.AllGather, coll.ReduceScatter:
-	case coll.AllReduce:
-		if L := int64(h.layout.Local()); req.Count%L != 0 {
-			return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
-		}
-	default:
-		return fmt.Errorf("the hierarchical path serves all-gather, reduce-scatter and all-reduce, not %v: %w", req.Kind, ErrNotSupported)
+	if !h.row.does(req.Kind) {
+		return h.row.kindWhy(req.Kind)
+	}
+	if L := int64(h.layout.Local()); req.Kind == coll.AllReduce && req.Count%L != 0 {
+		return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
 	}
 	if req.Kind != coll.AllGather && req.Op == coll.Avg && slices.Contains([]coll.DType{coll.Int32, coll.Int64, coll.Int8, coll.Uint8}, req.DType) {
 		// Each level averages: a host's sum divided by L, then the hosts'
@@ -125,7 +124,7 @@ func (h *hierPath) steps(ctx context.Context, kids *hierKids, req backend.Reques
 	g := h.g
 	unit := int64(req.DType.Size())
 	chunk := req.Count * unit
-	steps, err := h.layout.Build(req.Kind, g.me, chunk, unit, req.InPlace)
+	steps, err := h.layout.Build(req.Kind, g.Me, chunk, unit, req.InPlace)
 	if err != nil {
 		return err
 	}
@@ -181,7 +180,7 @@ func (h *hierPath) step(ctx context.Context, kids *hierKids, req backend.Request
 	}
 	cr := backend.Request{Kind: kind, DType: req.DType, Op: req.Op, Count: st.Bytes / int64(req.DType.Size()),
 		In: coll.Span{Ptr: in}, Out: coll.Span{Ptr: out}, InSym: inSym, OutSym: outSym, Algo: coll.AlgoAuto, Stream: req.Stream}
-	cr = cr.Shaped(len(child.ranks), child.me)
+	cr = cr.Shaped(len(child.Ranks), child.Me)
 	var flags uint64
 	if cr.InPlace {
 		flags = agree.InPlace
@@ -205,16 +204,16 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 	ranksOf := func(qs []int) []int {
 		rs := make([]int, len(qs))
 		for i, q := range qs {
-			rs[i] = g.ranks[q]
+			rs[i] = g.Ranks[q]
 		}
 		return rs
 	}
-	hostIdx, local := l.Host[g.me], l.LocalIndex(g.me)
+	hostIdx, local := l.Host[g.Me], l.LocalIndex(g.Me)
 	ctx, made := h.making(ctx)
 	defer made()
 	child := func(name string, qs []int) (*Group, error) {
-		c, err := newGroup(ctx, g.b, backend.GroupConfig{Name: name, Ranks: ranksOf(qs), Rank: g.ranks[g.me],
-			Store: g.store, FDs: g.fdx, Timeout: g.timeout}, g.gen)
+		c, err := newGroup(ctx, g.b, backend.GroupConfig{Name: name, Ranks: ranksOf(qs), Rank: g.Ranks[g.Me],
+			Store: g.Store, FDs: g.FDs, Timeout: g.Timeout}, g.gen)
 		if gone := g.goneErr(); err != nil && gone != nil { // stopped by the abort: its reason, not the cancellation
 			return nil, fmt.Errorf("%w (while making %s)", gone, name)
 		}
@@ -229,11 +228,11 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 		}
 		return c, nil
 	}
-	host, err := child(fmt.Sprintf("%s/hier-host%d", g.name, hostIdx), l.HostRanks(hostIdx))
+	host, err := child(fmt.Sprintf("%s/hier-host%d", g.GroupName, hostIdx), l.HostRanks(hostIdx))
 	if err != nil {
 		return nil, fmt.Errorf("hier: the host's child group: %w", err)
 	}
-	cross, err := child(fmt.Sprintf("%s/hier-local%d", g.name, local), l.Cross(local))
+	cross, err := child(fmt.Sprintf("%s/hier-local%d", g.GroupName, local), l.Cross(local))
 	if err != nil {
 		host.Close()
 		return nil, fmt.Errorf("hier: the local index's child group: %w", err)

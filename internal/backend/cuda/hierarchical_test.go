@@ -54,9 +54,9 @@ func TestHierRefuses(t *testing.T) {
 	} {
 		g := fakeGroup(len(tc.host), 1)
 		if tc.fdx {
-			g.fdx = &rendezvous.FDExchange{}
+			g.FDs = &rendezvous.FDExchange{}
 		}
-		g.paths.hier.init(tc.host, tc.spans)
+		g.paths.hier.init(topology{hostOf: tc.host, spans: tc.spans})
 		c := tc.req(g)
 		c.req.Algo = coll.AlgoHier
 		err := g.paths.hier.refuse(c)
@@ -180,8 +180,8 @@ func TestHierIssues(t *testing.T) {
 			"host all_gather out+1024 -> out+0 count=512 inplace=true rec=0x0,0x0"}},
 	} {
 		g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
-		g.fdx = &rendezvous.FDExchange{}
-		g.paths.hier.init([]int{0, 0, 1, 1}, true)
+		g.FDs = &rendezvous.FDExchange{}
+		g.paths.hier.init(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
 		host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 		cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
 		count := int64(512) // bf16 per rank: 1 KiB chunks (all-reduce: the tensor, 2 pieces of 512)

@@ -1,7 +1,7 @@
 package cuda
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,17 +16,31 @@ import (
 // JIT-compiles them once per process for the device at hand.
 //
 //go:generate go run ./internal/ptxgen
+//go:embed ptx/*.ptx
+var ptxFiles embed.FS
+
+// kernelID is a kernel the backend loads: its index in kernelEntries and
+// kernels.fns.
+type kernelID int
+
+// kernelEntry is a kernel: its PTX file under ptx/ and its entry point.
+type kernelEntry struct{ ptx, name string }
+
+// kernelEntries are the kernels the backend loads, each declared by the
+// file that launches it (declareKernel).
+var kernelEntries []kernelEntry
+
+// declareKernel adds entry point name of ptx/file to the kernels the
+// backend loads.
+func declareKernel(file, name string) kernelID {
+	kernelEntries = append(kernelEntries, kernelEntry{file, name})
+	return kernelID(len(kernelEntries) - 1)
+}
+
+// The kernel path's kernels (two-shot launches both).
 var (
-	//go:embed ptx/allgather.ptx
-	allGatherPTX []byte
-	//go:embed ptx/allreduce.ptx
-	allReducePTX []byte
-	//go:embed ptx/reducescatter.ptx
-	reduceScatterPTX []byte
-	//go:embed ptx/handshake.ptx
-	handshakePTX []byte
-	//go:embed ptx/lowlatency.ptx
-	lowLatencyPTX []byte
+	agKernel = declareKernel("allgather.ptx", "symmem_allgather_push")
+	arKernel = declareKernel("allreduce.ptx", "symmem_allreduce_pull")
 )
 
 // The signal region in each rank's pad that every signalling kernel (all-
@@ -82,45 +96,47 @@ func reduceUnit(or uint64, es int) (unit uint32, ok bool) {
 // kernels are the backend's loaded modules (once per backend, lazily: the
 // JIT costs tens of milliseconds).
 type kernels struct {
-	once       sync.Once
-	mods       []*cudadrv.Module
-	ag, ar, lc cudadrv.Function
-	ll         cudadrv.Function // the low-latency path (lowlatency.go)
-	hs         cudadrv.Function // the copy-engine paths' handshake
-	guard      cudadrv.Function // the call gate's guard (gate.go)
-	err        error
+	once sync.Once
+	mods []*cudadrv.Module
+	fns  []cudadrv.Function // by kernelID
+	err  error
+}
+
+// fn is kernel id's function (0: not loaded).
+func (k *kernels) fn(id kernelID) cudadrv.Function {
+	if int(id) < len(k.fns) {
+		return k.fns[id]
+	}
+	return 0
 }
 
 func (b *Backend) loadKernels() error {
 	k := &b.kern
 	k.once.Do(func() {
-		type entry struct {
-			name string
-			fn   *cudadrv.Function
-		}
-		for _, x := range []struct {
-			ptx     []byte
-			entries []entry
-		}{{allGatherPTX, []entry{{"symmem_allgather_push", &k.ag}}}, {allReducePTX, []entry{{"symmem_allreduce_pull", &k.ar}}},
-			{reduceScatterPTX, []entry{{"symmem_reducescatter_lc", &k.lc}}}, {lowLatencyPTX, []entry{{"symmem_lowlatency", &k.ll}}},
-			{handshakePTX, []entry{{"symmem_handshake", &k.hs}, {"symmem_gate_guard", &k.guard}}}} {
-			var m *cudadrv.Module
-			if m, k.err = cudadrv.LoadModule(b.ctx, x.ptx); k.err != nil {
-				break
-			}
-			k.mods = append(k.mods, m)
-			for _, e := range x.entries {
-				if *e.fn, k.err = m.Function(e.name); k.err != nil {
+		fns := make([]cudadrv.Function, len(kernelEntries))
+		mods := map[string]*cudadrv.Module{}
+		for id, e := range kernelEntries {
+			m := mods[e.ptx]
+			if m == nil {
+				var src []byte
+				if src, k.err = ptxFiles.ReadFile("ptx/" + e.ptx); k.err != nil {
 					break
 				}
+				if m, k.err = cudadrv.LoadModule(b.ctx, src); k.err != nil {
+					break
+				}
+				mods[e.ptx] = m
+				k.mods = append(k.mods, m)
 			}
-			if k.err != nil {
+			if fns[id], k.err = m.Function(e.name); k.err != nil {
 				break
 			}
 		}
 		if k.err != nil {
 			b.unloadKernels()
+			return
 		}
+		k.fns = fns
 	})
 	return k.err
 }
@@ -156,6 +172,7 @@ func allGatherCTAs(slice int64, limit int) int {
 type kernelPath struct {
 	whole
 	g    *Group
+	row  *pathInfo
 	args *cudadrv.Args
 }
 
@@ -169,7 +186,7 @@ func (k *kernelPath) check(req backend.Request) refusal {
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
 		return k.allReduceCheck(req)
-	case req.Kind != coll.AllGather && req.Kind != coll.AllReduce && req.Kind != coll.ReduceScatter:
+	case !k.row.does(req.Kind):
 		return refKind
 	case !k.loaded():
 		return refNoKernels
@@ -186,15 +203,17 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return k.row.kindWhy(req.Kind)
 	case refOutNotSym:
-		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	case refInNotSym:
-		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
+		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(k.g, req, r)
 	}
 }
+
+func (k *kernelPath) release() error { freeArgs(k.args); return nil }
 
 func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }
 
@@ -202,12 +221,12 @@ func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }
 // cuLaunchKernel. The caller holds runMu and has checked whyNot.
 func (k *kernelPath) issue(c call) error {
 	g, req, s := k.g, c.req, c.req.Stream
-	fn, ctas := g.b.kern.ag, 0
+	fn, ctas := g.b.kern.fn(agKernel), 0
 	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {
 		if err := k.fillReduction(req); err != nil {
 			return err
 		}
-		fn, ctas = g.b.kern.ar, allReduceCTAs(req.Count*int64(req.DType.Size()))
+		fn, ctas = g.b.kern.fn(arKernel), allReduceCTAs(req.Count*int64(req.DType.Size()))
 	} else {
 		if err := k.fillAllGatherArgs(k.args, req); err != nil {
 			return err
@@ -223,7 +242,7 @@ func (k *kernelPath) issue(c call) error {
 // no driver call).
 func (k *kernelPath) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) error {
 	slice := req.Count * int64(req.DType.Size())
-	return k.fillAllGatherAt(a, req, int64(k.g.me)*slice, slice)
+	return k.fillAllGatherAt(a, req, int64(k.g.Me)*slice, slice)
 }
 
 // fillAllGatherAt writes the parameter block of an all-gather that pushes
@@ -232,7 +251,7 @@ func (k *kernelPath) fillAllGatherArgs(a *cudadrv.Args, req backend.Request) err
 // two-shot's second half, whose last chunks may be shorter or empty.
 func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, slice int64) error {
 	g := k.g
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	out, in := req.Out.Ptr, req.In.Ptr
 	var mask uint32
 	or := in
@@ -247,7 +266,7 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 		} else {
 			var ok bool
 			if dst, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+off); !ok {
-				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.name, errNotSymmetric)
+				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			mask |= 1 << r
 			or |= dst
@@ -270,7 +289,7 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 // loadKernel loads the backend's module if the group may use it, and says
 // whether it can (kernWhy says why not).
 func (g *Group) loadKernel() bool {
-	if len(g.ranks) > kernMaxRanks {
+	if len(g.Ranks) > kernMaxRanks {
 		g.kernWhy = fmt.Sprintf("more than %d ranks", kernMaxRanks)
 		return false
 	}

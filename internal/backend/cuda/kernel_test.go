@@ -34,8 +34,8 @@ func TestKernelPTXMatchesGo(t *testing.T) {
 		name, src, entry string
 		want             []int
 		signals          bool // uses the signal region's ready and done words
-	}{{"allgather", string(allGatherPTX), "symmem_allgather_push", ag, true}, {"allreduce", string(allReducePTX), "symmem_allreduce_pull", ar, true},
-		{"reducescatter", string(reduceScatterPTX), "symmem_reducescatter_lc", lc, false}} {
+	}{{"allgather", ptxOf(t, agKernel), kernelEntries[agKernel].name, ag, true}, {"allreduce", ptxOf(t, arKernel), kernelEntries[arKernel].name, ar, true},
+		{"reducescatter", ptxOf(t, lcKernel), kernelEntries[lcKernel].name, lc, false}} {
 		t.Run(k.name, func(t *testing.T) {
 			if !strings.Contains(k.src, fmt.Sprintf(".b8 P[%d]", kernArgBytes)) {
 				t.Fatalf("the PTX does not declare a %d-byte parameter block", kernArgBytes)
@@ -209,14 +209,14 @@ func TestAllReduceArgs(t *testing.T) {
 // offset 512 MiB, output at 0 (in-place: both at 0).
 func arReq(g *Group, count int64, dt coll.DType, inPlace bool) backend.Request {
 	bytes := count * int64(dt.Size())
-	base := seg1(g).bases[g.me]
+	base := seg1(g).bases[g.Me]
 	req := backend.Request{Kind: coll.AllReduce, DType: dt, Op: coll.Sum, Count: count,
 		Out: coll.Span{Ptr: base, Len: bytes}, OutSym: backend.Sym{OK: true, Seg: 1, Off: 0},
 		In: coll.Span{Ptr: base + 512<<20, Len: bytes}, InSym: backend.Sym{OK: true, Seg: 1, Off: 512 << 20}}
 	if inPlace {
 		req.In, req.InSym = req.Out, req.OutSym
 	}
-	return req.Shaped(len(g.ranks), g.me)
+	return req.Shaped(len(g.Ranks), g.Me)
 }
 
 // TestReduceScatterArgs: a reduce-scatter runs the all-reduce kernel on
@@ -525,7 +525,7 @@ func TestAllReduceSplit(t *testing.T) {
 			for me := 0; me < n; me++ {
 				g := fakeGroup(n, me)
 				req := arReq(g, count, coll.BFloat16, false)
-				chunk, off, mine := chunkOf(req, len(g.ranks), g.me)
+				chunk, off, mine := chunkOf(req, len(g.Ranks), g.Me)
 				if mine < 0 || mine > chunk || off != min(int64(me)*chunk, 2*count) || off+mine > 2*count {
 					t.Fatalf("count %d, rank %d of %d: chunk %d off %d mine %d", count, me, n, chunk, off, mine)
 				}
@@ -585,6 +585,37 @@ func TestTwoShotOddCounts(t *testing.T) {
 	for _, h := range hashes {
 		if h != hashes[0] {
 			t.Fatalf("digests differ between ranks or launches: %v", hashes)
+		}
+	}
+}
+
+// ptxOf is the PTX of kernel id's file.
+func ptxOf(t *testing.T, id kernelID) string {
+	t.Helper()
+	b, err := ptxFiles.ReadFile("ptx/" + kernelEntries[id].ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestKernelsDeclared: every kernel's file is embedded and declares its
+// entry point, and every embedded file has a kernel the backend loads.
+func TestKernelsDeclared(t *testing.T) {
+	files := map[string]bool{}
+	for id, e := range kernelEntries {
+		if !strings.Contains(ptxOf(t, kernelID(id)), ".entry "+e.name+"(") {
+			t.Errorf("ptx/%s has no entry %s", e.ptx, e.name)
+		}
+		files[e.ptx] = true
+	}
+	all, err := ptxFiles.ReadDir("ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range all {
+		if !files[f.Name()] {
+			t.Errorf("ptx/%s: no kernel of it is declared (declareKernel)", f.Name())
 		}
 	}
 }

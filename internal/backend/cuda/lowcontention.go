@@ -74,12 +74,16 @@ func lcSubChunk(bytes int64, n int) int64 {
 	return max(kernAlign, min(max(up(bytes/lcSubChunks), lcMinChunk), lcMaxChunk(n), up(bytes)))
 }
 
+// lcKernel is its reduction.
+var lcKernel = declareKernel("reducescatter.ptx", "symmem_reducescatter_lc")
+
 // lcPath is the low-contention path (algorithm lc): its reduction
 // kernel's parameter block (nil without kernels) and the group's staging,
 // allocated at its first call.
 type lcPath struct {
 	whole
 	g       *Group
+	row     *pathInfo
 	args    *cudadrv.Args
 	staging *segment
 }
@@ -87,7 +91,7 @@ type lcPath struct {
 // check says whether the low-contention path can run req.
 func (l *lcPath) check(req backend.Request) refusal {
 	switch {
-	case req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+	case !l.row.does(req.Kind):
 		return refKind
 	case !l.g.paths.kernel.loaded():
 		return refNoKernels
@@ -109,14 +113,22 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return l.row.kindWhy(req.Kind)
 	case refInNotSym:
-		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	case refOutNotSym:
-		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
+		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(l.g, req, r)
 	}
+}
+
+func (l *lcPath) release() error {
+	freeArgs(l.args)
+	if l.staging != nil {
+		return l.staging.release(l.g.b.ctx)
+	}
+	return nil
 }
 
 func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
@@ -187,7 +199,7 @@ func (l *lcPath) issue(c call) error {
 // build adds c to p (pure: no driver call). The staging must exist.
 func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	g, req, s := l.g, c.req, c.req.Stream
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	if n-1 > len(g.h.side) {
 		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
 	}
@@ -227,7 +239,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	if n > 1 {
 		p.Record(s, g.h.forkX)
 	}
-	p.Launch(s, g.b.kern.lc, a, ctas, kernThreads)
+	p.Launch(s, g.b.kern.fn(lcKernel), a, ctas, kernThreads)
 	j := 0
 	for r := 0; r < n; r++ {
 		if r == me {
@@ -235,7 +247,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		}
 		src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off)
 		if !ok {
-			return fmt.Errorf("lc: input not registered with group %q: %w", g.name, errNotSymmetric)
+			return fmt.Errorf("lc: input not registered with group %q: %w", g.GroupName, errNotSymmetric)
 		}
 		st := g.h.side[j]
 		p.WaitEvent(st, g.h.forkX)
@@ -268,7 +280,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 			r := (me + k) % n
 			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+off)
 			if !ok {
-				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.name, errNotSymmetric)
+				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			xs[nx] = xfer{dst, out, chunk}
 			nx++

@@ -68,8 +68,8 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 	if mutate != nil {
 		ops = mutate(append([]cudadrv.Op(nil), ops...))
 	}
-	n, me := len(g.ranks), g.me
-	common, off, chunk := chunkOf(req, len(g.ranks), g.me)
+	n, me := len(g.Ranks), g.Me
+	common, off, chunk := chunkOf(req, len(g.Ranks), g.Me)
 	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
 	words := g.padPeers[me] + lcWords
@@ -262,7 +262,7 @@ func TestLowContentionPipeline(t *testing.T) {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
 			}
-			common, _, chunk := chunkOf(req, len(g.ranks), g.me)
+			common, _, chunk := chunkOf(req, len(g.Ranks), g.Me)
 			if chunk/lcSubChunk(common, tc.n) < 3 {
 				return // two slots hold every sub-chunk: nothing to overwrite
 			}
@@ -359,7 +359,7 @@ func TestLowContentionOddCounts(t *testing.T) {
 			if err := g.paths.lc.build(p, onStream(req, 7)); err != nil {
 				t.Fatal(err)
 			}
-			common, off, mine := chunkOf(req, len(g.ranks), g.me)
+			common, off, mine := chunkOf(req, len(g.Ranks), g.Me)
 			total += mine
 			a := g.paths.lc.args.Bytes()
 			if le64(a, arBytes) != uint64(mine) || le64(a, arOut) != req.Out.Ptr+uint64(off) || le64(a, lcOwn) != req.In.Ptr+uint64(off) {

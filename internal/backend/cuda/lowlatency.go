@@ -61,11 +61,21 @@ func llCTAs(bytes int64) int {
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
+var llKernel = declareKernel("lowlatency.ptx", "symmem_lowlatency")
+
+// ll's own refusals.
+const (
+	refLLAlign = refOwn + iota // a buffer or the per-rank bytes off 16 bytes
+	refLLSize                  // more bytes per rank than its area holds
+	refLLAlias                 // input and output overlap, not exactly in place
+)
+
 // llPath is the low-latency path: its parameter block (nil without
 // kernels).
 type llPath struct {
 	whole
 	g    *Group
+	row  *pathInfo
 	args *cudadrv.Args
 }
 
@@ -73,7 +83,7 @@ type llPath struct {
 func (l *llPath) check(req backend.Request) refusal {
 	row := llRowOf(req)
 	switch {
-	case req.Kind != coll.AllGather && req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce:
+	case !l.row.does(req.Kind):
 		return refKind
 	case l.args == nil:
 		return refNoKernels
@@ -83,7 +93,7 @@ func (l *llPath) check(req backend.Request) refusal {
 		return refLLAlign
 	case row > llCap:
 		return refLLSize
-	case !llAliasOK(req, l.g.me):
+	case !llAliasOK(req, l.g.Me):
 		return refLLAlias
 	}
 	return served
@@ -114,7 +124,7 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("ll serves all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return l.row.kindWhy(req.Kind)
 	case refOp:
 		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, ErrNotSupported)
 	case refLLAlign:
@@ -129,6 +139,8 @@ func (l *llPath) whyNot(req backend.Request) error {
 	}
 }
 
+func (l *llPath) release() error { freeArgs(l.args); return nil }
+
 func (l *llPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
 // issue issues c: one launch. The caller holds runMu and has checked
@@ -137,7 +149,7 @@ func (l *llPath) issue(c call) error {
 	req := c.req
 	l.fill(req)
 	p := l.g.newProgram()
-	p.Launch(req.Stream, l.g.b.kern.ll, l.args, llCTAs(llRowOf(req)), llThreads)
+	p.Launch(req.Stream, l.g.b.kern.fn(llKernel), l.args, llCTAs(llRowOf(req)), llThreads)
 	return l.g.issue(p, &c, "ll")
 }
 
@@ -145,7 +157,7 @@ func (l *llPath) issue(c call) error {
 func (l *llPath) fill(req backend.Request) {
 	g, a := l.g, l.args
 	in, out := req.In.Ptr, req.Out.Ptr
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	row := llRowOf(req)
 	flags, stride := reduceFlags(req, false), uint32(0) // reductions: avg or not
 	switch req.Kind {

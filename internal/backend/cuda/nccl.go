@@ -144,8 +144,8 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	// for absent ranks.
 	cfg := bnccl.Config{}
 	st.creating()
-	c, err := bnccl.New(ctx, bnccl.Options{Group: g.name, Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
-		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg})
+	c, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName, Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg})
 	if err != nil {
 		return ncclGroup{err: err, winWhy: "no communicator"}
 	}
@@ -156,8 +156,8 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	}
 	// Every rank reaches this point (the first communicator's init is
 	// collective), so the second one is created in step everywhere.
-	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.name + "#plain", Generation: uint64(gen), Rank: g.me, Size: len(g.ranks),
-		Context: g.b.ctx.Handle(), Store: g.store, Timeout: g.timeout, Lib: st.lib, Config: cfg}); err == nil {
+	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName + "#plain", Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg}); err == nil {
 		ng.plain = p
 	}
 	return ng
@@ -173,7 +173,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 // on every rank that has it (locally: no peer waits for it).
 func (g *Group) agreeNCCL(ctx context.Context) error {
 	n := &g.nccl
-	if len(g.ranks) == 1 {
+	if len(g.Ranks) == 1 {
 		return nil
 	}
 	why := ""
@@ -184,7 +184,7 @@ func (g *Group) agreeNCCL(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agreeing on the NCCL communicators: %w", err)
 	}
-	comm, plain, theirs := ncclAgreed(g.ranks, g.me, all)
+	comm, plain, theirs := ncclAgreed(g.Ranks, g.Me, all)
 	var errs []error
 	if !plain && n.plain != nil {
 		errs = append(errs, n.plain.Abort())

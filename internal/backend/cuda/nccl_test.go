@@ -60,7 +60,7 @@ func TestAgreeNCCLExchanges(t *testing.T) {
 	gs := make([]*Group, len(ranks))
 	for me := range ranks {
 		g := fakeGroup(len(ranks), me)
-		g.ag = members.NewGather("g", st, "test/agree", ranks, me, time.Minute)
+		g.Gather = members.NewGather("g", st, "test/agree", ranks, me, time.Minute)
 		g.nccl = ncclGroup{err: fmt.Errorf("rank %d: no NCCL here", me), winWhy: "no NCCL"}
 		gs[me] = g
 	}
@@ -86,7 +86,7 @@ func TestAgreeNCCLExchanges(t *testing.T) {
 	// A peer that never reports fails the setup (bounded), never a view of
 	// its own.
 	g := fakeGroup(len(ranks), 0)
-	g.ag = members.NewGather("g", st, "test/agree-alone", ranks, 0, 200*time.Millisecond)
+	g.Gather = members.NewGather("g", st, "test/agree-alone", ranks, 0, 200*time.Millisecond)
 	if err := g.agreeNCCL(context.Background()); err == nil || !strings.Contains(err.Error(), "agreeing on the NCCL communicators") {
 		t.Errorf("agreement without the peer: %v, want its failure", err)
 	}

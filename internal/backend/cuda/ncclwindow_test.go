@@ -95,8 +95,8 @@ func TestChooseWindowShapes(t *testing.T) {
 		r := rsReq(g, count)
 		r.DType = dt
 		r.In.Len, r.Out.Len = count*int64(dt.Size())*2, count*int64(dt.Size())
-		r.Out.Ptr, r.OutSym.Off = r.In.Ptr+uint64(int64(g.me)*r.Out.Len), r.InSym.Off+int64(g.me)*r.Out.Len
-		return r.Shaped(2, g.me)
+		r.Out.Ptr, r.OutSym.Off = r.In.Ptr+uint64(int64(g.Me)*r.Out.Len), r.InSym.Off+int64(g.Me)*r.Out.Len
+		return r.Shaped(2, g.Me)
 	}
 	tests := []struct {
 		name  string

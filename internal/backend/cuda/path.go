@@ -47,6 +47,19 @@ type whole struct{}
 func (whole) prepare(call) error                              { return nil }
 func (whole) finish(context.Context, call) (coll.Algo, error) { return "", nil }
 
+// releaser is a path that holds what the group's Close frees (parameter
+// blocks, staging).
+type releaser interface{ release() error }
+
+// freeArgs frees the parameter blocks allocated (kernArgs).
+func freeArgs(as ...*cudadrv.Args) {
+	for _, a := range as {
+		if a != nil {
+			a.Free()
+		}
+	}
+}
+
 // refusal says why a path cannot run a call, as a code: auto asks every
 // path it passes on every call, so the check formats nothing; a path's
 // whyNot turns the code into the error a forced call gets.
@@ -61,9 +74,10 @@ const (
 	refOp                // the kernels do not reduce this op and type
 	refHeld              // an in-place all-reduce larger than the kernel holds
 	refElemAlign         // a buffer is not element-aligned
-	refLLAlign           // ll: a buffer or the per-rank bytes off 16 bytes
-	refLLSize            // ll: more bytes per rank than its area holds
-	refLLAlias           // ll: input and output overlap, not exactly in place
+
+	// refOwn is the first of a path's own codes, declared in its file
+	// (they may repeat across paths: a path's whyNot reads its own check's).
+	refOwn
 )
 
 // kernelsWhyNot is the error of the refusals every kernel path shares.
@@ -86,46 +100,6 @@ func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
 func refused(c call, whyNot error) error {
 	if whyNot != nil {
 		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, backend.ErrRefused)
-	}
-	return nil
-}
-
-// paths are a group's paths, each holding what only it uses.
-type paths struct {
-	kernel  kernelPath
-	twoShot twoShotPath
-	lc      lcPath
-	ll      llPath
-	ce      cePath
-	nccl    ncclPath
-	window  ncclWindowPath
-	hier    hierPath
-}
-
-func newPaths(g *Group) paths {
-	return paths{kernel: kernelPath{g: g}, twoShot: twoShotPath{g: g}, lc: lcPath{g: g}, ll: llPath{g: g}, ce: cePath{g: g},
-		nccl: ncclPath{ncclRun{g}}, window: ncclWindowPath{ncclRun{g}}, hier: hierPath{g: g}}
-}
-
-// pathFor is the path that runs algorithm a (nil: auto, or no path).
-func (g *Group) pathFor(a coll.Algo) path {
-	switch a {
-	case coll.AlgoKernel:
-		return &g.paths.kernel
-	case coll.AlgoTwoShot:
-		return &g.paths.twoShot
-	case coll.AlgoLowContention:
-		return &g.paths.lc
-	case coll.AlgoLL:
-		return &g.paths.ll
-	case coll.AlgoCE:
-		return &g.paths.ce
-	case coll.AlgoNCCL:
-		return &g.paths.nccl
-	case coll.AlgoNCCLWindow:
-		return &g.paths.window
-	case coll.AlgoHier:
-		return &g.paths.hier
 	}
 	return nil
 }

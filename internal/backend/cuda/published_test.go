@@ -44,8 +44,8 @@ func gatedPair(t *testing.T, cfg goldenCfg, x executor) ([]*Group, []*members.Ho
 func wantBroken(t *testing.T, g *Group, peer *members.HostAgreement, req backend.Request) {
 	t.Helper()
 	if peer != nil {
-		if err := peer.Gone(g.me, false); !errors.Is(err, errs.Broken) {
-			t.Errorf("the peer's verdict on rank %d: %v, want errs.Broken", g.me, err)
+		if err := peer.Gone(g.Me, false); !errors.Is(err, errs.Broken) {
+			t.Errorf("the peer's verdict on rank %d: %v, want errs.Broken", g.Me, err)
 		}
 	}
 	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) {
@@ -154,7 +154,7 @@ type abortDuringNCCL struct {
 
 func (x abortDuringNCCL) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.Path, error) {
 	x.g.abortGroup(fmt.Errorf("rank 3 (host b) exited: %w", errs.PeerExited), nil)
-	return coll.Path{}, fmt.Errorf("nccl: group %q: %w", x.g.name, bnccl.ErrClosed)
+	return coll.Path{}, fmt.Errorf("nccl: group %q: %w", x.g.GroupName, bnccl.ErrClosed)
 }
 
 // TestAbortDuringNCCLNamesAbort: a call that fails because the group was
@@ -301,8 +301,8 @@ func (noScratch) scratch(*cudadrv.Context, uint64, int64) (uint64, error) {
 func TestHierFailureBreaks(t *testing.T) {
 	const me = 1
 	g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
-	g.fdx = &rendezvous.FDExchange{}
-	g.paths.hier.init([]int{0, 0, 1, 1}, true)
+	g.FDs = &rendezvous.FDExchange{}
+	g.paths.hier.init(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
 	host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 	cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
 	host.segs.Add(1, seg1(g))
@@ -319,7 +319,7 @@ func TestHierFailureBreaks(t *testing.T) {
 	wantBroken(t, g, nil, req)
 	for _, c := range []*Group{host, cross} {
 		if c.broken == nil {
-			t.Errorf("child %q is not broken", c.name)
+			t.Errorf("child %q is not broken", c.GroupName)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
@@ -25,43 +24,43 @@ type peerSeg struct {
 // collective; ranks that register different segments get an error wrapping
 // pool.ErrMismatch (never a hang).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
-	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
+	if err := g.segs.Fresh(g.GroupName, seg.ID); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	fd, size, err := g.b.prov.fd(seg.ID)
 	if err != nil {
-		return fmt.Errorf("cuda: group %q: register: %w", g.name, err)
+		return fmt.Errorf("cuda: group %q: register: %w", g.GroupName, err)
 	}
 	if size != seg.Size {
-		return fmt.Errorf("cuda: group %q: register segment %d: pool says %d bytes, provider %d", g.name, seg.ID, seg.Size, size)
+		return fmt.Errorf("cuda: group %q: register segment %d: pool says %d bytes, provider %d", g.GroupName, seg.ID, seg.Size, size)
 	}
 	mine := fmt.Sprintf("register seg=%d size=%d", seg.ID, seg.Size)
 	all, err := g.AllGather(ctx, []byte(mine))
 	if err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, err)
 	}
 	for r, v := range all {
 		if string(v) != mine {
 			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
-				pool.ErrMismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
+				pool.ErrMismatch, g.GroupName, g.Ranks[r], v, g.Ranks[g.Me], mine)
 		}
 	}
-	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks))}
-	if g.ce && len(g.ranks) > 1 {
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.Ranks))}
+	if g.ce && len(g.Ranks) > 1 {
 		if ps.bases, err = g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size); err != nil {
-			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, err)
+			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, err)
 		}
 	}
-	ps.bases[g.me] = seg.Base
+	ps.bases[g.Me] = seg.Base
 	if err := g.nccl.register(ctx, seg); err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, errors.Join(err, ps.unmap(g)))
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, ps.unmap(g)))
 	}
 	// The segment becomes the group's only once the hier path's children
 	// have it too: where one fails the group undoes its part (no call has
 	// used the segment yet), so that the pool, which counts it as not
 	// registered, can register it again.
 	if err := g.paths.hier.register(ctx, seg); err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.name, seg.ID, errors.Join(err, g.nccl.deregister(ctx, seg), ps.unmap(g)))
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, g.nccl.deregister(ctx, seg), ps.unmap(g)))
 	}
 	g.segs.Add(seg.ID, ps)
 	return nil
@@ -77,7 +76,7 @@ var errWorkInFlight = errors.New("collectives still in flight")
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	ps, ok := g.segs.Get(seg.ID)
 	if !ok {
-		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.GroupName, seg.ID)
 	}
 	// Work still running may read the peers' copies or the window:
 	// unmapping them under it faults the context (an illegal address). The
@@ -86,15 +85,15 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	// never ends. The hier children quiesce their own calls (the group's
 	// hier calls are theirs).
 	if err := g.quiesce(ctx); err != nil {
-		return fmt.Errorf("cuda: group %q: deregister segment %d: %w, so it stays registered (mappings and window kept): %w", g.name, seg.ID, errWorkInFlight, err)
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w, so it stays registered (mappings and window kept): %w", g.GroupName, seg.ID, errWorkInFlight, err)
 	}
 	herr := g.paths.hier.deregister(ctx, seg)
 	if errors.Is(herr, errWorkInFlight) {
-		return fmt.Errorf("cuda: group %q: deregister segment %d: a hier child group has %w, so it stays registered: %w", g.name, seg.ID, errWorkInFlight, herr)
+		return fmt.Errorf("cuda: group %q: deregister segment %d: a hier child group has %w, so it stays registered: %w", g.GroupName, seg.ID, errWorkInFlight, herr)
 	}
 	g.segs.Remove(seg.ID)
 	if err := errors.Join(herr, g.nccl.deregister(ctx, seg), ps.unmap(g)); err != nil {
-		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.name, seg.ID, err)
+		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.GroupName, seg.ID, err)
 	}
 	return nil
 }
@@ -112,7 +111,7 @@ func (g *Group) quiesce(ctx context.Context) error {
 		if err := g.last.Record(g.b.stream); err != nil {
 			return err
 		}
-		if err := g.last.Wait(ctx, g.timeout); err != nil {
+		if err := g.last.Wait(ctx, g.Timeout); err != nil {
 			return err
 		}
 		g.usedOwn = false
@@ -121,7 +120,7 @@ func (g *Group) quiesce(ctx context.Context) error {
 	// caller destroyed leaves nothing behind after the next quiesce.
 	for len(g.fences) > 0 {
 		f := g.fences[len(g.fences)-1]
-		if err := f.ev.Wait(ctx, g.timeout); err != nil {
+		if err := f.ev.Wait(ctx, g.Timeout); err != nil {
 			return err
 		}
 		f.ev.Destroy()
@@ -135,15 +134,15 @@ func (g *Group) quiesce(ctx context.Context) error {
 // exchange sends fd to every peer under tag and imports every peer's fd of
 // the same size, mapped for this device. Indexed by group rank (0 for me).
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
-	bases := make([]uint64, len(g.ranks))
-	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
+	bases := make([]uint64, len(g.Ranks))
+	err := g.Swap(ctx, tag, fd, func(r, fd int) error {
 		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
 		bases[r] = p
 		return err
 	})
 	if err != nil {
 		for r, p := range bases {
-			if p != 0 && r != g.me {
+			if p != 0 && r != g.Me {
 				cudadrv.Unmap(g.b.ctx, p, size)
 			}
 		}
@@ -156,7 +155,7 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 func (ps *peerSeg) unmap(g *Group) error {
 	var errs []error
 	for r, p := range ps.bases {
-		if r != g.me && p != 0 {
+		if r != g.Me && p != 0 {
 			errs = append(errs, cudadrv.Unmap(g.b.ctx, p, ps.size))
 		}
 	}

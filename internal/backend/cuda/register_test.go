@@ -24,10 +24,11 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			b := &Backend{ctx: &cudadrv.Context{}, gran: gran, prov: newProvider(&cudadrv.Context{}, gran)}
 			b.prov.segs[seg.ID] = &segment{base: seg.Base, size: seg.Size, fd: -1}
 			mk := func(name string, ranks []int, timeout time.Duration) *Group {
-				g := &Group{b: b, name: name, ranks: ranks, me: 0, store: st, timeout: timeout, prog: cudadrv.NewProgram(64), x: nopExec{}}
-				g.prefix = "test/" + t.Name() + "/" + name
-				g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
-				g.ag = members.NewGather(name, st, g.prefix, g.ranks, 0, timeout)
+				g := &Group{Head: members.Head{GroupName: name, Ranks: ranks, Me: 0, Store: st, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: nopExec{}}
+				g.Prefix = "test/" + t.Name() + "/" + name
+				g.faults, g.hs = faults{g: g}, handshake{g: g}
+				g.paths.init(g)
+				g.Gather = members.NewGather(name, st, g.Prefix, g.Ranks, 0, timeout)
 				return g
 			}
 			parent := mk("p", []int{0}, time.Minute)
@@ -43,9 +44,9 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			if failing == "cross" {
 				bad = kids.cross
 			}
-			bad.ranks = []int{0, 1}
-			bad.timeout = 200 * time.Millisecond
-			bad.ag = members.NewGather(bad.name, st, bad.prefix, bad.ranks, 0, bad.timeout)
+			bad.Ranks = []int{0, 1}
+			bad.Timeout = 200 * time.Millisecond
+			bad.Gather = members.NewGather(bad.GroupName, st, bad.Prefix, bad.Ranks, 0, bad.Timeout)
 			parent.paths.hier.kids.Store(kids)
 
 			if err := parent.Register(context.Background(), seg); err == nil {
@@ -59,19 +60,19 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			}
 			for _, c := range []*Group{kids.host, kids.cross} {
 				if n := c.Registered(); n != 0 {
-					t.Errorf("after the failed Register child %q has %d segment(s), want 0", c.name, n)
+					t.Errorf("after the failed Register child %q has %d segment(s), want 0", c.GroupName, n)
 				}
 			}
 
 			// The pool registers the segment again at the next scope end.
-			bad.ranks, bad.timeout = []int{0}, time.Minute
-			bad.ag = members.NewGather(bad.name, st, bad.prefix+"/retry", bad.ranks, 0, bad.timeout)
+			bad.Ranks, bad.Timeout = []int{0}, time.Minute
+			bad.Gather = members.NewGather(bad.GroupName, st, bad.Prefix+"/retry", bad.Ranks, 0, bad.Timeout)
 			if err := parent.Register(context.Background(), seg); err != nil {
 				t.Fatalf("registering again: %v", err)
 			}
 			for _, g := range []*Group{parent, kids.host, kids.cross} {
 				if n := g.Registered(); n != 1 {
-					t.Errorf("after registering again %q has %d segment(s), want 1", g.name, n)
+					t.Errorf("after registering again %q has %d segment(s), want 1", g.GroupName, n)
 				}
 			}
 			if err := parent.Deregister(context.Background(), seg); err != nil {
@@ -79,7 +80,7 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			}
 			for _, g := range []*Group{parent, kids.host, kids.cross} {
 				if n := g.Registered(); n != 0 {
-					t.Errorf("after Deregister %q has %d segment(s), want 0", g.name, n)
+					t.Errorf("after Deregister %q has %d segment(s), want 0", g.GroupName, n)
 				}
 			}
 		})

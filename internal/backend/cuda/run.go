@@ -28,7 +28,7 @@ var errNoA2A = fmt.Errorf("all-to-all has no GPU path yet (use the CPU backend):
 
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
 	if req.Kind == coll.AllToAll {
-		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.name, errNoA2A)
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errNoA2A)
 	}
 	if err := g.goneErr(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
@@ -37,7 +37,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// after: its peers may then be approved and wait for this rank on the
 	// GPU, so a published call is made whatever the context says.
 	if err := ctx.Err(); err != nil {
-		return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
 	if req.Stream == 0 {
 		req.Stream = g.b.stream.Handle()
@@ -47,7 +47,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
 	algo, why, err := g.choose(&c)
 	if err != nil {
-		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.name, req.Kind, err)
+		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	c.req.Algo = algo // in the digest (fault.go) and the gate's entry (gate.go)
@@ -65,7 +65,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		}
 	}
 	if err != nil {
-		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.name, req.Kind, path.Algo, err)
+		return path, fmt.Errorf("cuda: group %q: %v via %s: %w", g.GroupName, req.Kind, path.Algo, err)
 	}
 	// A mismatch an earlier kernel found (fault.go) is reported now, after
 	// this call was issued like on every other rank: refusing it here
@@ -145,31 +145,26 @@ func (g *Group) finishFailed(err error) error {
 	return g.breakAfter(err)
 }
 
-// requestedWhy is the reason of a forced path (constant: no formatting per
-// call).
-var requestedWhy = map[coll.Algo]string{
-	coll.AlgoKernel: "kernel requested", coll.AlgoTwoShot: "two-shot requested",
-	coll.AlgoLowContention: "lc requested", coll.AlgoCE: "ce requested",
-	coll.AlgoLL: "ll requested", coll.AlgoNCCL: "nccl requested", coll.AlgoNCCLWindow: "nccl-window requested",
-	coll.AlgoHier: "hier requested",
-}
-
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // the reason: a forced path unless it refuses the call (path.refuse), or
 // auto's choice (autotable.go).
 func (g *Group) choose(c *call) (coll.Algo, string, error) {
 	req := c.req
-	if p := g.pathFor(req.Algo); p != nil {
-		if err := p.refuse(*c); err != nil {
+	if i := pathIndex(req.Algo); i >= 0 {
+		if err := g.paths.all[i].refuse(*c); err != nil {
 			return req.Algo, "", err
 		}
-		return req.Algo, requestedWhy[req.Algo], nil
+		r := &pathTable[i]
+		if !r.does(req.Kind) { // where the path's own checks do not look at the op
+			return req.Algo, "", refused(*c, r.kindWhy(req.Kind))
+		}
+		return req.Algo, r.requested, nil
 	}
 	switch req.Algo {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 		return g.auto(c)
 	}
-	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want auto, kernel, two-shot, lc, ll, ce, nccl, nccl-window or hier): %w", req.Algo, ErrNotSupported)
+	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, ErrNotSupported)
 }
 
 // Explain reports the path Run would take for req, without running it (for

@@ -8,7 +8,7 @@ import "github.com/symmem/symmem/internal/native/cudadrv"
 
 // word is the address of pad word (slot, from) in rank r's pad.
 func (g *Group) word(r, slot, from int) uint64 {
-	return g.padPeers[r] + uint64(4*(slot*len(g.ranks)+from))
+	return g.padPeers[r] + uint64(4*(slot*len(g.Ranks)+from))
 }
 
 // xfer is one copy: n bytes from src to dst.
@@ -29,7 +29,7 @@ const signalOn = 1
 // signal adds one signal round on slot: tell every peer, wait for every
 // peer, reset the words waited on.
 func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
-	n, me := len(g.ranks), g.me
+	n, me := len(g.Ranks), g.Me
 	for r := 0; r < n; r++ {
 		if r != me {
 			p.Write32(s, g.word(r, slot, me), signalOn)

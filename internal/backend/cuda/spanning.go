@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
@@ -27,7 +27,7 @@ import (
 // waits across hosts: symmem's kernels and copy engines do not run on such
 // groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
-	e := fmt.Errorf("cuda: group %q: %w", g.name, err)
+	e := fmt.Errorf("cuda: group %q: %w", g.GroupName, err)
 	if !g.gone.CompareAndSwap(nil, &e) {
 		return
 	}
@@ -58,24 +58,18 @@ func (g *Group) goneErr() error {
 }
 
 // joinHostPeers sets up hostPeers (group setup, when the group spans
-// hosts): the members whose identity (all, by group rank) names this
-// rank's host, when there are two or more and the job passes file
-// descriptors. Collective over those members.
-func (g *Group) joinHostPeers(ctx context.Context, all [][]byte, host string) error {
-	var local, ranks []int
-	me := -1
-	for q, v := range all {
-		if strings.HasPrefix(string(v), host+"|") {
-			if q == g.me {
-				me = len(local)
-			}
-			local, ranks = append(local, q), append(ranks, g.ranks[q])
-		}
-	}
-	if len(local) < 2 || g.fdx == nil || me < 0 {
+// hosts): the members on this rank's host (local, group indices), when
+// there are two or more and the job passes file descriptors. Collective
+// over those members.
+func (g *Group) joinHostPeers(ctx context.Context, local []int) error {
+	if len(local) < 2 || g.FDs == nil {
 		return nil
 	}
-	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.name), g.fdx, g.prefix+"/host", ranks, me, g.timeout)
+	ranks := make([]int, len(local))
+	for i, q := range local {
+		ranks[i] = g.Ranks[q]
+	}
+	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.GroupName), g.FDs, g.Prefix+"/host", ranks, slices.Index(local, g.Me), g.Timeout)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/cuda/internal/hier"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
@@ -27,8 +28,9 @@ const neverDone = "cuEventQuery:0:600,cuEventSynchronize:0:-1"
 // event quiesce records.
 func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.Segment) {
 	t.Helper()
-	g := &Group{b: b, name: "t", ranks: []int{0, 1}, me: 0, timeout: timeout, prog: cudadrv.NewProgram(64), x: driver{}}
-	g.paths, g.faults, g.hs = newPaths(g), faults{g: g}, handshake{g: g}
+	g := &Group{Head: members.Head{GroupName: "t", Ranks: []int{0, 1}, Me: 0, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: driver{}}
+	g.faults, g.hs = faults{g: g}, handshake{g: g}
+	g.paths.init(g)
 	var err error
 	if g.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {
 		t.Fatal(err)
@@ -88,7 +90,7 @@ func TestDeregisterKeepsSegmentChildInFlight(t *testing.T) {
 	parent.paths.hier.layout, parent.paths.hier.segs = l, []pool.Segment{seg}
 	host, _ := fakeGroupOn(t, b, 200*time.Millisecond)
 	cross, _ := fakeGroupOn(t, b, time.Minute)
-	host.name, cross.name = "t/hier-host0", "t/hier-local0"
+	host.GroupName, cross.GroupName = "t/hier-host0", "t/hier-local0"
 	parent.paths.hier.kids.Store(&hierKids{host: host, cross: cross})
 	host.usedOwn = true // the host child's step of a hier call still runs
 	setFakeCUDA(t, neverDone)
@@ -251,7 +253,7 @@ func TestBackendCloseReportsGroups(t *testing.T) {
 			}
 			b := fakeBackend(t)
 			g := newFakeGroup(t, b, time.Minute)
-			g.timeout = 200 * time.Millisecond // how long Close waits for the work
+			g.Timeout = 200 * time.Millisecond // how long Close waits for the work
 			if _, err := b.prov.CreateSegment(1, b.gran); err != nil {
 				t.Fatal(err)
 			}

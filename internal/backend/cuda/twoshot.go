@@ -29,13 +29,14 @@ import (
 type twoShotPath struct {
 	whole
 	g      *Group
+	row    *pathInfo
 	second *cudadrv.Args
 }
 
 // check says whether the two-shot path can run req.
 func (t *twoShotPath) check(req backend.Request) refusal {
 	switch {
-	case req.Kind != coll.AllReduce:
+	case !t.row.does(req.Kind):
 		return refKind
 	case !t.g.paths.kernel.loaded():
 		return refNoKernels
@@ -55,13 +56,15 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
+		return t.row.kindWhy(req.Kind)
 	case refInNotSym:
-		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.name, errNotSymmetric)
+		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(t.g, req, r)
 	}
 }
+
+func (t *twoShotPath) release() error { freeArgs(t.second); return nil }
 
 func (t *twoShotPath) refuse(c call) error { return refused(c, t.whyNot(c.req)) }
 
@@ -73,8 +76,8 @@ func (t *twoShotPath) issue(c call) error {
 		return err
 	}
 	p := g.newProgram()
-	p.Launch(s, g.b.kern.ar, g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
-	p.Launch(s, g.b.kern.ag, t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
+	p.Launch(s, g.b.kern.fn(arKernel), g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
+	p.Launch(s, g.b.kern.fn(agKernel), t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
 	return g.issue(p, &c, "two-shot")
 }
 
@@ -82,7 +85,7 @@ func (t *twoShotPath) issue(c call) error {
 // returns the common chunk in bytes (the grids' size).
 func (t *twoShotPath) fill(req backend.Request) (int64, error) {
 	g, k := t.g, &t.g.paths.kernel
-	chunk, off, n := chunkOf(req, len(g.ranks), g.me)
+	chunk, off, n := chunkOf(req, len(g.Ranks), g.Me)
 	at := req.Out.Ptr + uint64(off)
 	if err := k.fillAllReduceArgs(k.args, req, at, off, n, true); err != nil {
 		return 0, err

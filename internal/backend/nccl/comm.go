@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/native/libnccl"
-	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -57,9 +56,6 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 		}
 	}
 	timeout := o.Timeout
-	if timeout == 0 {
-		timeout = wait.DefaultTimeout
-	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

@@ -125,7 +125,7 @@ type Options struct {
 	Rank, Size int           // this rank's index in the group, and the group size
 	Context    uint64        // CUcontext of this rank's device (cuda.Context.Handle()); 0 = current
 	Store      Store         // rendezvous store shared by the group's ranks
-	Timeout    time.Duration // bound on every wait (store, init, registration); 0 = wait.DefaultTimeout (60 s)
+	Timeout    time.Duration // bound on every wait (store, init, registration); > 0
 	Config     Config
 	Lib        *libnccl.Lib // nil: libnccl.Load()
 }
@@ -140,8 +140,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("nccl: Options.Rank = %d is outside the group of %d ranks", o.Rank, o.Size)
 	case o.Store == nil:
 		return errors.New("nccl: Options.Store is nil: pass the job's rendezvous client")
-	case o.Timeout < 0:
-		return fmt.Errorf("nccl: Options.Timeout = %v is negative", o.Timeout)
+	case o.Timeout <= 0:
+		return fmt.Errorf("nccl: Options.Timeout is %v: it bounds every wait and must be > 0: %w", o.Timeout, errs.Invalid)
 	}
 	return nil
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -59,7 +61,7 @@ func TestParseCTAPolicy(t *testing.T) {
 
 func TestOptionsCheck(t *testing.T) {
 	st := newMemStore()
-	good := Options{Group: "g", Rank: 1, Size: 2, Store: st}
+	good := Options{Group: "g", Rank: 1, Size: 2, Store: st, Timeout: time.Minute}
 	cases := []struct {
 		name string
 		mut  func(*Options)
@@ -71,7 +73,8 @@ func TestOptionsCheck(t *testing.T) {
 		{"rank out", func(o *Options) { o.Rank = 2 }, "Rank"},
 		{"rank neg", func(o *Options) { o.Rank = -1 }, "Rank"},
 		{"no store", func(o *Options) { o.Store = nil }, "Store"},
-		{"neg timeout", func(o *Options) { o.Timeout = -1 }, "Timeout"},
+		{"neg timeout", func(o *Options) { o.Timeout = -1 }, "Options.Timeout is -1ns"},
+		{"no timeout", func(o *Options) { o.Timeout = 0 }, "Options.Timeout is 0s"}, // the caller's, never defaulted here
 	}
 	for _, c := range cases {
 		o := good
@@ -80,6 +83,9 @@ func TestOptionsCheck(t *testing.T) {
 		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v", c.name, err)
 		}
+		if strings.Contains(c.want, "Timeout") && !errors.Is(err, errs.Invalid) {
+			t.Errorf("%s: %v, want errs.Invalid", c.name, err)
+		}
 	}
 }
 
@@ -87,7 +93,7 @@ func TestNewWithoutNCCL(t *testing.T) {
 	old := load
 	load = func() (*libnccl.Lib, error) { return libnccl.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
 	defer func() { load = old }()
-	_, err := New(t.Context(), Options{Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
+	_, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
 	if !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("New without NCCL: %v, want ErrNotSupported", err)
 	}

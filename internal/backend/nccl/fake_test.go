@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/symmem/symmem/coll"
@@ -50,7 +51,7 @@ func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 // fake copies, as NCCL does for one rank), closed cleanly, unusable after.
 func TestFakeOneRank(t *testing.T) {
 	lib := fakeLib(t)
-	c, err := New(t.Context(), Options{Group: "g", Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+	c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestFakeStop(t *testing.T) {
 		if lib.HasRevoke != tc.revoke {
 			t.Fatalf("%s: HasRevoke %v, want %v", tc.name, lib.HasRevoke, tc.revoke)
 		}
-		c, err := New(t.Context(), Options{Group: "stop-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "stop-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestFakeStop(t *testing.T) {
 		}
 		// Abandon: the same stop, and Close leaves a revoked communicator
 		// to NCCL (no destroy), an aborted one closed.
-		c, err = New(t.Context(), Options{Group: "abandon-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err = New(t.Context(), Options{Timeout: time.Minute, Group: "abandon-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/pool"
 )
 
 // In-band agreement. After its n target lines every pad holds recSlots
 // record slots (one line each): a rank writes what it is about to do (a
-// pool.Record: the arguments of a collective, or its allocation state at a
+// agree.Record: the arguments of a collective, or its allocation state at a
 // scope end) and the signal value it goes with into slot k%recSlots before
 // its first signal of call k, and peers read it once that signal has
 // arrived. Collectives whose plan starts with an all-to-all phase 0
@@ -27,16 +27,16 @@ const recSlots = 2
 
 // slot returns owner's record slot for call k as words: the tag, then the
 // record. The views are made once, after the peers' pads are mapped.
-func (p *pads) slot(owner int, k uint64) *[1 + len(pool.Record{})]uint64 {
+func (p *pads) slot(owner int, k uint64) *[1 + len(agree.Record{})]uint64 {
 	if p.recs == nil {
-		p.recs = make([][recSlots]*[1 + len(pool.Record{})]uint64, p.n)
+		p.recs = make([][recSlots]*[1 + len(agree.Record{})]uint64, p.n)
 		for q, m := range p.peers {
 			for i := range recSlots {
 				w, ok := hostmem.View[uint64](m[(p.n+i)*padLine:][:padLine])
 				if !ok {
 					panic("shm: signal pad record slot is not 8-byte aligned")
 				}
-				p.recs[q][i] = (*[1 + len(pool.Record{})]uint64)(w)
+				p.recs[q][i] = (*[1 + len(agree.Record{})]uint64)(w)
 			}
 		}
 	}
@@ -45,14 +45,14 @@ func (p *pads) slot(owner int, k uint64) *[1 + len(pool.Record{})]uint64 {
 
 // put writes this rank's record for call k, tagged with the signal value
 // tag. Plain stores: the signal's atomic store that follows publishes them.
-func (p *pads) put(k uint64, tag uint32, r pool.Record) {
+func (p *pads) put(k uint64, tag uint32, r agree.Record) {
 	w := p.slot(p.me, k)
 	w[0] = uint64(tag)
 	copy(w[1:], r[:])
 }
 
 // get reads owner's record for call k (after its signal was seen).
-func (p *pads) get(owner int, k uint64) (tag uint64, r pool.Record) {
+func (p *pads) get(owner int, k uint64) (tag uint64, r agree.Record) {
 	w := p.slot(owner, k)
 	copy(r[:], w[1:])
 	return w[0], r
@@ -60,40 +60,40 @@ func (p *pads) get(owner int, k uint64) (tag uint64, r pool.Record) {
 
 // compare reads every rank's record for call k and returns the first
 // difference from group rank 0's (every rank computes the same).
-func (p *pads) compare(k uint64) *pool.Disagreement {
+func (p *pads) compare(k uint64) *agree.Disagreement {
 	w0 := p.slot(0, k)
 	for q := 1; q < p.n; q++ {
 		if *p.slot(q, k) != *w0 {
 			t0, r0 := p.get(0, k)
 			t, r := p.get(q, k)
-			all := pool.AllKind(p.n, func(o int) (pool.Record, uint64) {
+			all := agree.AllKind(p.n, func(o int) (agree.Record, uint64) {
 				t, r := p.get(o, k)
 				return r, t
 			})
-			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: t, Rank0Seq: t0, AllKind: all}
+			return &agree.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: t, Rank0Seq: t0, AllKind: all}
 		}
 	}
 	return nil
 }
 
 // Agreer is the group's in-band agreement (pool.Group): the signal pads.
-func (g *Group) Agreer() pool.Agreer { return g }
+func (g *Group) Agreer() agree.Agreer { return g }
 
 // Agree compares rec across the group's ranks in one all-to-all phase of the
-// signal pads (pool.Agreer).
-func (g *Group) Agree(ctx context.Context, rec pool.Record) error {
+// signal pads (agree.Agreer).
+func (g *Group) Agree(ctx context.Context, rec agree.Record) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
 	if g.broken != nil {
 		return g.broken
 	}
-	deadline := time.Now().Add(g.timeout)
+	deadline := time.Now().Add(g.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if err := g.agreeLocked(ctx, rec, deadline); err != nil {
-		if pool.AsDisagreement(err) == nil {
-			return fmt.Errorf("shm: group %q: %w", g.name, g.rootCause(err))
+		if agree.AsDisagreement(err) == nil {
+			return fmt.Errorf("shm: group %q: %w", g.GroupName, g.rootCause(err))
 		}
 		return err
 	}
@@ -102,7 +102,7 @@ func (g *Group) Agree(ctx context.Context, rec pool.Record) error {
 
 // agreeLocked runs one agreement phase. A wait that fails breaks the group
 // (the peers' epochs no longer line up); a disagreement does not.
-func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.Time) error {
+func (g *Group) agreeLocked(ctx context.Context, rec agree.Record, deadline time.Time) error {
 	if g.pads.n == 1 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.
 	g.records++
 	g.pads.put(k, v, rec)
 	for q := range g.pads.n {
-		if q != g.me {
+		if q != g.Me {
 			if err := g.pads.signal(q, v); err != nil {
 				g.breakOn(err)
 				return err
@@ -119,10 +119,10 @@ func (g *Group) agreeLocked(ctx context.Context, rec pool.Record, deadline time.
 		}
 	}
 	for i := 1; i < g.pads.n; i++ {
-		q := (g.me + i) % g.pads.n
+		q := (g.Me + i) % g.pads.n
 		if err := g.pads.wait(ctx, q, v, deadline, g.alive); err != nil {
 			g.breakOn(err)
-			return fmt.Errorf("rank %d, agreement phase: %w", g.ranks[q], err)
+			return fmt.Errorf("rank %d, agreement phase: %w", g.Ranks[q], err)
 		}
 	}
 	g.epoch++

@@ -3,7 +3,7 @@ package shm
 import (
 	"testing"
 
-	"github.com/symmem/symmem/pool"
+	"github.com/symmem/symmem/internal/backend/agree"
 )
 
 // linkedPads returns n ranks' pads cross-mapped in this process.
@@ -29,7 +29,7 @@ func linkedPads(t testing.TB, n int) []*pads {
 
 func TestRecordsCompare(t *testing.T) {
 	ps := linkedPads(t, 3)
-	rec := pool.Record{pool.RecCall << 56, 0, 64, 1, 2}
+	rec := agree.Record{agree.RecCall << 56, 0, 64, 1, 2}
 	for k := range uint64(4) { // both slots, twice
 		for _, p := range ps {
 			p.put(k, 7, rec)
@@ -65,7 +65,7 @@ func BenchmarkRecordCheck(b *testing.B) {
 	for _, n := range []int{2, 8} {
 		b.Run(map[int]string{2: "ranks=2", 8: "ranks=8"}[n], func(b *testing.B) {
 			ps := linkedPads(b, n)
-			rec := pool.Record{pool.RecCall << 56, 0, 64, 1, 2}
+			rec := agree.Record{agree.RecCall << 56, 0, 64, 1, 2}
 			for k := range uint64(2) {
 				for _, p := range ps {
 					p.put(k, 1, rec)

@@ -40,8 +40,8 @@ func (p *pads) counts(owner int, k uint64) []uint64 {
 
 // runSplits runs an all-to-all with split counts (runMu held).
 func (g *Group) runSplits(x *exec, req backend.Request) error {
-	n, es := len(g.ranks), int64(req.DType.Size())
-	pre := plan.Plan{Kind: coll.AllToAll, N: n, Rank: g.me, DType: req.DType, Phases: 1, Steps: plan.Prelude(n, g.me)}
+	n, es := len(g.Ranks), int64(req.DType.Size())
+	pre := plan.Plan{Kind: coll.AllToAll, N: n, Rank: g.Me, DType: req.DType, Phases: 1, Steps: plan.Prelude(n, g.Me)}
 	if n == 1 {
 		pre.Steps = nil
 	}
@@ -54,7 +54,7 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 		k = g.records // no record: the slot still alternates
 		g.records++
 	}
-	slot := g.pads.counts(g.me, k)
+	slot := g.pads.counts(g.Me, k)
 	slot[0], slot[1] = uint64(req.In.Len/es), uint64(req.Out.Len/es)
 	switch req.A2A.Form {
 	case backend.SplitsHost:
@@ -79,8 +79,8 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 		out, _ := hostmem.View[int64](hostmem.Bytes(req.A2A.DevOut.Ptr, 16*n))
 		var off int64
 		for i := range n {
-			out[i], out[n+i] = counts[i][g.me], off
-			off += counts[i][g.me]
+			out[i], out[n+i] = counts[i][g.Me], off
+			off += counts[i][g.Me]
 		}
 	}
 	if req.A2A.Hi > 0 {
@@ -90,7 +90,7 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 			}
 		}
 	}
-	p, err := plan.AllToAllV(n, g.me, req.DType, counts, plan.Options{})
+	p, err := plan.AllToAllV(n, g.Me, req.DType, counts, plan.Options{})
 	if err != nil {
 		g.breakOn(err)
 		return err
@@ -115,7 +115,7 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 // and no rank reads past its In or writes past its Out (device splits).
 // Every rank reads the same slots, so every rank returns the same error.
 func (g *Group) readCounts(k uint64, form backend.SplitForm) ([][]int64, error) {
-	n := len(g.ranks)
+	n := len(g.Ranks)
 	slots := make([][]uint64, n)
 	counts := make([][]int64, n)
 	for i := range n {
@@ -128,7 +128,7 @@ func (g *Group) readCounts(k uint64, form backend.SplitForm) ([][]int64, error) 
 	for i, row := range counts {
 		for j, c := range row {
 			if c < 0 {
-				return nil, fmt.Errorf("rank %d's split count for rank %d is %d; counts are elements, >= 0: %w", g.ranks[i], g.ranks[j], c, errs.Invalid)
+				return nil, fmt.Errorf("rank %d's split count for rank %d is %d; counts are elements, >= 0: %w", g.Ranks[i], g.Ranks[j], c, errs.Invalid)
 			}
 		}
 	}
@@ -137,7 +137,7 @@ func (g *Group) readCounts(k uint64, form backend.SplitForm) ([][]int64, error) 
 			for j, c := range row {
 				if r := int64(slots[j][2+n+i]); r != c {
 					return nil, fmt.Errorf("rank %d sends %d elements to rank %d, but rank %d expects %d from rank %d (sendCounts[%d] on rank %d must equal recvCounts[%d] on rank %d): %w",
-						g.ranks[i], c, g.ranks[j], g.ranks[j], r, g.ranks[i], j, g.ranks[i], i, g.ranks[j], errs.Mismatch)
+						g.Ranks[i], c, g.Ranks[j], g.Ranks[j], r, g.Ranks[i], j, g.Ranks[i], i, g.Ranks[j], errs.Mismatch)
 				}
 			}
 		}
@@ -148,14 +148,14 @@ func (g *Group) readCounts(k uint64, form backend.SplitForm) ([][]int64, error) 
 		for j := range n {
 			send, recv = send+counts[i][j], recv+counts[j][i]
 			if send < 0 || recv < 0 {
-				return nil, fmt.Errorf("the split counts of rank %d overflow int64: %w", g.ranks[i], errs.Invalid)
+				return nil, fmt.Errorf("the split counts of rank %d overflow int64: %w", g.Ranks[i], errs.Invalid)
 			}
 		}
 		if c := int64(slots[i][0]); send > c {
-			return nil, fmt.Errorf("rank %d's split counts sum to %d elements, but its in holds %d: %w", g.ranks[i], send, c, errs.Invalid)
+			return nil, fmt.Errorf("rank %d's split counts sum to %d elements, but its in holds %d: %w", g.Ranks[i], send, c, errs.Invalid)
 		}
 		if c := int64(slots[i][1]); recv > c {
-			return nil, fmt.Errorf("rank %d would receive %d elements, but its out holds %d (the output's capacity bounds the counts; nothing was written): %w", g.ranks[i], recv, c, errs.Invalid)
+			return nil, fmt.Errorf("rank %d would receive %d elements, but its out holds %d (the output's capacity bounds the counts; nothing was written): %w", g.Ranks[i], recv, c, errs.Invalid)
 		}
 	}
 	return counts, nil

@@ -25,7 +25,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 	const n, count = 2, 1024
 	lg := newLocalGroup(t, n, 1<<20, split{workers: 1})
 	for _, g := range lg.gs {
-		g.timeout = 2 * time.Second
+		g.Timeout = 2 * time.Second
 	}
 	const sid = pool.SegmentID(7)
 	for _, g := range lg.gs {
@@ -35,7 +35,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 		out := coll.Span{Ptr: hostmem.Addr(lg.outMem[r]), Len: count * 4}
 		q := backend.Request{Kind: coll.Broadcast, DType: coll.Float32, Root: 0, Count: count,
 			Out: out, OutSym: backend.Sym{OK: true, Seg: sid}}.Shaped(n, r)
-		q.Record = agree.CallRecord(coll.Broadcast, coll.Float32, 0, 0, count, 0, 0, agree.Loc(sid, 0))
+		q.Record = agree.CallRecord(coll.Broadcast, coll.Float32, 0, 0, count, 0, 0, agree.Loc(uint64(sid), 0))
 		return q
 	}
 	run := func(r int, ctx context.Context) error {
@@ -71,7 +71,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 			rootDone <- err
 			return
 		}
-		x.ctx, x.deadline = context.Background(), time.Now().Add(g.timeout)
+		x.ctx, x.deadline = context.Background(), time.Now().Add(g.Timeout)
 		if err := g.check(rq, p, x); err != nil {
 			rootDone <- err
 			return
@@ -97,7 +97,7 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 	// mid-call): its next call must fail with ErrBroken.
 	err3 := run(1, context.Background())
 	t.Logf("rank 1 call 3 (same arguments): %v", err3)
-	var d *pool.Disagreement
+	var d *agree.Disagreement
 	if errors.As(err3, &d) {
 		t.Errorf("rank 1's call 3 with identical arguments reports an argument disagreement instead of ErrBroken: %v", err3)
 	} else if !errors.Is(err3, ErrBroken) {

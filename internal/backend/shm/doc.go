@@ -23,7 +23,7 @@
 //     the group broken (ErrBroken): the ranks' epochs no longer agree, and
 //     later store exchanges on the group fail at once too. After the target
 //     lines each pad holds two record slots: the in-band agreement
-//     (agree.go, pool.Agreer) through which every collective's argument
+//     (agree.go, agree.Agreer) through which every collective's argument
 //     record and every Scope.End's allocation state are compared across the
 //     ranks before any data moves; a difference is an error on every rank
 //     and leaves the group usable. The pad's last line holds the rank's

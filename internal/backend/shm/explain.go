@@ -36,10 +36,10 @@ func (b *Backend) Describe() string {
 // API explains the staging around it.
 func (g *Group) Explain(req backend.Request) coll.Path {
 	if !req.OutSym.OK {
-		return coll.Path{Algo: coll.AlgoDirect, Reason: directHow(req, len(g.ranks))}
+		return coll.Path{Algo: coll.AlgoDirect, Reason: directHow(req, len(g.Ranks))}
 	}
 	return coll.Path{Algo: coll.AlgoDirect, Reason: fmt.Sprintf(
-		"symmetric buffers (cpu backend, peers mapped): %s", directHow(req, len(g.ranks)))}
+		"symmetric buffers (cpu backend, peers mapped): %s", directHow(req, len(g.Ranks)))}
 }
 
 func directHow(req backend.Request, n int) string {

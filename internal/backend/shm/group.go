@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,9 +17,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/pool"
-	"github.com/symmem/symmem/rendezvous"
 )
 
 // ErrPeerExited is wrapped when a peer process of the group exited while this
@@ -45,17 +42,9 @@ var ErrBroken = errs.Broken
 
 // Group is the CPU backend side of one group of local ranks.
 type Group struct {
-	b       *Backend
-	name    string
-	ranks   []int // global ranks by group rank
-	me      int   // group rank
-	store   *rendezvous.Client
-	fdx     *rendezvous.FDExchange
-	timeout time.Duration
-	prefix  string // store key and fd tag namespace
-	crew    *crew  // goroutines for the data steps of a stage
-
-	ag *members.Gather
+	members.Head
+	b    *Backend
+	crew *crew // goroutines for the data steps of a stage
 
 	pidfds []int // peers' pidfds by group rank (-1 for me)
 	pids   []int
@@ -94,39 +83,28 @@ type peerSeg struct {
 var _ backend.Group = (*Group)(nil)
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
-	me, err := cfg.Index()
+	head, err := members.NewHead("shm", b.env.JobID, cfg, gen)
 	if err != nil {
-		return nil, fmt.Errorf("shm: %w", err)
+		return nil, err
 	}
-	switch {
-	case len(cfg.Ranks) > 1 && cfg.FDs == nil:
+	if len(cfg.Ranks) > 1 && cfg.FDs == nil {
 		return nil, fmt.Errorf("shm: group %q: GroupConfig.FDs is nil (the CPU backend passes memfds between ranks)", cfg.Name)
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = wait.DefaultTimeout
-	}
-	g := &Group{
-		b: b, name: cfg.Name, ranks: append([]int(nil), cfg.Ranks...), me: me,
-		store: cfg.Store, fdx: cfg.FDs, timeout: cfg.Timeout,
-		prefix: members.Prefix("shm", b.env.JobID, cfg.Name, gen),
-		plans:  map[plan.Spec]plan.Plan{},
-		crew:   newCrew(splitFor(b.env.LocalWorldSize)),
-	}
-	g.ag = members.NewGather(fmt.Sprintf("shm: group %q", g.name), g.store, g.prefix, g.ranks, g.me, g.timeout)
-	g.ag.Watch(g.watchable)
-	n := len(g.ranks)
+	g := &Group{Head: head, b: b, plans: map[plan.Spec]plan.Plan{}, crew: newCrew(splitFor(b.env.LocalWorldSize))}
+	g.Gather.Watch(g.watchable)
+	n := len(g.Ranks)
 	g.pidfds = make([]int, n)
 	g.pids = make([]int, n)
 	for i := range g.pidfds {
 		g.pidfds[i] = -1
 	}
-	if g.pads, err = newPads(n, me); err != nil {
-		return nil, fmt.Errorf("shm: group %q: %w", g.name, err)
+	if g.pads, err = newPads(n, g.Me); err != nil {
+		return nil, fmt.Errorf("shm: group %q: %w", g.GroupName, err)
 	}
 	g.pads.spin = waitSpin(b.env.LocalWorldSize)
 	if err := g.setup(ctx); err != nil {
 		g.Close()
-		return nil, fmt.Errorf("shm: group %q (rank %d): %w", g.name, cfg.Rank, err)
+		return nil, fmt.Errorf("shm: group %q (rank %d): %w", g.GroupName, cfg.Rank, err)
 	}
 	return g, nil
 }
@@ -144,29 +122,29 @@ func (g *Group) setup(ctx context.Context) error {
 	for r, v := range all {
 		if h, _, _ := strings.Cut(string(v), "|"); h != host {
 			return fmt.Errorf("rank %d runs on host %q, this rank on %q: the CPU backend is single-host (its ranks share memory pages): start every rank of the job on one host: %w",
-				g.ranks[r], h, host, errs.NotSupported)
+				g.Ranks[r], h, host, errs.NotSupported)
 		}
 	}
 	for r, v := range all {
-		if r == g.me {
+		if r == g.Me {
 			continue
 		}
 		_, pid, _ := strings.Cut(string(v), "|")
 		if g.pids[r], err = strconv.Atoi(pid); err != nil {
-			return fmt.Errorf("rank %d sent a bad pid %q", g.ranks[r], pid)
+			return fmt.Errorf("rank %d sent a bad pid %q", g.Ranks[r], pid)
 		}
 		if g.pidfds[r], err = unix.PidfdOpen(g.pids[r], 0); errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("rank %d (pid %d) exited during the group's setup: %w", g.ranks[r], g.pids[r], errs.PeerExited)
+			return fmt.Errorf("rank %d (pid %d) exited during the group's setup: %w", g.Ranks[r], g.pids[r], errs.PeerExited)
 		} else if err != nil {
-			return fmt.Errorf("rank %d (pid %d): pidfd_open: %w", g.ranks[r], g.pids[r], err)
+			return fmt.Errorf("rank %d (pid %d): pidfd_open: %w", g.Ranks[r], g.pids[r], err)
 		}
 	}
-	mems, err := g.exchange(ctx, "pad", g.pads.fd, padSize(len(g.ranks)))
+	mems, err := g.exchange(ctx, "pad", g.pads.fd, padSize(len(g.Ranks)))
 	if err != nil {
 		return fmt.Errorf("signal pads: %w", err)
 	}
 	for r, m := range mems {
-		if r != g.me {
+		if r != g.Me {
 			g.pads.peers[r] = m
 		}
 	}
@@ -174,33 +152,20 @@ func (g *Group) setup(ctx context.Context) error {
 	return nil
 }
 
-// Rank is this process's rank in the group.
-func (g *Group) Rank() int { return g.me }
-
-// Size is the number of ranks in the group.
-func (g *Group) Size() int { return len(g.ranks) }
-
-// Name is the group's name.
-func (g *Group) Name() string { return g.name }
-
-// Ranks returns the members' global ranks by group rank.
-func (g *Group) Ranks() []int { return append([]int(nil), g.ranks...) }
-
-// AllGather returns every member's bytes by group rank, through the store.
-// Members call it in the same order. Keys live under the group's namespace
-// and the last rank to finish deletes them all.
+// AllGather is Head's, failing at once on a group that failed. Keys live
+// under the group's namespace and the last rank to finish deletes them all.
 func (g *Group) AllGather(ctx context.Context, mine []byte) ([][]byte, error) {
 	if err := g.failFast(); err != nil {
 		return nil, err
 	}
-	return g.ag.AllGather(ctx, mine)
+	return g.Gather.AllGather(ctx, mine)
 }
 
 // exchange sends fd to every peer under tag and maps every peer's fd of the
 // same size. The result is indexed by group rank (nil for this rank).
 func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([][]byte, error) {
-	mems := make([][]byte, len(g.ranks))
-	err := members.Swap(ctx, g.fdx, g.prefix, tag, g.ranks, g.me, g.timeout, fd, func(r, fd int) error {
+	mems := make([][]byte, len(g.Ranks))
+	err := g.Swap(ctx, tag, fd, func(r, fd int) error {
 		m, err := mapPeer(fd, size)
 		mems[r] = m
 		return err
@@ -218,22 +183,22 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 
 // Register maps every peer's copy of seg (collective over the group).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
-	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
+	if err := g.segs.Fresh(g.GroupName, seg.ID); err != nil {
 		return fmt.Errorf("shm: %w", err)
 	}
 	fd, err := g.b.prov.fd(seg.ID)
 	if err != nil {
-		return fmt.Errorf("shm: group %q: register: %w", g.name, err)
+		return fmt.Errorf("shm: group %q: register: %w", g.GroupName, err)
 	}
 	mems, err := g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size)
 	if err != nil {
-		return fmt.Errorf("shm: group %q: register segment %d: %w", g.name, seg.ID, err)
+		return fmt.Errorf("shm: group %q: register segment %d: %w", g.GroupName, seg.ID, err)
 	}
-	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks)), maps: mems}
+	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.Ranks)), maps: mems}
 	for r, m := range mems {
 		ps.bases[r] = hostmem.Addr(m)
 	}
-	ps.bases[g.me] = seg.Base
+	ps.bases[g.Me] = seg.Base
 	g.segs.Add(seg.ID, ps)
 	return nil
 }
@@ -242,7 +207,7 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	ps, ok := g.segs.Remove(seg.ID)
 	if !ok {
-		return fmt.Errorf("shm: group %q: deregister of segment %d, which is not registered", g.name, seg.ID)
+		return fmt.Errorf("shm: group %q: deregister of segment %d, which is not registered", g.GroupName, seg.ID)
 	}
 	ps.unmap()
 	return nil
@@ -264,7 +229,7 @@ func (g *Group) Registered() int {
 // exited returns an error wrapping ErrPeerExited if group rank r has exited.
 func (g *Group) exited(r int) error {
 	if members.PidfdExited(g.pidfds[r]) {
-		return &PeerExitedError{Rank: g.ranks[r], Pid: g.pids[r]}
+		return &PeerExitedError{Rank: g.Ranks[r], Pid: g.pids[r]}
 	}
 	return nil
 }
@@ -273,7 +238,7 @@ func (g *Group) exited(r int) error {
 // It is local (not collective) and idempotent.
 func (g *Group) Close() error {
 	g.closeOnce.Do(func() {
-		g.ag.Unwatch()
+		g.Gather.Unwatch()
 		g.runMu.Lock()
 		g.pads.setState(members.StateLeft) // peers still waiting for this rank learn it at once
 		for _, ps := range g.segs.Drain() {
@@ -289,7 +254,7 @@ func (g *Group) Close() error {
 			}
 		}
 		if g.broken == nil {
-			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.name, ErrBroken)
+			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.GroupName, ErrBroken)
 		}
 		g.crew.stop()
 		g.runMu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/backend/shm/plan/plantest"
 	"github.com/symmem/symmem/internal/native/hostmem"
@@ -72,7 +73,7 @@ func newLocalGroup(tb testing.TB, n int, bytes int64, s split) *localGroup {
 		ranks[r] = r
 	}
 	for r := range lg.gs {
-		lg.gs[r] = &Group{name: "local", ranks: ranks, me: r, timeout: 10 * time.Second, crew: newCrew(s),
+		lg.gs[r] = &Group{Head: members.Head{GroupName: "local", Ranks: ranks, Me: r, Timeout: 10 * time.Second}, crew: newCrew(s),
 			pidfds: make([]int, n), pids: make([]int, n), pads: ps[r], plans: map[plan.Spec]plan.Plan{}}
 		for q := range n {
 			lg.gs[r].pidfds[q] = -1
@@ -121,7 +122,7 @@ func (lg *localGroup) loop(plans []plan.Plan, calls int) error {
 			p := plans[r]
 			for range calls {
 				x := &g.x
-				*x = exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
+				*x = exec{p: p, ctx: context.Background(), deadline: time.Now().Add(g.Timeout), in: lg.in, out: lg.out}
 				if p.ScratchBytes > 0 {
 					if int64(len(g.scratch)) < p.ScratchBytes {
 						g.scratch = make([]byte, p.ScratchBytes)
@@ -343,7 +344,7 @@ func TestExecuteNoAllocs(t *testing.T) {
 		call := func(r int) error {
 			g := lg.gs[r]
 			x := &g.x
-			*x = exec{p: plans[r], ctx: context.Background(), deadline: time.Now().Add(g.timeout), in: lg.in, out: lg.out}
+			*x = exec{p: plans[r], ctx: context.Background(), deadline: time.Now().Add(g.Timeout), in: lg.in, out: lg.out}
 			if err := g.execute(x); err != nil {
 				return err
 			}

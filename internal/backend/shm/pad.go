@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 )
 
 // Signal pads (the protocol of package plan). Every rank owns one pad (a
@@ -44,11 +44,11 @@ func waitSpin(localRanks int) time.Duration {
 // pads is one group's view of all pads.
 type pads struct {
 	n, me int
-	spin  time.Duration                               // how long wait polls before it sleeps
-	fd    int                                         // this rank's pad memfd
-	mem   []byte                                      // this rank's pad
-	peers [][]byte                                    // peers' pads by group rank (peers[me] aliases mem)
-	recs  [][recSlots]*[1 + len(pool.Record{})]uint64 // record slots (agree.go)
+	spin  time.Duration                                // how long wait polls before it sleeps
+	fd    int                                          // this rank's pad memfd
+	mem   []byte                                       // this rank's pad
+	peers [][]byte                                     // peers' pads by group rank (peers[me] aliases mem)
+	recs  [][recSlots]*[1 + len(agree.Record{})]uint64 // record slots (agree.go)
 }
 
 func padSize(n int) int64 {

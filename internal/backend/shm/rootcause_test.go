@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -26,7 +27,7 @@ func TestRootCauseNamesFirstDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	g := &Group{b: &Backend{env: rendezvous.Env{JobID: "job"}}, store: c}
+	g := &Group{Head: members.Head{Store: c}, b: &Backend{env: rendezvous.Env{JobID: "job"}}}
 	wrap := func(r int) error { return fmt.Errorf("phase 0: %w", &PeerExitedError{Rank: r, Pid: 100 + r}) }
 
 	first := g.rootCause(wrap(1)) // rank 0 sees rank 1 die first

@@ -9,9 +9,9 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
 	"github.com/symmem/symmem/internal/native/hostmem"
-	"github.com/symmem/symmem/pool"
 )
 
 // All-reduces whose tensor, times the peers (n-1), is at most this many
@@ -41,7 +41,7 @@ func oneShot(n int, bytes int64, inPlace bool) bool {
 // that are not registered with the group.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
 	if req.Algo != "" && req.Algo != coll.AlgoAuto && req.Algo != coll.AlgoDirect {
-		return coll.Path{}, fmt.Errorf("shm: group %q: algorithm %q is not available on the CPU backend (want %q)", g.name, req.Algo, coll.AlgoDirect)
+		return coll.Path{}, fmt.Errorf("shm: group %q: algorithm %q is not available on the CPU backend (want %q)", g.GroupName, req.Algo, coll.AlgoDirect)
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -56,15 +56,15 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	} else {
 		var err error
 		if p, err = g.planFor(req); err != nil {
-			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.name, req.Kind, err)
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
 		}
 		if x, err = g.prepare(req, p); err != nil {
-			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.name, req.Kind, err)
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v: %w", g.GroupName, req.Kind, err)
 		}
 	}
 	x.ctx = ctx
 	defer func() { x.ctx = nil }() // the group's exec outlives the call
-	x.deadline = time.Now().Add(g.timeout)
+	x.deadline = time.Now().Add(g.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(x.deadline) {
 		x.deadline = d
 	}
@@ -73,7 +73,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if splits {
 		err = g.runSplits(x, req)
 	} else if err = g.check(req, p, x); err != nil {
-		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.GroupName, req.Kind, g.calls, err)
 	} else {
 		err = g.execute(x)
 	}
@@ -81,13 +81,13 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		if x.mismatch {
 			// Every rank saw it after phase 0 and stopped there.
 			g.epoch++
-			return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, err)
+			return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.GroupName, req.Kind, g.calls, err)
 		}
 		if x.signalled {
 			// Peers may be mid-call: the epochs no longer line up.
 			g.breakOn(err)
 		}
-		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.name, req.Kind, g.calls, g.rootCause(err))
+		return coll.Path{}, fmt.Errorf("shm: group %q: %v #%d: %w", g.GroupName, req.Kind, g.calls, g.rootCause(err))
 	}
 	if splits {
 		return coll.Path{Algo: coll.AlgoDirect, Reason: reasonSplits}, nil
@@ -115,7 +115,7 @@ const (
 // plan's phase 0 when every peer waits for every other there before reading
 // peer data, else in an agreement phase of its own, run now.
 func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
-	if req.Record == (pool.Record{}) || g.pads.n == 1 {
+	if req.Record == (agree.Record{}) || g.pads.n == 1 {
 		return nil
 	}
 	if req.Kind == coll.Broadcast || len(p.Steps) == 0 {
@@ -125,7 +125,7 @@ func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
 			// the plan: a failure from here on breaks the group (a
 			// broadcast's root would wait, or succeed, alone).
 			x.signalled = true
-		} else if pool.AsDisagreement(err) == nil {
+		} else if agree.AsDisagreement(err) == nil {
 			err = g.rootCause(err)
 		}
 		return err
@@ -139,7 +139,7 @@ func (g *Group) check(req backend.Request, p plan.Plan, x *exec) error {
 // planFor returns this rank's plan for req, from the group's cache.
 func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 	es := int64(req.DType.Size())
-	spec := plan.Spec{Kind: req.Kind, N: len(g.ranks), Rank: g.me, Count: req.Count, DType: req.DType, Root: req.Root}
+	spec := plan.Spec{Kind: req.Kind, N: len(g.Ranks), Rank: g.Me, Count: req.Count, DType: req.DType, Root: req.Root}
 	switch req.Kind {
 	case coll.AllGather:
 		spec.InPlace = req.InPlace
@@ -147,7 +147,7 @@ func (g *Group) planFor(req backend.Request) (plan.Plan, error) {
 		spec.Op, spec.InPlace = req.Op, req.InPlace
 	case coll.AllReduce:
 		spec.Op, spec.InPlace = req.Op, req.InPlace
-		spec.OneShot = oneShot(len(g.ranks), req.Count*es, req.InPlace)
+		spec.OneShot = oneShot(len(g.Ranks), req.Count*es, req.InPlace)
 	}
 	if g.last.ok && g.last.spec == spec {
 		return g.last.p, nil
@@ -301,10 +301,10 @@ func (g *Group) waitError(x *exec, i int, err error) error {
 	var late []int
 	for _, t := range x.p.Steps[i+1:] {
 		if t.Op == plan.Wait && t.Phase == s.Phase && !g.pads.arrived(t.Peer, g.epoch+uint32(t.Phase)+1) {
-			late = append(late, g.ranks[t.Peer])
+			late = append(late, g.Ranks[t.Peer])
 		}
 	}
-	err = fmt.Errorf("rank %d, phase %d of %d: %w", g.ranks[s.Peer], s.Phase, x.p.Phases, err)
+	err = fmt.Errorf("rank %d, phase %d of %d: %w", g.Ranks[s.Peer], s.Phase, x.p.Phases, err)
 	if len(late) > 0 && !errors.Is(err, ErrPeerExited) {
 		err = fmt.Errorf("%w (ranks %v have not signalled either)", err, late)
 	}
@@ -323,7 +323,7 @@ func (g *Group) rootCause(err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	key := fmt.Sprintf("symmem/%s/first-dead", g.b.env.JobID)
-	first, swapped, serr := g.store.CompareSet(ctx, key, nil, []byte(strconv.Itoa(pe.Rank)))
+	first, swapped, serr := g.Store.CompareSet(ctx, key, nil, []byte(strconv.Itoa(pe.Rank)))
 	if serr != nil || swapped || string(first) == strconv.Itoa(pe.Rank) {
 		return err
 	}

@@ -24,7 +24,7 @@ func (g *Group) failFast() error {
 // (errs.Broken). The caller holds runMu or runs inside an AllGather (Close
 // waits for both before it unmaps the pads).
 func (g *Group) gone(r int, leaving bool) error {
-	return members.Gone(g.ranks, g.me, r, leaving, g.exited, func(q int) uint64 { return uint64(atomic.LoadUint32(g.pads.state(q))) })
+	return members.Gone(g.Ranks, g.Me, r, leaving, g.exited, func(q int) uint64 { return uint64(atomic.LoadUint32(g.pads.state(q))) })
 }
 
 // watchable is gone for the group's store exchanges, once setup mapped
@@ -44,14 +44,14 @@ func (g *Group) alive(r int) error { return g.gone(r, false) }
 // except the teardown's exchanges they make too. Not under runMu: a collective of another
 // goroutine may hold it, waiting for a peer this wakes.
 func (g *Group) Leave() {
-	g.ag.Leave()
+	g.Gather.Leave()
 	g.pads.setState(members.StateLeft)
 }
 
 // breakOn marks the group broken by err (the caller holds runMu) and tells
 // the peers, whose waits for this rank then fail at once.
 func (g *Group) breakOn(err error) {
-	g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.name, ErrBroken, err)
+	g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.GroupName, ErrBroken, err)
 	e := g.broken
 	g.failed.Store(&e)
 	g.pads.setState(members.StateFailed)

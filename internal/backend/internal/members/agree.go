@@ -10,15 +10,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// HostAgreement compares a pool.Record across the ranks of a group on one
-// host through shared memory (pool.Agreer for backends without signal pads
+// HostAgreement compares a agree.Record across the ranks of a group on one
+// host through shared memory (agree.Agreer for backends without signal pads
 // of their own on the host, like the GPU backend): every rank owns one page
 // (a memfd all members map) with two record slots, a cache line each; Agree
 // writes this rank's record and sequence number into slot seq%2 and reads
@@ -47,7 +47,7 @@ type HostAgreement struct {
 // second line transfer per peer.
 const (
 	slotWords = 8
-	recWords  = len(pool.Record{})
+	recWords  = len(agree.Record{})
 	pageBytes = gateRingOff + 8*entryWords*gateRing // the slots, the gate's words and ring (gate.go)
 )
 
@@ -152,12 +152,12 @@ func (a *HostAgreement) slot(owner int, seq uint64) []uint64 {
 }
 
 // Agree compares mine with every rank's record for this agreement; a
-// difference is a *pool.Disagreement (the lowest rank that differs from
+// difference is a *agree.Disagreement (the lowest rank that differs from
 // group rank 0), the same on every rank. A peer that does not arrive within
 // the timeout (or before ctx ends) is an error naming it, and so, at once,
 // is one whose process exited (errs.PeerExited). When the peers are there
 // it reads no clock and allocates nothing.
-func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
+func (a *HostAgreement) Agree(ctx context.Context, mine agree.Record) error {
 	n := len(a.ranks)
 	if n == 1 {
 		return nil
@@ -189,7 +189,7 @@ func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
 				return err
 			}
 		}
-		same = same && pool.Record(s[1:]) == mine
+		same = same && agree.Record(s[1:]) == mine
 	}
 	var err error
 	if !same {
@@ -201,11 +201,11 @@ func (a *HostAgreement) Agree(ctx context.Context, mine pool.Record) error {
 
 // disagreement is agreement k's difference, as every rank sees it.
 func (a *HostAgreement) disagreement(k uint64) error {
-	r0 := pool.Record(a.slot(0, k)[1:])
+	r0 := agree.Record(a.slot(0, k)[1:])
 	for q := 1; q < len(a.ranks); q++ {
-		if r := pool.Record(a.slot(q, k)[1:]); r != r0 {
-			all := pool.AllKind(len(a.ranks), func(o int) (pool.Record, uint64) { return pool.Record(a.slot(o, k)[1:]), k })
-			return &pool.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k, AllKind: all}
+		if r := agree.Record(a.slot(q, k)[1:]); r != r0 {
+			all := agree.AllKind(len(a.ranks), func(o int) (agree.Record, uint64) { return agree.Record(a.slot(o, k)[1:]), k })
+			return &agree.Disagreement{Rank: q, Theirs: r, Rank0: r0, Seq: k, Rank0Seq: k, AllKind: all}
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -67,7 +68,7 @@ func each(as []*HostAgreement, f func(r int, a *HostAgreement) error) []error {
 // comes is a timeout naming it.
 func TestHostAgreement(t *testing.T) {
 	as := agreements(t, 3, 300*time.Millisecond)
-	same := pool.Record{1, 2, 3, 4, 5}
+	same := agree.Record{1, 2, 3, 4, 5}
 	for i := range 50 {
 		rec := same
 		rec[2] = uint64(i)
@@ -84,7 +85,7 @@ func TestHostAgreement(t *testing.T) {
 		}
 		return a.Agree(context.Background(), rec)
 	}) {
-		var d *pool.Disagreement
+		var d *agree.Disagreement
 		if !errors.As(err, &d) || d.Rank != 2 || d.Theirs[4] != 99 || d.Rank0 != same || !errors.Is(err, pool.ErrMismatch) {
 			t.Fatalf("rank %d: %v, want rank 2's record against rank 0's", r, err)
 		}
@@ -111,7 +112,7 @@ func TestHostAgreement(t *testing.T) {
 // process, as the ranks of one host would be processes).
 func BenchmarkHostAgreement(b *testing.B) {
 	as := agreements(b, 2, 5*time.Second)
-	rec := pool.Record{1, 2, 3, 4, 5}
+	rec := agree.Record{1, 2, 3, 4, 5}
 	done := make(chan error)
 	go func() {
 		var err error
@@ -145,11 +146,11 @@ func TestAgreeLeftPeer(t *testing.T) {
 		as[1].SetState(StateLeft)
 	}()
 	start := time.Now()
-	err := as[0].Agree(context.Background(), pool.Record{1})
+	err := as[0].Agree(context.Background(), agree.Record{1})
 	if took := time.Since(start); !errors.Is(err, errs.PeerClosed) || !strings.Contains(err.Error(), "rank 1") || took > time.Second {
 		t.Fatalf("Agree with a peer that left: %v after %v, want errs.PeerClosed naming rank 1 within a second", err, took)
 	}
-	if err := as[0].Agree(context.Background(), pool.Record{2}); !errors.Is(err, errs.Broken) {
+	if err := as[0].Agree(context.Background(), agree.Record{2}); !errors.Is(err, errs.Broken) {
 		t.Fatalf("Agree after a failed one: %v, want errs.Broken", err)
 	}
 	if err := as[1].Gone(0, false); !errors.Is(err, errs.Broken) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -50,7 +49,7 @@ type CallLog struct {
 }
 
 type loggedCall struct {
-	rec  pool.Record
+	rec  agree.Record
 	path uint8
 }
 
@@ -82,7 +81,7 @@ func NewCallLog(what string, store *rendezvous.Client, prefix string, ranks []in
 
 // Add logs the next call of the group on this rank: its record and path
 // code (agree.PathCode).
-func (l *CallLog) Add(rec pool.Record, path uint8) {
+func (l *CallLog) Add(rec agree.Record, path uint8) {
 	l.mu.Lock()
 	l.n++
 	// Each word mixed in whole (as agree.Digest does), the path last.

@@ -8,10 +8,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/internal/wait"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -94,7 +94,7 @@ func (c *CallGate) SharedPage() []byte { return c.a.pages[0] }
 
 // GateEntry is one rank's entry for a call.
 type GateEntry struct {
-	Record pool.Record
+	Record agree.Record
 	Path   uint8 // the gate code of the path that runs the call (agree.PathCode)
 	Gated  bool  // the rank's GPU waits for the call's approval
 }
@@ -108,7 +108,7 @@ func (e GateEntry) word() uint64 {
 }
 
 func entryOf(w []uint64) GateEntry {
-	return GateEntry{Record: pool.Record(w[1:7]), Path: uint8(w[7]), Gated: w[7]&gatedBit != 0}
+	return GateEntry{Record: agree.Record(w[1:7]), Path: uint8(w[7]), Gated: w[7]&gatedBit != 0}
 }
 
 // GateMismatch is the first call on which the ranks differ: group rank

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -22,7 +22,7 @@ func gates(as []*HostAgreement) []*CallGate {
 }
 
 func entry(i int, gated bool) GateEntry {
-	return GateEntry{Record: pool.Record{pool.RecCall << 56, 0, uint64(i)}, Path: 4, Gated: gated}
+	return GateEntry{Record: agree.Record{agree.RecCall << 56, 0, uint64(i)}, Path: 4, Gated: gated}
 }
 
 // TestCallGate: ranks that publish the same calls see them approved in

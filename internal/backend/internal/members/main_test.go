@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
@@ -95,7 +96,7 @@ func runRole(role string) error {
 	defer done()
 	switch role {
 	case "agree-exit": // agree once, then exit while the others wait for the second
-		return a.Agree(ctx, pool.Record{1, 2, 3})
+		return a.Agree(ctx, agree.Record{1, 2, 3})
 	case "gate-differ": // 50 calls like rank 0's, then (once rank 0 published it) call 51 with another count
 		g := a.Gate()
 		for i := 1; i <= 50; i++ {
@@ -148,10 +149,10 @@ func startChild(t testing.TB, role, tok, job string, rank, n int, extra ...strin
 // it registers nothing (a fake provider's segments).
 type agreeGroup struct{ *HostAgreement }
 
-func (g agreeGroup) Rank() int           { return g.me }
-func (g agreeGroup) Size() int           { return len(g.ranks) }
-func (g agreeGroup) Name() string        { return "world" }
-func (g agreeGroup) Agreer() pool.Agreer { return g.HostAgreement }
+func (g agreeGroup) Rank() int            { return g.me }
+func (g agreeGroup) Size() int            { return len(g.ranks) }
+func (g agreeGroup) Name() string         { return "world" }
+func (g agreeGroup) Agreer() agree.Agreer { return g.HostAgreement }
 func (g agreeGroup) AllGather(context.Context, []byte) ([][]byte, error) {
 	return nil, errors.New("agreeGroup: no store")
 }
@@ -169,7 +170,7 @@ func (fakeProvider) ReleaseSegment(pool.SegmentID) error { return nil }
 // loop returns one call of what a benchmark times: an agreement, or
 // OpenScope + Scope.End of a pool group over a that creates no segment.
 func loop(what string, a *HostAgreement) (func() error, error) {
-	ctx, rec := context.Background(), pool.Record{1, 2, 3}
+	ctx, rec := context.Background(), agree.Record{1, 2, 3}
 	if what == "agree-loop" {
 		return func() error { return a.Agree(ctx, rec) }, nil
 	}
@@ -208,7 +209,7 @@ func timeLoop(one func() error, n int) (float64, error) {
 
 // BenchmarkHostAgreementProcs: 2 ranks in 2 processes (as on a GPU host),
 // back to back: agreements, and pool scope ends that create no segment
-// compared through the agreement (pool.Agreer, what Scope.End costs on the
+// compared through the agreement (agree.Agreer, what Scope.End costs on the
 // GPU backend less the user API's wrapper). ns/call is the slower rank's.
 func BenchmarkHostAgreementProcs(b *testing.B) {
 	for _, what := range []string{"agree-loop", "scope-loop"} {
@@ -270,7 +271,7 @@ func TestHostAgreementPeerExits(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, res[r])
 		}
 	}
-	rec := pool.Record{1, 2, 3}
+	rec := agree.Record{1, 2, 3}
 	for _, pass := range []string{"first", "second"} {
 		start := time.Now()
 		for _, r := range []int{0, 2} {

@@ -1,4 +1,6 @@
-// Package members is the group plumbing every backend shares: the store
+// Package members is the group plumbing every backend shares: the head
+// each backend's group embeds (Head: who the members are, the group's
+// store, fd exchange, timeout and namespace), the store
 // namespace of a group (with a generation that never repeats within a
 // process), the store all-gather through which members agree, the fd swap
 // between local members, the table of registered

@@ -2,6 +2,8 @@ package main
 
 import "fmt"
 
+func init() { register("ptx/allgather.ptx", allGather) }
+
 // agUnroll is how many vectors one trip of the all-gather's main loop has in
 // flight (quads 0..3; the loop's 3S and 4S below assume 4).
 const agUnroll = 4

@@ -2,6 +2,8 @@ package main
 
 import "fmt"
 
+func init() { register("ptx/allreduce.ptx", allReduce) }
+
 // allReduce is ptx/allreduce.ptx. Rank k's 16-byte vector lives in
 // quad(k); %qk says rank k exists (k < n); the tail and element mode sum one
 // element at a time (sumElement).

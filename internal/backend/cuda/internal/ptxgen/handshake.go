@@ -2,6 +2,8 @@ package main
 
 import "fmt"
 
+func init() { register("ptx/handshake.ptx", handshake) }
+
 // handshakeThreads is the handshake's CTA: one thread per peer (warp-sized,
 // at least maxRanks).
 const handshakeThreads = 32

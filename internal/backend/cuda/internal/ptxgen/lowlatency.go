@@ -5,6 +5,8 @@ import (
 	"strings"
 )
 
+func init() { register("ptx/lowlatency.ptx", lowLatency) }
+
 // lowLatency is ptx/lowlatency.ptx: one kernel for all three ops (flags
 // choose gather or sum; the stride chooses what each rank is sent). Rank
 // k's vector lives in quad(k), as in the all-reduce, so the sum is the same

@@ -1,13 +1,8 @@
 // Command ptxgen writes symmem's kernels and the Go constants that describe
 // their parameter blocks, from one description (run by `go generate` in
-// internal/backend/cuda):
-//
-//	ptx/allgather.ptx   the all-gather push kernel
-//	ptx/allreduce.ptx   the one-shot all-reduce pull kernel
-//	ptx/reducescatter.ptx the low-contention reduce-scatter's reduction
-//	ptx/handshake.ptx   the argument check beside the copy-engine paths and NCCL
-//	ptx/lowlatency.ptx  the low-latency kernel for small messages (all three ops)
-//	kernel_layout.go    parameter and region offsets the launch code writes
+// internal/backend/cuda): ptx/NAME.ptx from NAME.go here, which registers
+// it, and kernel_layout.go, the parameter and region offsets the launch
+// code writes.
 //
 // The kernels are built from the same fragments (layout.go: the parameter
 // block and signal region; fragments.go: parameter load, thread 0's setup,
@@ -35,20 +30,29 @@ func main() {
 	}
 }
 
+// generators write the generated files, by path relative to
+// internal/backend/cuda: each kernel's file registers its own (a new kernel
+// adds a file here, no line elsewhere).
+var generators = map[string]func() ([]byte, error){}
+
+// register adds the generator of file name.
+func register(name string, gen func() string) {
+	generators[name] = func() ([]byte, error) { return []byte(gen()), nil }
+}
+
+func init() { generators["kernel_layout.go"] = goLayout }
+
 // outputs are the generated files, by path relative to internal/backend/cuda.
 func outputs() (map[string][]byte, error) {
-	goSrc, err := goLayout()
-	if err != nil {
-		return nil, err
+	files := map[string][]byte{}
+	for name, gen := range generators {
+		b, err := gen()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		files[name] = b
 	}
-	return map[string][]byte{
-		"ptx/allgather.ptx":     []byte(allGather()),
-		"ptx/allreduce.ptx":     []byte(allReduce()),
-		"ptx/reducescatter.ptx": []byte(reduceScatterLC()),
-		"ptx/handshake.ptx":     []byte(handshake()),
-		"ptx/lowlatency.ptx":    []byte(lowLatency()),
-		"kernel_layout.go":      goSrc,
-	}, nil
+	return files, nil
 }
 
 func write(dir string) error {

@@ -2,6 +2,8 @@ package main
 
 import "fmt"
 
+func init() { register("ptx/reducescatter.ptx", reduceScatterLC) }
+
 // reduceScatterLC is ptx/reducescatter.ptx: the reduction half of the
 // low-contention reduce-scatter (internal/backend/cuda/lowcontention.go
 // drives it).

@@ -1,0 +1,271 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/native/cudadrv"
+)
+
+// pathInfo is one row of pathTable: what the backend knows of a GPU path
+// besides its own file.
+type pathInfo struct {
+	algo coll.Algo
+	// ops are the collectives a call may force onto the path
+	// (Capabilities); choose refuses the others.
+	ops []coll.Kind
+	// serve and opsHint word the refusal of another op (kindWhy): "<serve>
+	// <ops>, not <op><opsHint>".
+	serve, opsHint string
+	// gated: its calls wait for the call gate's approval (gate.go).
+	gated bool
+	// new makes the group's instance of the path in p (pathFor's answer).
+	new func(g *Group, p *paths, row *pathInfo) path
+	// kernArgs allocates its parameter blocks in a group that has
+	// symmem's kernels (setup); nil: it has none.
+	kernArgs func(p *paths)
+	// serves is auto's condition pathServes on a step that hands the call to
+	// this path: the path would run it (nil: no step does).
+	serves func(g *Group, req backend.Request) bool
+	// fallback is auto's order where the auto table names this path (nil:
+	// auto does not start from it; autotable.go).
+	fallback []coll.Algo
+	// turn is its steps in auto's orders (autotable.go).
+	turn []autoStep
+
+	requested string     // the reason of a forced call, formatted once
+	kinds     uint64     // ops as a set, bit k for coll.Kind k
+	order     []autoStep // the steps of fallback's turns, joined (auto)
+}
+
+// pathTable lists the GPU paths, in the order Capabilities reports them.
+// A path serves its ops as far as its own check allows; everything else a
+// path needs from the backend derives from its row.
+var pathTable = [...]pathInfo{
+	{
+		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the kernels serve",
+		new:      func(g *Group, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
+		kernArgs: func(p *paths) { p.kernel.args = cudadrv.NewArgs(kernArgBytes) },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.kernel.check(req) == served },
+		fallback: []coll.Algo{coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			elementwiseToNCCL,
+			{algo: coll.AlgoKernel, when: []autoCond{pathServes}, kindWhy: map[coll.Kind]string{
+				coll.AllGather:     "auto: symmem's all_gather kernel for small messages (auto table)",
+				coll.ReduceScatter: "auto: symmem's reduce_scatter kernel for small messages (auto table)",
+				coll.AllReduce:     "auto: symmem's all_reduce kernel for small messages (auto table)",
+			}},
+		},
+	},
+	{
+		// ll's refusals (a buffer off 16 bytes, a row larger than its area)
+		// leave the call to the kernel, the next fastest at small sizes.
+		algo: coll.AlgoLL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "ll serves",
+		new:      func(g *Group, p *paths, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
+		kernArgs: func(p *paths) { p.ll.args = cudadrv.NewArgs(llArgBytes) },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.ll.check(req) == served },
+		fallback: []coll.Algo{coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
+			// rank) would make ll move bytes one at a time: plain NCCL was
+			// ahead there (1 MiB: 1.12-1.26x its time in graphs on 2 H100,
+			// results/gpu-2026-11-26h.md).
+			{algo: coll.AlgoNCCL, when: []autoCond{symmetricBufs, llBytesLarge, ncclUsable}, why: "auto: plain NCCL (ll would move these buffers byte by byte at this size)"},
+			{algo: coll.AlgoLL, when: []autoCond{pathServes}, why: "auto: symmem's low-latency kernel, fastest here in the table (auto table)"},
+		},
+	},
+	{
+		algo: coll.AlgoTwoShot, ops: []coll.Kind{coll.AllReduce}, serve: "two-shot serves", opsHint: " (reduce_scatter: kernel or lc)",
+		new:      func(g *Group, p *paths, r *pathInfo) path { p.twoShot = twoShotPath{g: g, row: r}; return &p.twoShot },
+		kernArgs: func(p *paths) { p.twoShot.second = cudadrv.NewArgs(kernArgBytes) },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.twoShot.check(req) == served },
+		fallback: []coll.Algo{coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			elementwiseToNCCL,
+			{algo: coll.AlgoTwoShot, when: []autoCond{pathServes}, why: "auto: symmem's two-shot all_reduce, fastest here in the table (auto table)"},
+		},
+	},
+	{
+		algo: coll.AlgoLowContention, ops: []coll.Kind{coll.ReduceScatter, coll.AllReduce}, serve: "lc serves", gated: true,
+		new:      func(g *Group, p *paths, r *pathInfo) path { p.lc = lcPath{g: g, row: r}; return &p.lc },
+		kernArgs: func(p *paths) { p.lc.args = cudadrv.NewArgs(kernArgBytes) },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.lc.check(req) == served },
+		fallback: []coll.Algo{coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			elementwiseToNCCL,
+			{algo: coll.AlgoLowContention, when: []autoCond{pathServes, lcReady}, why: "auto: symmem's low-contention path, fastest here in the table (auto table)"},
+		},
+	},
+	{
+		algo: coll.AlgoCE, ops: []coll.Kind{coll.AllGather}, gated: true,
+		new:      func(g *Group, p *paths, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.ce.serves(req) },
+		fallback: []coll.Algo{coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			{algo: coll.AlgoCE, when: []autoCond{pathServes}, why: "auto: copy engines for all_gather on symmetric buffers (auto table)"},
+		},
+	},
+	{
+		algo: coll.AlgoNCCLWindow, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, serve: "NCCL serves", gated: true,
+		new:      func(g *Group, p *paths, _ *pathInfo) path { p.window = ncclWindowPath{ncclRun{g}}; return &p.window },
+		fallback: []coll.Algo{coll.AlgoNCCLWindow, coll.AlgoNCCL},
+		turn: []autoStep{
+			{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
+			// Where the table says NCCL's windows at a small size and they
+			// cannot serve, ll is next fastest (the kernel took 2.7x ll's time
+			// for a 16 KiB all-gather off 16 bytes in a graph on 2 H100:
+			// results/gpu-2026-11-26h.md).
+			// Symmetric buffers only: their alignment and windows are alike on
+			// every rank, ordinary memory's need not be.
+			{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, noWindows, llSmall, pathServes}, why: "auto: symmem's low-latency kernel (buffers not in NCCL windows)"},
+			{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, poorWindows, llSmall, pathServes}, why: "auto: symmem's low-latency kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
+			{algo: coll.AlgoKernel, when: []autoCond{allGather, noWindows, pathServes}, why: "auto: symmem's all-gather kernel (buffers not in NCCL windows)"},
+			{algo: coll.AlgoCE, when: []autoCond{allGather, noWindows, pathServes}, why: "auto: copy engines (buffers not in NCCL windows)"},
+			{algo: coll.AlgoKernel, when: []autoCond{allGather, poorWindows, pathServes}, why: "auto: symmem's all-gather kernel (NCCL's symmetric kernels are slow or wrong for this shape)"},
+			{algo: coll.AlgoCE, when: []autoCond{allGather, poorWindows, pathServes}, why: "auto: copy engines (NCCL's symmetric kernels are slow or wrong for this shape)"},
+		},
+	},
+	{
+		algo: coll.AlgoNCCL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, serve: "NCCL serves", gated: true,
+		new:      func(g *Group, p *paths, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
+		fallback: []coll.Algo{coll.AlgoNCCL},
+		// Without NCCL a reduction still runs on symmem's kernels: one-shot up
+		// to oneShotMax, then two-shot, which reads each peer byte once where
+		// one-shot reads n-1 whole inputs; lc where the kernels cannot (e.g.
+		// an ordinary reduce-scatter output). Where NCCL is unavailable or
+		// unsafe, copy engines take an all-gather; else the call is refused.
+		turn: []autoStep{
+			{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, oneShot, pathServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
+			{algo: coll.AlgoTwoShot, when: []autoCond{noNCCL, allReduce, pathServes}, why: "auto: NCCL unavailable, symmem's two-shot all-reduce"},
+			{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, pathServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
+			{algo: coll.AlgoLowContention, when: []autoCond{noNCCL, notAllGather, pathServes}, why: "auto: NCCL unavailable, symmem's low-contention path"},
+			{algo: coll.AlgoCE, when: []autoCond{ncclUnusable, pathServes}, why: "auto: NCCL unavailable or unsafe here, copy engines"},
+			{algo: coll.AlgoAuto, when: []autoCond{ncclUnusable}},
+			{algo: coll.AlgoNCCL, when: []autoCond{poorWindows}, why: "auto: plain NCCL, NCCL's symmetric kernels are slow or wrong for this shape"},
+			{algo: coll.AlgoNCCL, when: []autoCond{notSymmetric}, why: "auto: plain NCCL, buffers are not symmetric pool blocks"},
+			{algo: coll.AlgoNCCL, why: "auto: plain NCCL (auto table)"},
+		},
+	},
+	{
+		// auto does not take it (no measurement shows it ahead yet: issue
+		// 27); a call forces it.
+		algo: coll.AlgoHier, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the hierarchical path serves", gated: true,
+		new: func(g *Group, p *paths, r *pathInfo) path { p.hier = hierPath{g: g, row: r}; return &p.hier },
+	},
+}
+
+// paths are a group's paths, each holding what only it uses; all[i] is
+// pathTable[i]'s.
+type paths struct {
+	kernel  kernelPath
+	twoShot twoShotPath
+	lc      lcPath
+	ll      llPath
+	ce      cePath
+	nccl    ncclPath
+	window  ncclWindowPath
+	hier    hierPath
+
+	all []path
+}
+
+// init makes the group's paths in place (they point into p).
+func (p *paths) init(g *Group) {
+	p.all = make([]path, len(pathTable))
+	for i := range pathTable {
+		p.all[i] = pathTable[i].new(g, p, &pathTable[i])
+	}
+}
+
+// withKernels allocates the parameter blocks of the paths that launch
+// symmem's kernels.
+func (p *paths) withKernels() {
+	for i := range pathTable {
+		if f := pathTable[i].kernArgs; f != nil {
+			f(p)
+		}
+	}
+}
+
+// pathIndex is algorithm a's row in pathTable (-1: none). The algorithms
+// are constants, so == mostly compares two equal pointers.
+func pathIndex(a coll.Algo) int {
+	for i := range pathTable {
+		if pathTable[i].algo == a {
+			return i
+		}
+	}
+	return -1
+}
+
+// pathRow is algorithm a's row (nil: not a GPU path).
+func pathRow(a coll.Algo) *pathInfo {
+	if i := pathIndex(a); i >= 0 {
+		return &pathTable[i]
+	}
+	return nil
+}
+
+// pathFor is the path that runs algorithm a (nil: auto, or no path).
+func (g *Group) pathFor(a coll.Algo) path {
+	if i := pathIndex(a); i >= 0 {
+		return g.paths.all[i]
+	}
+	return nil
+}
+
+// gated reports whether calls on path a wait for the gate's approval.
+func gated(a coll.Algo) bool {
+	r := pathRow(a)
+	return r != nil && r.gated
+}
+
+// does reports whether the path serves op k.
+func (r *pathInfo) does(k coll.Kind) bool { return k >= 0 && k < 64 && r.kinds&(1<<k) != 0 }
+
+// kindWhy is the refusal of op k, which the path does not serve.
+func (r *pathInfo) kindWhy(k coll.Kind) error {
+	names := make([]string, len(r.ops))
+	for i, o := range r.ops {
+		names[i] = o.String()
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + list
+	}
+	return fmt.Errorf("%s %s, not %v%s: %w", r.serve, list, k, r.opsHint, ErrNotSupported)
+}
+
+// gpuAlgos are the algorithms a call may force on this backend, per op
+// (whether a group can run one is decided per call: ErrRefused).
+var gpuAlgos = map[coll.Kind][]coll.Algo{}
+
+// gpuPathList names the GPU paths for choose's error.
+var gpuPathList string
+
+func init() {
+	var names []string
+	for i := range pathTable {
+		r := &pathTable[i]
+		r.requested = string(r.algo) + " requested"
+		for _, k := range r.ops {
+			r.kinds |= 1 << k
+			gpuAlgos[k] = append(gpuAlgos[k], r.algo)
+		}
+		names = append(names, string(r.algo))
+	}
+	gpuPathList = "auto, " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	for i := range pathTable {
+		r := &pathTable[i]
+		for _, turn := range r.fallback {
+			for _, s := range pathRow(turn).turn {
+				if s.algo != coll.AlgoAuto {
+					s.serves = pathRow(s.algo).serves
+				}
+				r.order = append(r.order, s)
+			}
+		}
+	}
+}
