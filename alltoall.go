@@ -143,12 +143,17 @@ func sumCounts(name string, counts []int64, n, capacity int64) (int64, error) {
 // to send, packed) and out (the blocks received) at n*per elements, the same
 // offsets on every rank. With host counts the rounds run until the largest
 // count of any rank, which one all-reduce (max) finds first.
-func (g *Group) stagedA2A(ctx context.Context, c call, req backend.Request, st backend.Sym) (coll.Path, error) {
-	es, n := int64(c.dt.Size()), int64(g.Size())
-	per := g.stagedPer(c.kind, c.dt)
+func (g *Group) stagedA2A(ctx context.Context, bg backend.Group, req backend.Request, st backend.Sym) (coll.Path, error) {
+	c := struct {
+		count   int64
+		a2a     backend.Splits
+		in, out coll.Span
+	}{req.Count, req.A2A, req.In, req.Out}
+	es, n := int64(req.DType.Size()), int64(g.Size())
+	per := g.stagedPer(req.Kind, req.DType)
 	if per == 0 {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the %d-byte staging buffer is too small for one %v element per rank and direction: %w",
-			c.kind, g.name, g.staging.Len, c.dt, ErrInvalid)
+		return coll.Path{}, fmt.Errorf("the %d-byte staging buffer is too small for one %v element per rank and direction: %w",
+			g.staging.Len, req.DType, ErrInvalid)
 	}
 	stage := hostmem.Bytes(g.staging.Ptr, int(g.staging.Len))
 	span := func(off, bytes int64) (coll.Span, backend.Sym) {
@@ -182,8 +187,8 @@ func (g *Group) stagedA2A(ctx context.Context, c call, req backend.Request, st b
 		*word = uint64(total)
 		ar := backend.Request{Kind: coll.AllReduce, DType: coll.Int64, Op: coll.Max, Count: 1, In: m, Out: m, InSym: ms, OutSym: ms,
 			InPlace: true, Algo: req.Algo, Record: req.Record}
-		if _, err := g.bg.Run(ctx, ar); err != nil {
-			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d), staged: agreeing on the largest count: %w", c.kind, g.name, g.rank, err)
+		if _, err := bg.Run(ctx, ar); err != nil {
+			return coll.Path{}, fmt.Errorf("staged: agreeing on the largest count: %w", err)
 		}
 		total = int64(*word)
 	}
@@ -208,9 +213,9 @@ func (g *Group) stagedA2A(ctx context.Context, c call, req backend.Request, st b
 		} else {
 			r.A2A.Lo, r.A2A.Hi = lo, hi
 		}
-		p, err := g.bg.Run(ctx, r)
+		p, err := bg.Run(ctx, r)
 		if err != nil {
-			return p, fmt.Errorf("symmem: %v on group %q (rank %d), staged round %d: %w", c.kind, g.name, g.rank, rounds, err)
+			return p, fmt.Errorf("staged round %d: %w", rounds, err)
 		}
 		path = p
 		ob = outAt

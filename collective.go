@@ -52,32 +52,73 @@ type call struct {
 	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
 }
 
+// do is the common route of every collective: validate, shape, record,
+// agree, run. Where the memory is ordinary, the memory kind decided at Init
+// what runs it (g.bg: staged through the pool for host memory, the backend
+// itself on a device); do never asks.
 func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path, err error) {
 	defer markTimeout(&err)
-	if err := g.w.alive(); err != nil {
+	o, err := g.validateCall(&c, opts)
+	if err != nil {
 		return coll.Path{}, err
-	}
-	if !g.IsMember() {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: rank %d is not one of its ranks %v: %w", c.kind, g.name, g.w.Rank(), g.ranks, ErrNotMember)
-	}
-	if err := g.validate(&c); err != nil {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
-	}
-	o := collect(opts)
-	if o.algo == "" {
-		o.algo = coll.AlgoAuto
-	}
-	if !g.w.caps.Supports(c.kind, o.algo) {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (want %q or one of %v): %w",
-			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, g.w.caps.Algos[c.kind], ErrNotSupported)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed.Load() {
 		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: %w", c.kind, g.name, ErrGroupClosed)
 	}
-	// The request's shape (lengths, in-place, symmetric lookup) is
-	// computed here once; backends and staging read it.
+	req, err := g.shape(c, o)
+	if err != nil {
+		return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+	}
+	if g.w.opts.Checked {
+		// The checked-mode exchange waits without a deadline of its own
+		// (staging sets its own). The GPU path just enqueues; the CPU
+		// direct path's waits (backend Run, Agree) are bounded by the group
+		// timeout, which is Options.Timeout. A timer per call costs ~0.5 us
+		// and 10 allocations.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.w.opts.Timeout)
+		defer cancel()
+	}
+	req.Record = c.record(req, !(req.InSym.OK && req.OutSym.OK))
+	req.Checked = g.w.opts.Checked
+	if err := g.agreeCall(ctx, c, req.Record); err != nil {
+		return coll.Path{}, err
+	}
+	if c.empty() {
+		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}, nil
+	}
+	return g.run(ctx, c, req)
+}
+
+// validateCall checks everything about c that needs no lock: the world and
+// membership, the arguments (setting c.count), the forced algorithm.
+func (g *Group) validateCall(c *call, opts []CallOption) (callOpts, error) {
+	if err := g.w.alive(); err != nil {
+		return callOpts{}, err
+	}
+	if !g.IsMember() {
+		return callOpts{}, fmt.Errorf("symmem: %v on group %q: rank %d is not one of its ranks %v: %w", c.kind, g.name, g.w.Rank(), g.ranks, ErrNotMember)
+	}
+	if err := g.validate(c); err != nil {
+		return callOpts{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+	}
+	o := collect(opts)
+	if o.algo == "" {
+		o.algo = coll.AlgoAuto
+	}
+	if !g.w.caps.Supports(c.kind, o.algo) {
+		return callOpts{}, fmt.Errorf("symmem: %v on group %q: algorithm %q is not available on the %s backend (want %q or one of %v): %w",
+			c.kind, g.name, o.algo, g.w.Backend(), coll.AlgoAuto, g.w.caps.Algos[c.kind], ErrNotSupported)
+	}
+	return o, nil
+}
+
+// shape computes the request once (lengths, in-place, where each span lies
+// in the pool); backends and staging read it. Ordinary (non-symmetric)
+// spans are checked here, before the call reaches any peer.
+func (g *Group) shape(c call, o callOpts) (backend.Request, error) {
 	req := backend.Request{Kind: c.kind, DType: c.dt, Op: c.op, Root: c.root, Count: c.count,
 		In: c.in, Out: c.out, Algo: o.algo, Stream: o.stream, A2A: c.a2a}.Shaped(g.Size(), g.rank)
 	req.OutSym = g.sym(req.Out)
@@ -85,100 +126,65 @@ func (g *Group) do(ctx context.Context, c call, opts []CallOption) (_ coll.Path,
 	if c.kind != coll.Broadcast {
 		req.InSym = g.sym(req.In)
 	}
-	staged := !(req.InSym.OK && req.OutSym.OK)
+	ordinary := !(req.InSym.OK && req.OutSym.OK)
 	if c.a2a.Form == backend.SplitsHost { // looked up whole: a rank may send or receive nothing
 		req.In.Len, req.Out.Len = c.used[0], c.used[1]
 	}
 	if c.a2a.Form == backend.SplitsDevice {
 		req.A2A.DevSym, req.A2A.DevOutSym = g.sym(c.a2a.Dev), g.sym(c.a2a.DevOut)
-		if staged || !req.A2A.DevSym.OK || !req.A2A.DevOutSym.OK {
-			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): in, out, splits and splitsOut must all be symmetric buffers of the group (allocate them with Scope.Alloc; symmetric: in %v, out %v, splits %v, splitsOut %v): %w",
-				c.kind, g.name, g.rank, req.InSym.OK, req.OutSym.OK, req.A2A.DevSym.OK, req.A2A.DevOutSym.OK, ErrInvalid)
+		if ordinary || !req.A2A.DevSym.OK || !req.A2A.DevOutSym.OK {
+			return req, fmt.Errorf("in, out, splits and splitsOut must all be symmetric buffers of the group (allocate them with Scope.Alloc; symmetric: in %v, out %v, splits %v, splitsOut %v): %w",
+				req.InSym.OK, req.OutSym.OK, req.A2A.DevSym.OK, req.A2A.DevOutSym.OK, ErrInvalid)
 		}
 	}
-	if staged && g.w.dev != nil {
-		if err := g.checkLocal(req); err != nil {
-			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+	if ordinary {
+		if err := g.w.mem.checkOrdinary(req); err != nil {
+			return req, err
 		}
-	}
-	if g.w.opts.Checked || g.w.host && staged {
-		// Only these wait on something without a deadline of its own
-		// (the checked-mode exchange, CPU staging). The GPU path just
-		// enqueues; the CPU direct path's waits (backend Run, Agree) are
-		// bounded by the group timeout, which is Options.Timeout. A timer
-		// per call costs ~0.5 us and 10 allocations.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.w.opts.Timeout)
-		defer cancel()
-	}
-	if staged {
 		if err := g.w.freed(c.in, c.out); err != nil {
-			return coll.Path{}, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
+			return req, err
 		}
 	}
-	req.Record = c.record(req, staged)
-	req.Checked = g.w.opts.Checked
+	return req, nil
+}
+
+// agreeCall compares c's record across the members where the run will not:
+// every call's in checked mode, an empty call's (no data moves, so no
+// signals carry it) otherwise.
+func (g *Group) agreeCall(ctx context.Context, c call, rec agree.Record) error {
 	if g.w.opts.Checked {
 		// In-band where the group has an agreement (every member on one
 		// host): it compares the same record as the store would, in about
 		// a microsecond, and meets a peer ending a scope, which compares
 		// only there (in the store this rank would wait out the timeout).
-		check := g.checkedExchange
 		if g.bg.Agreer() != nil {
-			check = g.agree
+			return g.agree(ctx, c, rec)
 		}
-		if err := check(ctx, c, req.Record); err != nil {
-			return coll.Path{}, err
-		}
+		return g.checkedExchange(ctx, c, rec)
 	}
-	if c.count == 0 && c.a2a.Form == backend.SplitsEqual { // split counts: only the backend sees whether any rank moves data
-		if !g.w.opts.Checked { // checked mode agreed above
-			if err := g.agree(ctx, c, req.Record); err != nil {
-				return coll.Path{}, err
-			}
-		}
-		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}, nil
-	}
-	var p coll.Path
-	if staged && g.w.host {
-		p, err = g.staged(ctx, c, req)
-	} else {
-		p, err = g.bg.Run(ctx, req)
-	}
-	if err != nil && g.w.caps.Calls == agree.CallsInBand { // AsDisagreement allocates its target
-		if d := agree.AsDisagreement(err); d != nil {
-			return coll.Path{}, g.mismatch(c, d, "")
-		}
-	}
-	if staged && g.w.host {
-		return p, err
-	}
-	if err != nil {
-		return p, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
-	}
-	return p, nil
-}
-
-// checkLocal asks the device whether req's ordinary (non-pool) buffers are
-// its memory; pool buffers are, and cost nothing here.
-func (g *Group) checkLocal(req backend.Request) error {
-	if !req.InSym.OK && req.In.Len > 0 {
-		if err := g.w.dev.CheckLocal(req.In.Ptr); err != nil {
-			return fmt.Errorf("in: %w", err)
-		}
-	}
-	if !req.OutSym.OK && req.Out.Len > 0 && req.Out.Ptr != req.In.Ptr {
-		if err := g.w.dev.CheckLocal(req.Out.Ptr); err != nil {
-			return fmt.Errorf("out: %w", err)
-		}
+	if c.empty() {
+		return g.agree(ctx, c, rec)
 	}
 	return nil
 }
 
-// sym locates s in the pool for this group's direct path.
-func (g *Group) sym(s coll.Span) backend.Sym {
-	seg, off, ok := g.w.pool.Symmetric(s.Ptr, s.Len, g.gid)
-	return backend.Sym{OK: ok, Seg: seg, Off: off}
+// empty reports whether c moves no element on any rank (with split counts
+// only the backend sees whether any rank moves data).
+func (c call) empty() bool { return c.count == 0 && c.a2a.Form == backend.SplitsEqual }
+
+// run runs req on the group's backend and names a disagreement the backend
+// found in-band.
+func (g *Group) run(ctx context.Context, c call, req backend.Request) (coll.Path, error) {
+	p, err := g.bg.Run(ctx, req)
+	if err == nil {
+		return p, nil
+	}
+	if g.w.caps.Calls == agree.CallsInBand { // AsDisagreement allocates its target
+		if d := agree.AsDisagreement(err); d != nil {
+			return coll.Path{}, g.mismatch(c, d, "")
+		}
+	}
+	return p, fmt.Errorf("symmem: %v on group %q (rank %d): %w", c.kind, g.name, g.rank, err)
 }
 
 // validate checks c's arguments against the group and sets c.count.

@@ -19,8 +19,8 @@ func (w *World) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 }
 
 // Explain is World.Explain for this group. The backend explains its own
-// paths; the user API adds the staging of ordinary memory on host-memory
-// backends.
+// paths; on host memory the group's stager adds the staging of ordinary
+// memory.
 func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	if !g.IsMember() || g.closed.Load() {
 		return coll.Path{Reason: fmt.Sprintf("rank %d cannot run calls on group %q (not a member, or closed)", g.w.Rank(), g.name)}
@@ -29,11 +29,15 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 	if req.Count == 0 { // as the call: no element per rank, nothing to move, whatever the memory
 		return coll.Path{Algo: coll.AlgoDirect, Reason: emptyCall}
 	}
-	if symmetric || !g.w.host {
-		return g.bg.Explain(req)
-	}
+	return g.bg.Explain(req)
+}
+
+// explainStaged is staged's plan for req (ordinary memory) on bg, which
+// explains each round.
+func (g *Group) explainStaged(bg backend.Group, req backend.Request) coll.Path {
+	k := req.Kind
 	if g.staging.Len <= 0 {
-		return coll.Path{Algo: g.bg.Explain(req).Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
+		return coll.Path{Algo: bg.Explain(req).Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
 	}
 	// What staged runs: rounds in place on the staging buffer, of at most
 	// per elements (per rank for all-gather and reduce-scatter, per block
@@ -62,7 +66,7 @@ func (g *Group) Explain(k coll.Kind, bytes int64, symmetric bool) coll.Path {
 		r.In = r.Out
 	}
 	r = r.Shaped(int(n), max(g.rank, 0))
-	p := g.bg.Explain(r)
+	p := bg.Explain(r)
 	how := "in place"
 	if k == coll.AllToAll {
 		how = "out of place"

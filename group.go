@@ -10,7 +10,6 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -162,23 +161,34 @@ func (s *Scope) End(ctx context.Context) (err error) {
 	return nil
 }
 
-// Buffer is memory from the symmetric pool (or, from AllocLocal, ordinary
-// memory outside it).
-type Buffer struct {
-	coll.Span
-	host  bool
-	local *localBuf  // from AllocLocal (nil otherwise)
-	pool  *pool.Pool // the pool it came from (nil for the zero Buffer and AllocLocal)
-	gen   uint64     // its allocation's generation in that pool
+// Barrier returns once every member of the group has entered it. It is a
+// host-side rendezvous through the store (milliseconds): it does not wait
+// for device work (Synchronize first).
+func (g *Group) Barrier(ctx context.Context) error {
+	_, err := g.AllGatherHost(ctx, nil)
+	return err
 }
 
-// Bytes returns the buffer as a Go slice when it is host memory (CPU
-// backend); nil otherwise, and nil once the buffer was freed (World.Free):
-// its memory may belong to a later allocation then. A slice obtained before
-// Free must not be used after it.
-func (b Buffer) Bytes() []byte {
-	if !b.host || b.Len == 0 || !b.live() || b.local != nil && b.local.freed.Load() {
-		return nil
+// AllGatherHost returns every member's mine, indexed by group rank,
+// exchanged through the rendezvous store on the host: for seeds, checks and
+// agreement in harnesses, not for data (each call costs store round trips).
+// Collective over the group's members.
+func (g *Group) AllGatherHost(ctx context.Context, mine []byte) (_ [][]byte, err error) {
+	defer markTimeout(&err)
+	if err := g.w.alive(); err != nil {
+		return nil, err
 	}
-	return hostmem.Bytes(b.Ptr, int(b.Len))
+	if !g.IsMember() {
+		return nil, fmt.Errorf("symmem: AllGatherHost on group %q: rank %d is not a member: %w", g.name, g.w.Rank(), ErrNotMember)
+	}
+	if g.closed.Load() {
+		return nil, fmt.Errorf("symmem: AllGatherHost on group %q: %w", g.name, ErrGroupClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.w.opts.Timeout)
+	defer cancel()
+	all, err := g.bg.AllGather(ctx, mine)
+	if err != nil {
+		return nil, fmt.Errorf("symmem: AllGatherHost on group %q: %w", g.name, err)
+	}
+	return all, nil
 }

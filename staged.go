@@ -9,31 +9,64 @@ import (
 	"github.com/symmem/symmem/internal/native/hostmem"
 )
 
-// staged runs a call whose buffers are not symmetric through the group's
-// symmetric staging buffer, in rounds of at most StagingBytes. Every rank
-// computes the same rounds (the counts agree), so the staging offsets are
-// symmetric. Each round copies in, runs the collective in place on the
-// staging buffer, and copies out.
-func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.Path, error) {
-	if g.staging.Len == 0 {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: buffers are not symmetric and staging is disabled (Options.StagingBytes < 0); allocate them with Scope.Alloc: %w",
-			c.kind, g.name, ErrNotSupported)
+// stager is a host-memory backend's group as the user API runs it: a
+// call on ordinary memory (not blocks registered with the group) is staged
+// through the group's symmetric staging buffer; symmetric calls go to the
+// backend as they are. hostMemory wraps every backend group in one (the
+// memory kind decides, once); a device backend runs ordinary memory itself.
+type stager struct {
+	backend.Group
+	g *Group
+}
+
+// Run runs req, staged where its buffers are not symmetric.
+func (s *stager) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
+	if req.InSym.OK && req.OutSym.OK {
+		return s.Group.Run(ctx, req)
 	}
-	if !g.w.host {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: staging on the %s backend: %w", c.kind, g.name, g.w.Backend(), ErrNotSupported)
+	// Staging waits for peers without a deadline of its own.
+	ctx, cancel := context.WithTimeout(ctx, s.g.w.opts.Timeout)
+	defer cancel()
+	return s.g.staged(ctx, s.Group, req)
+}
+
+// Explain is Run's plan, staged where req is not symmetric.
+func (s *stager) Explain(req backend.Request) coll.Path {
+	if req.InSym.OK && req.OutSym.OK {
+		return s.Group.Explain(req)
+	}
+	return s.g.explainStaged(s.Group, req)
+}
+
+// staged runs a call whose buffers are not symmetric on bg through the
+// group's symmetric staging buffer, in rounds of at most StagingBytes.
+// Every rank computes the same rounds (the counts agree), so the staging
+// offsets are symmetric. Each round copies in, runs the collective in place
+// on the staging buffer, and copies out. Its errors are about the call;
+// Group.run names the call and the group.
+func (g *Group) staged(ctx context.Context, bg backend.Group, req backend.Request) (coll.Path, error) {
+	if g.staging.Len == 0 {
+		return coll.Path{}, fmt.Errorf("buffers are not symmetric and staging is disabled (Options.StagingBytes < 0); allocate them with Scope.Alloc: %w", ErrNotSupported)
 	}
 	st := g.sym(g.staging)
 	if !st.OK {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the staging buffer is not registered with the group (internal error)", c.kind, g.name)
+		return coll.Path{}, fmt.Errorf("the staging buffer is not registered with the group (internal error)")
 	}
-	if c.kind == coll.AllToAll {
-		return g.stagedA2A(ctx, c, req, st)
+	if req.Kind == coll.AllToAll {
+		return g.stagedA2A(ctx, bg, req, st)
 	}
+	c := struct {
+		kind    coll.Kind
+		dt      coll.DType
+		count   int64
+		root    int
+		in, out coll.Span
+	}{req.Kind, req.DType, req.Count, req.Root, req.In, req.Out}
 	es, n, me := int64(c.dt.Size()), int64(g.Size()), int64(g.rank)
 	per := g.stagedPer(c.kind, c.dt)
 	if per == 0 {
-		return coll.Path{}, fmt.Errorf("symmem: %v on group %q: the %d-byte staging buffer is too small for one %v element per rank: %w",
-			c.kind, g.name, g.staging.Len, c.dt, ErrInvalid)
+		return coll.Path{}, fmt.Errorf("the %d-byte staging buffer is too small for one %v element per rank: %w",
+			g.staging.Len, c.dt, ErrInvalid)
 	}
 	stage := hostmem.Bytes(g.staging.Ptr, int(g.staging.Len))
 	var user struct{ in, out []byte }
@@ -75,9 +108,9 @@ func (g *Group) staged(ctx context.Context, c call, req backend.Request) (coll.P
 			r.Out, r.OutSym = span(0, b)
 			r.In, r.InSym = r.Out, r.OutSym
 		}
-		p, err := g.bg.Run(ctx, r)
+		p, err := bg.Run(ctx, r)
 		if err != nil {
-			return p, fmt.Errorf("symmem: %v on group %q (rank %d), staged round %d: %w", c.kind, g.name, g.rank, rounds, err)
+			return p, fmt.Errorf("staged round %d: %w", rounds, err)
 		}
 		path = p
 		switch c.kind {

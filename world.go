@@ -12,7 +12,6 @@ import (
 	"github.com/symmem/symmem/doctor"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
-	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -27,13 +26,11 @@ type World struct {
 	fdx     *rendezvous.FDExchange
 	be      backend.Backend
 	caps    backend.Capabilities
-	dev     backend.Device // caps.Device; nil: buffers are host memory
+	mem     memory // what buffers are: host or device memory
 	pool    *pool.Pool
-	host    bool              // buffers are host memory (Buffer.Bytes works)
-	why     string            // why this backend (doctor)
-	auto    doctor.AutoTable  // the table auto reads (doctor)
-	machine doctor.Machine    // this rank's machine (doctor)
-	local   map[uint64][]byte // AllocLocal's host allocations (kept alive)
+	why     string           // why this backend (doctor)
+	auto    doctor.AutoTable // the table auto reads (doctor)
+	machine doctor.Machine   // this rank's machine (doctor)
 
 	mu     sync.Mutex
 	groups []*Group // creation order; groups[0] is the world
@@ -93,20 +90,13 @@ func Init(ctx context.Context, opts Options) (_ *World, err error) {
 		cleanup()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
-	// Host memory (Buffer.Bytes, staging of ordinary memory) only where the
-	// backend declares no device; a device backend runs ordinary memory
-	// itself (the GPU backend on plain NCCL).
 	w.caps = w.be.Capabilities()
-	w.dev = w.caps.Device
-	w.host = w.dev == nil
-	if !w.host {
-		w.opts.StagingBytes = -1
-	}
 	if w.pool, err = pool.New(w.be.Provider(), opts.Pool); err != nil {
 		store.Failed()
 		w.release()
 		return nil, fmt.Errorf("symmem: Init: %w", err)
 	}
+	w.mem, w.opts.StagingBytes = newMemory(w.caps.Device, w.pool, w.opts.Timeout, w.opts.StagingBytes)
 	all := make([]int, env.WorldSize)
 	for i := range all {
 		all[i] = i
@@ -184,8 +174,10 @@ func (w *World) newGroup(ctx context.Context, name string, ranks []int, verify b
 	var made error
 	if g.rank >= 0 {
 		cfg := backend.GroupConfig{Name: name, Ranks: sorted, Rank: w.env.Rank, Store: w.store, FDs: w.fdx, Timeout: w.opts.Timeout, Gen: gen}
-		if g.bg, made = w.be.NewGroup(ctx, cfg); made == nil {
-			g.gid, made = w.pool.AddGroup(g.bg, order)
+		var bg backend.Group
+		if bg, made = w.be.NewGroup(ctx, cfg); made == nil {
+			g.bg = w.mem.group(g, bg)
+			g.gid, made = w.pool.AddGroup(bg, order)
 		}
 	}
 	what := fmt.Sprintf("NewGroup %q", name)
@@ -338,53 +330,6 @@ func (w *World) alive() error {
 	return nil
 }
 
-// Alloc allocates symmetric memory outside any scope. Like Scope.Alloc it
-// must be called with the same size on every rank; the block becomes usable
-// by a group's direct path once that group has registered its segment (the
-// next Scope.End of the group).
-func (w *World) Alloc(bytes int64) (Buffer, error) {
-	if err := w.alive(); err != nil {
-		return Buffer{}, err
-	}
-	blk, err := w.pool.Alloc(bytes, Align)
-	if err != nil {
-		return Buffer{}, fmt.Errorf("symmem: Alloc(%d): %w", bytes, err)
-	}
-	return Buffer{Span: coll.Span{Ptr: blk.Addr, Len: bytes}, host: w.host, pool: w.pool, gen: blk.Gen}, nil
-}
-
-// Free returns a buffer to the pool. Call it on every rank, in the same
-// order, to keep the pools symmetric. On the GPU backend the buffer may still
-// be in use by calls made without WithStream: it is fenced on the backend's
-// stream, and whoever is handed its bytes next waits until that work is
-// done. After calls on your own stream, use FreeOn.
-func (w *World) Free(b Buffer) error { return w.FreeOn(b, 0) }
-
-// FreeOn is Free for a buffer last used on the given CUDA stream (0: the
-// backend's own). The CPU backend ignores the stream.
-func (w *World) FreeOn(b Buffer, stream uint64) error {
-	if err := w.alive(); err != nil {
-		return err
-	}
-	if b.local != nil {
-		return w.freeLocal(b)
-	}
-	if b.pool != nil && !b.live() {
-		return fmt.Errorf("symmem: Free(%#x): %w (freed before; the pool may have handed its memory to a later allocation)", b.Ptr, ErrFreed)
-	}
-	var f pool.Fence
-	if w.dev != nil {
-		var err error
-		if f, err = w.dev.Fence(stream); err != nil {
-			return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
-		}
-	}
-	if err := w.pool.Free(b.Ptr, f); err != nil {
-		return fmt.Errorf("symmem: Free(%#x): %w", b.Ptr, err)
-	}
-	return nil
-}
-
 // Close removes every group (deregistering its segments; collective),
 // releases the pool's segments and the backend, and leaves the store.
 // Local resources are released even when a collective step fails (a peer
@@ -454,24 +399,9 @@ func (w *World) release() error {
 	return errors.Join(errs...)
 }
 
-// HostSpan describes host memory (an ordinary Go slice) as a coll.Span. The
-// slice must stay alive (and unmodified by others) for the duration of the
-// call it is passed to.
-func HostSpan(b []byte) coll.Span { return coll.Span{Ptr: hostmem.Addr(b), Len: int64(len(b))} }
+// Supports reports whether WithAlgo(a) is accepted for k on this world's
+// backend (auto always is); others fail with ErrNotSupported.
+func (w *World) Supports(k coll.Kind, a coll.Algo) bool { return w.caps.Supports(k, a) }
 
-// Synchronize waits until every call this rank issued without WithStream has
-// completed on the device (GPU backend; the CPU backend completes calls
-// before returning, so it returns at once). It waits at most Options.Timeout.
-func (w *World) Synchronize(ctx context.Context) (err error) {
-	defer markTimeout(&err)
-	if err := w.alive(); err != nil {
-		return err
-	}
-	if w.dev == nil {
-		return nil
-	}
-	if err := w.dev.Synchronize(ctx, w.opts.Timeout); err != nil {
-		return fmt.Errorf("symmem: Synchronize: %w", err)
-	}
-	return nil
-}
+// Algos lists the algorithms WithAlgo may force for k besides auto.
+func (w *World) Algos(k coll.Kind) []coll.Algo { return append([]coll.Algo(nil), w.caps.Algos[k]...) }
