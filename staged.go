@@ -144,3 +144,47 @@ func (g *Group) stagedPer(k coll.Kind, dt coll.DType) int64 {
 	}
 	return per
 }
+
+// explainStaged is staged's plan for req (ordinary memory) on bg, which
+// explains each round.
+func (g *Group) explainStaged(bg backend.Group, req backend.Request) coll.Path {
+	k := req.Kind
+	if g.staging.Len <= 0 {
+		return coll.Path{Algo: bg.Explain(req).Algo, Staged: true, Reason: "ordinary memory and staging disabled: the call fails; allocate buffers with Scope.Alloc"}
+	}
+	// What staged runs: rounds in place on the staging buffer, of at most
+	// per elements (per rank for all-gather and reduce-scatter, per block
+	// for all-to-all, whose rounds are out of place). The backend's plan
+	// differs by placement and size (the CPU backend's one-shot limit is
+	// lower in place).
+	n, es := int64(g.Size()), int64(req.DType.Size())
+	per := g.stagedPer(k, req.DType)
+	if per == 0 || req.Count == 0 {
+		return coll.Path{Staged: true, Reason: fmt.Sprintf("ordinary memory: group %q's %d-byte staging buffer holds no %v element per rank: the call fails", g.name, g.staging.Len, req.DType)}
+	}
+	rounds := (req.Count + per - 1) / per
+	round := min(per, req.Count) * es
+	if k == coll.AllGather || k == coll.ReduceScatter || k == coll.AllToAll {
+		round *= n
+	}
+	r := g.explainRequest(k, round, true)
+	me := uint64(max(g.rank, 0))
+	switch k {
+	case coll.AllGather:
+		r.In.Ptr = r.Out.Ptr + me*uint64(r.In.Len)
+	case coll.ReduceScatter:
+		r.Out.Ptr = r.In.Ptr + me*uint64(r.Out.Len)
+	case coll.AllToAll:
+	default:
+		r.In = r.Out
+	}
+	r = r.Shaped(int(n), max(g.rank, 0))
+	p := bg.Explain(r)
+	how := "in place"
+	if k == coll.AllToAll {
+		how = "out of place"
+	}
+	return coll.Path{Algo: p.Algo, Staged: true, Reason: fmt.Sprintf(
+		"ordinary memory: staged through group %q's %d-byte symmetric buffer in %d round(s), %s; %s",
+		g.name, g.staging.Len, rounds, how, p.Reason)}
+}

@@ -16,8 +16,8 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// World is this process's view of the job: the backend, the one pool shared
-// by every group, and the groups.
+// World is this process's view of the job: the backend, its kind of memory,
+// the one pool shared by every group, and the groups.
 type World struct {
 	env     rendezvous.Env
 	opts    Options
