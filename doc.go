@@ -17,8 +17,9 @@
 // optional cross-rank check of every call (Options.Checked), and the path
 // each call takes. A call whose buffers lie inside symmetric blocks
 // registered with the group runs on the direct path; ordinary memory is
-// staged through a per-group symmetric staging buffer and the returned
-// coll.Path says so (Staged, with the reason).
+// staged through a per-group symmetric staging buffer where buffers are host
+// memory (a device backend runs it itself), and the returned coll.Path says
+// so (Staged, with the reason).
 //
 // # The program contract
 //
