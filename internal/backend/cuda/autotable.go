@@ -247,17 +247,13 @@ type autoFacts struct {
 	c *call
 }
 
-// all reports whether every condition of step s holds. It asks the step's
-// path (pathServes) itself, with g from the caller rather than f.g: serves
-// is a func value, and anything of f's passed to it would move the call f
-// points to, which Run keeps on its stack, to the heap.
+// all reports whether every condition of step s holds. g is f.g, passed
+// apart: holds hands it to the step's serves, a func value, and f itself
+// passed there would move the call f points to, which Run keeps on its
+// stack, to the heap.
 func (f *autoFacts) all(g *Group, s *autoStep) bool {
 	for _, c := range s.when {
-		if c == pathServes {
-			if !s.serves(g, f.c.req) {
-				return false
-			}
-		} else if !f.holds(c) {
+		if !f.holds(g, c, s) {
 			return false
 		}
 	}
@@ -268,8 +264,8 @@ func (f *autoFacts) all(g *Group, s *autoStep) bool {
 // (ncclwindow.go: judgeWindow, on the call), element-mode reductions
 // (reduceElementwise), no NCCL on groups without a communicator (NCCL not
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
-func (f *autoFacts) holds(c autoCond) bool {
-	g, req := f.g, &f.c.req
+func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
+	req := &f.c.req
 	wrong := g.ncclUnsafe(f.c)
 	switch c {
 	case ncclUsable:
@@ -298,6 +294,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind != coll.AllGather
 	case allReduce:
 		return req.Kind == coll.AllReduce
+	case pathServes:
+		return s.serves(g, *req)
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true
