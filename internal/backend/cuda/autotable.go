@@ -159,8 +159,9 @@ type autoStep struct {
 	algo coll.Algo // the path that takes the call; AlgoAuto: none, it is refused (autoFacts.noPath)
 	when []autoCond
 	why  string
-	// serves is algo's row's (pathInfo.serves), set where the orders are
-	// joined (pathTable's init).
+	// row is algo's in pathTable and serves its serves, set where the
+	// orders are joined (pathTable's init).
+	row    int
 	serves func(g *Group, req backend.Request) bool
 	// kindWhy is the reason per op, where it names the op (constant: no
 	// formatting per call).
@@ -176,7 +177,7 @@ var elementwiseToNCCL = autoStep{algo: coll.AlgoNCCL, when: []autoCond{ncclUsabl
 // auto is auto's choice for c, the one reader of the table and the
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
-func (g *Group) auto(c *call) (coll.Algo, string, error) {
+func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
 	req := &c.req
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
@@ -203,11 +204,11 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		}
 		switch {
 		case s.algo == coll.AlgoAuto:
-			return coll.AlgoAuto, "", f.noPath()
+			return nil, coll.AlgoAuto, "", f.noPath()
 		case s.kindWhy != nil:
-			return s.algo, s.kindWhy[req.Kind], nil
+			return g.paths.all[s.row], s.algo, s.kindWhy[req.Kind], nil
 		}
-		return s.algo, s.why, nil
+		return g.paths.all[s.row], s.algo, s.why, nil
 	}
 	panic("cuda: auto: every fallback order ends in NCCL's turn, whose last step always holds")
 }
