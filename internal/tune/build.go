@@ -52,9 +52,8 @@ type span struct {
 //  1. At each measured size the fastest path wins; among paths within Tie
 //     (3%) of the fastest, the previous (smaller) size's winner stays if
 //     it is one of them (fewer switches, none slower than Tie), else
-//     Preference decides (ce, ll, kernel, two-shot, lc, nccl-window, nccl). A
-//     refused call or one with wrong elements is not a candidate; auto's
-//     own rows are ignored.
+//     Preference decides (coll's tie order). A refused call or one with
+//     wrong elements is not a candidate; auto's own rows are ignored.
 //  2. Consecutive sizes with the same winner merge into one row bounded by
 //     the largest of them (a size between two measured ones takes the
 //     larger one's winner); the last row has no bound.

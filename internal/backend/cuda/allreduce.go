@@ -76,15 +76,15 @@ func arDirect(req backend.Request, me int) bool {
 
 // allReduceCheck is the kernel path's check of req, an all-reduce or a
 // reduce-scatter.
-func (k *kernelPath) allReduceCheck(req backend.Request) refusal {
+func (k *kernelPath) allReduceCheck(req *backend.Request) refusal {
 	switch {
-	case !reducible(req):
+	case !reducible(*req):
 		return refOp
-	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(req, k.g.Me):
+	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(*req, k.g.Me):
 		return refHeld
 	case !req.InSym.OK:
 		return refInNotSym
-	case !elemAligned(req):
+	case !elemAligned(*req):
 		return refElemAlign
 	}
 	return served

@@ -159,8 +159,9 @@ type autoStep struct {
 	algo coll.Algo // the path that takes the call; AlgoAuto: none, it is refused (autoFacts.noPath)
 	when []autoCond
 	why  string
-	// serves is algo's row's (pathInfo.serves), set where the orders are
-	// joined (pathTable's init).
+	// row is algo's in pathTable and serves its serves, set where the
+	// orders are joined (pathTable's init).
+	row    int
 	serves func(g *Group, req backend.Request) bool
 	// kindWhy is the reason per op, where it names the op (constant: no
 	// formatting per call).
@@ -176,7 +177,7 @@ var elementwiseToNCCL = autoStep{algo: coll.AlgoNCCL, when: []autoCond{ncclUsabl
 // auto is auto's choice for c, the one reader of the table and the
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
-func (g *Group) auto(c *call) (coll.Algo, string, error) {
+func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
 	req := &c.req
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
@@ -203,11 +204,11 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 		}
 		switch {
 		case s.algo == coll.AlgoAuto:
-			return coll.AlgoAuto, "", f.noPath()
+			return nil, coll.AlgoAuto, "", f.noPath()
 		case s.kindWhy != nil:
-			return s.algo, s.kindWhy[req.Kind], nil
+			return g.paths.all[s.row], s.algo, s.kindWhy[req.Kind], nil
 		}
-		return s.algo, s.why, nil
+		return g.paths.all[s.row], s.algo, s.why, nil
 	}
 	panic("cuda: auto: every fallback order ends in NCCL's turn, whose last step always holds")
 }
@@ -247,17 +248,13 @@ type autoFacts struct {
 	c *call
 }
 
-// all reports whether every condition of step s holds. It asks the step's
-// path (pathServes) itself, with g from the caller rather than f.g: serves
-// is a func value, and anything of f's passed to it would move the call f
-// points to, which Run keeps on its stack, to the heap.
+// all reports whether every condition of step s holds. g is f.g, passed
+// apart: holds hands it to the step's serves, a func value, and f itself
+// passed there would move the call f points to, which Run keeps on its
+// stack, to the heap.
 func (f *autoFacts) all(g *Group, s *autoStep) bool {
 	for _, c := range s.when {
-		if c == pathServes {
-			if !s.serves(g, f.c.req) {
-				return false
-			}
-		} else if !f.holds(c) {
+		if !f.holds(g, c, s) {
 			return false
 		}
 	}
@@ -268,8 +265,8 @@ func (f *autoFacts) all(g *Group, s *autoStep) bool {
 // (ncclwindow.go: judgeWindow, on the call), element-mode reductions
 // (reduceElementwise), no NCCL on groups without a communicator (NCCL not
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
-func (f *autoFacts) holds(c autoCond) bool {
-	g, req := f.g, &f.c.req
+func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
+	req := &f.c.req
 	wrong := g.ncclUnsafe(f.c)
 	switch c {
 	case ncclUsable:
@@ -298,6 +295,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind != coll.AllGather
 	case allReduce:
 		return req.Kind == coll.AllReduce
+	case pathServes:
+		return s.serves(g, *req)
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true

@@ -278,7 +278,8 @@ func goldenAgreements(t testing.TB, n int) []*members.HostAgreement {
 // or not (win).
 func chooseReq(g *Group, req backend.Request, win bool) (coll.Algo, string, error) {
 	c := newCall(req, win, g.b.nccl.version())
-	return g.choose(&c)
+	_, a, why, err := g.choose(&c)
+	return a, why, err
 }
 
 // goldenReq is a named request.

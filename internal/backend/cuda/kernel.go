@@ -182,7 +182,7 @@ func (k *kernelPath) loaded() bool { return k.args != nil }
 
 // check says whether the kernel path can run req. Every count and
 // alignment of an all-gather is served.
-func (k *kernelPath) check(req backend.Request) refusal {
+func (k *kernelPath) check(req *backend.Request) refusal {
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
 		return k.allReduceCheck(req)
@@ -199,7 +199,7 @@ func (k *kernelPath) check(req backend.Request) refusal {
 // whyNot says why the kernel path cannot run req (nil if it can),
 // wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
 func (k *kernelPath) whyNot(req backend.Request) error {
-	switch r := k.check(req); r {
+	switch r := k.check(&req); r {
 	case served:
 		return nil
 	case refKind:

@@ -89,19 +89,19 @@ type lcPath struct {
 }
 
 // check says whether the low-contention path can run req.
-func (l *lcPath) check(req backend.Request) refusal {
+func (l *lcPath) check(req *backend.Request) refusal {
 	switch {
 	case !l.row.does(req.Kind):
 		return refKind
 	case !l.g.paths.kernel.loaded():
 		return refNoKernels
-	case !reducible(req):
+	case !reducible(*req):
 		return refOp
 	case !req.InSym.OK:
 		return refInNotSym
 	case req.Kind == coll.AllReduce && !req.OutSym.OK:
 		return refOutNotSym
-	case !elemAligned(req):
+	case !elemAligned(*req):
 		return refElemAlign
 	}
 	return served
@@ -109,7 +109,7 @@ func (l *lcPath) check(req backend.Request) refusal {
 
 // whyNot says why the low-contention path cannot run req (nil if it can).
 func (l *lcPath) whyNot(req backend.Request) error {
-	switch r := l.check(req); r {
+	switch r := l.check(&req); r {
 	case served:
 		return nil
 	case refKind:

@@ -80,20 +80,20 @@ type llPath struct {
 }
 
 // check says whether the ll path can run req.
-func (l *llPath) check(req backend.Request) refusal {
-	row := llRowOf(req)
+func (l *llPath) check(req *backend.Request) refusal {
+	row := llRowOf(*req)
 	switch {
 	case !l.row.does(req.Kind):
 		return refKind
 	case l.args == nil:
 		return refNoKernels
-	case req.Kind != coll.AllGather && !reducible(req):
+	case req.Kind != coll.AllGather && !reducible(*req):
 		return refOp
 	case row%llVec != 0:
 		return refLLAlign
 	case row > llCap:
 		return refLLSize
-	case !llAliasOK(req, l.g.Me):
+	case !llAliasOK(*req, l.g.Me):
 		return refLLAlias
 	}
 	return served
@@ -120,7 +120,7 @@ func llAliasOK(req backend.Request, me int) bool {
 
 // whyNot says why the ll path cannot run req (nil if it can).
 func (l *llPath) whyNot(req backend.Request) error {
-	switch r := l.check(req); r {
+	switch r := l.check(&req); r {
 	case served:
 		return nil
 	case refKind:

@@ -46,7 +46,7 @@ func TestLLCheck(t *testing.T) {
 		r.In, r.Out = coll.Span{Ptr: in, Len: inN}, coll.Span{Ptr: out, Len: outN}
 		return r
 	}
-	if r := g.paths.ll.check(req(coll.AllReduce, 512, 0x1000, 0x2000)); r != refNoKernels {
+	if r := g.paths.ll.check(new(req(coll.AllReduce, 512, 0x1000, 0x2000))); r != refNoKernels {
 		t.Fatalf("without kernels: refusal %d, want refNoKernels", r)
 	}
 	g.paths.ll.args = cudadrv.NewArgs(llArgBytes)
@@ -71,7 +71,7 @@ func TestLLCheck(t *testing.T) {
 		{"broadcast", backend.Request{Kind: coll.Broadcast, DType: coll.BFloat16, Count: 512}, refKind},
 		{"max", backend.Request{Kind: coll.AllReduce, DType: coll.BFloat16, Op: coll.Max, Count: 512}, refOp},
 	} {
-		if got := g.paths.ll.check(c.req); got != c.want {
+		if got := g.paths.ll.check(&c.req); got != c.want {
 			t.Errorf("%s: refusal %d, want %d (%v)", c.name, got, c.want, g.paths.ll.whyNot(c.req))
 		}
 		if err := g.paths.ll.whyNot(c.req); (err == nil) != (c.want == served) {

@@ -13,9 +13,8 @@ import (
 
 // path is one way to run a collective on the GPU: symmem's (kernel,
 // two-shot, lc, ll, ce), NCCL's (nccl, nccl-window) and, across hosts,
-// both (hier). Run finds the chosen
-// algorithm's path in the group's table (pathFor) and, holding runMu, asks
-// it to prepare the call, then, with the call published at the gate, to
+// both (hier); pathTable lists them. Run gets the chosen one from choose
+// and, holding runMu, asks it to prepare the call, then, with the call published at the gate, to
 // issue it, then to finish it with runMu released.
 type path interface {
 	// refuse is why a call forced onto the path cannot run (nil if it

@@ -21,7 +21,7 @@ type pathInfo struct {
 	serve, opsHint string
 	// gated: its calls wait for the call gate's approval (gate.go).
 	gated bool
-	// new makes the group's instance of the path in p (pathFor's answer).
+	// new makes the group's instance of the path in p (choose's answer).
 	new func(g *Group, p *paths, row *pathInfo) path
 	// kernArgs allocates its parameter blocks in a group that has
 	// symmem's kernels (setup); nil: it has none.
@@ -48,7 +48,7 @@ var pathTable = [...]pathInfo{
 		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the kernels serve",
 		new:      func(g *Group, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
 		kernArgs: func(p *paths) { p.kernel.args = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.kernel.check(req) == served },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.kernel.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -65,7 +65,7 @@ var pathTable = [...]pathInfo{
 		algo: coll.AlgoLL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "ll serves",
 		new:      func(g *Group, p *paths, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
 		kernArgs: func(p *paths) { p.ll.args = cudadrv.NewArgs(llArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.ll.check(req) == served },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.ll.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
@@ -80,7 +80,7 @@ var pathTable = [...]pathInfo{
 		algo: coll.AlgoTwoShot, ops: []coll.Kind{coll.AllReduce}, serve: "two-shot serves", opsHint: " (reduce_scatter: kernel or lc)",
 		new:      func(g *Group, p *paths, r *pathInfo) path { p.twoShot = twoShotPath{g: g, row: r}; return &p.twoShot },
 		kernArgs: func(p *paths) { p.twoShot.second = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.twoShot.check(req) == served },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.twoShot.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -91,7 +91,7 @@ var pathTable = [...]pathInfo{
 		algo: coll.AlgoLowContention, ops: []coll.Kind{coll.ReduceScatter, coll.AllReduce}, serve: "lc serves", gated: true,
 		new:      func(g *Group, p *paths, r *pathInfo) path { p.lc = lcPath{g: g, row: r}; return &p.lc },
 		kernArgs: func(p *paths) { p.lc.args = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.lc.check(req) == served },
+		serves:   func(g *Group, req backend.Request) bool { return g.paths.lc.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -189,11 +189,12 @@ func (p *paths) withKernels() {
 	}
 }
 
-// pathIndex is algorithm a's row in pathTable (-1: none). The algorithms
-// are constants, so == mostly compares two equal pointers.
+// pathIndex is algorithm a's row in pathTable (-1: none). Run asks on
+// every call: the length and first byte rule out the other rows without
+// comparing their names, and a's name is mostly the row's own constant.
 func pathIndex(a coll.Algo) int {
 	for i := range pathTable {
-		if pathTable[i].algo == a {
+		if r := pathTable[i].algo; len(r) == len(a) && r[0] == a[0] && r == a {
 			return i
 		}
 	}
@@ -204,14 +205,6 @@ func pathIndex(a coll.Algo) int {
 func pathRow(a coll.Algo) *pathInfo {
 	if i := pathIndex(a); i >= 0 {
 		return &pathTable[i]
-	}
-	return nil
-}
-
-// pathFor is the path that runs algorithm a (nil: auto, or no path).
-func (g *Group) pathFor(a coll.Algo) path {
-	if i := pathIndex(a); i >= 0 {
-		return g.paths.all[i]
 	}
 	return nil
 }
@@ -261,8 +254,8 @@ func init() {
 		r := &pathTable[i]
 		for _, turn := range r.fallback {
 			for _, s := range pathRow(turn).turn {
-				if s.algo != coll.AlgoAuto {
-					s.serves = pathRow(s.algo).serves
+				if s.row = pathIndex(s.algo); s.row >= 0 {
+					s.serves = pathTable[s.row].serves
 				}
 				r.order = append(r.order, s)
 			}

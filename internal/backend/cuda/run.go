@@ -45,13 +45,12 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// The NCCL window decision is made once, here; the choice and NCCL
 	// both consume it.
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
-	algo, why, err := g.choose(&c)
+	p, algo, why, err := g.choose(&c)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
 	path := coll.Path{Algo: algo, Reason: why}
 	c.req.Algo = algo // in the digest (fault.go) and the gate's entry (gate.go)
-	p := g.pathFor(algo)
 	g.runMu.Lock()
 	err = g.start(p, &c)
 	g.runMu.Unlock()
@@ -146,25 +145,26 @@ func (g *Group) finishFailed(err error) error {
 }
 
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
-// the reason: a forced path unless it refuses the call (path.refuse), or
-// auto's choice (autotable.go).
-func (g *Group) choose(c *call) (coll.Algo, string, error) {
+// its name and the reason: a forced path unless it refuses the call
+// (path.refuse), or auto's choice (autotable.go).
+func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
 	req := c.req
 	if i := pathIndex(req.Algo); i >= 0 {
-		if err := g.paths.all[i].refuse(*c); err != nil {
-			return req.Algo, "", err
+		p := g.paths.all[i]
+		if err := p.refuse(*c); err != nil {
+			return nil, req.Algo, "", err
 		}
 		r := &pathTable[i]
 		if !r.does(req.Kind) { // where the path's own checks do not look at the op
-			return req.Algo, "", refused(*c, r.kindWhy(req.Kind))
+			return nil, req.Algo, "", refused(*c, r.kindWhy(req.Kind))
 		}
-		return req.Algo, r.requested, nil
+		return p, req.Algo, r.requested, nil
 	}
 	switch req.Algo {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 		return g.auto(c)
 	}
-	return req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, ErrNotSupported)
+	return nil, req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, ErrNotSupported)
 }
 
 // Explain reports the path Run would take for req, without running it (for
@@ -176,7 +176,7 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 		return coll.Path{Reason: "refused: " + errNoA2A.Error()}
 	}
 	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
-	algo, why, err := g.choose(&c)
+	_, algo, why, err := g.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()
 	}

@@ -34,7 +34,7 @@ type twoShotPath struct {
 }
 
 // check says whether the two-shot path can run req.
-func (t *twoShotPath) check(req backend.Request) refusal {
+func (t *twoShotPath) check(req *backend.Request) refusal {
 	switch {
 	case !t.row.does(req.Kind):
 		return refKind
@@ -42,9 +42,9 @@ func (t *twoShotPath) check(req backend.Request) refusal {
 		return refNoKernels
 	case !req.InSym.OK || !req.OutSym.OK:
 		return refInNotSym
-	case !reducible(req):
+	case !reducible(*req):
 		return refOp
-	case !elemAligned(req):
+	case !elemAligned(*req):
 		return refElemAlign
 	}
 	return served
@@ -52,7 +52,7 @@ func (t *twoShotPath) check(req backend.Request) refusal {
 
 // whyNot says why the two-shot path cannot run req (nil if it can).
 func (t *twoShotPath) whyNot(req backend.Request) error {
-	switch r := t.check(req); r {
+	switch r := t.check(&req); r {
 	case served:
 		return nil
 	case refKind:

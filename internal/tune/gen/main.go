@@ -9,8 +9,7 @@
 // seed where nothing is measured. The rule (tune.Build): per op, dtype
 // class (16-bit float, 32-bit float, other), rank count (2, 3-4, 5-8, ...),
 // placement and size, the fastest path measured; within 3% of it the
-// previous size's winner, else the order ce (no SMs), ll, kernel, two-shot,
-// lc, nccl-window, nccl; refused and wrong calls never win; consecutive sizes with one
+// previous size's winner, else tune.Preference (coll's tie order); refused and wrong calls never win; consecutive sizes with one
 // winner merge into size ranges, the last unbounded.
 package main
 
