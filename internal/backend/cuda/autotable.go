@@ -229,6 +229,7 @@ const (
 	allGather                     // the call is an all-gather
 	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                     // the call is an all-reduce
+	allToAll                      // the call is an all-to-all
 	pathServes                    // the step's path would run it (pathInfo.serves)
 	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
 	llSmall                       // ll's row is at most llSmallRow
@@ -298,6 +299,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind != coll.AllGather
 	case allReduce:
 		return req.Kind == coll.AllReduce
+	case allToAll:
+		return req.Kind == coll.AllToAll
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true
