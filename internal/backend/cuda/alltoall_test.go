@@ -281,3 +281,104 @@ func TestAllToAllDeviceSplitsRefused(t *testing.T) {
 		t.Errorf("Explain = %v", p)
 	}
 }
+
+// TestAllToAllChoice: auto takes copy engines where they serve, else NCCL
+// where it has the calls, else refuses naming both; a forced nccl without
+// the calls is refused; Explain names the path; Run issues the copy-engine
+// program and NCCL's call.
+func TestAllToAllChoice(t *testing.T) {
+	full := goldenCfg{kern: true, ce: true, nccl: "full", gate: true}
+	noCE := goldenCfg{nccl: "full"}
+	none := goldenCfg{}
+	withCalls := func(g *Group) { g.b.nccl.lib.HasSendRecv = true }
+	ordinary := func(req backend.Request) backend.Request { req.OutSym = backend.Sym{}; return req }
+	hostSplits := func(req backend.Request) backend.Request {
+		req.A2A = backend.Splits{Form: backend.SplitsHost, Send: []int64{3, 0}, Recv: []int64{5, 0}}
+		req.Count = 0
+		return req
+	}
+	same := func(req backend.Request) backend.Request { return req }
+	for _, tc := range []struct {
+		name  string
+		cfg   goldenCfg
+		lib   func(*Group)
+		req   func(backend.Request) backend.Request
+		algo  coll.Algo
+		want  string // in the reason, or in the error
+		fails bool
+	}{
+		{"symmetric output: ce", full, withCalls, same, coll.AlgoCE, "copy engines for all_to_all", false},
+		{"host splits: ce", full, withCalls, hostSplits, coll.AlgoCE, "copy engines for all_to_all", false},
+		{"ordinary output: nccl", full, withCalls, ordinary, coll.AlgoNCCL, "NCCL for all_to_all", false},
+		{"no peer access: nccl", noCE, withCalls, same, coll.AlgoNCCL, "NCCL for all_to_all", false},
+		{"NCCL without the calls", full, func(*Group) {}, ordinary, coll.AlgoAuto, "lacks ncclSend, ncclRecv or the group calls", true},
+		{"ncclAlltoAll only, host splits", noCE, func(g *Group) { g.b.nccl.lib.HasAllToAll = true }, hostSplits, coll.AlgoAuto, "lacks ncclSend", true},
+		{"ncclAlltoAll only, equal", noCE, func(g *Group) { g.b.nccl.lib.HasAllToAll = true }, same, coll.AlgoNCCL, "NCCL for all_to_all", false},
+		{"neither", none, func(*Group) {}, same, coll.AlgoAuto, "NCCL unavailable", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _ := goldenGroup(t, tc.cfg, 2, 0)
+			if g.b.nccl.lib != nil {
+				lib := *g.b.nccl.lib
+				g.b.nccl.lib = &lib
+			}
+			tc.lib(g)
+			req := tc.req(a2aReq(g, 64, nil))
+			req.Algo = coll.AlgoAuto
+			c := newCall(req, false, g.b.nccl.version())
+			algo, why, err := g.choose(&c)
+			if tc.fails {
+				if err == nil || !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("auto = %s %q %v, want ErrNotSupported saying %q", algo, why, err, tc.want)
+				}
+				if p := g.Explain(req); !strings.Contains(p.Reason, "refused") {
+					t.Fatalf("Explain = %v", p)
+				}
+				return
+			}
+			if err != nil || algo != tc.algo || !strings.Contains(why, tc.want) {
+				t.Fatalf("auto = %s %q %v, want %s saying %q", algo, why, err, tc.algo, tc.want)
+			}
+			if p := g.Explain(req); p.Algo != tc.algo {
+				t.Fatalf("Explain = %v, want %s", p, tc.algo)
+			}
+		})
+	}
+	g, _ := goldenGroup(t, full, 2, 0)
+	req := hostSplits(a2aReq(g, 0, nil))
+	req.Algo = coll.AlgoNCCL
+	if _, _, err := g.choose(&call{req: req}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "nccl requested but NCCL 2.28.9 lacks") {
+		t.Fatalf("nccl forced without ncclSend: %v", err)
+	}
+}
+
+// TestAllToAllRun: Run issues the copy-engine all-to-all (ready round,
+// copies, done round) and hands NCCL's all-to-all to NCCL.
+func TestAllToAllRun(t *testing.T) {
+	g, rec := goldenGroup(t, goldenCfg{ce: true, nccl: "full"}, 2, 1)
+	lib := *g.b.nccl.lib
+	lib.HasAllToAll = true
+	g.b.nccl.lib = &lib
+	req := a2aReq(g, 64, nil)
+	req.Algo = coll.AlgoCE
+	p, err := g.Run(context.Background(), req)
+	if err != nil || p.Algo != coll.AlgoCE {
+		t.Fatalf("Run = %v, %v", p, err)
+	}
+	out := rec.w.String()
+	// Block 0 of this rank (1) goes to rank 0's output at block 1; block 1
+	// is the local copy.
+	peer := fmt.Sprintf("copy s=%#x dst=%#x src=%#x n=256", uint64(ownStream), seg1(g).bases[0]+256, a2aInBase(1))
+	local := fmt.Sprintf("dst=%#x src=%#x n=256", seg1(g).bases[1]+256, a2aInBase(1)+256)
+	if !strings.Contains(out, peer) || !strings.Contains(out, local) {
+		t.Fatalf("program lacks the peer copy %q or the local copy %q:\n%s", peer, local, out)
+	}
+	rec.w.Reset()
+	req.Algo, req.OutSym = coll.AlgoAuto, backend.Sym{}
+	if p, err := g.Run(context.Background(), req); err != nil || p.Algo != coll.AlgoNCCL {
+		t.Fatalf("Run (ordinary output) = %v, %v; want nccl", p, err)
+	}
+	if !strings.Contains(rec.w.String(), "nccl comm=plain win=false") {
+		t.Fatalf("NCCL's call not made:\n%s", rec.w.String())
+	}
+}

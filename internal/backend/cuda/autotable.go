@@ -230,6 +230,7 @@ const (
 	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                     // the call is an all-reduce
 	allToAll                      // the call is an all-to-all
+	ncclA2A                       // the loaded NCCL has the calls for this all-to-all (ncclA2AWhy)
 	pathServes                    // the step's path would run it (pathInfo.serves)
 	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
 	llSmall                       // ll's row is at most llSmallRow
@@ -301,6 +302,8 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind == coll.AllReduce
 	case allToAll:
 		return req.Kind == coll.AllToAll
+	case ncclA2A:
+		return g.ncclA2AWhy(*req) == ""
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true
@@ -315,12 +318,16 @@ func (f *autoFacts) holds(c autoCond) bool {
 	panic(fmt.Sprintf("cuda: auto: condition %d", c))
 }
 
-// noPath is the error of a call no path takes: NCCL unavailable, or
-// unsafe for its shape, and copy engines do not serve it.
+// noPath is the error of a call no path takes: NCCL unavailable, unsafe
+// for its shape, or (all-to-all) without the calls it needs, and copy
+// engines do not serve it.
 func (f *autoFacts) noPath() error {
 	g := f.g
 	if g.ncclUnsafe(f.c) {
 		return ErrNCCLWindowWrong
+	}
+	if req := f.c.req; req.Kind == coll.AllToAll && g.nccl.comm != nil {
+		return fmt.Errorf("no GPU path: %s and %s: %w", g.ncclA2AWhy(req), g.paths.ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), ErrNotSupported)
 }
