@@ -217,7 +217,7 @@ func (g *Group) auto(c *call) (coll.Algo, string, error) {
 type autoCond uint8
 
 const (
-	ncclUsable    autoCond = iota // the group has NCCL, and it is safe for the call
+	ncclUsable    autoCond = iota // the group has NCCL, it is safe for the call, and (all-to-all) the loaded NCCL has its calls (ncclA2AWhy)
 	ncclUnusable                  // not ncclUsable
 	noNCCL                        // the group has no NCCL communicator
 	goodWindows                   // the buffers are in windows NCCL's symmetric kernels do well
@@ -230,7 +230,6 @@ const (
 	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                     // the call is an all-reduce
 	allToAll                      // the call is an all-to-all
-	ncclA2A                       // the loaded NCCL has the calls for this all-to-all (ncclA2AWhy)
 	pathServes                    // the step's path would run it (pathInfo.serves)
 	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
 	llSmall                       // ll's row is at most llSmallRow
@@ -272,12 +271,12 @@ func (f *autoFacts) all(g *Group, s *autoStep) bool {
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
 func (f *autoFacts) holds(c autoCond) bool {
 	g, req := f.g, &f.c.req
-	wrong := g.ncclUnsafe(f.c)
+	usable := g.nccl.comm != nil && !g.ncclUnsafe(f.c) && (req.Kind != coll.AllToAll || g.ncclA2AWhy(*req) == "")
 	switch c {
 	case ncclUsable:
-		return g.nccl.comm != nil && !wrong
+		return usable
 	case ncclUnusable:
-		return g.nccl.comm == nil || wrong
+		return !usable
 	case noNCCL:
 		return g.nccl.comm == nil
 	case goodWindows:
@@ -302,8 +301,6 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return req.Kind == coll.AllReduce
 	case allToAll:
 		return req.Kind == coll.AllToAll
-	case ncclA2A:
-		return g.ncclA2AWhy(*req) == ""
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true

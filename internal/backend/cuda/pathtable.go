@@ -143,7 +143,7 @@ var pathTable = [...]pathInfo{
 			// No measurement orders the all-to-all paths yet: copy engines
 			// where they serve, which needs no NCCL, else NCCL.
 			{algo: coll.AlgoCE, when: []autoCond{allToAll, pathServes}, why: "auto: copy engines for all_to_all into a symmetric output (no measured rows)"},
-			{algo: coll.AlgoNCCL, when: []autoCond{allToAll, ncclUsable, ncclA2A}, why: "auto: NCCL for all_to_all (copy engines do not serve this call)"},
+			{algo: coll.AlgoNCCL, when: []autoCond{allToAll, ncclUsable}, why: "auto: NCCL for all_to_all (copy engines do not serve this call)"},
 			{algo: coll.AlgoAuto, when: []autoCond{allToAll}},
 			{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, oneShot, pathServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
 			{algo: coll.AlgoTwoShot, when: []autoCond{noNCCL, allReduce, pathServes}, why: "auto: NCCL unavailable, symmem's two-shot all-reduce"},
