@@ -382,3 +382,27 @@ func TestAllToAllRun(t *testing.T) {
 		t.Fatalf("NCCL's call not made:\n%s", rec.w.String())
 	}
 }
+
+// TestAllToAllRunSplitsMismatch: host split counts that disagree fail Run
+// with ErrMismatch before anything is issued (one rank: the exchange needs
+// no store).
+func TestAllToAllRunSplitsMismatch(t *testing.T) {
+	g, rec := goldenGroup(t, goldenCfg{ce: true}, 1, 0)
+	req := a2aReq(g, 0, [][]int64{{3}})
+	req.A2A.Recv = []int64{5}
+	req.Algo = coll.AlgoCE
+	_, err := g.Run(context.Background(), req)
+	if !errors.Is(err, errs.Mismatch) || !strings.Contains(err.Error(), "rank 0 sends 3 elements to rank 0, but rank 0 expects 5") {
+		t.Fatalf("Run = %v, want ErrMismatch naming both counts", err)
+	}
+	if rec.w.Len() != 0 {
+		t.Fatalf("a refused call issued:\n%s", rec.w.String())
+	}
+	req.A2A.Recv = []int64{3}
+	if p, err := g.Run(context.Background(), req); err != nil || p.Algo != coll.AlgoCE {
+		t.Fatalf("Run = %v, %v", p, err)
+	}
+	if want := fmt.Sprintf("copy s=%#x dst=%#x src=%#x n=12", uint64(0x100), seg1(g).bases[0], a2aInBase(0)); !strings.Contains(rec.w.String(), want) {
+		t.Fatalf("program lacks the local copy %q:\n%s", want, rec.w.String())
+	}
+}
