@@ -23,12 +23,14 @@ import (
 
 // TestGPUStress is a randomized differential test of the GPU paths through
 // the user API: random ops, dtypes, reductions, sizes (1 B .. 64 MiB, odd
-// counts), offsets inside the pool, in/out-of-place, every algorithm, two
+// counts), all-to-all's split-count matrices, offsets inside the pool,
+// in/out-of-place, every algorithm, two
 // groups sharing the pool, calls captured into CUDA graphs and replayed
 // between eager calls. Every result is compared with package reduce's serial
 // reference on fresh random data; a call may instead be refused
 // (ErrNotSupported / ErrRefused, alike on every rank) but never return wrong
-// data, and an all-gather through auto is never refused. The case stream
+// data, and an all-gather (or, on one host, an all-to-all) through auto is
+// never refused. The case stream
 // comes from one seed, printed first: SYMMEM_STRESS_SEED=<seed> replays it.
 // SYMMEM_STRESS_SECONDS (default 240) bounds the run, SYMMEM_STRESS_CASES
 // (default unlimited) the number of cases. Ranks: see gpuRanks.
@@ -62,11 +64,18 @@ type stressCase struct {
 	pad     int64 // bytes allocated before the buffers (moves their pool offset)
 	off     int64 // elements between the block's start and the span's
 	graph   int   // 0: eager; k > 0: captured once, replayed k times between eager calls
+	// splits is an all-to-all's split counts (splits[i][j]: elements group
+	// rank i sends j; nil: equal blocks of count elements).
+	splits [][]int64
 }
 
 func (c stressCase) String() string {
-	return fmt.Sprintf("g%d %v %v %v root=%d count=%d inplace=%v algo=%s pad=%d off=%d graph=%d",
+	s := fmt.Sprintf("g%d %v %v %v root=%d count=%d inplace=%v algo=%s pad=%d off=%d graph=%d",
 		c.group, c.kind, c.dt, c.op, c.root, c.count, c.inPlace, c.algo, c.pad, c.off, c.graph)
+	if c.splits != nil {
+		s += fmt.Sprintf(" splits=%v", c.splits)
+	}
+	return s
 }
 
 var stressDTypes = []coll.DType{coll.Float32, coll.BFloat16, coll.Float16, coll.Float64, coll.Int32, coll.Int64, coll.Int8, coll.Uint8}
@@ -78,13 +87,13 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	c := stressCase{group: rng.IntN(len(groups)), op: coll.Sum, algo: coll.AlgoAuto}
 	size := int64(len(groups[c.group].Ranks()))
 	own := rng.IntN(10) < 7
-	kinds := []coll.Kind{coll.AllGather, coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}
+	kinds := []coll.Kind{coll.AllGather, coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast, coll.AllToAll}
 	c.kind = kinds[rng.IntN(len(kinds))]
 	c.dt = stressDTypes[rng.IntN(len(stressDTypes))]
-	if c.kind != coll.AllGather && c.kind != coll.Broadcast {
+	if c.kind != coll.AllGather && c.kind != coll.Broadcast && c.kind != coll.AllToAll {
 		c.op = coll.ReduceOp(rng.IntN(4)) + coll.Sum
 	}
-	if own && c.kind != coll.AllGather {
+	if own && c.kind != coll.AllGather && c.kind != coll.AllToAll {
 		c.kind = []coll.Kind{coll.ReduceScatter, coll.AllReduce}[rng.IntN(2)]
 		c.dt = []coll.DType{coll.Float32, coll.BFloat16, coll.Float16}[rng.IntN(3)]
 		c.op = coll.Sum
@@ -98,8 +107,11 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	}
 	total := int64(math.Exp2(rng.Float64() * maxLog))
 	per := max(1, total/es)
-	if c.kind == coll.AllGather || c.kind == coll.ReduceScatter {
+	switch c.kind {
+	case coll.AllGather, coll.ReduceScatter:
 		per = max(1, per/size)
+	case coll.AllToAll:
+		per = max(1, per/size/size)
 	}
 	if rng.IntN(2) == 0 {
 		per |= 1
@@ -108,7 +120,10 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	}
 	c.count = per
 	c.root = rng.IntN(int(size))
-	c.inPlace = rng.IntN(3) == 0
+	c.inPlace = rng.IntN(3) == 0 && c.kind != coll.AllToAll // out of place only
+	if c.kind == coll.AllToAll && rng.IntN(3) > 0 {
+		c.splits = stressSplits(rng, int(size), per)
+	}
 	algos := []coll.Algo{coll.AlgoAuto, coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE, coll.AlgoNCCL, coll.AlgoNCCLWindow, coll.AlgoTwoShot, coll.AlgoLowContention, coll.AlgoLL, coll.AlgoHier}
 	c.algo = algos[rng.IntN(len(algos))]
 	c.pad = int64(rng.IntN(4)) * int64(rng.IntN(1<<20))
@@ -121,7 +136,28 @@ func newStressCase(rng *rand.Rand, groups []*Group) stressCase {
 	return c
 }
 
-// lens are the bytes of a case's input and output tensors.
+// stressSplits draws an all-to-all's split counts on n ranks, up to 2*per
+// elements a block: random with zeros, a rank that sends nothing, or
+// everything to one rank.
+func stressSplits(rng *rand.Rand, n int, per int64) [][]int64 {
+	shape, who := rng.IntN(3), rng.IntN(n)
+	m := make([][]int64, n)
+	for i := range m {
+		m[i] = make([]int64, n)
+		for j := range m[i] {
+			switch {
+			case shape == 1 && i == who, shape == 2 && j != who, rng.IntN(4) == 0:
+			default:
+				m[i][j] = rng.Int64N(2*per + 1)
+			}
+		}
+	}
+	return m
+}
+
+// lens are the bytes of a case's input and output tensors; with split
+// counts, the largest any rank sends and receives (every rank allocates
+// alike: the buffers are symmetric).
 func (c stressCase) lens(n int64) (in, out int64) {
 	one := c.count * int64(c.dt.Size())
 	switch c.kind {
@@ -129,8 +165,33 @@ func (c stressCase) lens(n int64) (in, out int64) {
 		return one, one * n
 	case coll.ReduceScatter:
 		return one * n, one
+	case coll.AllToAll:
+		if c.splits == nil {
+			return one * n, one * n
+		}
+		in, out = 1, 1 // a buffer of one element at least, where nothing moves
+		for i := range c.splits {
+			in, out = max(in, c.a2aSends(i)), max(out, c.a2aRecvs(i))
+		}
+		return in * int64(c.dt.Size()), out * int64(c.dt.Size())
 	}
 	return one, one
+}
+
+// a2aSends and a2aRecvs are the elements group rank r sends and receives
+// in an all-to-all with split counts.
+func (c stressCase) a2aSends(r int) (t int64) {
+	for _, k := range c.splits[r] {
+		t += k
+	}
+	return t
+}
+
+func (c stressCase) a2aRecvs(r int) (t int64) {
+	for i := range c.splits {
+		t += c.splits[i][r]
+	}
+	return t
 }
 
 // stressData is rank r's input for one round of a case: finite values
@@ -166,6 +227,8 @@ func stressWant(c stressCase, me int, inputs [][]byte) ([]byte, error) {
 		return bytes.Join(inputs, nil), nil
 	case coll.Broadcast:
 		return inputs[c.root], nil
+	case coll.AllToAll:
+		return stressA2AWant(c, me, inputs), nil
 	}
 	full := make([]byte, len(inputs[0]))
 	if err := reduce.ReduceN(full, inputs, c.dt, c.op); err != nil {
@@ -179,6 +242,31 @@ func stressWant(c stressCase, me int, inputs [][]byte) ([]byte, error) {
 		return full[int64(me)*one : int64(me+1)*one], nil
 	}
 	return full, nil
+}
+
+// stressA2AWant is rank me's output of an all-to-all: the block each rank
+// sends it, in rank order, then (split counts) the output's garbage
+// (0xA5) up to its capacity.
+func stressA2AWant(c stressCase, me int, inputs [][]byte) []byte {
+	es := int64(c.dt.Size())
+	n := len(inputs)
+	var want []byte
+	if c.splits == nil {
+		one := c.count * es
+		for i := range n {
+			want = append(want, inputs[i][int64(me)*one:][:one]...)
+		}
+		return want
+	}
+	for i := range n {
+		var from int64
+		for k := range me {
+			from += c.splits[i][k]
+		}
+		want = append(want, inputs[i][from*es:][:c.splits[i][me]*es]...)
+	}
+	_, capacity := c.lens(int64(n))
+	return append(want, bytes.Repeat([]byte{0xA5}, int(capacity)-len(want))...)
 }
 
 // digits elides the numbers of a refusal's message (sizes, addresses).
@@ -282,6 +370,9 @@ func roleGPUStress(ctx context.Context) error {
 		}
 		if code == stressRefused && c.kind == coll.AllGather && c.algo == coll.AlgoAuto {
 			return fmt.Errorf("case %d (%v): an all-gather through auto was refused: %s", i, c, why)
+		}
+		if code == stressRefused && c.kind == coll.AllToAll && c.algo == coll.AlgoAuto && envInt("SYMMEM_TEST_HOSTS", 0) <= 1 {
+			return fmt.Errorf("case %d (%v): an all-to-all on symmetric buffers through auto was refused: %s", i, c, why)
 		}
 		if outs[0][1] == 1 {
 			break
@@ -395,6 +486,15 @@ func stressRun(ctx context.Context, w *World, be *cuda.Backend, s *cudadrv.Strea
 			return g.ReduceScatter(ctx, out, in, c.dt, c.op, opts...)
 		case coll.AllReduce:
 			return g.AllReduce(ctx, out, in, c.dt, c.op, opts...)
+		case coll.AllToAll:
+			if c.splits == nil {
+				return g.AllToAll(ctx, out, in, c.dt, opts...)
+			}
+			send, recv := make([]int64, n), make([]int64, n)
+			for j := range send {
+				send[j], recv[j] = c.splits[me][j], c.splits[j][me]
+			}
+			return g.AllToAllV(ctx, out, in, send, recv, c.dt, opts...)
 		}
 		return g.Broadcast(ctx, out, c.root, c.dt, opts...)
 	}

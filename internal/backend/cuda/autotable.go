@@ -218,7 +218,7 @@ func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
 type autoCond uint8
 
 const (
-	ncclUsable    autoCond = iota // the group has NCCL, and it is safe for the call
+	ncclUsable    autoCond = iota // the group has NCCL, it is safe for the call, and (all-to-all) the loaded NCCL has its calls (ncclA2AWhy)
 	ncclUnusable                  // not ncclUsable
 	noNCCL                        // the group has no NCCL communicator
 	goodWindows                   // the buffers are in windows NCCL's symmetric kernels do well
@@ -230,6 +230,7 @@ const (
 	allGather                     // the call is an all-gather
 	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                     // the call is an all-reduce
+	allToAll                      // the call is an all-to-all
 	pathServes                    // the step's path would run it (pathInfo.serves)
 	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
 	llSmall                       // ll's row is at most llSmallRow
@@ -267,12 +268,12 @@ func (f *autoFacts) all(g *Group, s *autoStep) bool {
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
 func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 	req := &f.c.req
-	wrong := g.ncclUnsafe(f.c)
+	usable := g.nccl.comm != nil && !g.ncclUnsafe(f.c) && (req.Kind != coll.AllToAll || g.ncclA2AWhy(*req) == "")
 	switch c {
 	case ncclUsable:
-		return g.nccl.comm != nil && !wrong
+		return usable
 	case ncclUnusable:
-		return g.nccl.comm == nil || wrong
+		return !usable
 	case noNCCL:
 		return g.nccl.comm == nil
 	case goodWindows:
@@ -297,6 +298,8 @@ func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 		return req.Kind == coll.AllReduce
 	case pathServes:
 		return s.serves(g, *req)
+	case allToAll:
+		return req.Kind == coll.AllToAll
 	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
 		if g.paths.lc.staging != nil {
 			return true
@@ -311,12 +314,16 @@ func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 	panic(fmt.Sprintf("cuda: auto: condition %d", c))
 }
 
-// noPath is the error of a call no path takes: NCCL unavailable, or
-// unsafe for its shape, and copy engines do not serve it.
+// noPath is the error of a call no path takes: NCCL unavailable, unsafe
+// for its shape, or (all-to-all) without the calls it needs, and copy
+// engines do not serve it.
 func (f *autoFacts) noPath() error {
 	g := f.g
 	if g.ncclUnsafe(f.c) {
 		return ErrNCCLWindowWrong
+	}
+	if req := f.c.req; req.Kind == coll.AllToAll && g.nccl.comm != nil {
+		return fmt.Errorf("no GPU path: %s and %s: %w", g.ncclA2AWhy(req), g.paths.ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), ErrNotSupported)
 }

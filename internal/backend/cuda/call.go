@@ -19,11 +19,15 @@ type call struct {
 	verdict windowVerdict
 	// gate is its place at the call gate, set by publish.
 	gate ticket
+	// counts is an all-to-all's count matrix with host split counts
+	// (splitMatrix: counts[i][j], elements rank i sends rank j).
+	counts [][]int64
 }
 
 // newCall is req as a call, its buffers in NCCL windows or not (win),
 // judged against NCCL version v (0: none).
 func newCall(req backend.Request, win bool, v int) call {
+	win = win && req.Kind != coll.AllToAll // nccl-window does not serve it
 	c := call{req: req, win: win}
 	if win {
 		c.verdict = judgeWindow(req, v)

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 
+	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -41,20 +42,28 @@ func ceModeFor(req backend.Request) ceMode {
 // keep the issue path free of allocations).
 const maxCERanks = 64
 
-// cePath is the copy-engine all-gather (algorithm ce).
+// cePath is the copy-engine all-gather and all-to-all (algorithm ce;
+// all-to-all: alltoall_ce.go).
 type cePath struct {
 	whole
 	g   *Group
 	row *pathInfo
 }
 
-// serves reports whether copy engines can run req: an all-gather with a
-// registered output, or input out of place (in place, the peers' slices
-// are read from their outputs), in a group whose ranks reach each other.
+// serves reports whether copy engines can run req, in a group whose ranks
+// reach each other: an all-gather with a registered output, or input out
+// of place (in place, the peers' slices are read from their outputs); an
+// all-to-all with a registered output, equal or with host split counts.
 // build finds nothing more to refuse: it runs after the call was
 // published at the gate.
 func (ce *cePath) serves(req backend.Request) bool {
-	return ce.row.does(req.Kind) && ce.g.ce && len(ce.g.Ranks) <= maxCERanks && (req.OutSym.OK || req.InSym.OK && !req.InPlace)
+	if !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks {
+		return false
+	}
+	if req.Kind == coll.AllToAll {
+		return a2aWhy(req) == ""
+	}
+	return req.OutSym.OK || req.InSym.OK && !req.InPlace
 }
 
 // whyNot says why copy engines cannot run req (nil if they can).
@@ -62,7 +71,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks:
+	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsDevice:
 		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
@@ -74,11 +83,14 @@ func (ce *cePath) refuse(c call) error { return refused(c, ce.whyNot(c.req)) }
 func (ce *cePath) why(req backend.Request) string {
 	switch {
 	case !ce.row.does(req.Kind):
-		return "copy engines serve all_gather only"
+		return "copy engines serve all_gather and all_to_all only"
 	case !ce.g.ce:
 		return "copy engines unavailable: " + ce.g.ceWhy
 	case len(ce.g.Ranks) > maxCERanks:
-		return fmt.Sprintf("the copy-engine all-gather serves up to %d ranks, the group has %d", maxCERanks, len(ce.g.Ranks))
+		return fmt.Sprintf("the copy-engine paths serve up to %d ranks, the group has %d", maxCERanks, len(ce.g.Ranks))
+	}
+	if why := a2aWhy(req); why != "" {
+		return why
 	}
 	if req.InPlace && req.InSym.OK {
 		return "in place, the output must be a pool block registered with this group (the peers' slices are read from it)"
@@ -103,6 +115,12 @@ func (ce *cePath) why(req backend.Request) string {
 // track lets quiesce fence the stream later.
 func (ce *cePath) issue(c call) error {
 	p := ce.g.newProgram() // memory ops go one call each: less GPU time than one cuStreamBatchMemOp (see above)
+	if c.req.Kind == coll.AllToAll {
+		if err := ce.buildA2A(p, &c); err != nil {
+			return err
+		}
+		return ce.g.issue(p, &c, "copy-engine all-to-all")
+	}
 	if err := ce.build(p, &c); err != nil {
 		return err
 	}

@@ -337,10 +337,28 @@ func (n *ncclPath) refuse(c call) error {
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
+	case c.req.Kind == coll.AllToAll && g.ncclA2AWhy(c.req) != "":
+		return fmt.Errorf("nccl requested but %s: %w", g.ncclA2AWhy(c.req), ErrNotSupported)
 	case g.ncclUnsafe(&c):
 		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
 	}
 	return nil
+}
+
+// ncclA2AWhy says why the loaded NCCL cannot run the all-to-all req (""
+// if it can): equal blocks need ncclAlltoAll or the point-to-point calls,
+// split counts the point-to-point calls, which take them from the host.
+func (g *Group) ncclA2AWhy(req backend.Request) string {
+	lib := g.b.nccl.lib
+	switch {
+	case req.A2A.Form == backend.SplitsDevice:
+		return "NCCL takes all-to-all split counts from the host only (split counts on the device need the kernel path)"
+	case lib == nil:
+		return "NCCL is not loaded"
+	case lib.HasSendRecv, req.A2A.Form == backend.SplitsEqual && lib.HasAllToAll:
+		return ""
+	}
+	return fmt.Sprintf("NCCL %s lacks ncclSend, ncclRecv or the group calls for all_to_all", lib.VersionString())
 }
 
 func (n *ncclPath) finish(ctx context.Context, c call) (coll.Algo, error) {

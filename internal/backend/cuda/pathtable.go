@@ -99,12 +99,15 @@ var pathTable = [...]pathInfo{
 		},
 	},
 	{
-		algo: coll.AlgoCE, ops: []coll.Kind{coll.AllGather}, gated: true,
+		algo: coll.AlgoCE, ops: []coll.Kind{coll.AllGather, coll.AllToAll}, serve: "copy engines serve", gated: true,
 		new:      func(g *Group, p *paths, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
 		serves:   func(g *Group, req backend.Request) bool { return g.paths.ce.serves(req) },
 		fallback: []coll.Algo{coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
-			{algo: coll.AlgoCE, when: []autoCond{pathServes}, why: "auto: copy engines for all_gather on symmetric buffers (auto table)"},
+			{algo: coll.AlgoCE, when: []autoCond{pathServes}, kindWhy: map[coll.Kind]string{
+				coll.AllGather: "auto: copy engines for all_gather on symmetric buffers (auto table)",
+				coll.AllToAll:  "auto: copy engines for all_to_all into a symmetric output (auto table)",
+			}},
 		},
 	},
 	{
@@ -128,7 +131,7 @@ var pathTable = [...]pathInfo{
 		},
 	},
 	{
-		algo: coll.AlgoNCCL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, serve: "NCCL serves", gated: true,
+		algo: coll.AlgoNCCL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast, coll.AllToAll}, serve: "NCCL serves", gated: true,
 		new:      func(g *Group, p *paths, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
 		fallback: []coll.Algo{coll.AlgoNCCL},
 		// Without NCCL a reduction still runs on symmem's kernels: one-shot up
@@ -137,6 +140,11 @@ var pathTable = [...]pathInfo{
 		// an ordinary reduce-scatter output). Where NCCL is unavailable or
 		// unsafe, copy engines take an all-gather; else the call is refused.
 		turn: []autoStep{
+			// No measurement orders the all-to-all paths yet: copy engines
+			// where they serve, which needs no NCCL, else NCCL.
+			{algo: coll.AlgoCE, when: []autoCond{allToAll, pathServes}, why: "auto: copy engines for all_to_all into a symmetric output (no measured rows)"},
+			{algo: coll.AlgoNCCL, when: []autoCond{allToAll, ncclUsable}, why: "auto: NCCL for all_to_all (copy engines do not serve this call)"},
+			{algo: coll.AlgoAuto, when: []autoCond{allToAll}},
 			{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, oneShot, pathServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},
 			{algo: coll.AlgoTwoShot, when: []autoCond{noNCCL, allReduce, pathServes}, why: "auto: NCCL unavailable, symmem's two-shot all-reduce"},
 			{algo: coll.AlgoKernel, when: []autoCond{noNCCL, notAllGather, pathServes}, why: "auto: NCCL unavailable, symmem's reduction kernel"},

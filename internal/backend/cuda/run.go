@@ -23,12 +23,13 @@ var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool
 // captured is the request's stream): their signals carry no host-chosen
 // values, so every replay is a new, correct collective — provided every rank
 // replays its graph the same number of times.
-// errNoA2A is every all-to-all's error until the GPU paths exist.
-var errNoA2A = fmt.Errorf("all-to-all has no GPU path yet (use the CPU backend): %w", ErrNotSupported)
-
+//
+// An all-to-all with host split counts exchanges them first (splitMatrix),
+// through the store: every rank checks the whole matrix before anything
+// is queued.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
-	if req.Kind == coll.AllToAll {
-		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errNoA2A)
+	if devSplitsUnserved(req) {
+		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errDevSplits)
 	}
 	if err := g.goneErr(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
@@ -45,6 +46,12 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// The NCCL window decision is made once, here; the choice and NCCL
 	// both consume it.
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
+	if req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsHost {
+		var err error
+		if c.counts, err = g.splitMatrix(ctx, req); err != nil {
+			return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
+		}
+	}
 	p, algo, why, err := g.choose(&c)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
@@ -172,8 +179,8 @@ func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
 // explains why.
 func (g *Group) Explain(req backend.Request) coll.Path {
-	if req.Kind == coll.AllToAll {
-		return coll.Path{Reason: "refused: " + errNoA2A.Error()}
+	if devSplitsUnserved(req) {
+		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
 	}
 	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
 	_, algo, why, err := g.choose(&c)
@@ -181,4 +188,10 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 		why = "refused: " + err.Error()
 	}
 	return coll.Path{Algo: algo, Reason: why}
+}
+
+// devSplitsUnserved reports whether req is an all-to-all with split counts
+// on the device and no path reads them: only the kernel path can.
+func devSplitsUnserved(req backend.Request) bool {
+	return req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsDevice && !pathRow(coll.AlgoKernel).does(coll.AllToAll)
 }

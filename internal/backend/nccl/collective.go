@@ -65,6 +65,57 @@ func (c *Comm) Broadcast(in, out uint64, count int64, dt coll.DType, root int, s
 	})
 }
 
+// AllToAll is an all-to-all of equal blocks, count elements per rank:
+// ncclAlltoAll where NCCL has it, else one group of ncclSend and ncclRecv.
+func (c *Comm) AllToAll(in, out uint64, count int64, dt coll.DType, stream uint64) error {
+	ndt, err := c.args("all-to-all", in, out, count, dt)
+	if err != nil {
+		return err
+	}
+	if c.lib.HasAllToAll {
+		return c.enqueue("ncclAlltoAll", func() error {
+			return c.lib.AllToAll(c.cuctx, c.h.Comm, in, out, count, ndt, uintptr(stream))
+		})
+	}
+	counts := make([]int64, c.size)
+	for j := range counts {
+		counts[j] = count
+	}
+	return c.allToAllV(in, out, counts, counts, ndt, dt.Size(), stream)
+}
+
+// AllToAllV is an all-to-all with split counts: send[j] elements to rank
+// j and recv[i] from rank i, packed in rank order from in and out, as one
+// group of ncclSend and ncclRecv. Every rank's counts must match its
+// peers' (the GPU backend checks the whole matrix first): NCCL would hang
+// or fail on a difference.
+func (c *Comm) AllToAllV(in, out uint64, send, recv []int64, dt coll.DType, stream uint64) error {
+	if len(send) != c.size || len(recv) != c.size {
+		return fmt.Errorf("nccl: group %q: all-to-all: %d send and %d receive counts for %d ranks", c.group, len(send), len(recv), c.size)
+	}
+	var total int64
+	for j := range send {
+		total += send[j] + recv[j]
+	}
+	ndt, err := c.args("all-to-all", in, out, total, dt)
+	if err != nil {
+		return err
+	}
+	return c.allToAllV(in, out, send, recv, ndt, dt.Size(), stream)
+}
+
+func (c *Comm) allToAllV(in, out uint64, send, recv []int64, ndt libnccl.DataType, es int, stream uint64) error {
+	sp, rp := make([]uint64, c.size), make([]uint64, c.size)
+	var so, ro uint64
+	for j := range c.size {
+		sp[j], rp[j] = in+so, out+ro
+		so, ro = so+uint64(send[j])*uint64(es), ro+uint64(recv[j])*uint64(es)
+	}
+	return c.enqueue("ncclSend/ncclRecv", func() error {
+		return c.lib.AllToAllV(c.cuctx, c.h.Comm, sp, send, rp, recv, ndt, uintptr(stream))
+	})
+}
+
 // enqueue makes one NCCL call under the communicator's lock once the
 // communicator is usable, and settles its result (an asynchronous failure
 // breaks the communicator).
@@ -170,10 +221,36 @@ func (c *Comm) RunDecided(ctx context.Context, req backend.Request, win bool) (c
 		err = c.AllReduce(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Op, req.Stream)
 	case coll.Broadcast:
 		err = c.Broadcast(req.Out.Ptr, req.Out.Ptr, req.Count, req.DType, req.Root, req.Stream)
+	case coll.AllToAll:
+		err = c.runAllToAll(req)
 	default:
 		err = fmt.Errorf("nccl: group %q: unknown collective %v", c.group, req.Kind)
 	}
 	return path, err
+}
+
+// runAllToAll is an all-to-all request: equal blocks or host split counts
+// (clipped to the request's window [Lo, Hi) where it has one); split
+// counts on the device are not NCCL's to read.
+func (c *Comm) runAllToAll(req backend.Request) error {
+	switch req.A2A.Form {
+	case backend.SplitsEqual:
+		return c.AllToAll(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Stream)
+	case backend.SplitsHost:
+		send, recv := req.A2A.Send, req.A2A.Recv
+		if a := req.A2A; a.Hi > 0 {
+			clip := func(cs []int64) []int64 {
+				out := make([]int64, len(cs))
+				for j, k := range cs {
+					out[j] = min(max(k-a.Lo, 0), a.Hi-a.Lo)
+				}
+				return out
+			}
+			send, recv = clip(send), clip(recv)
+		}
+		return c.AllToAllV(req.In.Ptr, req.Out.Ptr, send, recv, req.DType, req.Stream)
+	}
+	return fmt.Errorf("nccl: group %q: all-to-all with %v: NCCL reads no split counts on the device: %w", c.group, req.A2A.Form, ErrNotSupported)
 }
 
 // spanCounts checks req's spans against its count and returns the byte

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -89,6 +90,57 @@ func TestFakeOneRank(t *testing.T) {
 	}
 	if err := c.AllReduce(addrOf(in), addrOf(out), count, coll.Float32, coll.Sum, 0); err == nil {
 		t.Error("a collective on a closed communicator succeeded")
+	}
+}
+
+// TestFakeAllToAll: equal blocks through ncclAlltoAll where NCCL has it,
+// else (and split counts always) through a group of ncclSend and ncclRecv;
+// a request with split counts goes through RunDecided.
+func TestFakeAllToAll(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cflags []string
+		a2a    bool
+	}{
+		{"alltoall", nil, true},
+		{"send/recv", []string{"-DNO_ALLTOALL"}, false},
+	} {
+		lib := fakeLib(t, tc.cflags...)
+		if lib.HasAllToAll != tc.a2a || !lib.HasSendRecv {
+			t.Fatalf("%s: HasAllToAll %v, HasSendRecv %v", tc.name, lib.HasAllToAll, lib.HasSendRecv)
+		}
+		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "a2a-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, out := make([]byte, 256), make([]byte, 256)
+		for i := range in {
+			in[i] = byte(i*5 + 3)
+		}
+		if err := c.AllToAll(addrOf(in), addrOf(out), 64, coll.Float32, 0); err != nil {
+			t.Fatalf("%s: equal: %v", tc.name, err)
+		}
+		if !bytes.Equal(out, in) {
+			t.Errorf("%s: equal blocks of one rank: output differs from the input", tc.name)
+		}
+		clear(out)
+		req := backend.Request{Kind: coll.AllToAll, DType: coll.Int32, In: coll.Span{Ptr: addrOf(in), Len: 40}, Out: coll.Span{Ptr: addrOf(out), Len: 40},
+			A2A: backend.Splits{Form: backend.SplitsHost, Send: []int64{10}, Recv: []int64{10}}}
+		if _, err := c.RunDecided(t.Context(), req, false); err != nil {
+			t.Fatalf("%s: split counts: %v", tc.name, err)
+		}
+		runtime.KeepAlive(in)
+		if !bytes.Equal(out[:40], in[:40]) || out[40] != 0 {
+			t.Errorf("%s: split counts of one rank: output differs from the input's first 40 bytes", tc.name)
+		}
+		req.A2A.Recv = []int64{9} // the fake refuses a receive that matches no send
+		if _, err := c.RunDecided(t.Context(), req, false); err == nil {
+			t.Errorf("%s: mismatched counts reached NCCL and succeeded", tc.name)
+		}
+		req.A2A.Form = backend.SplitsDevice
+		if _, err := c.RunDecided(t.Context(), req, false); !errors.Is(err, ErrNotSupported) {
+			t.Errorf("%s: device split counts: %v, want ErrNotSupported", tc.name, err)
+		}
 	}
 }
 

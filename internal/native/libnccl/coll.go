@@ -9,6 +9,7 @@ import "C"
 import (
 	"context"
 	"errors"
+	"fmt"
 	"unsafe"
 )
 
@@ -65,6 +66,52 @@ func (l *Lib) Broadcast(ctx uintptr, c Comm, send, recv uint64, count int64, dt 
 	if rc := C.sm_broadcast(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
 		C.int(dt), C.int(root), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
 		return l.err("ncclBroadcast", rc, c)
+	}
+	return nil
+}
+
+// AllToAll is ncclAlltoAll (HasAllToAll): count elements from
+// send[j*count:] go to rank j, and recv[i*count:] comes from rank i.
+func (l *Lib) AllToAll(ctx uintptr, c Comm, send, recv uint64, count int64, dt DataType, stream uintptr) error {
+	if !l.HasAllToAll {
+		return notSupported("NCCL %s has no ncclAlltoAll", l.VersionString())
+	}
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	if rc := C.sm_all_to_all(l.c, C.uintptr_t(ctx), C.uint64_t(send), C.uint64_t(recv), C.size_t(count),
+		C.int(dt), C.uintptr_t(c), C.uintptr_t(stream)); rc != 0 {
+		return l.err("ncclAlltoAll", rc, c)
+	}
+	return nil
+}
+
+// AllToAllV is one NCCL group (HasSendRecv) of ncclSend of sendCounts[j]
+// elements at send[j] to rank j and ncclRecv of recvCounts[i] elements at
+// recv[i] from rank i; zero counts are skipped, so the ranks' counts must
+// match pairwise (what i sends j is what j receives from i).
+func (l *Lib) AllToAllV(ctx uintptr, c Comm, send []uint64, sendCounts []int64, recv []uint64, recvCounts []int64, dt DataType, stream uintptr) error {
+	if !l.HasSendRecv {
+		return notSupported("NCCL %s lacks ncclSend, ncclRecv or the group calls", l.VersionString())
+	}
+	n := len(send)
+	if len(sendCounts) != n || len(recv) != n || len(recvCounts) != n || n == 0 {
+		return fmt.Errorf("nccl: all-to-all-v: %d send buffers, %d send counts, %d receive buffers, %d receive counts; want one of each per rank",
+			n, len(sendCounts), len(recv), len(recvCounts))
+	}
+	if ctx != 0 && !l.HasCUDA {
+		return l.needCtx(ctx)
+	}
+	sc, rc := make([]C.size_t, n), make([]C.size_t, n)
+	for j := range n {
+		if sendCounts[j] < 0 || recvCounts[j] < 0 {
+			return fmt.Errorf("nccl: all-to-all-v: negative count for rank %d (send %d, receive %d)", j, sendCounts[j], recvCounts[j])
+		}
+		sc[j], rc[j] = C.size_t(sendCounts[j]), C.size_t(recvCounts[j])
+	}
+	if r := C.sm_all_to_all_v(l.c, C.uintptr_t(ctx), (*C.uint64_t)(unsafe.Pointer(&send[0])), &sc[0],
+		(*C.uint64_t)(unsafe.Pointer(&recv[0])), &rc[0], C.int(n), C.int(dt), C.uintptr_t(c), C.uintptr_t(stream)); r != 0 {
+		return l.err("ncclSend/ncclRecv group", r, c)
 	}
 	return nil
 }

@@ -18,12 +18,14 @@ import (
 
 // Lib is one loaded libnccl.so.2 with its resolved entry points.
 type Lib struct {
-	Path       string   // the candidate that loaded (as given to dlopen)
-	Version    int      // ncclGetVersion, e.g. 22803
-	HasWindows bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
-	HasCUDA    bool     // cuCtxSetCurrent was resolved from libcuda.so.1
-	HasRevoke  bool     // ncclCommRevoke exists (2.28+)
-	Tried      []string // "candidate: why it failed", for those tried before Path
+	Path        string   // the candidate that loaded (as given to dlopen)
+	Version     int      // ncclGetVersion, e.g. 22803
+	HasWindows  bool     // ncclCommWindowRegister and ncclCommWindowDeregister exist
+	HasCUDA     bool     // cuCtxSetCurrent was resolved from libcuda.so.1
+	HasRevoke   bool     // ncclCommRevoke exists (2.28+)
+	HasAllToAll bool     // ncclAlltoAll exists (2.28+)
+	HasSendRecv bool     // ncclSend, ncclRecv, ncclGroupStart and ncclGroupEnd exist (2.7+)
+	Tried       []string // "candidate: why it failed", for those tried before Path
 
 	c *C.sm_nccl // C memory, never freed (the library stays loaded)
 }
@@ -88,6 +90,8 @@ func Open(candidates []string) (*Lib, error) {
 		l.HasWindows = C.sm_has(cl, 0) != 0
 		l.HasCUDA = C.sm_has(cl, 2) != 0
 		l.HasRevoke = C.sm_has(cl, 4) != 0
+		l.HasAllToAll = C.sm_has(cl, 5) != 0
+		l.HasSendRecv = C.sm_has(cl, 6) != 0
 		return l, nil
 	}
 	if len(candidates) == 0 {

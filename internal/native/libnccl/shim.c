@@ -32,6 +32,11 @@ int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
   SM_OPT(winRegister, "ncclCommWindowRegister");
   SM_OPT(winDeregister, "ncclCommWindowDeregister");
   SM_OPT(commRevoke, "ncclCommRevoke");
+  SM_OPT(allToAll, "ncclAlltoAll");
+  SM_OPT(send, "ncclSend");
+  SM_OPT(recv, "ncclRecv");
+  SM_OPT(groupStart, "ncclGroupStart");
+  SM_OPT(groupEnd, "ncclGroupEnd");
   // The CUDA driver: NCCL has normally loaded it already (RTLD_NOLOAD finds it).
   L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -45,6 +50,8 @@ int sm_has(const sm_nccl* L, int what) {
   case 2: return L->cuCtxSetCurrent != NULL;
   case 3: return L->getLastError != NULL;
   case 4: return L->commRevoke != NULL;
+  case 5: return L->allToAll != NULL;
+  case 6: return L->send != NULL && L->recv != NULL && L->groupStart != NULL && L->groupEnd != NULL;
   }
   return 0;
 }
@@ -113,6 +120,29 @@ int sm_broadcast(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, 
                         int root, uintptr_t comm, uintptr_t stream) {
   SM_CTX(ctx);
   return L->broadcast((const void*)send, (void*)recv, count, dt, root, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+
+int sm_all_to_all(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt,
+                  uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  return L->allToAll((const void*)send, (void*)recv, count, dt, (ncclComm_t)comm, (sm_stream_t)stream);
+}
+// sm_all_to_all_v sends sendCounts[j] elements at send[j] to rank j and
+// receives recvCounts[i] at recv[i] from rank i, as one NCCL group; a zero
+// count is skipped (its peer skips the matching call). The group is always
+// ended, so a failed send or receive leaves no group open; the first error
+// is returned.
+int sm_all_to_all_v(const sm_nccl* L, uintptr_t ctx, const uint64_t* send, const size_t* sendCounts,
+                    const uint64_t* recv, const size_t* recvCounts, int n, int dt, uintptr_t comm, uintptr_t stream) {
+  SM_CTX(ctx);
+  int rc = L->groupStart();
+  if (rc != 0) return rc;
+  for (int j = 0; j < n && rc == 0; j++) {
+    if (sendCounts[j] > 0) rc = L->send((const void*)send[j], sendCounts[j], dt, j, (ncclComm_t)comm, (sm_stream_t)stream);
+    if (rc == 0 && recvCounts[j] > 0) rc = L->recv((void*)recv[j], recvCounts[j], dt, j, (ncclComm_t)comm, (sm_stream_t)stream);
+  }
+  int end = L->groupEnd();
+  return rc != 0 ? rc : end;
 }
 
 int sm_win_register(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uint64_t ptr, size_t size,

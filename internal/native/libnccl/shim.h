@@ -55,6 +55,11 @@ typedef struct {
   ncclResult_t (*winRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int);   // optional (2.27+)
   ncclResult_t (*winDeregister)(ncclComm_t, ncclWindow_t);                      // optional (2.27+)
   ncclResult_t (*commRevoke)(ncclComm_t, int);                                  // optional (2.28+)
+  ncclResult_t (*allToAll)(const void*, void*, size_t, int, ncclComm_t, sm_stream_t); // optional (2.28+)
+  ncclResult_t (*send)(const void*, size_t, int, int, ncclComm_t, sm_stream_t);       // optional (2.7+)
+  ncclResult_t (*recv)(void*, size_t, int, int, ncclComm_t, sm_stream_t);             // optional (2.7+)
+  ncclResult_t (*groupStart)(void);                                                   // optional
+  ncclResult_t (*groupEnd)(void);                                                     // optional
   CUresult (*cuCtxSetCurrent)(CUcontext);                                       // from libcuda.so.1
 } sm_nccl;
 
@@ -75,6 +80,8 @@ int sm_all_gather(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv,
 int sm_reduce_scatter(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);
 int sm_all_reduce(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int op, uintptr_t comm, uintptr_t stream);
 int sm_broadcast(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, int root, uintptr_t comm, uintptr_t stream);
+int sm_all_to_all(const sm_nccl* L, uintptr_t ctx, uint64_t send, uint64_t recv, size_t count, int dt, uintptr_t comm, uintptr_t stream);
+int sm_all_to_all_v(const sm_nccl* L, uintptr_t ctx, const uint64_t* send, const size_t* sendCounts, const uint64_t* recv, const size_t* recvCounts, int n, int dt, uintptr_t comm, uintptr_t stream);
 int sm_win_register(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uint64_t ptr, size_t size, uintptr_t* win, int flags);
 int sm_win_deregister(const sm_nccl* L, uintptr_t ctx, uintptr_t comm, uintptr_t win);
 void sm_config_layout(size_t* o);

@@ -82,5 +82,36 @@ ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, int dt, int 
   (void)stream; if (root != 0) return 4; return copy("broadcast", comm, in, out, count, dt);
 }
 
+/* All-to-all of one rank: ncclAlltoAll is a copy (built with
+ * -DNO_ALLTOALL it is missing, as before NCCL 2.28); a group of ncclSend
+ * and ncclRecv to and from rank 0 pairs each receive with the pending send,
+ * whose counts must match. */
+#ifndef NO_ALLTOALL
+ncclResult_t ncclAlltoAll(const void* in, void* out, size_t count, int dt, ncclComm_t comm, void* stream) {
+  (void)stream; return copy("alltoall", comm, in, out, count, dt);
+}
+#endif
+static int inGroup;
+static const void* pendingSend;
+static size_t pendingCount;
+ncclResult_t ncclGroupStart(void) { if (inGroup) return 5; inGroup = 1; pendingSend = NULL; return 0; }
+ncclResult_t ncclGroupEnd(void) {
+  if (!inGroup) return 5;
+  inGroup = 0;
+  return pendingSend != NULL ? 5 : 0; /* a send no receive matched */
+}
+ncclResult_t ncclSend(const void* in, size_t count, int dt, int peer, ncclComm_t comm, void* stream) {
+  (void)dt; (void)stream;
+  if (!inGroup || peer != 0 || comm == NULL || pendingSend != NULL) return 4;
+  pendingSend = in; pendingCount = count;
+  return 0;
+}
+ncclResult_t ncclRecv(void* out, size_t count, int dt, int peer, ncclComm_t comm, void* stream) {
+  if (!inGroup || peer != 0 || pendingSend == NULL || pendingCount != count) return 4;
+  const void* in = pendingSend;
+  pendingSend = NULL;
+  return copy("sendrecv", comm, in, out, count, dt);
+}
+
 /* For the test: the last call and how many collectives a communicator ran. */
 const char* fakeLastCall(void) { return last; }
