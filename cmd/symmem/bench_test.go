@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -481,4 +482,19 @@ func TestCompatArgs(t *testing.T) {
 			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// parseBenchFlags parses and checks args as `symmem bench` would.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &benchOpts{}
+	o.define(fs)
+	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
+	}
+	return o.finish()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/errs"
-	"strings"
 	"time"
 
 	"github.com/symmem/symmem/internal/native/libnccl"
@@ -49,16 +48,6 @@ func (p CTAPolicy) String() string {
 		return ctaNames[p]
 	}
 	return fmt.Sprintf("ctapolicy(%d)", int(p))
-}
-
-// ParseCTAPolicy parses unset, default, efficiency or zero.
-func ParseCTAPolicy(s string) (CTAPolicy, error) {
-	for i, n := range ctaNames {
-		if strings.EqualFold(s, n) {
-			return CTAPolicy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("nccl: unknown CTA policy %q (want unset, default, efficiency or zero)", s)
 }
 
 // Config is what a group may tune in its communicator. The zero value is

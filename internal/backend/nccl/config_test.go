@@ -45,18 +45,6 @@ func TestConfigNative(t *testing.T) {
 	}
 }
 
-func TestParseCTAPolicy(t *testing.T) {
-	for _, p := range []CTAPolicy{CTAPolicyUnset, CTAPolicyDefault, CTAPolicyEfficiency, CTAPolicyZero} {
-		got, err := ParseCTAPolicy(strings.ToUpper(p.String()))
-		if err != nil || got != p {
-			t.Errorf("ParseCTAPolicy(%q) = %v, %v", p, got, err)
-		}
-	}
-	if _, err := ParseCTAPolicy("fast"); err == nil {
-		t.Error("fast accepted")
-	}
-}
-
 func TestOptionsCheck(t *testing.T) {
 	st := newMemStore()
 	good := Options{Group: "g", Rank: 1, Size: 2, Store: st}

@@ -110,10 +110,6 @@ func Load() error {
 // succeeded.
 func DriverVersion() int { return driver }
 
-// HaveBatchMemOp reports whether cuStreamBatchMemOp is available (Exec falls
-// back to single calls otherwise).
-func HaveBatchMemOp() bool { return Load() == nil && C.symc_have_batch() != 0 }
-
 // check turns a CUresult into an *Error (nil for CUDA_SUCCESS).
 func check(call string, r C.CUresult) error {
 	if r == 0 {

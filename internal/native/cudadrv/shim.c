@@ -52,7 +52,6 @@ FN(CUresult, cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))
 FN(CUresult, cuMemcpyHtoD, (CUdeviceptr, const void*, size_t))
 FN(CUresult, cuMemcpyDtoH, (void*, CUdeviceptr, size_t))
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t))
-FN(CUresult, cuMemsetD32, (CUdeviceptr, unsigned, size_t))
 FN(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned, size_t, CUstream))
 FN(CUresult, cuMemAllocAsync, (CUdeviceptr*, size_t, CUstream))
 FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream))
@@ -126,7 +125,6 @@ static symc_sym syms[] = {
 	S(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 	S(cuPointerGetAttributes, "cuPointerGetAttributes"),
 	S(cuMemsetD8, "cuMemsetD8_v2"),
-	S(cuMemsetD32, "cuMemsetD32_v2"),
 	S(cuMemsetD32Async, "cuMemsetD32Async"),
 	OPT(cuMemAllocAsync, "cuMemAllocAsync"),
 	OPT(cuMemFreeAsync, "cuMemFreeAsync"),
@@ -168,7 +166,6 @@ int symc_load(const char* name, char* err, int errlen) {
 	return 0;
 }
 
-int symc_have_batch(void) { return p_cuStreamBatchMemOp != NULL; }
 int symc_have_graphs(void) {
 	return p_cuStreamBeginCapture && p_cuStreamEndCapture && p_cuGraphInstantiateWithFlags && p_cuGraphLaunch && p_cuGraphExecDestroy && p_cuGraphDestroy;
 }
@@ -325,12 +322,6 @@ CUresult symc_free_async(CUcontext ctx, CUdeviceptr p, CUstream s) {
 	CTX(ctx);
 	return p_cuMemFreeAsync(p, s);
 }
-CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n) {
-	CTX(ctx);
-	CUresult r = p_cuMemsetD32(dst, v, n);
-	return r != 0 ? r : p_cuCtxSynchronize();
-}
-
 CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 	symc_CUstreamBatchMemOpParams batch[32];
 	for (int i = 0; i < n; i++) {
@@ -392,27 +383,6 @@ CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 		if (r) return r;
 	}
 	return 0;
-}
-
-// symc_capture records ops[0..n) (which must not set another context than
-// ctx) on stream s into a graph and instantiates it. On failure the capture
-// is ended and everything is freed; *failed names the failing op or -1.
-CUresult symc_capture(CUcontext ctx, CUstream s, const symc_op* ops, int n, void** exec, int* failed) {
-	*failed = -1;
-	*exec = NULL;
-	if (!symc_have_graphs()) return 801; // CUDA_ERROR_NOT_SUPPORTED
-	CTX(ctx);
-	CK(p_cuStreamBeginCapture(s, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
-	CUresult r = symc_exec(ops, n, failed);
-	void* graph = NULL;
-	CUresult r2 = p_cuStreamEndCapture(s, &graph);
-	if (r == 0 && r2 != 0) { r = r2; *failed = -1; }
-	if (r == 0) {
-		r = p_cuGraphInstantiateWithFlags(exec, graph, 0);
-		if (r) *failed = -1;
-	}
-	if (graph) p_cuGraphDestroy(graph);
-	return r;
 }
 
 CUresult symc_graph_destroy(CUcontext ctx, void* exec) { CTX(ctx); return p_cuGraphExecDestroy(exec); }

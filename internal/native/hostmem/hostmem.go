@@ -56,16 +56,6 @@ func Uint32At(addr uint64) *uint32 {
 	return (*uint32)(ptr(addr))
 }
 
-// Uint64At is Uint32At for a 64-bit word; addr must be 8-byte aligned
-// (sync/atomic requires it on 32-bit platforms, and it keeps the word in one
-// cache line everywhere). It panics on a nil or misaligned address.
-func Uint64At(addr uint64) *uint64 {
-	if err := CheckAligned(addr, 8); err != nil {
-		panic("hostmem.Uint64At: " + err.Error())
-	}
-	return (*uint64)(ptr(addr))
-}
-
 // CheckAligned returns an error unless addr is non-zero and a multiple of
 // align (a power of two).
 func CheckAligned(addr uint64, align uint64) error {
