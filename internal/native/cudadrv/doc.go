@@ -1,5 +1,5 @@
-// Package cudadrv is symmem's only cgo boundary to the CUDA driver. It dlopens
-// libcuda.so.1 at run time (no CUDA headers or libraries at build time; the
+// Package cudadrv is symmem's only cgo boundary to the CUDA driver. It loads
+// libcuda.so.1 at run time through internal/native/dl (no CUDA headers or libraries at build time; the
 // few driver types it needs are declared by hand in shim.h and their layouts
 // are asserted in tests) and resolves the versioned entry points
 // (cuMemcpyDtoDAsync_v2, cuStreamWriteValue32_v2, cuStreamWaitValue32_v2,

@@ -1,8 +1,6 @@
 package cudadrv
 
 /*
-#cgo LDFLAGS: -ldl
-#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -10,10 +8,12 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"sync"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/dl"
 )
 
 // ErrNotSupported is matched (errors.Is) by every error that means "no usable
@@ -86,11 +86,14 @@ func Load() error {
 		if p := os.Getenv(LibEnv); p != "" {
 			path = p
 		}
-		cpath := C.CString(path)
-		defer C.free(unsafe.Pointer(cpath))
-		var buf [512]C.char
-		if rc := C.symc_load(cpath, &buf[0], C.int(len(buf))); rc != 0 {
-			loadErr = &LoadError{Path: path, Reason: C.GoString(&buf[0])}
+		lib, err := dl.Open(path)
+		if err == nil {
+			if err = lib.Bind(driverSyms()); err != nil {
+				lib.Close()
+			}
+		}
+		if err != nil {
+			loadErr = &LoadError{Path: path, Reason: err.Error()}
 			return
 		}
 		var d, n C.int
@@ -104,6 +107,22 @@ func Load() error {
 		}
 	})
 	return loadErr
+}
+
+// driverSyms is shim.c's table of entry points as package dl binds it.
+func driverSyms() []dl.Sym {
+	var n C.int
+	t := unsafe.Slice(C.symc_syms(&n), int(n))
+	syms := make([]dl.Sym, len(t))
+	for i, e := range t {
+		syms[i] = dl.Sym{Slot: (*unsafe.Pointer)(unsafe.Pointer(e.slot)), Required: e.required != 0}
+		for _, name := range e.names {
+			if name != nil {
+				syms[i].Names = append(syms[i].Names, C.GoString(name))
+			}
+		}
+	}
+	return syms
 }
 
 // DriverVersion is the CUDA driver API version (e.g. 13000); Load must have

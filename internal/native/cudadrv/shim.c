@@ -1,6 +1,6 @@
-// shim.c: dlopen("libcuda.so.1"), the symbol table, and C helpers that make a
-// context current and issue one or many driver calls per cgo crossing.
-#include <dlfcn.h>
+// shim.c: the driver's symbol table (filled by package dl) and C helpers
+// that make a context current and issue one or many driver calls per cgo
+// crossing.
 #include <stdio.h>
 #include <string.h>
 #include "shim.h"
@@ -69,13 +69,7 @@ FN(CUresult, cuModuleGetFunction, (void**, void*, const char*))
 FN(CUresult, cuModuleUnload, (void*))
 FN(CUresult, cuLaunchKernel, (void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**))
 
-static void* lib;
-static int loaded;
-
-// Each entry: where to store the pointer, the names to try in order
-// (versioned first), and whether the symbol is required.
-typedef struct { void** slot; const char* names[3]; int required; } symc_sym;
-
+// syms: what package dl resolves into each pointer (load.go).
 #define S(name, ...) { (void**)&p_##name, { __VA_ARGS__ }, 1 }
 #define OPT(name, ...) { (void**)&p_##name, { __VA_ARGS__ }, 0 }
 static symc_sym syms[] = {
@@ -143,27 +137,9 @@ static symc_sym syms[] = {
 	OPT(cuLaunchKernel, "cuLaunchKernel"),
 };
 
-int symc_load(const char* name, char* err, int errlen) {
-	if (loaded) return 0;
-	if (!lib) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		const char* e = dlerror();
-		snprintf(err, errlen, "dlopen %s: %s", name, e ? e : "unknown error");
-		return SYMC_NO_LIBRARY;
-	}
-	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		void* p = NULL;
-		for (int k = 0; k < 3 && syms[i].names[k] && !p; k++) p = dlsym(lib, syms[i].names[k]);
-		if (!p && syms[i].required) {
-			snprintf(err, errlen, "symbol %s not found in %s", syms[i].names[0], name);
-			dlclose(lib);
-			lib = NULL;
-			return SYMC_NO_SYMBOL;
-		}
-		*syms[i].slot = p;
-	}
-	loaded = 1;
-	return 0;
+symc_sym* symc_syms(int* n) {
+	*n = sizeof syms / sizeof syms[0];
+	return syms;
 }
 
 int symc_have_graphs(void) {

@@ -54,11 +54,11 @@ enum {
 	SYMC_OP_FENCE = 11,     // stream, a = event: record it unless the stream is being captured
 };
 
-// Status codes of the loader (not CUresults).
-#define SYMC_NO_LIBRARY (-1)
-#define SYMC_NO_SYMBOL (-2)
-
-int symc_load(const char* name, char* err, int errlen);
+// symc_syms returns the table of driver entry points (*n entries): where
+// each pointer goes, the names to try in order (versioned first), and
+// whether the symbol is required.
+typedef struct { void** slot; const char* names[3]; int required; } symc_sym;
+symc_sym* symc_syms(int* n);
 int symc_have_graphs(void);
 CUresult symc_graph_destroy(CUcontext ctx, void* exec);
 CUresult symc_begin_capture(CUcontext ctx, CUstream s);
