@@ -246,6 +246,14 @@ func Spin(d time.Duration, done func() bool) bool {
 	return ok
 }
 
+// Poll is Spin for a condition that can fail and costs enough per poll (a
+// driver query through cgo) to read the clock after every one: it polls
+// cond until it reports done (true), fails (its error) or d has passed
+// since the first poll (false, nil).
+func Poll(d time.Duration, cond func() (bool, error)) (bool, error) {
+	return spin(cond, d, 0, 1, 0)
+}
+
 // spin is the spin phase: cond until done, an error, d passed (from the
 // first clock read) or rounds polls; neither bound set: no poll.
 func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldEvery int) (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -225,24 +226,13 @@ func (gt *callGate) approvedSoon(k uint64) bool {
 	if gt.spin == 0 {
 		gt.spin = gateSpin
 	}
-	var until time.Time
-	for i := 0; ; i++ {
-		if gt.c.Approved() >= k {
-			gt.spin = gateSpin
-			return true
-		}
-		if i%64 != 63 {
-			continue
-		}
-		now := time.Now()
-		switch {
-		case until.IsZero():
-			until = now.Add(gt.spin)
-		case now.After(until), gt.c.Failed() != nil:
-			gt.spin = max(gt.spin/2, gateSpinMin)
-			return false
-		}
+	wait.Spin(gt.spin, func() bool { return gt.c.Approved() >= k || gt.c.Failed() != nil })
+	if gt.c.Approved() >= k {
+		gt.spin = gateSpin
+		return true
 	}
+	gt.spin = max(gt.spin/2, gateSpinMin)
+	return false
 }
 
 // guard runs the guard on stream s for the call with ticket t when it was
