@@ -375,7 +375,7 @@ func (f *autoFacts) holds(c autoCond) bool {
 		return g.paths.twoShot.check(*req) == served
 	case lcServes:
 		return g.paths.lc.check(*req) == served
-	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
+	case lcReady: // else lc would refuse: auto never does (errs.Refused)
 		if g.paths.lc.staging != nil {
 			return true
 		}
@@ -400,7 +400,7 @@ func (f *autoFacts) noPath() error {
 	if g.ncclUnsafe(f.c) {
 		return ErrNCCLWindowWrong
 	}
-	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), ErrNotSupported)
+	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), errs.NotSupported)
 }
 
 // reduceElementwise reports whether symmem's reduction kernel would run req

@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -63,7 +64,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	case ce.serves(req):
 		return nil
 	case req.Kind != coll.AllGather || !ce.g.ce || len(ce.g.ranks) > maxCERanks:
-		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
+		return fmt.Errorf("%s: %w", ce.why(req), errs.NotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -78,7 +79,7 @@ func (h *handshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
 func (h *handshake) after(c *call) error {
 	g := h.g
 	if g.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		return fmt.Errorf("%w: %w", errs.Broken, g.broken)
 	}
 	p := g.newProgram()
 	h.join(p, c.req.Stream, c.req)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -180,13 +181,13 @@ func (k *kernelPath) check(req backend.Request) refusal {
 }
 
 // whyNot says why the kernel path cannot run req (nil if it can),
-// wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
+// wrapping errs.NotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
 func (k *kernelPath) whyNot(req backend.Request) error {
 	switch r := k.check(req); r {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return fmt.Errorf("the kernels serve all_gather, reduce_scatter and all_reduce, not %v: %w", req.Kind, errs.NotSupported)
 	case refOutNotSym:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.name, errNotSymmetric)
 	case refInNotSym:

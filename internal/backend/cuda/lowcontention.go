@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -109,7 +110,7 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, ErrNotSupported)
+		return fmt.Errorf("lc serves reduce_scatter and all_reduce, not %v: %w", req.Kind, errs.NotSupported)
 	case refInNotSym:
 		return fmt.Errorf("lc pulls the peers' inputs, so the input must be a pool block registered with group %q: %w", l.g.name, errNotSymmetric)
 	case refOutNotSym:
@@ -164,7 +165,7 @@ func (l *lcPath) prepare(c call) error {
 		return err
 	} else if capturing {
 		return fmt.Errorf("lc needs %d MiB of staging, allocated at the group's first lc call, and the stream is being captured: run one lc call before capturing: %w",
-			lcStagingBytes>>20, backend.ErrRefused)
+			lcStagingBytes>>20, errs.Refused)
 	}
 	seg, err := createLocal(g.b.ctx, lcStagingBytes, g.b.gran)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/pool"
 )
@@ -236,7 +237,7 @@ func (n *ncclGroup) register(ctx context.Context, seg pool.Segment) error {
 		return nil
 	}
 	if err := n.comm.Register(ctx, seg.Base, seg.Size); err != nil {
-		if errors.Is(err, bnccl.ErrNotSupported) {
+		if errors.Is(err, errs.NotSupported) {
 			n.windows, n.winWhy = false, err.Error()
 			return nil
 		}
@@ -336,9 +337,9 @@ func (n *ncclPath) refuse(c call) error {
 	g := n.g
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
+		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
 	case g.ncclUnsafe(&c):
-		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
+		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, errs.Refused)
 	}
 	return nil
 }

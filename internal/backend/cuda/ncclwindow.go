@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -80,13 +81,13 @@ func (w *ncclWindowPath) refuse(c call) error {
 	g, req := w.g, c.req
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
+		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
 	case !c.win && !symmetric(req):
-		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, backend.ErrRefused)
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, errs.Refused)
 	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
-		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), ErrNotSupported, backend.ErrRefused)
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errs.NotSupported, errs.Refused)
 	case c.verdict == windowWrong:
-		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
+		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, errs.Refused)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/pool"
 )
@@ -23,7 +24,7 @@ type peerSeg struct {
 // Register makes seg usable by the group's collectives: peers' copies are
 // mapped here (copy engines) and the segment becomes an NCCL window. It is
 // collective; ranks that register different segments get an error wrapping
-// pool.ErrMismatch (never a hang).
+// errs.Mismatch (never a hang).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	if err := g.segs.Fresh(g.name, seg.ID); err != nil {
 		return fmt.Errorf("cuda: %w", err)
@@ -43,7 +44,7 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	for r, v := range all {
 		if string(v) != mine {
 			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
-				pool.ErrMismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
+				errs.Mismatch, g.name, g.ranks[r], v, g.ranks[g.me], mine)
 		}
 	}
 	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.ranks))}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -55,7 +56,7 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	case served:
 		return nil
 	case refKind:
-		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, ErrNotSupported)
+		return fmt.Errorf("two-shot serves all_reduce, not %v (reduce_scatter: kernel or lc): %w", req.Kind, errs.NotSupported)
 	case refInNotSym:
 		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.name, errNotSymmetric)
 	default:

@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"time"
 
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
-// Sentinel errors (test with errors.Is). ErrNotSupported and ErrTimeout are
-// the native package's, so errors from either layer match them.
-var (
-	ErrNotSupported = libnccl.ErrNotSupported // NCCL, windows or CUDA missing here
-	ErrTimeout      = libnccl.ErrTimeout      // a peer did not arrive in time
-	ErrClosed       = errs.Closed
-	ErrBroken       = errs.Broken // the communicator failed and was aborted
-	ErrMismatch     = errs.Mismatch
-	ErrNotWindow    = errors.New("nccl: buffer is not inside a registered window")
-)
+// ErrNotWindow is this package's own sentinel; the others it wraps are
+// internal/errs's and libnccl.ErrTimeout (a peer did not arrive in time).
+var ErrNotWindow = errors.New("nccl: buffer is not inside a registered window")
 
 // Store is the part of the rendezvous client a Comm needs to exchange the
 // NCCL unique id; *rendezvous.Client satisfies it. Wait must honour ctx's

@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -76,8 +77,8 @@ func TestNewWithoutNCCL(t *testing.T) {
 	load = func() (*libnccl.Lib, error) { return libnccl.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
 	defer func() { load = old }()
 	_, err := New(t.Context(), Options{Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
-	if !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("New without NCCL: %v, want ErrNotSupported", err)
+	if !errors.Is(err, errs.NotSupported) {
+		t.Fatalf("New without NCCL: %v, want errs.NotSupported", err)
 	}
 	if !strings.Contains(err.Error(), "libnccl.so.2") {
 		t.Errorf("error %q does not say what was tried", err)

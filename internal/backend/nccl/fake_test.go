@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -92,8 +93,8 @@ func TestFakeOneRank(t *testing.T) {
 }
 
 // TestFakeStop: Stop revokes where NCCL has ncclCommRevoke (later calls fail
-// with ErrBroken, Close destroys without the finalize a revoked
-// communicator refuses) and aborts where it has not (ErrClosed after).
+// with errs.Broken, Close destroys without the finalize a revoked
+// communicator refuses) and aborts where it has not (errs.Closed after).
 func TestFakeStop(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -101,8 +102,8 @@ func TestFakeStop(t *testing.T) {
 		revoke bool
 		after  error
 	}{
-		{"revoke", nil, true, ErrBroken},
-		{"abort", []string{"-DNO_REVOKE"}, false, ErrClosed},
+		{"revoke", nil, true, errs.Broken},
+		{"abort", []string{"-DNO_REVOKE"}, false, errs.Closed},
 	} {
 		lib := fakeLib(t, tc.cflags...)
 		if lib.HasRevoke != tc.revoke {

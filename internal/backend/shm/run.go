@@ -10,6 +10,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 )
@@ -290,7 +291,7 @@ func (g *Group) waitError(x *exec, i int, err error) error {
 		}
 	}
 	err = fmt.Errorf("rank %d, phase %d of %d: %w", g.ranks[s.Peer], s.Phase, x.p.Phases, err)
-	if len(late) > 0 && !errors.Is(err, ErrPeerExited) {
+	if len(late) > 0 && !errors.Is(err, errs.PeerExited) {
 		err = fmt.Errorf("%w (ranks %v have not signalled either)", err, late)
 	}
 	return err

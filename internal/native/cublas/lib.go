@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/dl"
 )
 
@@ -52,7 +53,7 @@ func Load() (*Lib, error) {
 
 // Open tries each candidate in order and returns the first that loads with
 // every required symbol. The error is a *LoadError (matching
-// ErrNotSupported) listing every path tried with its reason.
+// errs.NotSupported) listing every path tried with its reason.
 func Open(candidates []string) (*Lib, error) {
 	var tried []string
 	for _, p := range candidates {
@@ -131,7 +132,7 @@ func (l *Lib) err(call string, rc C.int) error {
 		return nil
 	}
 	if rc == absent {
-		return fmt.Errorf("cublas: %s is not in %s: %w", call, l.Path, ErrNotSupported)
+		return fmt.Errorf("cublas: %s is not in %s: %w", call, l.Path, errs.NotSupported)
 	}
 	if rc < 0 {
 		return &Error{Call: "cuCtxSetCurrent (before " + call + ")", Code: int(-rc), CUDA: true}

@@ -7,7 +7,7 @@
 //
 // It owns:
 //   - loading (Load): a missing library or symbol is an error matching
-//     ErrNotSupported; every failing driver call is an *Error carrying the
+//     errs.NotSupported; every failing driver call is an *Error carrying the
 //     call and the CUresult's name (cuGetErrorName);
 //   - devices (Devices, DeviceInfo, P2P) and primary contexts (Retain);
 //   - VMM memory: cuMemCreate with POSIX-fd handles, export/import of fds,

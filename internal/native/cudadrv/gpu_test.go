@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 func TestDevices(t *testing.T) {
@@ -241,7 +243,7 @@ func TestGraphCapture(t *testing.T) {
 	p.Write32(capS.Handle(), base, 5)
 	p.Wait32(capS.Handle(), base, 5)
 	p.Copy(capS.Handle(), base+65536, base+4096, int64(len(src)))
-	if err := BeginCapture(ctx, capS); errors.Is(err, ErrNotSupported) {
+	if err := BeginCapture(ctx, capS); errors.Is(err, errs.NotSupported) {
 		t.Skipf("driver lacks graph capture: %v", err)
 	} else if err != nil {
 		t.Fatal(err)

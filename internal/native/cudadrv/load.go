@@ -16,11 +16,6 @@ import (
 	"github.com/symmem/symmem/internal/native/dl"
 )
 
-// ErrNotSupported is matched (errors.Is) by every error that means "no usable
-// CUDA here": libcuda missing, a required symbol missing, or a driver call
-// answering CUDA_ERROR_NOT_SUPPORTED / NO_DEVICE.
-var ErrNotSupported = errs.NotSupported
-
 // ErrNotReady is matched by a query whose work is still running.
 var ErrNotReady = errors.New("cuda: not ready")
 
@@ -45,11 +40,11 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("cuda: %s failed: %s (%d)", e.Call, e.Name, e.Code)
 }
 
-// Is makes errors.Is(err, ErrNotSupported) and errors.Is(err, ErrNotReady)
+// Is makes errors.Is(err, errs.NotSupported) and errors.Is(err, ErrNotReady)
 // hold for the matching results.
 func (e *Error) Is(target error) bool {
 	switch target {
-	case ErrNotSupported:
+	case errs.NotSupported:
 		return e.Code == resNotSupported || e.Code == resNoDevice
 	case ErrNotReady:
 		return e.Code == resNotReady
@@ -58,7 +53,7 @@ func (e *Error) Is(target error) bool {
 }
 
 // LoadError says why the driver library could not be used; it matches
-// ErrNotSupported.
+// errs.NotSupported.
 type LoadError struct {
 	Path   string
 	Reason string
@@ -68,7 +63,7 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("cuda: cannot use %s: %s (install the NVIDIA driver, or set %s to libcuda.so.1's path)", e.Path, e.Reason, LibEnv)
 }
 
-func (e *LoadError) Is(target error) bool { return target == ErrNotSupported }
+func (e *LoadError) Is(target error) bool { return target == errs.NotSupported }
 
 var (
 	loadOnce sync.Once

@@ -57,7 +57,7 @@ func Load() (*Lib, error) {
 }
 
 // Open tries each candidate in order and returns the first that loads with
-// every required symbol. The error matches ErrNotSupported and lists every
+// every required symbol. The error matches errs.NotSupported and lists every
 // path tried with its reason.
 func Open(candidates []string) (*Lib, error) {
 	var tried []string
