@@ -74,9 +74,8 @@ type Options struct {
 	// Target, when Until's cond is nil, is the condition: the word at Futex
 	// reached Target, a counter that only grows compared wrap-aware
 	// (int32(word-Target) >= 0), as the CPU backend's signal pads are. The
-	// spin then polls the word itself, without a call per poll (measured:
-	// a call per poll slowed the CPU bench's back-to-back small
-	// collectives by 5-10% on 2 cores).
+	// spin then polls the word itself, without a call per poll: a call per
+	// poll is a noticeable share of a small CPU collective's time.
 	Target uint32
 
 	// Without Futex each sleep is a nap: Nap first (0: the package
@@ -268,8 +267,7 @@ func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldE
 }
 
 // spinCounter is spin for Options.Target: the word polled inline, without
-// a call per poll (measured: a call per poll slowed the CPU bench's
-// back-to-back small collectives by 5-10%).
+// a call per poll (see Options.Target).
 func spinCounter(w *uint32, target uint32, d time.Duration, rounds, clockEvery, yieldEvery int) bool {
 	ok, _ := spinBatches(d, rounds, clockEvery, yieldEvery, func(n int) (bool, error) {
 		for range n {

@@ -345,9 +345,8 @@ func (b *Backend) Close() error {
 // which runs calls made without WithStream, is idle, or until an open
 // group that spans hosts is aborted (a member exited): NCCL's teardown of
 // an aborted communicator holds its calls on the stream until it
-// completes (24 s on 2 "hosts" of one H100 each with NCCL's socket
-// transport: results/gpu-2026-11-26g.md), and the error is known at the
-// abort.
+// completes (tens of seconds with NCCL's socket transport), and the error
+// is known at the abort.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for {

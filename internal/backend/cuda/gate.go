@@ -40,8 +40,7 @@ import (
 // memory operation waiting on the approval word cannot be cancelled, and a
 // trap launched after it may never start, because waiting streams block the
 // device's work queues (TestTrapEndsWait). Of the placements that can stop
-// a call, the guard inline on the call's stream cost the least busbw
-// (measured: results/gpu-gate-2026-11-24.md).
+// a call, the guard inline on the call's stream costs the least busbw.
 //
 // The rank that finds a difference gets it from its call, which queued
 // nothing; the others' guards stop them (a trap: the context is lost). The
@@ -211,9 +210,9 @@ func (gt *callGate) capturing(s uint64) bool {
 // microseconds on the GPU and more), so their hosts are usually ahead of
 // the GPU and the wait hides behind it. A wait that ran out halves the
 // next one (down to gateSpinMin): when the peers' hosts are far behind,
-// waiting buys nothing; one that was answered restores it. 20 us kept ce/lc
-// busbw at par with the gate-free build, where 5 us cost GPU time for less
-// host time (measured: results/gpu-gate-2026-11-24.md).
+// waiting buys nothing; one that was answered restores it. 20 us keeps
+// ce/lc busbw at par with the gate-free build, where 5 us costs GPU time
+// for less host time.
 const (
 	gateSpin    = 20 * time.Microsecond
 	gateSpinMin = 2 * time.Microsecond

@@ -26,9 +26,8 @@ import (
 //
 // It is not always on because it is not free: it puts a kernel launch on
 // the call's critical path, several microseconds per copy-engine or NCCL
-// call in front of the call or beside it (measured:
-// results/gpu-handshake-2026-11-24.md). Groups without the
-// kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
+// call in front of the call or beside it. Groups without the kernels (more
+// than kernMaxRanks ranks, no JIT) have no handshake.
 
 // handshake is a group's handshake: its parameter block (nil: the group
 // has no kernels, so no handshake), and the raw handles of its stream and

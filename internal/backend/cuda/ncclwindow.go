@@ -17,8 +17,7 @@ import (
 // some shapes and are several times slower than NCCL's regular kernels for
 // others. repro/nccl-symmetric checks every op, dtype, placement and count
 // 1..4100 (plus larger ones) against libnccl alone, and TestGPUStress found
-// the buffer-offset cases (measured on 2 and 4 H100:
-// results/ncclsym-2026-11-26.md, results/gpu-issue22-2026-11-26.md):
+// the buffer-offset cases:
 //   - reduce-scatter of bfloat16/float16, in and out of place, is wrong at
 //     every odd count from 5 to 4099 per rank (float32 always right);
 //   - in-place all-gather is wrong at every per-rank size that is not a

@@ -12,10 +12,10 @@
 //
 // Blocking vs non-blocking: communicators are blocking by default, because
 // NCCL 2.28 runs every collective of a non-blocking communicator through a
-// new thread: an order of magnitude more host time per call (measured on
-// 2x H200: results/nccl-check-2026-11-21.txt). A missing rank is caught
-// before NCCL is entered — by the store exchange in New (libnccl.ErrTimeout) and by
-// the pool's order verification before registration. A rank that dies
+// new thread: an order of magnitude more host time per call. A missing
+// rank is caught before NCCL is entered — by the store exchange in New
+// (libnccl.ErrTimeout) and by the pool's order verification before
+// registration. A rank that dies
 // inside NCCL's init or window registration
 // makes them fail with libnccl.ErrTimeout after Options.Timeout on a blocking
 // communicator too: the call runs on its own goroutine and is left blocked

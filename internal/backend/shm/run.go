@@ -20,7 +20,7 @@ import (
 // whole tensor instead of 1/n of it, and saves a barrier and a stage. In
 // place, one-shot also copies the result back from scratch, so it is used
 // only up to oneShotInPlace. Both limits sit below the sizes where two-shot
-// was faster in BenchmarkLocal (measured: results/cpu-executor-2026-11-23.md).
+// is faster (BenchmarkLocal).
 const (
 	oneShotPeerBytes = 1 << 20
 	oneShotInPlace   = 64 << 10
