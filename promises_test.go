@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem/coll"
-	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -33,7 +33,8 @@ func TestErrorPromisesGPU(t *testing.T) {
 	expectOK(t, spawn(t, n, "promises-cuda", env...))
 }
 
-// The sentinels are one value at every layer.
+// The sentinels are one value at every layer: internal/errs's, aliased by
+// the public packages.
 func TestSentinelsAliased(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -42,7 +43,7 @@ func TestSentinelsAliased(t *testing.T) {
 		{"pool.ErrMismatch", pool.ErrMismatch, ErrMismatch},
 		{"pool.ErrClosed", pool.ErrClosed, ErrClosed},
 		{"pool.ErrGroupClosed", pool.ErrGroupClosed, ErrGroupClosed},
-		{"native cuda ErrNotSupported", cudadrv.ErrNotSupported, ErrNotSupported},
+		{"errs.NotSupported (the internal packages wrap it)", errs.NotSupported, ErrNotSupported},
 	} {
 		if !errors.Is(fmt.Errorf("wrapped: %w", c.got), c.want) {
 			t.Errorf("%s does not match the user API's sentinel", c.name)

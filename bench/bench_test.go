@@ -630,7 +630,7 @@ func TestRunFakeNoPathRows(t *testing.T) {
 }
 
 // TestRunFakeRefusedRows: a forced algorithm that refuses some sizes
-// (backend.ErrRefused) yields "refused" rows with the reason, the sweep
+// (errs.Refused) yields "refused" rows with the reason, the sweep
 // goes on, and the table, JSON and plot carry them.
 func TestRunFakeRefusedRows(t *testing.T) {
 	j := newFakeJob(2)

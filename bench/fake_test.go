@@ -203,7 +203,7 @@ func (f *fakeRank) Run(k coll.Kind, out, in coll.Span, count int64, dt coll.DTyp
 		}
 		acc := append([]byte(nil), ins[0][off:off+count*es]...)
 		for r := 1; r < j.n; r++ {
-			if err := reduce.Into(acc, ins[r][off:off+count*es], dt, op); err != nil {
+			if err := reduce.ReduceN(acc, [][]byte{acc, ins[r][off : off+count*es]}, dt, op); err != nil {
 				return coll.Path{}, err
 			}
 		}

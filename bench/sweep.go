@@ -42,9 +42,8 @@ type Config struct {
 	// each round of every algorithm in turn (rows still come out algorithm
 	// by algorithm, at the end of each op): paths compared at a size are
 	// then measured moments apart, not a whole sweep apart, so a machine's
-	// drift does not pick the winner (symmem tune; at ~10 us the same path
-	// measured a sweep apart differed by up to 1.6x:
-	// results/tune-2026-11-26.md).
+	// drift does not pick the winner (symmem tune: at ~10 us a machine
+	// drifts by more than the paths differ).
 	BySize bool
 	// Graph, if positive, times CUDA-graph replays instead of eager calls:
 	// each replay launches a graph of Graph captured calls (the Target must
@@ -531,7 +530,7 @@ func (s *sweep) measure(k coll.Kind, a coll.Algo, ai, si, round int, l layout, i
 		// One call may still be slow (first touches, a descheduled
 		// rank): where the budget bounds the count, size it again from a
 		// batch of an eighth of it (a count sized from the warm-up alone
-		// timed a fraction of the budget: results/cpu-compare-2026-11-23.md).
+		// times a fraction of the budget).
 		cal, err := s.timed(0, max(2, m.Iters/8), run)
 		if err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 )
 
 // Bytes per op counts the bytes read and written over memory, so the
-// reported MB/s is memory traffic: Into reads dst and src and writes dst
+// reported MB/s is memory traffic: dst op= src reads dst and src and writes dst
 // (3x); ReduceN over k sources reads k and writes 1 ((k+1)x). The copy
 // benchmark (read 1 + write 1) is the memory-speed yardstick. The buffers
 // are 4 MiB; REDUCE_BENCH_MIB=64 sets another size (in MiB).
@@ -26,8 +26,8 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
-// BenchmarkReduce: Into (dst op= src) for every dtype and op, through the
-// vector kernels (impl=vec, what Into runs) and the pure-Go loops (impl=go).
+// BenchmarkReduce: dst op= src for every dtype and op, through the
+// vector kernels (impl=vec, what ReduceN runs) and the pure-Go loops (impl=go).
 func BenchmarkReduce(b *testing.B) {
 	for _, dt := range coll.DTypes() {
 		for _, op := range []coll.ReduceOp{coll.Sum, coll.Min, coll.Max} {
@@ -40,7 +40,7 @@ func BenchmarkReduce(b *testing.B) {
 					dst, src := benchBuf(dt), [][]byte{benchBuf(dt)}
 					b.SetBytes(3 * benchBytes)
 					for b.Loop() {
-						run(dst, src, dt, op, true, vec)
+						run(dst, append([][]byte{dst}, src...), dt, op, vec)
 					}
 				})
 			}
@@ -81,7 +81,7 @@ func BenchmarkPairwise(b *testing.B) {
 	for b.Loop() {
 		copy(dst, srcs[0])
 		for _, s := range srcs[1:] {
-			_ = Into(dst, s, coll.Float32, coll.Sum)
+			_ = ReduceN(dst, [][]byte{dst, s}, coll.Float32, coll.Sum)
 		}
 	}
 }

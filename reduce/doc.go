@@ -1,7 +1,7 @@
 // Package reduce owns the elementwise reductions that CPU collectives run:
-// dst = dst op src for every coll.DType and coll.ReduceOp, a multi-source
-// variant that reduces k inputs in one pass over memory, the final step of
-// an average, and exact float16/bfloat16 <-> float32 conversions.
+// dst = srcs[0] op ... op srcs[k-1] for every coll.DType and coll.ReduceOp in
+// one pass over memory (dst may be a source), the final step of an average,
+// and exact float16/bfloat16 <-> float32 conversions.
 //
 // Semantics
 //   - Sum and Avg add (Avg is a Sum until Finish divides by the number of
@@ -11,8 +11,8 @@
 //     (as torch.minimum/maximum do).
 //   - float32 and float64 accumulate in their own precision, in source order.
 //   - bfloat16 and float16 are accumulated in float32 across all sources of
-//     one call and rounded to nearest-even once at the end, so IntoN/ReduceN
-//     over k sources round once, where k calls of Into round k times.
+//     one call and rounded to nearest-even once at the end, so ReduceN over k
+//     sources rounds once, where k two-source calls round k times.
 //
 // Memory
 // Buffers are raw bytes holding elements in the host's byte order

@@ -23,7 +23,7 @@ type number interface {
 
 // run reduces with the vector kernels where vec and the CPU has them, else
 // with the pure-Go loops (the reference).
-func run(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, acc, vec bool) {
+func run(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, vec bool) {
 	var vk *nativeKernels
 	var hk *halfKernels
 	if vec {
@@ -31,21 +31,21 @@ func run(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, acc, vec bo
 	}
 	switch dt {
 	case coll.Float32:
-		runNative[float32](dst, srcs, op, acc, vk)
+		runNative[float32](dst, srcs, op, vk)
 	case coll.Float64:
-		runNative[float64](dst, srcs, op, acc, vk)
+		runNative[float64](dst, srcs, op, vk)
 	case coll.Int32:
-		runNative[int32](dst, srcs, op, acc, vk)
+		runNative[int32](dst, srcs, op, vk)
 	case coll.Int64:
-		runNative[int64](dst, srcs, op, acc, vk)
+		runNative[int64](dst, srcs, op, vk)
 	case coll.Int8:
-		runNative[int8](dst, srcs, op, acc, vk)
+		runNative[int8](dst, srcs, op, vk)
 	case coll.Uint8:
-		runNative[uint8](dst, srcs, op, acc, vk)
+		runNative[uint8](dst, srcs, op, vk)
 	case coll.BFloat16:
-		runHalf(dst, srcs, op, acc, true, hk)
+		runHalf(dst, srcs, op, true, hk)
 	case coll.Float16:
-		runHalf(dst, srcs, op, acc, false, hk)
+		runHalf(dst, srcs, op, false, hk)
 	default:
 		panic("reduce: dtype not handled: " + dt.String()) // check() rejects these first
 	}
@@ -65,7 +65,7 @@ func viewBlock[T hostmem.Word](b []byte, scratch *[]T, elemSize int) (v []T, cop
 	return v, true
 }
 
-// runNative reduces srcs (after dst's own value when acc) into dst, block by
+// runNative reduces srcs into dst, block by
 // block. Up to four inputs are folded per loop, so a sum of k sources stores
 // each element about k/3 times into an L1-resident block and reads every
 // source byte from memory once.
@@ -75,7 +75,7 @@ func viewBlock[T hostmem.Word](b []byte, scratch *[]T, elemSize int) (v []T, cop
 // aliased source is copied per block before dst's block is written.
 //
 // vk, when not nil, holds the vector kernels that replace fold.
-func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, vk *nativeKernels) {
+func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, vk *nativeKernels) {
 	var z T
 	size := sizeOf(z)
 	// Per-source state on the stack for up to stackSrcs sources: a call
@@ -89,7 +89,7 @@ func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, 
 	alias, scr, views = alias[:len(srcs)], scr[:len(srcs)], views[:len(srcs)]
 	da := hostmem.Addr(dst)
 	for i, src := range srcs {
-		alias[i] = hostmem.Addr(src) == da && (i > 0 || acc)
+		alias[i] = hostmem.Addr(src) == da && i > 0
 	}
 	var scrD []T
 	// scr: per source, allocated only for misaligned or aliased sources.
@@ -113,7 +113,7 @@ func runNative[T number](dst []byte, srcs [][]byte, op coll.ReduceOp, acc bool, 
 			views[i], _ = viewBlock(src[off:end], &scr[i], size)
 		}
 		d, dCopied := viewBlock(dst[off:end], &scrD, size)
-		rest, haveD := views, acc
+		rest, haveD := views, false
 		for len(rest) > 0 {
 			k := 0
 			if haveD {
@@ -292,7 +292,7 @@ var aliasScratch = sync.Pool{New: func() any { return new([blockBytes]byte) }}
 // piece of a collective's stage. A pool reuses them instead.
 var halfScratch = sync.Pool{New: func() any { return new([2][halfBlock]float32) }}
 
-func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool, vk *halfKernels) {
+func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, bf16 bool, vk *halfKernels) {
 	s := halfScratch.Get().(*[2][halfBlock]float32)
 	defer halfScratch.Put(s)
 	accum, tmp := &s[0], &s[1]
@@ -312,9 +312,6 @@ func runHalf(dst []byte, srcs [][]byte, op coll.ReduceOp, acc, bf16 bool, vk *ha
 		// The inputs in order; d is only written after each element's
 		// inputs are read, so any of them may alias d.
 		in = in[:0]
-		if acc {
-			in = append(in, d)
-		}
 		for i, src := range srcs {
 			v, _ := viewBlock(src[off:end], &scr[i], 2)
 			in = append(in, v)

@@ -14,25 +14,6 @@ var (
 	ErrOp     = errors.New("reduce: unknown reduction op")
 )
 
-// Into computes dst = dst op src elementwise. Avg accumulates as Sum (call
-// Finish once all contributions are in).
-func Into(dst, src []byte, dt coll.DType, op coll.ReduceOp) error {
-	return IntoN(dst, [][]byte{src}, dt, op)
-}
-
-// IntoN computes dst = dst op srcs[0] op ... op srcs[k-1] elementwise in one
-// pass over memory. 16-bit floats are accumulated in float32 and rounded once.
-// k == 0 leaves dst unchanged.
-func IntoN(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp) error {
-	if err := check("IntoN", dst, srcs, dt, op, 0); err != nil {
-		return err
-	}
-	if len(srcs) > 0 {
-		run(dst, srcs, dt, op, true, true)
-	}
-	return nil
-}
-
 // ReduceN computes dst = srcs[0] op ... op srcs[k-1] elementwise in one pass,
 // overwriting dst without reading it (k >= 1). dst may be one of the sources
 // (in place). This is the Reduce step of a plan: a reduce-scatter writes its
@@ -41,7 +22,7 @@ func ReduceN(dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp) error {
 	if err := check("ReduceN", dst, srcs, dt, op, 1); err != nil {
 		return err
 	}
-	run(dst, srcs, dt, op, false, true)
+	run(dst, srcs, dt, op, true)
 	return nil
 }
 

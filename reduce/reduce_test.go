@@ -166,16 +166,16 @@ func TestReduceMatchesReference(t *testing.T) {
 								srcs[j] = misalign(srcs[j])
 							}
 						}
-						// IntoN: dst op= all sources.
+						// ReduceN with dst as the first source: dst op= all sources.
 						dst := append([]byte(nil), dst0...)
 						if mis {
 							dst = misalign(dst)
 						}
-						if err := IntoN(dst, srcs, dt, op); err != nil {
-							t.Fatalf("%s IntoN: %v", name, err)
+						if err := ReduceN(dst, append([][]byte{dst}, srcs...), dt, op); err != nil {
+							t.Fatalf("%s ReduceN accumulating: %v", name, err)
 						}
 						want := refReduce(append([][]byte{dst0}, srcs...), dt, op)
-						cmp(t, name+" IntoN", dt, dst, want)
+						cmp(t, name+" ReduceN accumulating", dt, dst, want)
 						// ReduceN: dst = op over sources.
 						if err := ReduceN(dst, srcs, dt, op); err != nil {
 							t.Fatalf("%s ReduceN: %v", name, err)
@@ -190,8 +190,8 @@ func TestReduceMatchesReference(t *testing.T) {
 						}
 						cmp(t, name+" ReduceN in place", dt, in, want)
 						// ReduceN with dst aliasing the last source (in-place
-						// reduce-scatter on the highest rank) and IntoN with
-						// dst passed as a source too.
+						// reduce-scatter on the highest rank) and with dst
+						// passed as a second source too.
 						last := append([]byte(nil), srcs[k-1]...)
 						srcs[k-1] = last
 						want = refReduce(srcs, dt, op)
@@ -201,10 +201,10 @@ func TestReduceMatchesReference(t *testing.T) {
 						cmp(t, name+" ReduceN aliasing the last source", dt, last, want)
 						d2 := append([]byte(nil), dst0...)
 						want = refReduce(append([][]byte{dst0, dst0}, srcs[1:]...), dt, op)
-						if err := IntoN(d2, append([][]byte{d2}, srcs[1:]...), dt, op); err != nil {
+						if err := ReduceN(d2, append([][]byte{d2, d2}, srcs[1:]...), dt, op); err != nil {
 							t.Fatal(err)
 						}
-						cmp(t, name+" IntoN with dst as a source", dt, d2, want)
+						cmp(t, name+" ReduceN with dst as two sources", dt, d2, want)
 					}
 				}
 			}
@@ -212,9 +212,9 @@ func TestReduceMatchesReference(t *testing.T) {
 	}
 }
 
-// TestIntoIsPairwise checks that k calls of Into equal the pairwise reference
-// (for 16-bit floats this rounds after every step, unlike IntoN).
-func TestIntoIsPairwise(t *testing.T) {
+// TestPairwise checks that k two-source calls equal the pairwise reference
+// (for 16-bit floats this rounds after every step, unlike one k-source call).
+func TestPairwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, dt := range coll.DTypes() {
 		dst := randBuf(r, dt, 5000, false)
@@ -222,11 +222,11 @@ func TestIntoIsPairwise(t *testing.T) {
 		for range 3 {
 			src := randBuf(r, dt, 5000, false)
 			want = refReduce([][]byte{want, src}, dt, coll.Sum)
-			if err := Into(dst, src, dt, coll.Sum); err != nil {
+			if err := ReduceN(dst, [][]byte{dst, src}, dt, coll.Sum); err != nil {
 				t.Fatal(err)
 			}
 		}
-		cmp(t, "Into "+dt.String(), dt, dst, want)
+		cmp(t, "pairwise "+dt.String(), dt, dst, want)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestOneRoundingForHalves(t *testing.T) {
 	tiny := F32ToF16(1.0 / 2048)
 	b := func(h uint16) []byte { return binary.LittleEndian.AppendUint16(nil, h) }
 	dst := b(one)
-	if err := IntoN(dst, [][]byte{b(tiny), b(tiny), b(tiny)}, coll.Float16, coll.Sum); err != nil {
+	if err := ReduceN(dst, [][]byte{dst, b(tiny), b(tiny), b(tiny)}, coll.Float16, coll.Sum); err != nil {
 		t.Fatal(err)
 	}
 	if got := binary.LittleEndian.Uint16(dst); got != 0x3c02 {
@@ -301,7 +301,7 @@ func TestFinish(t *testing.T) {
 
 func TestIntWraps(t *testing.T) {
 	dst := binary.LittleEndian.AppendUint32(nil, math.MaxInt32)
-	if err := Into(dst, binary.LittleEndian.AppendUint32(nil, 1), coll.Int32, coll.Sum); err != nil {
+	if err := ReduceN(dst, [][]byte{dst, binary.LittleEndian.AppendUint32(nil, 1)}, coll.Int32, coll.Sum); err != nil {
 		t.Fatal(err)
 	}
 	if got := int32(binary.LittleEndian.Uint32(dst)); got != math.MinInt32 {
@@ -316,14 +316,14 @@ func TestErrors(t *testing.T) {
 		f    func() error
 		want error
 	}{
-		{"length mismatch", func() error { return Into(b8, make([]byte, 4), coll.Float32, coll.Sum) }, ErrLength},
-		{"ragged", func() error { return Into(b8[:6], make([]byte, 6), coll.Float32, coll.Sum) }, ErrLength},
+		{"length mismatch", func() error { return ReduceN(b8, [][]byte{make([]byte, 4)}, coll.Float32, coll.Sum) }, ErrLength},
+		{"ragged", func() error { return ReduceN(b8[:6], [][]byte{make([]byte, 6)}, coll.Float32, coll.Sum) }, ErrLength},
 		{"ragged finish", func() error { return Finish(b8[:7], coll.Int64, coll.Avg, 2) }, ErrLength},
 		{"finish n=0", func() error { return Finish(b8, coll.Float32, coll.Avg, 0) }, ErrLength},
-		{"dtype", func() error { return Into(b8, b8, coll.DType(99), coll.Sum) }, ErrDType},
-		{"op", func() error { return Into(b8, b8, coll.Float32, coll.ReduceOp(7)) }, ErrOp},
+		{"dtype", func() error { return ReduceN(b8, [][]byte{b8}, coll.DType(99), coll.Sum) }, ErrDType},
+		{"op", func() error { return ReduceN(b8, [][]byte{b8}, coll.Float32, coll.ReduceOp(7)) }, ErrOp},
 		{"no sources", func() error { return ReduceN(b8, nil, coll.Float32, coll.Sum) }, ErrLength},
-		{"second source short", func() error { return IntoN(b8, [][]byte{b8, b8[:4]}, coll.Float32, coll.Sum) }, ErrLength},
+		{"second source short", func() error { return ReduceN(b8, [][]byte{b8, b8[:4]}, coll.Float32, coll.Sum) }, ErrLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := range b8 {

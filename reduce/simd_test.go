@@ -91,15 +91,19 @@ func putBits(b []byte, dt coll.DType, i int, v uint64) {
 	}
 }
 
-// both runs IntoN- (acc) or ReduceN-style reduction and Finish with the
-// vector kernels and with the pure-Go loops on copies of the same inputs,
-// and fails unless the bytes are identical.
+// both runs ReduceN-style reduction (with dst as the first source when acc)
+// and Finish with the vector kernels and with the pure-Go loops on copies of
+// the same inputs, and fails unless the bytes are identical.
 func both(t *testing.T, name string, dst []byte, srcs [][]byte, dt coll.DType, op coll.ReduceOp, acc bool) {
 	t.Helper()
 	vd := append(make([]byte, 0, len(dst)+1), dst...)
 	sd := append([]byte(nil), dst...)
-	run(vd, srcs, dt, op, acc, true)
-	run(sd, srcs, dt, op, acc, false)
+	vs, ss := srcs, srcs
+	if acc {
+		vs, ss = append([][]byte{vd}, srcs...), append([][]byte{sd}, srcs...)
+	}
+	run(vd, vs, dt, op, true)
+	run(sd, ss, dt, op, false)
 	if op == coll.Avg {
 		finishAvg(vd, dt, len(srcs)+1, true)
 		finishAvg(sd, dt, len(srcs)+1, false)
@@ -151,7 +155,7 @@ func TestVectorMatchesScalar(t *testing.T) {
 							srcs[i] = offset(mixedBuf(r, dt, n), off)
 						}
 						name := fmt.Sprintf("%v k=%d n=%d off=%d", op, k, n, off)
-						both(t, name+" IntoN", dst, srcs, dt, op, true)
+						both(t, name+" accumulating", dst, srcs, dt, op, true)
 						both(t, name+" ReduceN", dst, srcs, dt, op, false)
 					}
 				}

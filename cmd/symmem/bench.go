@@ -85,21 +85,6 @@ line under each row. Flags follow nccl-tests (-b -e -f, -n iterations, -w warmup
 -c check, -d datatype, -o op, -r root, -G graph, -J json). Outside a launched job it starts
 --nproc-per-node local ranks of itself.`
 
-// parseBenchFlags parses and checks args as `symmem bench` would.
-func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
-	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &benchOpts{}
-	o.define(fs)
-	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
-	}
-	return o.finish()
-}
-
 // finish checks the flag values and fills in the sweep's Config.
 func (o *benchOpts) finish() (*benchFlags, error) {
 	f := &o.f

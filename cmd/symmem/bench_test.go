@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -548,4 +549,19 @@ func TestBenchSkipsPairsTheBackendLacks(t *testing.T) {
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out, errs)
 	}
+}
+
+// parseBenchFlags parses and checks args as `symmem bench` would.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &benchOpts{}
+	o.define(fs)
+	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench -h)", fs.Arg(0))
+	}
+	return o.finish()
 }

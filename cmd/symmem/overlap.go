@@ -70,21 +70,6 @@ per iteration one all-gather (--fsdp-size per rank) beside one GEMM, sequential
 vs overlapped. Every algorithm's result is checked once with fresh random data.
 Needs a GPU (the cuda backend) and cuBLAS (found like NCCL; $SYMMEM_CUBLAS_LIB).`
 
-// parseOverlapFlags parses and checks args as `symmem bench overlap` would.
-func parseOverlapFlags(args []string, stderr io.Writer) (*overlapFlags, error) {
-	fs := pflag.NewFlagSet("overlap", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &overlapOpts{}
-	o.define(fs)
-	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench overlap -h)", fs.Arg(0))
-	}
-	return o.finish()
-}
-
 // parseGEMM reads "N" or "MxNxK".
 func parseGEMM(s string) (bench.GEMMShape, error) {
 	parts := strings.Split(strings.ToLower(strings.TrimSpace(s)), "x")

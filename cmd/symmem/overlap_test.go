@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/symmem/symmem"
 	"github.com/symmem/symmem/bench"
@@ -88,4 +91,19 @@ func TestOverlapNeedsGPU(t *testing.T) {
 	if err == nil || !strings.Contains(errs, "symmem bench overlap: --gemms 0: need at least 1") || !strings.Contains(errs, "Run 'symmem bench overlap -h'") {
 		t.Errorf("err %v, stderr:\n%s", err, errs)
 	}
+}
+
+// parseOverlapFlags parses and checks args as `symmem bench overlap` would.
+func parseOverlapFlags(args []string, stderr io.Writer) (*overlapFlags, error) {
+	fs := pflag.NewFlagSet("overlap", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &overlapOpts{}
+	o.define(fs)
+	if err := fs.Parse(compatArgs(fs, args, true)); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see symmem bench overlap -h)", fs.Arg(0))
+	}
+	return o.finish()
 }

@@ -17,16 +17,6 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// ErrRefused is wrapped when a call forces an algorithm (Request.Algo) that
-// cannot run this particular call — a size, alignment, type or buffer it
-// does not serve. Nothing was enqueued, and every rank refuses alike (the
-// choice depends only on what all ranks share); `auto` never refuses this
-// way.
-var ErrRefused = errs.Refused
-
-// ErrNotSupported is wrapped when a backend has no path for a call here.
-var ErrNotSupported = errs.NotSupported
-
 // Backend is one kind of memory and transport. Everything the user API
 // asks of a backend is in this interface and in Capabilities: it never
 // tests which backend it holds.
@@ -51,7 +41,7 @@ type Backend interface {
 type Capabilities struct {
 	// Algos lists, per collective, the algorithms a call may force with
 	// Request.Algo besides coll.AlgoAuto. Any other algorithm is
-	// ErrNotSupported before the backend sees the call.
+	// errs.NotSupported before the backend sees the call.
 	Algos map[coll.Kind][]coll.Algo
 	// Calls declares how the backend's groups agree on each collective's
 	// record (Request.Record): agree.CallsInBand (Run compares it before any

@@ -14,8 +14,8 @@ var (
 // and used again with other members then gets the same generation on
 // every rank (counted by members only, a rank new to the name started
 // over at 0 and waited for keys its peers wrote under 1). It is
-// process-wide on purpose: a per-Backend counter restarted at 0 and read a
-// stale NCCL id under `symmem launch` (results/gpu-2026-11-21.md).
+// process-wide on purpose: a per-Backend counter restarts at 0 and reads a
+// stale NCCL id under `symmem launch`.
 func Generation(job, name string) int {
 	genMu.Lock()
 	defer genMu.Unlock()

@@ -1,8 +1,9 @@
-// Package errs defines symmem's sentinel errors once. Every layer that
-// promises one of these conditions re-exports the same value (symmem.ErrX,
-// pool.ErrX, internal/backend/shm.ErrBroken, ...), so errors.Is matches at any layer
-// and the user API's documented sentinels hold whichever layer failed. The
-// wrapping error says where and why; the sentinel says only what kind.
+// Package errs defines symmem's sentinel errors once. Internal packages wrap
+// these values directly; the public packages users test against alias them
+// once (symmem.ErrX, and pool.ErrX / rendezvous.ErrClosed for the users of
+// those packages), so errors.Is matches the user API's documented sentinels
+// whichever layer failed. The wrapping error says where and why; the
+// sentinel says only what kind.
 package errs
 
 import "errors"

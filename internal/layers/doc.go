@@ -15,7 +15,9 @@
 //     interfaces; bench/worldtarget implements one on the user API;
 //  6. the programs: cmd/symmem, cmd/libsymmem (the C ABI), examples.
 //
-// A package imports only from its own layer or below. The test
-// (layers_test.go) lists, for each layer, the symmem packages it may import,
-// and the few declared exceptions with the reason each is allowed.
+// A package imports only from its own layer or below, and only the native
+// layer and the C ABI import unsafe. The test (layers_test.go) lists, for
+// each layer, the symmem packages (and guarded standard-library packages) it
+// may import, and the few declared exceptions with the reason each is
+// allowed.
 package layers

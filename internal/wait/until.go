@@ -74,9 +74,8 @@ type Options struct {
 	// Target, when Until's cond is nil, is the condition: the word at Futex
 	// reached Target, a counter that only grows compared wrap-aware
 	// (int32(word-Target) >= 0), as the CPU backend's signal pads are. The
-	// spin then polls the word itself, without a call per poll (measured:
-	// a call per poll slowed the CPU bench's back-to-back small
-	// collectives by 5-10% on 2 cores).
+	// spin then polls the word itself, without a call per poll: a call per
+	// poll is a noticeable share of a small CPU collective's time.
 	Target uint32
 
 	// Without Futex each sleep is a nap: Nap first (0: the package
@@ -246,6 +245,14 @@ func Spin(d time.Duration, done func() bool) bool {
 	return ok
 }
 
+// Poll is Spin for a condition that can fail and costs enough per poll (a
+// driver query through cgo) to read the clock after every one: it polls
+// cond until it reports done (true), fails (its error) or d has passed
+// since the first poll (false, nil).
+func Poll(d time.Duration, cond func() (bool, error)) (bool, error) {
+	return spin(cond, d, 0, 1, 0)
+}
+
 // spin is the spin phase: cond until done, an error, d passed (from the
 // first clock read) or rounds polls; neither bound set: no poll.
 func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldEvery int) (bool, error) {
@@ -260,8 +267,7 @@ func spin(cond func() (bool, error), d time.Duration, rounds, clockEvery, yieldE
 }
 
 // spinCounter is spin for Options.Target: the word polled inline, without
-// a call per poll (measured: a call per poll slowed the CPU bench's
-// back-to-back small collectives by 5-10%).
+// a call per poll (see Options.Target).
 func spinCounter(w *uint32, target uint32, d time.Duration, rounds, clockEvery, yieldEvery int) bool {
 	ok, _ := spinBatches(d, rounds, clockEvery, yieldEvery, func(n int) (bool, error) {
 		for range n {

@@ -321,6 +321,24 @@ func TestSpin(t *testing.T) {
 	}
 }
 
+// TestPoll: done, a failure and the spin running out, the clock read from
+// the first poll.
+func TestPoll(t *testing.T) {
+	bad := errors.New("bad")
+	polls := 0
+	if ok, err := Poll(time.Second, func() (bool, error) { polls++; return polls == 3, nil }); !ok || err != nil || polls != 3 {
+		t.Errorf("Poll met at the third poll = %v, %v after %d polls", ok, err, polls)
+	}
+	if ok, err := Poll(time.Second, func() (bool, error) { return false, bad }); ok || err != bad {
+		t.Errorf("Poll of a failing condition = %v, %v", ok, err)
+	}
+	start := time.Now()
+	ok, err := Poll(10*time.Millisecond, func() (bool, error) { return false, nil })
+	if took := time.Since(start); ok || err != nil || took < 10*time.Millisecond || took > 10*time.Millisecond+slack {
+		t.Errorf("Poll never met = %v, %v after %v, want false after 10ms", ok, err, took)
+	}
+}
+
 // TestUntilAllocs: a wait met during the spin allocates nothing (the CPU
 // backend waits once per signal).
 func TestUntilAllocs(t *testing.T) {

@@ -9,12 +9,14 @@
 // wakes, or in growing naps), every step bounded by ctx and a deadline, with
 // a Check hook before each sleep that lets the caller end the wait in its
 // own words (a peer that is gone, the timeout). Spin is its spin phase alone,
-// for a caller that then blocks on a channel or a sync.Cond. The CPU side's
+// for a caller that then blocks on a channel or a sync.Cond, and Poll the
+// same for a condition that can fail and costs a cgo call per poll. The
 // waits for peers and helpers use them: the CPU backend's signal pads and
 // worker crew, the host agreement, call gate and all-gather watch of
-// internal/backend/internal/members, the pool's fence wait. The GPU
-// backend's polls do not yet, nor do the native layer's (libnccl's
-// in-progress poll, cudadrv's stream poll), which sits below this package.
+// internal/backend/internal/members, the pool's fence wait, the GPU
+// backend's approval spin, libnccl's in-progress poll and cudadrv's stream
+// and event spin (the native packages other than hostmem may import this
+// one: it imports only hostmem).
 package wait
 
 import "time"

@@ -12,8 +12,8 @@ import (
 // or whose arguments make auto choose differently, launch different
 // kernels that must not pair up (they share one signal region). It mixes
 // each word in whole (a bijection of the state per word, so records that
-// differ in one word differ before the final fold): ~4x faster than
-// byte-wise FNV-1a, and only the hosts compute it. Its values are part of
+// differ in one word differ before the final fold): several times faster
+// than byte-wise FNV-1a, and only the hosts compute it. Its values are part of
 // the GPU programs (the golden net pins them): change it only with them.
 func Digest(c Call) uint32 {
 	h := FoldRecord(0x243f6a8885a308d3, c.Record)

@@ -96,7 +96,7 @@ func (k *kernelPath) allReduceCheck(req *backend.Request) refusal {
 // common chunk, not this rank's possibly shorter one), never on the mode.
 // Every
 // vector waits on a read over NVLink, so many threads with one each beat few
-// with four (measured: results/gpu-kernel-2026-11-21.md, all-reduce).
+// with four.
 func allReduceCTAs(bytes int64) int {
 	per := int64(kernThreads * kernAlign)
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))

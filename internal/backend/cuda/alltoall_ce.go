@@ -27,7 +27,7 @@ import (
 // (splitMatrix) and checks there on every rank alike.
 
 // errDevSplits refuses device split counts where no path reads them.
-var errDevSplits = fmt.Errorf("all-to-all with split counts on the device needs the kernel path: %w", ErrNotSupported)
+var errDevSplits = fmt.Errorf("all-to-all with split counts on the device needs the kernel path: %w", errs.NotSupported)
 
 // a2aBlock is one block of this rank's all-to-all, in bytes: src is its
 // offset in In, dst its offset in the receiver's Out, n its length.

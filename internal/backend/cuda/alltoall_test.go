@@ -243,22 +243,22 @@ func TestAllToAllCERefusals(t *testing.T) {
 	}
 	plain := req
 	plain.OutSym = backend.Sym{}
-	if _, _, _, err := g.choose(&call{req: forced(plain, coll.AlgoCE)}); !errors.Is(err, backend.ErrRefused) || !errors.Is(err, errNotSymmetric) ||
+	if _, _, _, err := g.choose(&call{req: forced(plain, coll.AlgoCE)}); !errors.Is(err, errs.Refused) || !errors.Is(err, errNotSymmetric) ||
 		!strings.Contains(err.Error(), "writes into the peers' outputs") {
 		t.Fatalf("ce forced, ordinary output: %v", err)
 	}
 	dev := req
 	dev.A2A.Form = backend.SplitsDevice
-	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "split counts on the device need the kernel path") {
+	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device need the kernel path") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)
 	noCE.ce, noCE.ceWhy = false, "rank 0 runs on another host"
-	if _, _, _, err := noCE.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "another host") {
+	if _, _, _, err := noCE.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "another host") {
 		t.Fatalf("ce forced without peer access: %v", err)
 	}
 	for _, a := range []coll.Algo{coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention} {
-		if _, _, _, err := g.choose(&call{req: forced(req, a)}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
+		if _, _, _, err := g.choose(&call{req: forced(req, a)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
 			t.Errorf("%s forced: %v", a, err)
 		}
 	}
@@ -274,7 +274,7 @@ func TestAllToAllDeviceSplitsRefused(t *testing.T) {
 	g := &Group{Head: members.Head{GroupName: "g"}}
 	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: backend.Splits{Form: backend.SplitsDevice}}
 	_, err := g.Run(context.Background(), req)
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "needs the kernel path") {
+	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "needs the kernel path") {
 		t.Errorf("Run = %v, want ErrNotSupported naming the kernel path", err)
 	}
 	if p := g.Explain(req); !strings.Contains(p.Reason, "needs the kernel path") {
@@ -328,7 +328,7 @@ func TestAllToAllChoice(t *testing.T) {
 			c := newCall(req, false, g.b.nccl.version())
 			_, algo, why, err := g.choose(&c)
 			if tc.fails {
-				if err == nil || !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), tc.want) {
+				if err == nil || !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("auto = %s %q %v, want ErrNotSupported saying %q", algo, why, err, tc.want)
 				}
 				if p := g.Explain(req); !strings.Contains(p.Reason, "refused") {
@@ -347,7 +347,7 @@ func TestAllToAllChoice(t *testing.T) {
 	g, _ := goldenGroup(t, full, 2, 0)
 	req := hostSplits(a2aReq(g, 0, nil))
 	req.Algo = coll.AlgoNCCL
-	if _, _, _, err := g.choose(&call{req: req}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "nccl requested but NCCL 2.28.9 lacks") {
+	if _, _, _, err := g.choose(&call{req: req}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "nccl requested but NCCL 2.28.9 lacks") {
 		t.Fatalf("nccl forced without ncclSend: %v", err)
 	}
 }

@@ -23,11 +23,10 @@ import (
 // does, plain NCCL. The table only says where auto starts: the fallback
 // orders and the conditions below stay code and apply after it.
 //
-// The built-in rows come from `symmem tune` on 2 and 4 H100 (bfloat16, 1
-// KiB-1 GiB, NCCL 2.28.9: results/tune-2026-11-26.md); what those runs did
-// not measure (reductions of other types, broadcast, 5+ ranks) still comes
-// from the transcription of the hand-written rules they replaced
-// (results/auto/transcribed-2026-11-21.seed.json, 2x/4x H200). The tests
+// The built-in rows come from `symmem tune` on 2 and 4 GPUs (bfloat16, 1
+// KiB-1 GiB); what tune does not measure (reductions of other types,
+// broadcast, 5+ ranks) still comes from the transcription of the
+// hand-written rules it replaced (a seed table in results/auto). The tests
 // of the rules after the table start from that transcription (goldenTable),
 // so they do not change with each measurement; TestAutoMeetsMeasurements
 // checks the table against the measurements.
@@ -186,10 +185,9 @@ func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
 	f := autoFacts{g: g, c: c}
 	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, false)
 	// Asking the driver whether the stream is captured is a driver call on
-	// an eager call's host path (auto took 1.1-1.4 us more than forced ll
-	// at 1-4 KiB on 2 H100 while it asked every call: results/gpu-2026-11-26e.md),
-	// so auto asks only where the graph rows answer otherwise than the
-	// eager ones.
+	// an eager call's host path (about a microsecond, as much as a small
+	// ll call), so auto asks only where the graph rows answer otherwise
+	// than the eager ones.
 	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
 		start = gs
 	}
@@ -239,8 +237,8 @@ const (
 )
 
 // llSmallRow bounds the rows where ll takes a call NCCL's windows cannot:
-// up to 256 KiB per rank ll beat the kernel and plain NCCL in every
-// measurement on 2 H100 (at 1 MiB plain NCCL's all-reduce was ahead).
+// up to 256 KiB per rank ll beats the kernel and plain NCCL (at 1 MiB plain
+// NCCL's all-reduce is ahead).
 const llSmallRow = 256 << 10
 
 // autoFacts answers auto's conditions for one call.
@@ -300,7 +298,7 @@ func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 		return s.serves(g, *req)
 	case allToAll:
 		return req.Kind == coll.AllToAll
-	case lcReady: // else lc would refuse: auto never does (backend.ErrRefused)
+	case lcReady: // else lc would refuse: auto never does (errs.Refused)
 		if g.paths.lc.staging != nil {
 			return true
 		}
@@ -323,9 +321,9 @@ func (f *autoFacts) noPath() error {
 		return ErrNCCLWindowWrong
 	}
 	if req := f.c.req; req.Kind == coll.AllToAll && g.nccl.comm != nil {
-		return fmt.Errorf("no GPU path: %s and %s: %w", g.ncclA2AWhy(req), g.paths.ce.why(req), ErrNotSupported)
+		return fmt.Errorf("no GPU path: %s and %s: %w", g.ncclA2AWhy(req), g.paths.ce.why(req), errs.NotSupported)
 	}
-	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), ErrNotSupported)
+	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), errs.NotSupported)
 }
 
 // reduceElementwise reports whether symmem's reduction kernel would run req
@@ -335,9 +333,8 @@ func (f *autoFacts) noPath() error {
 // (symmetric buffers sit at the same pool offsets, in aligned segments):
 // an ordinary output's alignment is this rank's own, and counting it made
 // ranks of one call choose the kernel and NCCL (the gate then failed the
-// group). Element mode is slower than plain NCCL (measured:
-// results/gpu-issue22-2026-11-26.md), so auto leaves such calls to NCCL
-// when the group has it.
+// group). Element mode is slower than plain NCCL, so auto leaves such
+// calls to NCCL when the group has it.
 func reduceElementwise(req backend.Request) bool {
 	if req.Kind != coll.ReduceScatter && req.Kind != coll.AllReduce {
 		return false
@@ -357,8 +354,7 @@ func reduceElementwise(req backend.Request) bool {
 
 // oneShotMax is the largest all-reduce (bytes per rank) auto gives to the
 // one-shot kernel without NCCL: on 2 ranks out of place, up to where
-// two-shot catches up (measured with 2 ranks sharing one H100:
-// results/gpu-reduce-2026-11-23.md). In place the one-shot
+// two-shot catches up. In place the one-shot
 // kernel holds at most arMaxBytes; wider groups are not measured and read
 // (n-1) inputs, so they switch at arMaxBytes too.
 func oneShotMax(req backend.Request, n int) int64 {

@@ -16,10 +16,6 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// ErrNotSupported is matched when this machine cannot run the GPU backend
-// (no driver, no device, no VMM); it is the native package's sentinel.
-var ErrNotSupported = cudadrv.ErrNotSupported
-
 // Options configures the backend.
 type Options struct {
 	// Device is the CUDA ordinal this rank uses when PinDevice is set; the
@@ -138,7 +134,7 @@ func (b *Backend) watchHosts(ctx context.Context, store *rendezvous.Client) (*me
 var _ backend.Backend = (*Backend)(nil)
 
 // New opens the driver and the rank's device. It fails with an error
-// matching ErrNotSupported where CUDA, VMM or POSIX-fd handles are missing.
+// matching errs.NotSupported where CUDA, VMM or POSIX-fd handles are missing.
 func New(env rendezvous.Env, opts Options) (*Backend, error) {
 	if opts.LowContentionCTAs < 0 || opts.LowContentionCTAs > kernMaxCTAs {
 		return nil, fmt.Errorf("cuda backend: LowContentionCTAs %d: want 0 (the default, %d) to %d: %w",
@@ -157,7 +153,7 @@ func New(env rendezvous.Env, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("cuda backend: %w", err)
 	}
 	if !info.VMM || !info.PosixFD {
-		return nil, fmt.Errorf("cuda backend: device %d (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", dev, info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+		return nil, fmt.Errorf("cuda backend: device %d (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", dev, info.Name, info.VMM, info.PosixFD, errs.NotSupported)
 	}
 	ctx, err := cudadrv.Retain(dev)
 	if err != nil {
@@ -349,9 +345,8 @@ func (b *Backend) Close() error {
 // which runs calls made without WithStream, is idle, or until an open
 // group that spans hosts is aborted (a member exited): NCCL's teardown of
 // an aborted communicator holds its calls on the stream until it
-// completes (24 s on 2 "hosts" of one H100 each with NCCL's socket
-// transport: results/gpu-2026-11-26g.md), and the error is known at the
-// abort.
+// completes (tens of seconds with NCCL's socket transport), and the error
+// is known at the abort.
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for {
@@ -409,14 +404,14 @@ func Usable() error {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("no CUDA device visible: %w", ErrNotSupported)
+		return fmt.Errorf("no CUDA device visible: %w", errs.NotSupported)
 	}
 	info, err := cudadrv.Info(0)
 	if err != nil {
 		return err
 	}
 	if !info.VMM || !info.PosixFD {
-		return fmt.Errorf("device 0 (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", info.Name, info.VMM, info.PosixFD, ErrNotSupported)
+		return fmt.Errorf("device 0 (%s) lacks VMM (%v) or POSIX-fd handles (%v): %w", info.Name, info.VMM, info.PosixFD, errs.NotSupported)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -16,9 +17,8 @@ const (
 	modePush               // each rank writes its input into its peers' outputs
 )
 
-// The copy-engine all-gather's shape was chosen from variants measured on
-// 2x H200 (measured: results/gpu-2026-11-21.md, "copy-engine variants"; the
-// variants are gone from the code):
+// The copy-engine all-gather's shape was chosen from variants measured
+// against each other (the variants are gone from the code):
 //   - push (write into the peers' outputs) beat pull at every size from
 //     1 MiB; pull remains for an ordinary output with a registered input;
 //   - the out-of-place local copy on a side stream was best or equal at
@@ -72,7 +72,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	case ce.serves(req):
 		return nil
 	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsDevice:
-		return fmt.Errorf("%s: %w", ce.why(req), ErrNotSupported)
+		return fmt.Errorf("%s: %w", ce.why(req), errs.NotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
 }

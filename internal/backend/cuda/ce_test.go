@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 	"github.com/symmem/symmem/internal/wait"
 )
@@ -454,7 +455,7 @@ func TestSignalProtocolModel(t *testing.T) {
 }
 
 // TestForcedRefusalsAreMarked: a forced algorithm that cannot run one call
-// wraps backend.ErrRefused (the bench then reports the row as refused);
+// wraps errs.Refused (the bench then reports the row as refused);
 // missing pieces (no NCCL) and unknown names do not.
 func TestForcedRefusalsAreMarked(t *testing.T) {
 	g := fakeGroup(2, 0)
@@ -488,12 +489,12 @@ func TestForcedRefusalsAreMarked(t *testing.T) {
 		}
 		if tc.algo == coll.AlgoLowContention {
 			// The op is not served: not supported, not a refusal of this call.
-			if !errors.Is(err, ErrNotSupported) {
-				t.Errorf("%s: %v does not match ErrNotSupported", tc.name, err)
+			if !errors.Is(err, errs.NotSupported) {
+				t.Errorf("%s: %v does not match errs.NotSupported", tc.name, err)
 			}
 		}
-		if errors.Is(err, backend.ErrRefused) != tc.refused {
-			t.Errorf("%s: %v: refused=%v, want %v", tc.name, err, errors.Is(err, backend.ErrRefused), tc.refused)
+		if errors.Is(err, errs.Refused) != tc.refused {
+			t.Errorf("%s: %v: refused=%v, want %v", tc.name, err, errors.Is(err, errs.Refused), tc.refused)
 		}
 	}
 }
@@ -602,8 +603,8 @@ func TestCopyEngineRankLimit(t *testing.T) {
 	req := gatherReq(g, 1<<10, false)
 	req.Algo = coll.AlgoCE
 	_, _, err := chooseReq(g, req, false)
-	if !errors.Is(err, backend.ErrRefused) || !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("forced ce on %d ranks: %v, want ErrRefused and ErrNotSupported", maxCERanks+1, err)
+	if !errors.Is(err, errs.Refused) || !errors.Is(err, errs.NotSupported) {
+		t.Fatalf("forced ce on %d ranks: %v, want ErrRefused and errs.NotSupported", maxCERanks+1, err)
 	}
 	req.Algo = coll.AlgoAuto
 	if algo, _, _ := chooseReq(g, req, false); algo == coll.AlgoCE {

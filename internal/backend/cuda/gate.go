@@ -12,6 +12,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/wait"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -42,8 +43,7 @@ var guardKernel = declareKernel("handshake.ptx", "symmem_gate_guard")
 // memory operation waiting on the approval word cannot be cancelled, and a
 // trap launched after it may never start, because waiting streams block the
 // device's work queues (TestTrapEndsWait). Of the placements that can stop
-// a call, the guard inline on the call's stream cost the least busbw
-// (measured: results/gpu-gate-2026-11-24.md).
+// a call, the guard inline on the call's stream costs the least busbw.
 //
 // The rank that finds a difference gets it from its call, which queued
 // nothing; the others' guards stop them (a trap: the context is lost). The
@@ -204,9 +204,9 @@ func (gt *callGate) capturing(s uint64) bool {
 // microseconds on the GPU and more), so their hosts are usually ahead of
 // the GPU and the wait hides behind it. A wait that ran out halves the
 // next one (down to gateSpinMin): when the peers' hosts are far behind,
-// waiting buys nothing; one that was answered restores it. 20 us kept ce/lc
-// busbw at par with the gate-free build, where 5 us cost GPU time for less
-// host time (measured: results/gpu-gate-2026-11-24.md).
+// waiting buys nothing; one that was answered restores it. 20 us keeps
+// ce/lc busbw at par with the gate-free build, where 5 us costs GPU time
+// for less host time.
 const (
 	gateSpin    = 20 * time.Microsecond
 	gateSpinMin = 2 * time.Microsecond
@@ -219,24 +219,13 @@ func (gt *callGate) approvedSoon(k uint64) bool {
 	if gt.spin == 0 {
 		gt.spin = gateSpin
 	}
-	var until time.Time
-	for i := 0; ; i++ {
-		if gt.c.Approved() >= k {
-			gt.spin = gateSpin
-			return true
-		}
-		if i%64 != 63 {
-			continue
-		}
-		now := time.Now()
-		switch {
-		case until.IsZero():
-			until = now.Add(gt.spin)
-		case now.After(until), gt.c.Failed() != nil:
-			gt.spin = max(gt.spin/2, gateSpinMin)
-			return false
-		}
+	wait.Spin(gt.spin, func() bool { return gt.c.Approved() >= k || gt.c.Failed() != nil })
+	if gt.c.Approved() >= k {
+		gt.spin = gateSpin
+		return true
 	}
+	gt.spin = max(gt.spin/2, gateSpinMin)
+	return false
 }
 
 // guard runs the guard on stream s for the call with ticket t when it was

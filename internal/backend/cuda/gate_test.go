@@ -21,7 +21,7 @@ import (
 func TestGateEndedWithoutGate(t *testing.T) {
 	var gt *callGate
 	if err := gt.ended(); !errors.Is(err, errs.Broken) {
-		t.Errorf("ended without a gate: %v, want ErrBroken", err)
+		t.Errorf("ended without a gate: %v, want errs.Broken", err)
 	}
 	if w := gt.stopWord(); w != 0 {
 		t.Errorf("stopWord without a gate: %#x, want 0 (the kernels do not poll)", w)
@@ -102,8 +102,8 @@ func TestPeerGoneStopsGroup(t *testing.T) {
 	g.abortGroup(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)
 	g.abortGroup(errors.New("a later reason"), nil)
 	_, err := g.Run(context.Background(), gatherReq(g, 1<<10, false))
-	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
-		t.Fatalf("Run after a member left: %v, want ErrBroken and ErrPeerExited naming rank 1", err)
+	if !errors.Is(err, errs.Broken) || !errors.Is(err, errs.PeerExited) || !strings.Contains(err.Error(), "rank 1 (host b) exited") {
+		t.Fatalf("Run after a member left: %v, want errs.Broken and ErrPeerExited naming rank 1", err)
 	}
 }
 

@@ -18,12 +18,8 @@ import (
 	"github.com/symmem/symmem/rendezvous"
 )
 
-// ErrBroken is wrapped by every call on a group after a copy-engine
-// collective on it failed midway: the ranks' epochs no longer agree.
-var ErrBroken = errs.Broken
-
 // ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
-// was not allowed (Options.ShareDevice). It matches ErrNotSupported too.
+// was not allowed (Options.ShareDevice). It matches errs.NotSupported too.
 var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
 
 // Group is the GPU backend side of one group.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -25,9 +26,8 @@ import (
 //
 // It is not always on because it is not free: it puts a kernel launch on
 // the call's critical path, several microseconds per copy-engine or NCCL
-// call in front of the call or beside it (measured:
-// results/gpu-handshake-2026-11-24.md). Groups without the
-// kernels (more than kernMaxRanks ranks, no JIT) have no handshake.
+// call in front of the call or beside it. Groups without the kernels (more
+// than kernMaxRanks ranks, no JIT) have no handshake.
 
 // hsKernel runs beside the copy-engine paths and NCCL.
 var hsKernel = declareKernel("handshake.ptx", "symmem_handshake")
@@ -81,7 +81,7 @@ func (h *handshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
 func (h *handshake) after(c *call) error {
 	g := h.g
 	if g.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		return fmt.Errorf("%w: %w", errs.Broken, g.broken)
 	}
 	p := g.newProgram()
 	h.join(p, c.req.Stream, c.req)

@@ -14,6 +14,7 @@ import (
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/cuda/internal/hier"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -72,22 +73,22 @@ func (h *hierPath) refuse(c call) error { return refused(c, h.whyNot(c.req)) }
 
 func (h *hierPath) whyNot(req backend.Request) error {
 	if h.layout == nil {
-		return fmt.Errorf("the hierarchical path needs %s: %w", h.why, ErrNotSupported)
+		return fmt.Errorf("the hierarchical path needs %s: %w", h.why, errs.NotSupported)
 	}
 	if !h.row.does(req.Kind) {
 		return h.row.kindWhy(req.Kind)
 	}
 	if L := int64(h.layout.Local()); req.Kind == coll.AllReduce && req.Count%L != 0 {
-		return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, ErrNotSupported)
+		return fmt.Errorf("an all-reduce of %d elements does not split into %d pieces, one per rank of a host: %w (use nccl)", req.Count, L, errs.NotSupported)
 	}
 	if req.Kind != coll.AllGather && req.Op == coll.Avg && slices.Contains([]coll.DType{coll.Int32, coll.Int64, coll.Int8, coll.Uint8}, req.DType) {
 		// Each level averages: a host's sum divided by L, then the hosts'
 		// by H, which truncates twice where the flat average truncates once.
-		return fmt.Errorf("an average of %v across hosts would round twice (within each host, then across hosts): %w (use nccl)", req.DType, ErrNotSupported)
+		return fmt.Errorf("an average of %v across hosts would round twice (within each host, then across hosts): %w (use nccl)", req.DType, errs.NotSupported)
 	}
 	if h.kids.Load() == nil {
 		if c, err := h.g.x.capturing(h.g.b.ctx, req.Stream); err == nil && c {
-			return fmt.Errorf("its child groups are created at the group's first hier call, and the stream is being captured: run one hier call before capturing: %w", ErrNotSupported)
+			return fmt.Errorf("its child groups are created at the group's first hier call, and the stream is being captured: run one hier call before capturing: %w", errs.NotSupported)
 		}
 	}
 	return nil

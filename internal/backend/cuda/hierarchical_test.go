@@ -87,14 +87,14 @@ func TestBrokenTellsPeers(t *testing.T) {
 		t.Fatalf("before: peer's verdict on rank 0: %v", err)
 	}
 	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<10, false, "io", 0).req, coll.AlgoLL)
-	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) {
-		t.Fatalf("a failed launch: %v, want ErrBroken", err)
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, errs.Broken) {
+		t.Fatalf("a failed launch: %v, want errs.Broken", err)
 	}
 	if err := as[1].Gone(0, false); !errors.Is(err, errs.Broken) {
 		t.Fatalf("after: peer's verdict on rank 0: %v, want errs.Broken", err)
 	}
-	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "fake launch failure") {
-		t.Fatalf("a later call: %v, want ErrBroken with the first cause", err)
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "fake launch failure") {
+		t.Fatalf("a later call: %v, want errs.Broken with the first cause", err)
 	}
 }
 

@@ -152,7 +152,7 @@ func (b *Backend) unloadKernels() error {
 
 // kernVecsPerThread is the work per thread below the CTA limit: fewer CTAs
 // are faster for small slices (each CTA signals every peer), more for large
-// ones (measured on 2x H200: results/gpu-kernel-2026-11-21.md, kernel CTAs).
+// ones.
 const kernVecsPerThread = 4
 
 // allGatherCTAs is the grid for a slice: kernVecsPerThread 16-byte vectors per
@@ -197,7 +197,7 @@ func (k *kernelPath) check(req *backend.Request) refusal {
 }
 
 // whyNot says why the kernel path cannot run req (nil if it can),
-// wrapping ErrNotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
+// wrapping errs.NotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
 func (k *kernelPath) whyNot(req backend.Request) error {
 	switch r := k.check(&req); r {
 	case served:

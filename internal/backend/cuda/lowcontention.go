@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -176,7 +177,7 @@ func (l *lcPath) prepare(c call) error {
 		return err
 	} else if capturing {
 		return fmt.Errorf("lc needs %d MiB of staging, allocated at the group's first lc call, and the stream is being captured: run one lc call before capturing: %w",
-			lcStagingBytes>>20, backend.ErrRefused)
+			lcStagingBytes>>20, errs.Refused)
 	}
 	seg, err := createLocal(g.b.ctx, lcStagingBytes, g.b.gran)
 	if err != nil {

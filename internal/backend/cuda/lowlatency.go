@@ -5,6 +5,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -126,14 +127,14 @@ func (l *llPath) whyNot(req backend.Request) error {
 	case refKind:
 		return l.row.kindWhy(req.Kind)
 	case refOp:
-		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, ErrNotSupported)
+		return fmt.Errorf("ll reduces with sum or avg of float32, bfloat16 or float16, not %v of %v (use nccl): %w", req.Op, req.DType, errs.NotSupported)
 	case refLLAlign:
-		return fmt.Errorf("ll moves 16-byte vectors: %d bytes per rank is not a multiple of 16: %w (use kernel or nccl)", llRowOf(req), ErrNotSupported)
+		return fmt.Errorf("ll moves 16-byte vectors: %d bytes per rank is not a multiple of 16: %w (use kernel or nccl)", llRowOf(req), errs.NotSupported)
 	case refLLSize:
-		return fmt.Errorf("ll holds at most %d bytes per rank, not %d: %w (use kernel or nccl)", llCap, llRowOf(req), ErrNotSupported)
+		return fmt.Errorf("ll holds at most %d bytes per rank, not %d: %w (use kernel or nccl)", llCap, llRowOf(req), errs.NotSupported)
 	case refLLAlias:
 		return fmt.Errorf("ll needs input and output disjoint or exactly in place, not input %#x (%d bytes) and output %#x (%d bytes): %w (use kernel or nccl)",
-			req.In.Ptr, req.In.Len, req.Out.Ptr, req.Out.Len, ErrNotSupported)
+			req.In.Ptr, req.In.Len, req.Out.Ptr, req.Out.Len, errs.NotSupported)
 	default:
 		return kernelsWhyNot(l.g, req, r)
 	}

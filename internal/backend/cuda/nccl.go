@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/pool"
 )
@@ -31,8 +32,7 @@ type ncclState struct {
 // at its first collective (NCCL_RUNTIME_CONNECT=1), inside the enqueueing
 // call: a rank that exits before that collective leaves its peers blocked
 // there, on the host, where aborting the communicator from the presence
-// watcher would wait for the blocked call (found on 4 H100 as 2 hosts:
-// results/gpu-2026-11-26d.md). With NCCL_RUNTIME_CONNECT=0 every
+// watcher would wait for the blocked call. With NCCL_RUNTIME_CONNECT=0 every
 // communicator connects in its init, which the rendezvous bounds; later
 // calls only enqueue, and the kernels waiting for a gone rank end when the
 // watcher aborts them. NCCL reads the variable once, at the first
@@ -123,9 +123,8 @@ type ncclGroup struct {
 	comm *bnccl.Comm
 	// plain is a second communicator with no windows: NCCL picks its
 	// symmetric kernels for any buffer in a window, and for large
-	// reductions those are slower than its regular ones (measured on 4x
-	// H200: results/gpu-scale-2026-11-21.md), so the plain path on pool
-	// buffers runs here. nil if it failed on any rank (agreeNCCL).
+	// reductions those are slower than its regular ones, so the plain path
+	// on pool buffers runs here. nil if it failed on any rank (agreeNCCL).
 	plain   *bnccl.Comm
 	err     error
 	windows bool   // segments are registered as NCCL windows
@@ -138,8 +137,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 		return ncclGroup{err: st.err, winWhy: "no NCCL"}
 	}
 	// A blocking communicator (internal/backend/nccl's default): window
-	// registration on a non-blocking one failed on NCCL 2.28.9
-	// (results/gpu-2026-11-21.md). Every rank has met in setup's all-gather
+	// registration on a non-blocking one fails on NCCL 2.28.9. Every rank has met in setup's all-gather
 	// before the communicator is created, so a blocking init does not wait
 	// for absent ranks.
 	cfg := bnccl.Config{}
@@ -236,7 +234,7 @@ func (n *ncclGroup) register(ctx context.Context, seg pool.Segment) error {
 		return nil
 	}
 	if err := n.comm.Register(ctx, seg.Base, seg.Size); err != nil {
-		if errors.Is(err, bnccl.ErrNotSupported) {
+		if errors.Is(err, errs.NotSupported) {
 			n.windows, n.winWhy = false, err.Error()
 			return nil
 		}
@@ -336,11 +334,11 @@ func (n *ncclPath) refuse(c call) error {
 	g := n.g
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
+		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
 	case c.req.Kind == coll.AllToAll && g.ncclA2AWhy(c.req) != "":
-		return fmt.Errorf("nccl requested but %s: %w", g.ncclA2AWhy(c.req), ErrNotSupported)
+		return fmt.Errorf("nccl requested but %s: %w", g.ncclA2AWhy(c.req), errs.NotSupported)
 	case g.ncclUnsafe(&c):
-		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, backend.ErrRefused)
+		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, errs.Refused)
 	}
 	return nil
 }

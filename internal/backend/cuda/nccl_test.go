@@ -106,8 +106,8 @@ func TestNCCLUnavailableWraps(t *testing.T) {
 		"nccl-window": g.paths.window.refuse(c),
 		"auto":        f.noPath(),
 	} {
-		if !errors.Is(err, errs.PeerExited) || !errors.Is(err, ErrNotSupported) {
-			t.Errorf("%s: %v: want it to match the cause (errs.PeerExited) and ErrNotSupported", what, err)
+		if !errors.Is(err, errs.PeerExited) || !errors.Is(err, errs.NotSupported) {
+			t.Errorf("%s: %v: want it to match the cause (errs.PeerExited) and errs.NotSupported", what, err)
 		}
 	}
 	g.nccl = ncclGroup{} // no reason recorded: still an error that says so

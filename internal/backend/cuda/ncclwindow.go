@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -16,8 +17,7 @@ import (
 // some shapes and are several times slower than NCCL's regular kernels for
 // others. repro/nccl-symmetric checks every op, dtype, placement and count
 // 1..4100 (plus larger ones) against libnccl alone, and TestGPUStress found
-// the buffer-offset cases (measured on 2 and 4 H100:
-// results/ncclsym-2026-11-26.md, results/gpu-issue22-2026-11-26.md):
+// the buffer-offset cases:
 //   - reduce-scatter of bfloat16/float16, in and out of place, is wrong at
 //     every odd count from 5 to 4099 per rank (float32 always right);
 //   - in-place all-gather is wrong at every per-rank size that is not a
@@ -80,13 +80,13 @@ func (w *ncclWindowPath) refuse(c call) error {
 	g, req := w.g, c.req
 	switch {
 	case g.nccl.comm == nil:
-		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), ErrNotSupported)
+		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
 	case !c.win && !symmetric(req):
-		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, backend.ErrRefused)
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, errs.Refused)
 	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
-		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), ErrNotSupported, backend.ErrRefused)
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errs.NotSupported, errs.Refused)
 	case c.verdict == windowWrong:
-		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, backend.ErrRefused)
+		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, errs.Refused)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -83,7 +84,7 @@ const (
 func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
 	switch r {
 	case refNoKernels:
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, ErrNotSupported)
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, errs.NotSupported)
 	case refOp:
 		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
 	case refHeld:
@@ -98,7 +99,7 @@ func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
 // says why it cannot run it (whyNot; nil: it can).
 func refused(c call, whyNot error) error {
 	if whyNot != nil {
-		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, backend.ErrRefused)
+		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, errs.Refused)
 	}
 	return nil
 }
@@ -144,7 +145,7 @@ func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
 		} else {
 			g.breakWith(fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err))
 		}
-		berr := fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		berr := fmt.Errorf("%w: %w", errs.Broken, g.broken)
 		if ferr != nil && ferr != g.broken {
 			return errors.Join(berr, ferr)
 		}

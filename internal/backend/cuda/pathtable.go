@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"strings"
 
 	"github.com/symmem/symmem/coll"
@@ -69,9 +70,8 @@ var pathTable = [...]pathInfo{
 		fallback: []coll.Algo{coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
-			// rank) would make ll move bytes one at a time: plain NCCL was
-			// ahead there (1 MiB: 1.12-1.26x its time in graphs on 2 H100,
-			// results/gpu-2026-11-26h.md).
+			// rank) would make ll move bytes one at a time: plain NCCL is
+			// ahead there.
 			{algo: coll.AlgoNCCL, when: []autoCond{symmetricBufs, llBytesLarge, ncclUsable}, why: "auto: plain NCCL (ll would move these buffers byte by byte at this size)"},
 			{algo: coll.AlgoLL, when: []autoCond{pathServes}, why: "auto: symmem's low-latency kernel, fastest here in the table (auto table)"},
 		},
@@ -117,9 +117,8 @@ var pathTable = [...]pathInfo{
 		turn: []autoStep{
 			{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
 			// Where the table says NCCL's windows at a small size and they
-			// cannot serve, ll is next fastest (the kernel took 2.7x ll's time
-			// for a 16 KiB all-gather off 16 bytes in a graph on 2 H100:
-			// results/gpu-2026-11-26h.md).
+			// cannot serve, ll is next fastest (the kernel takes a few times
+			// ll's time for a small all-gather off 16 bytes).
 			// Symmetric buffers only: their alignment and windows are alike on
 			// every rank, ordinary memory's need not be.
 			{algo: coll.AlgoLL, when: []autoCond{symmetricBufs, noWindows, llSmall, pathServes}, why: "auto: symmem's low-latency kernel (buffers not in NCCL windows)"},
@@ -236,7 +235,7 @@ func (r *pathInfo) kindWhy(k coll.Kind) error {
 	if len(names) > 1 {
 		list = strings.Join(names[:len(names)-1], ", ") + " and " + list
 	}
-	return fmt.Errorf("%s %s, not %v%s: %w", r.serve, list, k, r.opsHint, ErrNotSupported)
+	return fmt.Errorf("%s %s, not %v%s: %w", r.serve, list, k, r.opsHint, errs.NotSupported)
 }
 
 // gpuAlgos are the algorithms a call may force on this backend, per op

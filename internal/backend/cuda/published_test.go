@@ -40,7 +40,7 @@ func gatedPair(t *testing.T, cfg goldenCfg, x executor) ([]*Group, []*members.Ho
 
 // wantBroken checks that g is broken by a failure after its call was
 // published: its peer (as) reads errs.Broken in its state word, and its
-// next call is refused with ErrBroken.
+// next call is refused with errs.Broken.
 func wantBroken(t *testing.T, g *Group, peer *members.HostAgreement, req backend.Request) {
 	t.Helper()
 	if peer != nil {
@@ -48,8 +48,8 @@ func wantBroken(t *testing.T, g *Group, peer *members.HostAgreement, req backend
 			t.Errorf("the peer's verdict on rank %d: %v, want errs.Broken", g.Me, err)
 		}
 	}
-	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) {
-		t.Errorf("the next call: %v, want ErrBroken", err)
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, errs.Broken) {
+		t.Errorf("the next call: %v, want errs.Broken", err)
 	}
 }
 
@@ -88,8 +88,8 @@ func TestRunContextBeforePublish(t *testing.T) {
 	}
 	done, end := context.WithCancel(context.Background())
 	end()
-	if _, err := gs[0].Run(done, req(gs[0])); !errors.Is(err, context.Canceled) || errors.Is(err, ErrBroken) {
-		t.Fatalf("a call with a done context: %v, want context.Canceled, not ErrBroken", err)
+	if _, err := gs[0].Run(done, req(gs[0])); !errors.Is(err, context.Canceled) || errors.Is(err, errs.Broken) {
+		t.Fatalf("a call with a done context: %v, want context.Canceled, not errs.Broken", err)
 	}
 	if p := gs[0].gate.c.Published(); p != 0 {
 		t.Fatalf("a call refused for its context published %d call(s) at the gate", p)
@@ -137,8 +137,8 @@ func TestNCCLFailureBreaksGroup(t *testing.T) {
 		req := forced(makeReq(gs[0], coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, false, "-", 0).req, coll.AlgoNCCL)
 		req.Checked = checked
 		_, err := gs[0].Run(context.Background(), req)
-		if !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "ncclAllGather failed") {
-			t.Fatalf("checked %v: a failed NCCL call: %v, want ErrBroken with NCCL's error", checked, err)
+		if !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "ncclAllGather failed") {
+			t.Fatalf("checked %v: a failed NCCL call: %v, want errs.Broken with NCCL's error", checked, err)
 		}
 		wantBroken(t, gs[0], as[1], req)
 	}
@@ -154,11 +154,11 @@ type abortDuringNCCL struct {
 
 func (x abortDuringNCCL) nccl(context.Context, *bnccl.Comm, backend.Request, bool) (coll.Path, error) {
 	x.g.abortGroup(fmt.Errorf("rank 3 (host b) exited: %w", errs.PeerExited), nil)
-	return coll.Path{}, fmt.Errorf("nccl: group %q: %w", x.g.GroupName, bnccl.ErrClosed)
+	return coll.Path{}, fmt.Errorf("nccl: group %q: %w", x.g.GroupName, errs.Closed)
 }
 
 // TestAbortDuringNCCLNamesAbort: a call that fails because the group was
-// aborted meanwhile fails with the abort's reason (ErrBroken and
+// aborted meanwhile fails with the abort's reason (errs.Broken and
 // ErrPeerExited, naming the rank), as every later call does.
 func TestAbortDuringNCCLNamesAbort(t *testing.T) {
 	g, _ := goldenGroup(t, goldenCfg{name: "span", nccl: "full"}, 4, 0)
@@ -166,8 +166,8 @@ func TestAbortDuringNCCLNamesAbort(t *testing.T) {
 	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<16, false, "-", 0).req, coll.AlgoNCCL)
 	for i := 0; i < 2; i++ {
 		_, err := g.Run(context.Background(), req)
-		if !errors.Is(err, errs.PeerExited) || !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "rank 3 (host b) exited") {
-			t.Errorf("call %d: %v, want ErrBroken and ErrPeerExited naming rank 3", i+1, err)
+		if !errors.Is(err, errs.PeerExited) || !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "rank 3 (host b) exited") {
+			t.Errorf("call %d: %v, want errs.Broken and ErrPeerExited naming rank 3", i+1, err)
 		}
 	}
 }
@@ -198,8 +198,8 @@ func TestLaunchFailureBreaksDespiteReport(t *testing.T) {
 	w.Store(faultSet, 1)
 	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<10, false, "io", 0).req, coll.AlgoLL)
 	_, err = g.Run(context.Background(), req)
-	if !errors.Is(err, ErrBroken) || !errors.Is(err, errs.Mismatch) || !strings.Contains(err.Error(), "fake launch failure") {
-		t.Errorf("a failed launch with a report waiting: %v, want ErrBroken naming the launch failure, and the report (ErrMismatch)", err)
+	if !errors.Is(err, errs.Broken) || !errors.Is(err, errs.Mismatch) || !strings.Contains(err.Error(), "fake launch failure") {
+		t.Errorf("a failed launch with a report waiting: %v, want errs.Broken naming the launch failure, and the report (ErrMismatch)", err)
 	}
 	g.x = nopExec{}
 	wantBroken(t, g, as[1], req)
@@ -221,8 +221,8 @@ func TestLCStagingRefusedBeforePublish(t *testing.T) {
 		return forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<16, false, "io", 0).req, coll.AlgoLowContention)
 	}
 	_, err := gs[0].Run(context.Background(), req(gs[0]))
-	if err == nil || errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "lc staging") {
-		t.Fatalf("an lc call without staging memory: %v, want the allocation's failure, not ErrBroken", err)
+	if err == nil || errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "lc staging") {
+		t.Fatalf("an lc call without staging memory: %v, want the allocation's failure, not errs.Broken", err)
 	}
 	if p := gs[0].gate.c.Published(); p != 0 {
 		t.Fatalf("a refused lc call published %d call(s) at the gate", p)
@@ -256,8 +256,8 @@ func TestFenceRefusedBeforePublish(t *testing.T) {
 	req := forced(makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 1<<14, true, "io", 0).req, coll.AlgoKernel)
 	req.Stream = 0x70 // a caller's stream the group has no fence on
 	_, err := g.Run(context.Background(), req)
-	if err == nil || errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "fence for stream") {
-		t.Fatalf("a call whose stream's fence cannot be made: %v, want the fence's failure, not ErrBroken", err)
+	if err == nil || errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "fence for stream") {
+		t.Fatalf("a call whose stream's fence cannot be made: %v, want the fence's failure, not errs.Broken", err)
 	}
 	if p := g.gate.c.Published(); p != 0 {
 		t.Fatalf("the refused call published %d call(s) at the gate", p)
@@ -280,8 +280,8 @@ func TestIssueFailureAfterPublishBreaks(t *testing.T) {
 	side := g.h.side
 	g.h.side = nil
 	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<16, false, "io", 0).req, coll.AlgoLowContention)
-	if _, err := g.Run(context.Background(), req); !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "side streams") {
-		t.Fatalf("an lc call that cannot be built: %v, want ErrBroken saying why", err)
+	if _, err := g.Run(context.Background(), req); !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "side streams") {
+		t.Fatalf("an lc call that cannot be built: %v, want errs.Broken saying why", err)
 	}
 	g.h.side = side
 	wantBroken(t, g, as[1], req)
@@ -312,8 +312,8 @@ func TestHierFailureBreaks(t *testing.T) {
 	req := forced(makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 512, false, "io", 0).req, coll.AlgoHier).Shaped(4, me)
 	g.x = noScratch{}
 	_, err := g.Run(context.Background(), req)
-	if !errors.Is(err, ErrBroken) || !strings.Contains(err.Error(), "scratch") {
-		t.Fatalf("a hier call whose scratch fails: %v, want ErrBroken saying why", err)
+	if !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "scratch") {
+		t.Fatalf("a hier call whose scratch fails: %v, want errs.Broken saying why", err)
 	}
 	g.x = nopExec{}
 	wantBroken(t, g, nil, req)

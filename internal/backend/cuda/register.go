@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 	"strconv"
 
 	"github.com/symmem/symmem/internal/native/cudadrv"
@@ -22,7 +23,7 @@ type peerSeg struct {
 // Register makes seg usable by the group's collectives: peers' copies are
 // mapped here (copy engines) and the segment becomes an NCCL window. It is
 // collective; ranks that register different segments get an error wrapping
-// pool.ErrMismatch (never a hang).
+// errs.Mismatch (never a hang).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	if err := g.segs.Fresh(g.GroupName, seg.ID); err != nil {
 		return fmt.Errorf("cuda: %w", err)
@@ -42,7 +43,7 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	for r, v := range all {
 		if string(v) != mine {
 			return fmt.Errorf("%w: group %q: rank %d is at %q while rank %d is at %q: every rank must register the same segments in the same order",
-				pool.ErrMismatch, g.GroupName, g.Ranks[r], v, g.Ranks[g.Me], mine)
+				errs.Mismatch, g.GroupName, g.Ranks[r], v, g.Ranks[g.Me], mine)
 		}
 	}
 	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.Ranks))}

@@ -8,6 +8,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // errNotSymmetric is wrapped when a forced symmetric path gets buffers that
@@ -32,7 +33,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errDevSplits)
 	}
 	if err := g.goneErr(); err != nil {
-		return coll.Path{}, fmt.Errorf("%w: %w", ErrBroken, err)
+		return coll.Path{}, fmt.Errorf("%w: %w", errs.Broken, err)
 	}
 	// The context bounds the call until it is published at the gate, not
 	// after: its peers may then be approved and wait for this rank on the
@@ -91,7 +92,7 @@ func (g *Group) start(p path, c *call) error {
 	// A broken group (a gate difference, a failed copy-engine call)
 	// refuses every call.
 	if g.broken != nil {
-		return fmt.Errorf("%w: %w", ErrBroken, g.broken)
+		return fmt.Errorf("%w: %w", errs.Broken, g.broken)
 	}
 	if err := g.prepare(p, *c); err != nil {
 		return err
@@ -131,10 +132,10 @@ func (g *Group) prepare(p path, c call) error {
 // caller holds runMu.
 func (g *Group) breakAfter(err error) error {
 	g.breakWith(err)
-	if errors.Is(err, ErrBroken) { // Group.issue broke it and says so
+	if errors.Is(err, errs.Broken) { // Group.issue broke it and says so
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrBroken, err)
+	return fmt.Errorf("%w: %w", errs.Broken, err)
 }
 
 // finishFailed is the error of a call whose finish failed (after Run
@@ -144,7 +145,7 @@ func (g *Group) breakAfter(err error) error {
 // communicator) and already refuses every later call.
 func (g *Group) finishFailed(err error) error {
 	if gone := g.goneErr(); gone != nil {
-		return fmt.Errorf("%w: %w (%v)", ErrBroken, gone, err)
+		return fmt.Errorf("%w: %w (%v)", errs.Broken, gone, err)
 	}
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
@@ -171,7 +172,7 @@ func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
 		return g.auto(c)
 	}
-	return nil, req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, ErrNotSupported)
+	return nil, req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, errs.NotSupported)
 }
 
 // Explain reports the path Run would take for req, without running it (for

@@ -3,12 +3,14 @@ package nccl
 import (
 	"context"
 	"fmt"
+
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // bounded runs call — a blocking NCCL call that waits for every rank of the
 // communicator (ncclCommInitRankConfig, ncclCommWindowRegister on a
 // blocking communicator) — on its own goroutine and returns its result, or
-// an error matching ErrTimeout once ctx ends first, so a rank that died
+// an error matching libnccl.ErrTimeout once ctx ends first, so a rank that died
 // inside NCCL's init or registration cannot hang its peers beyond the group
 // timeout.
 //
@@ -35,6 +37,6 @@ func bounded[T any](ctx context.Context, what string, call func() (T, error)) (T
 	case <-ctx.Done():
 		var zero T
 		return zero, fmt.Errorf("nccl: %s did not complete: %w (%v; a peer rank died or stopped inside it; the call is left blocked on its thread and the communicator unusable)",
-			what, ErrTimeout, context.Cause(ctx))
+			what, libnccl.ErrTimeout, context.Cause(ctx))
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
 // TestBounded: a call that never returns (a peer died inside NCCL) ends in
-// ErrTimeout at the deadline; a call that returns gives its result.
+// libnccl.ErrTimeout at the deadline; a call that returns gives its result.
 func TestBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -16,8 +18,8 @@ func TestBounded(t *testing.T) {
 	defer close(block)
 	start := time.Now()
 	_, err := bounded(ctx, "ncclCommInitRankConfig", func() (int, error) { <-block; return 0, nil })
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("got %v, want ErrTimeout", err)
+	if !errors.Is(err, libnccl.ErrTimeout) {
+		t.Fatalf("got %v, want libnccl.ErrTimeout", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("returned after %v", d)

@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"fmt"
+	"github.com/symmem/symmem/internal/errs"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
@@ -250,7 +251,7 @@ func (c *Comm) runAllToAll(req backend.Request) error {
 		}
 		return c.AllToAllV(req.In.Ptr, req.Out.Ptr, send, recv, req.DType, req.Stream)
 	}
-	return fmt.Errorf("nccl: group %q: all-to-all with %v: NCCL reads no split counts on the device: %w", c.group, req.A2A.Form, ErrNotSupported)
+	return fmt.Errorf("nccl: group %q: all-to-all with %v: NCCL reads no split counts on the device: %w", c.group, req.A2A.Form, errs.NotSupported)
 }
 
 // spanCounts checks req's spans against its count and returns the byte

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -76,7 +77,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 		h, err = bounded(wctx, "ncclCommInitRankConfig", func() (*libnccl.CommHandle, error) {
 			return lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
 		})
-		if errors.Is(err, ErrTimeout) {
+		if errors.Is(err, libnccl.ErrTimeout) {
 			return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.Group, o.Rank, o.Size, err)
 		}
 	}
@@ -95,7 +96,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 
 // exchangeID publishes this rank's view (group size, NCCL version), has
 // rank 0 publish a fresh unique id, and waits for the id and every rank's
-// view. Ranks that disagree get ErrMismatch naming who differs.
+// view. Ranks that disagree get errs.Mismatch naming who differs.
 func exchangeID(ctx context.Context, st Store, prefix string, rank, size, version int,
 	newID func() (libnccl.UniqueID, error)) (libnccl.UniqueID, error) {
 	var id libnccl.UniqueID
@@ -120,7 +121,7 @@ func exchangeID(ctx context.Context, st Store, prefix string, rank, size, versio
 	vals, err := st.Wait(ctx, keys...)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, rendezvous.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-			return id, fmt.Errorf("%w waiting for the group's ranks to publish their hello and the unique id: %w", ErrTimeout, err)
+			return id, fmt.Errorf("%w waiting for the group's ranks to publish their hello and the unique id: %w", libnccl.ErrTimeout, err)
 		}
 		return id, fmt.Errorf("waiting for the group's ranks: %w", err)
 	}
@@ -136,12 +137,12 @@ func exchangeID(ctx context.Context, st Store, prefix string, rank, size, versio
 		return id, fmt.Errorf("store returned %d values for %d keys", len(vals), len(keys))
 	}
 	if len(vals[0]) != len(id) {
-		return id, fmt.Errorf("%w: unique id under %q has %d bytes, want %d", ErrMismatch, keys[0], len(vals[0]), len(id))
+		return id, fmt.Errorf("%w: unique id under %q has %d bytes, want %d", errs.Mismatch, keys[0], len(vals[0]), len(id))
 	}
 	for r, v := range vals[1:] {
 		if !bytes.Equal(v, mine) {
 			return id, fmt.Errorf("%w: rank %d says %q, this rank says %q (same group size and NCCL library on every rank)",
-				ErrMismatch, r, v, mine)
+				errs.Mismatch, r, v, mine)
 		}
 	}
 	copy(id[:], vals[0])
@@ -166,18 +167,18 @@ func (c *Comm) Config() Config { return c.cfg }
 // usable reports why the communicator cannot take a call; c.mu held.
 func (c *Comm) usable() error {
 	if c.closed {
-		return fmt.Errorf("nccl: group %q: %w", c.group, ErrClosed)
+		return fmt.Errorf("nccl: group %q: %w", c.group, errs.Closed)
 	}
 	if c.broken != nil {
 		return c.broken
 	}
 	if c.revoked {
-		return fmt.Errorf("nccl: group %q rank %d: stopped: %w", c.group, c.rank, ErrBroken)
+		return fmt.Errorf("nccl: group %q rank %d: stopped: %w", c.group, c.rank, errs.Broken)
 	}
 	return nil
 }
 
-// fail aborts the communicator after err; later calls return ErrBroken
+// fail aborts the communicator after err; later calls return errs.Broken
 // wrapping err. c.mu held.
 func (c *Comm) fail(err error) error {
 	if c.broken != nil {
@@ -185,7 +186,7 @@ func (c *Comm) fail(err error) error {
 	}
 	aerr := c.lib.Abort(c.cuctx, c.h.Comm)
 	c.wins = nil // NCCL freed the windows with the communicator
-	c.broken = fmt.Errorf("nccl: group %q rank %d: %w: %w", c.group, c.rank, ErrBroken, errors.Join(err, aerr))
+	c.broken = fmt.Errorf("nccl: group %q rank %d: %w: %w", c.group, c.rank, errs.Broken, errors.Join(err, aerr))
 	return c.broken
 }
 
@@ -262,8 +263,8 @@ func (c *Comm) Close(ctx context.Context) error {
 // peer died, or the ranks' calls differ): NCCL kernels waiting for a peer
 // end. Where NCCL has ncclCommRevoke (2.28+) it revokes (the communicator
 // stays until Close destroys it, which then takes no peer), else, or when
-// revoking fails, it aborts. Later calls fail with ErrBroken (or
-// ErrClosed after an abort).
+// revoking fails, it aborts. Later calls fail with errs.Broken (or
+// errs.Closed after an abort).
 func (c *Comm) Stop() error { return c.stop(false) }
 
 // Abandon is Stop for a communicator whose ranks' calls differed (a count
@@ -304,7 +305,7 @@ func (c *Comm) stop(abandon bool) error {
 }
 
 // Abort tears the communicator down at once without waiting for peers (use
-// when a peer died). Later calls fail with ErrClosed.
+// when a peer died). Later calls fail with errs.Closed.
 func (c *Comm) Abort() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

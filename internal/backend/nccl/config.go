@@ -5,22 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"github.com/symmem/symmem/internal/errs"
-	"strings"
 	"time"
 
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
-// Sentinel errors (test with errors.Is). ErrNotSupported and ErrTimeout are
-// the native package's, so errors from either layer match them.
-var (
-	ErrNotSupported = libnccl.ErrNotSupported // NCCL, windows or CUDA missing here
-	ErrTimeout      = libnccl.ErrTimeout      // a peer did not arrive in time
-	ErrClosed       = errs.Closed
-	ErrBroken       = errs.Broken // the communicator failed and was aborted
-	ErrMismatch     = errs.Mismatch
-	ErrNotWindow    = errors.New("nccl: buffer is not inside a registered window")
-)
+// ErrNotWindow is this package's own sentinel; the others it wraps are
+// internal/errs's and libnccl.ErrTimeout (a peer did not arrive in time).
+var ErrNotWindow = errors.New("nccl: buffer is not inside a registered window")
 
 // Store is the part of the rendezvous client a Comm needs to exchange the
 // NCCL unique id; *rendezvous.Client satisfies it. Wait must honour ctx's
@@ -49,16 +41,6 @@ func (p CTAPolicy) String() string {
 		return ctaNames[p]
 	}
 	return fmt.Sprintf("ctapolicy(%d)", int(p))
-}
-
-// ParseCTAPolicy parses unset, default, efficiency or zero.
-func ParseCTAPolicy(s string) (CTAPolicy, error) {
-	for i, n := range ctaNames {
-		if strings.EqualFold(s, n) {
-			return CTAPolicy(i), nil
-		}
-	}
-	return 0, fmt.Errorf("nccl: unknown CTA policy %q (want unset, default, efficiency or zero)", s)
 }
 
 // Config is what a group may tune in its communicator. The zero value is

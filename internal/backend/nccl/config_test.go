@@ -47,18 +47,6 @@ func TestConfigNative(t *testing.T) {
 	}
 }
 
-func TestParseCTAPolicy(t *testing.T) {
-	for _, p := range []CTAPolicy{CTAPolicyUnset, CTAPolicyDefault, CTAPolicyEfficiency, CTAPolicyZero} {
-		got, err := ParseCTAPolicy(strings.ToUpper(p.String()))
-		if err != nil || got != p {
-			t.Errorf("ParseCTAPolicy(%q) = %v, %v", p, got, err)
-		}
-	}
-	if _, err := ParseCTAPolicy("fast"); err == nil {
-		t.Error("fast accepted")
-	}
-}
-
 func TestOptionsCheck(t *testing.T) {
 	st := newMemStore()
 	good := Options{Group: "g", Rank: 1, Size: 2, Store: st, Timeout: time.Minute}
@@ -94,8 +82,8 @@ func TestNewWithoutNCCL(t *testing.T) {
 	load = func() (*libnccl.Lib, error) { return libnccl.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
 	defer func() { load = old }()
 	_, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
-	if !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("New without NCCL: %v, want ErrNotSupported", err)
+	if !errors.Is(err, errs.NotSupported) {
+		t.Fatalf("New without NCCL: %v, want errs.NotSupported", err)
 	}
 	if !strings.Contains(err.Error(), "libnccl.so.2") {
 		t.Errorf("error %q does not say what was tried", err)

@@ -12,15 +12,15 @@
 //
 // Blocking vs non-blocking: communicators are blocking by default, because
 // NCCL 2.28 runs every collective of a non-blocking communicator through a
-// new thread: an order of magnitude more host time per call (measured on
-// 2x H200: results/nccl-check-2026-11-21.txt). A missing rank is caught
-// before NCCL is entered — by the store exchange in New (ErrTimeout) and by
-// the pool's order verification before registration. A rank that dies
+// new thread: an order of magnitude more host time per call. A missing
+// rank is caught before NCCL is entered — by the store exchange in New
+// (libnccl.ErrTimeout) and by the pool's order verification before
+// registration. A rank that dies
 // inside NCCL's init or window registration
-// makes them fail with ErrTimeout after Options.Timeout on a blocking
+// makes them fail with libnccl.ErrTimeout after Options.Timeout on a blocking
 // communicator too: the call runs on its own goroutine and is left blocked
 // there (NCCL cannot safely abort a blocking communicator from another
-// thread; the communicator is unusable, ErrBroken afterwards). Config.NonBlocking
+// thread; the communicator is unusable, errs.Broken afterwards). Config.NonBlocking
 // trades the per-call cost for bounded waits everywhere, finalize included,
 // with the communicator aborted on a timeout.
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 	"github.com/symmem/symmem/rendezvous"
 )
@@ -130,10 +131,10 @@ func TestExchangeID(t *testing.T) {
 	st := func() Store { return mem }
 	t.Run("version mismatch", func(t *testing.T) {
 		mem = newMemStore()
-		_, errs := runExchange(t, st, []int{22803, 22809}, 2*time.Second)
-		for r, err := range errs {
-			if !errors.Is(err, ErrMismatch) {
-				t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+		_, got := runExchange(t, st, []int{22803, 22809}, 2*time.Second)
+		for r, err := range got {
+			if !errors.Is(err, errs.Mismatch) {
+				t.Errorf("rank %d: %v, want errs.Mismatch", r, err)
 			}
 		}
 	})
@@ -141,8 +142,8 @@ func TestExchangeID(t *testing.T) {
 		mem = newMemStore()
 		start := time.Now()
 		_, errs := runExchange(t, st, []int{22803, -1}, 200*time.Millisecond)
-		if !errors.Is(errs[0], ErrTimeout) {
-			t.Errorf("rank 0: %v, want ErrTimeout", errs[0])
+		if !errors.Is(errs[0], libnccl.ErrTimeout) {
+			t.Errorf("rank 0: %v, want libnccl.ErrTimeout", errs[0])
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("took %v", d)
@@ -152,8 +153,8 @@ func TestExchangeID(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		_, err := exchangeID(ctx, tcp(), "t2/", 1, 2, 22803, fakeID(1))
-		if !errors.Is(err, ErrTimeout) {
-			t.Errorf("%v, want ErrTimeout", err)
+		if !errors.Is(err, libnccl.ErrTimeout) {
+			t.Errorf("%v, want libnccl.ErrTimeout", err)
 		}
 	})
 	t.Run("id failure", func(t *testing.T) {

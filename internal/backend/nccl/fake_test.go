@@ -13,6 +13,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -138,15 +139,15 @@ func TestFakeAllToAll(t *testing.T) {
 			t.Errorf("%s: mismatched counts reached NCCL and succeeded", tc.name)
 		}
 		req.A2A.Form = backend.SplitsDevice
-		if _, err := c.RunDecided(t.Context(), req, false); !errors.Is(err, ErrNotSupported) {
+		if _, err := c.RunDecided(t.Context(), req, false); !errors.Is(err, errs.NotSupported) {
 			t.Errorf("%s: device split counts: %v, want ErrNotSupported", tc.name, err)
 		}
 	}
 }
 
 // TestFakeStop: Stop revokes where NCCL has ncclCommRevoke (later calls fail
-// with ErrBroken, Close destroys without the finalize a revoked
-// communicator refuses) and aborts where it has not (ErrClosed after).
+// with errs.Broken, Close destroys without the finalize a revoked
+// communicator refuses) and aborts where it has not (errs.Closed after).
 func TestFakeStop(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -154,8 +155,8 @@ func TestFakeStop(t *testing.T) {
 		revoke bool
 		after  error
 	}{
-		{"revoke", nil, true, ErrBroken},
-		{"abort", []string{"-DNO_REVOKE"}, false, ErrClosed},
+		{"revoke", nil, true, errs.Broken},
+		{"abort", []string{"-DNO_REVOKE"}, false, errs.Closed},
 	} {
 		lib := fakeLib(t, tc.cflags...)
 		if lib.HasRevoke != tc.revoke {

@@ -148,7 +148,7 @@ func (c *child) run() error {
 }
 
 // deadInsideNCCL: a peer that is gone inside a blocking communicator's init
-// or window registration makes them fail with ErrTimeout at the timeout
+// or window registration makes them fail with libnccl.ErrTimeout at the timeout
 // (issue 11), instead of hanging. Rank 1 plays the dead peer: for the
 // registration it aborts its communicator instead of registering; for the
 // init it publishes its hello and then never calls NCCL.
@@ -178,8 +178,8 @@ func (c *child) deadInsideNCCL(ctx context.Context, segW uint64) {
 		_, err := New(ctx, Options{Group: "gputest-initdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
 		took := time.Since(t0)
 		c.logf("INFO dead in init: New returned after %v: %v", took.Round(time.Millisecond), err)
-		c.check("dead in init: blocking init fails with ErrTimeout near the timeout",
-			boolErr(errors.Is(err, ErrTimeout) && took < timeout+3*time.Second && strings.Contains(err.Error(), "rank 0"), "no timeout error, or too late"))
+		c.check("dead in init: blocking init fails with libnccl.ErrTimeout near the timeout",
+			boolErr(errors.Is(err, libnccl.ErrTimeout) && took < timeout+3*time.Second && strings.Contains(err.Error(), "rank 0"), "no timeout error, or too late"))
 	}
 }
 
@@ -188,8 +188,8 @@ func (c *child) registerDead(ctx context.Context, comm *Comm, segW uint64, timeo
 	err := comm.Register(ctx, segW, segBytes)
 	took := time.Since(t0)
 	c.logf("INFO dead in registration: Register returned after %v: %v", took.Round(time.Millisecond), err)
-	c.check("dead in registration: blocking register fails with ErrTimeout near the timeout",
-		boolErr(errors.Is(err, ErrTimeout) && took < timeout+3*time.Second, "no timeout error, or too late"))
+	c.check("dead in registration: blocking register fails with libnccl.ErrTimeout near the timeout",
+		boolErr(errors.Is(err, libnccl.ErrTimeout) && took < timeout+3*time.Second, "no timeout error, or too late"))
 	c.check("dead in registration: later calls fail", boolErr(comm.Register(ctx, segW, segBytes) != nil, "a broken communicator accepted a call"))
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
 )
 
@@ -32,8 +33,8 @@ type Window struct {
 // every rank registers a range of the same size, in the same order. ptr and
 // size must be multiples of 4096 and the memory must be CUDA VMM memory
 // (cuMemCreate-backed, as pool segments are). A rank that does not arrive
-// within the timeout makes this fail with ErrTimeout; the communicator is
-// then aborted (ErrBroken afterwards).
+// within the timeout makes this fail with libnccl.ErrTimeout; the communicator is
+// then aborted (errs.Broken afterwards).
 func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 	if ptr == 0 || size <= 0 {
 		return fmt.Errorf("nccl: group %q: register %#x (+%d): need a non-null pointer and a positive size", c.group, ptr, size)
@@ -44,7 +45,7 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 	}
 	if !c.lib.HasWindows {
 		return fmt.Errorf("nccl: group %q: %w: %s has no ncclCommWindowRegister (NCCL %s; windows need >= %s); use plain NCCL",
-			c.group, ErrNotSupported, c.lib.Path, c.lib.VersionString(), libnccl.VersionString(libnccl.MinWindowVersion))
+			c.group, errs.NotSupported, c.lib.Path, c.lib.VersionString(), libnccl.VersionString(libnccl.MinWindowVersion))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,15 +68,15 @@ func (c *Comm) Register(ctx context.Context, ptr uint64, size int64) error {
 		win, err = bounded(wctx, "ncclCommWindowRegister", func() (libnccl.Window, error) {
 			return c.lib.WindowRegister(context.Background(), c.cuctx, c.h.Comm, ptr, size, libnccl.WinCollSymmetric)
 		})
-		if errors.Is(err, ErrTimeout) {
+		if errors.Is(err, libnccl.ErrTimeout) {
 			// Still inside NCCL on another thread: no abort (see bounded).
 			c.wins = nil
-			c.broken = fmt.Errorf("nccl: group %q rank %d: %w: registering window %#x (+%d): %w", c.group, c.rank, ErrBroken, ptr, size, err)
+			c.broken = fmt.Errorf("nccl: group %q rank %d: %w: registering window %#x (+%d): %w", c.group, c.rank, errs.Broken, ptr, size, err)
 			return c.broken
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrTimeout) {
+		if errors.Is(err, libnccl.ErrTimeout) {
 			return c.fail(fmt.Errorf("registering window %#x (+%d): a rank did not register in time: %w", ptr, size, err))
 		}
 		var ne *libnccl.Error

@@ -9,6 +9,7 @@ import (
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 )
@@ -18,7 +19,7 @@ import (
 // phase 0. When that wait ends (ctx cancelled, deadline, timeout) the group
 // breaks: the root may be mid-call. Before, the agreement phase did not
 // count as signalled: the non-root's next identical call failed with a
-// bogus argument disagreement instead of ErrBroken, and the root's
+// bogus argument disagreement instead of errs.Broken, and the root's
 // broadcast "succeeded" without the non-root having copied anything (found
 // by review).
 func TestBroadcastNonRootCancelBreaks(t *testing.T) {
@@ -94,14 +95,14 @@ func TestBroadcastNonRootCancelBreaks(t *testing.T) {
 	time.Sleep(400 * time.Millisecond) // the root is now in call 2, waiting for rank 1's phase 1
 
 	// Rank 1 failed midway (it signalled the agreement phase, the root is
-	// mid-call): its next call must fail with ErrBroken.
+	// mid-call): its next call must fail with errs.Broken.
 	err3 := run(1, context.Background())
 	t.Logf("rank 1 call 3 (same arguments): %v", err3)
 	var d *agree.Disagreement
 	if errors.As(err3, &d) {
-		t.Errorf("rank 1's call 3 with identical arguments reports an argument disagreement instead of ErrBroken: %v", err3)
-	} else if !errors.Is(err3, ErrBroken) {
-		t.Errorf("rank 1's call 3: %v, want ErrBroken", err3)
+		t.Errorf("rank 1's call 3 with identical arguments reports an argument disagreement instead of errs.Broken: %v", err3)
+	} else if !errors.Is(err3, errs.Broken) {
+		t.Errorf("rank 1's call 3: %v, want errs.Broken", err3)
 	}
 	// The root's call 2 ends with an error too (rank 1 broke the group and
 	// said so), before the test's cleanup unmaps what it uses.

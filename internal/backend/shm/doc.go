@@ -20,7 +20,7 @@
 //     its own, else 20 us), then sleep on a futex, always bounded by the
 //     group timeout; a peer that exits is noticed through a
 //     pidfd and named in the error. A collective that fails midway leaves
-//     the group broken (ErrBroken): the ranks' epochs no longer agree, and
+//     the group broken (errs.Broken): the ranks' epochs no longer agree, and
 //     later store exchanges on the group fail at once too. After the target
 //     lines each pad holds two record slots: the in-band agreement
 //     (agree.go, agree.Agreer) through which every collective's argument

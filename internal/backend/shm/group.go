@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/symmem/symmem/internal/errs"
 
 	"golang.org/x/sys/unix"
 
@@ -20,25 +21,16 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// ErrPeerExited is wrapped when a peer process of the group exited while this
-// rank waited for it. The error text names the rank.
-var ErrPeerExited = errs.PeerExited
-
-// PeerExitedError says which peer exited; it matches ErrPeerExited.
+// PeerExitedError says which peer exited; it matches errs.PeerExited.
 type PeerExitedError struct {
 	Rank, Pid int // world rank and process id
 }
 
 func (e *PeerExitedError) Error() string {
-	return fmt.Sprintf("rank %d (pid %d) exited: %v", e.Rank, e.Pid, ErrPeerExited)
+	return fmt.Sprintf("rank %d (pid %d) exited: %v", e.Rank, e.Pid, errs.PeerExited)
 }
 
-func (e *PeerExitedError) Unwrap() error { return ErrPeerExited }
-
-// ErrBroken is wrapped by every call on a group after a collective on it
-// failed midway (a peer died or timed out): the ranks' signal counters no
-// longer agree, so the group cannot be used again.
-var ErrBroken = errs.Broken
+func (e *PeerExitedError) Unwrap() error { return errs.PeerExited }
 
 // Group is the CPU backend side of one group of local ranks.
 type Group struct {
@@ -226,7 +218,7 @@ func (g *Group) Registered() int {
 	return g.segs.Len()
 }
 
-// exited returns an error wrapping ErrPeerExited if group rank r has exited.
+// exited returns an error wrapping errs.PeerExited if group rank r has exited.
 func (g *Group) exited(r int) error {
 	if members.PidfdExited(g.pidfds[r]) {
 		return &PeerExitedError{Rank: g.Ranks[r], Pid: g.pids[r]}
@@ -254,7 +246,7 @@ func (g *Group) Close() error {
 			}
 		}
 		if g.broken == nil {
-			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.GroupName, ErrBroken)
+			g.broken = fmt.Errorf("shm: group %q is closed: %w", g.GroupName, errs.Broken)
 		}
 		g.crew.stop()
 		g.runMu.Unlock()

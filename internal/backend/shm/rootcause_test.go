@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -31,7 +32,7 @@ func TestRootCauseNamesFirstDeath(t *testing.T) {
 	wrap := func(r int) error { return fmt.Errorf("phase 0: %w", &PeerExitedError{Rank: r, Pid: 100 + r}) }
 
 	first := g.rootCause(wrap(1)) // rank 0 sees rank 1 die first
-	if !errors.Is(first, ErrPeerExited) || strings.Contains(first.Error(), "died first") {
+	if !errors.Is(first, errs.PeerExited) || strings.Contains(first.Error(), "died first") {
 		t.Fatalf("first death: %v", first)
 	}
 	again := g.rootCause(wrap(1)) // another survivor sees the same death
@@ -39,7 +40,7 @@ func TestRootCauseNamesFirstDeath(t *testing.T) {
 		t.Fatalf("same death reported as a cascade: %v", again)
 	}
 	cascade := g.rootCause(wrap(0)) // rank 2 then sees rank 0 exit
-	if !errors.Is(cascade, ErrPeerExited) || !strings.Contains(cascade.Error(), "rank 0 (pid 100) exited") ||
+	if !errors.Is(cascade, errs.PeerExited) || !strings.Contains(cascade.Error(), "rank 0 (pid 100) exited") ||
 		!strings.Contains(cascade.Error(), "rank 1 died first") {
 		t.Fatalf("cascade: %v", cascade)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/backend/shm/plan"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 )
 
@@ -19,7 +20,7 @@ import (
 // whole tensor instead of 1/n of it, and saves a barrier and a stage. In
 // place, one-shot also copies the result back from scratch, so it is used
 // only up to oneShotInPlace. Both limits sit below the sizes where two-shot
-// was faster in BenchmarkLocal (measured: results/cpu-executor-2026-11-23.md).
+// is faster (BenchmarkLocal).
 const (
 	oneShotPeerBytes = 1 << 20
 	oneShotInPlace   = 64 << 10
@@ -305,7 +306,7 @@ func (g *Group) waitError(x *exec, i int, err error) error {
 		}
 	}
 	err = fmt.Errorf("rank %d, phase %d of %d: %w", g.Ranks[s.Peer], s.Phase, x.p.Phases, err)
-	if len(late) > 0 && !errors.Is(err, ErrPeerExited) {
+	if len(late) > 0 && !errors.Is(err, errs.PeerExited) {
 		err = fmt.Errorf("%w (ranks %v have not signalled either)", err, late)
 	}
 	return err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/hostmem"
 	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/reduce"
@@ -179,9 +180,9 @@ func TestPadsTimeoutAndDeath(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
 		t.Errorf("timeout: err %v after %v", err, time.Since(start))
 	}
-	dead := fmt.Errorf("rank 1 (pid 42) exited: %w", ErrPeerExited)
+	dead := fmt.Errorf("rank 1 (pid 42) exited: %w", errs.PeerExited)
 	err = ps[0].wait(ctx, 1, 1, time.Now().Add(5*time.Second), func(int) error { return dead })
-	if !errors.Is(err, ErrPeerExited) {
+	if !errors.Is(err, errs.PeerExited) {
 		t.Errorf("dead peer: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)

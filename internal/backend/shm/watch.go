@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // failFast returns the error that broke the group, if one did: a store
@@ -51,7 +52,7 @@ func (g *Group) Leave() {
 // breakOn marks the group broken by err (the caller holds runMu) and tells
 // the peers, whose waits for this rank then fail at once.
 func (g *Group) breakOn(err error) {
-	g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.GroupName, ErrBroken, err)
+	g.broken = fmt.Errorf("shm: group %q: %w (after: %v)", g.GroupName, errs.Broken, err)
 	e := g.broken
 	g.failed.Store(&e)
 	g.pads.setState(members.StateFailed)

@@ -17,6 +17,6 @@
 // cannot leave cuBLAS on the wrong device; contexts, streams and device
 // memory come from internal/native/cudadrv (or any other owner: handles are
 // raw values). Every failing call is an *Error naming the call and the
-// cublasStatus_t; a missing library or symbol matches ErrNotSupported and
+// cublasStatus_t; a missing library or symbol matches errs.NotSupported and
 // lists every path tried.
 package cublas

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -71,7 +72,7 @@ func TestGemmMatchesHost(t *testing.T) {
 		}
 	}()
 	v, err := h.Version()
-	if err != nil && !errors.Is(err, ErrNotSupported) {
+	if err != nil && !errors.Is(err, errs.NotSupported) {
 		t.Fatal(err)
 	}
 	t.Logf("%s, handle version %d", l, v)

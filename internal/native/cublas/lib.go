@@ -1,7 +1,6 @@
 package cublas
 
 /*
-#cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -11,9 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/dl"
 )
 
 // Lib is one loaded libcublas with its resolved entry points.
@@ -36,7 +37,6 @@ var (
 	loadOnce sync.Once
 	loadLib  *Lib
 	loadErr  error
-	openMu   sync.Mutex // dlerror is not thread-safe
 )
 
 // Load finds and loads cuBLAS once per process (see Candidates for the
@@ -53,26 +53,13 @@ func Load() (*Lib, error) {
 
 // Open tries each candidate in order and returns the first that loads with
 // every required symbol. The error is a *LoadError (matching
-// ErrNotSupported) listing every path tried with its reason.
+// errs.NotSupported) listing every path tried with its reason.
 func Open(candidates []string) (*Lib, error) {
-	openMu.Lock()
-	defer openMu.Unlock()
 	var tried []string
 	for _, p := range candidates {
-		cl := (*C.scb_lib)(C.calloc(1, C.sizeof_scb_lib))
-		cp := C.CString(p)
-		var errbuf [512]C.char
-		rc := C.scb_open(cl, cp, &errbuf[0], C.size_t(len(errbuf)))
-		C.free(unsafe.Pointer(cp))
-		if rc != 0 {
-			if cl.h == nil {
-				C.free(unsafe.Pointer(cl))
-			} // else: loaded but unusable; keep it (dlclose of a CUDA library is unsafe)
-			msg := C.GoString(&errbuf[0])
-			if !strings.HasPrefix(msg, p+":") {
-				msg = p + ": " + msg
-			}
-			tried = append(tried, msg)
+		cl, err := open(p)
+		if err != nil {
+			tried = append(tried, err.Error())
 			continue
 		}
 		l := &Lib{Path: p, Tried: tried, c: cl}
@@ -93,6 +80,48 @@ func Open(candidates []string) (*Lib, error) {
 	return nil, &LoadError{Tried: tried}
 }
 
+// open loads the library at p and binds its entry points, and the CUDA
+// driver's cuCtxSetCurrent (the wrappers make the caller's context current).
+// The error names p and what is missing.
+func open(p string) (*C.scb_lib, error) {
+	lib, err := dl.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	cl := (*C.scb_lib)(C.calloc(1, C.sizeof_scb_lib))
+	slot := func(f **[0]byte) *unsafe.Pointer { return (*unsafe.Pointer)(unsafe.Pointer(f)) }
+	// cuBLAS exports the "_v2" entry points that cublas_v2.h maps the plain
+	// names to; the plain name is the fallback for a library that exports
+	// only it.
+	err = lib.Bind([]dl.Sym{
+		{Slot: slot(&cl.create), Names: []string{"cublasCreate_v2", "cublasCreate"}, Required: true},
+		{Slot: slot(&cl.destroy), Names: []string{"cublasDestroy_v2", "cublasDestroy"}, Required: true},
+		{Slot: slot(&cl.setStream), Names: []string{"cublasSetStream_v2", "cublasSetStream"}, Required: true},
+		{Slot: slot(&cl.gemmEx), Names: []string{"cublasGemmEx"}, Required: true},
+		// Optional: only for reporting the version and naming statuses.
+		{Slot: slot(&cl.getVersion), Names: []string{"cublasGetVersion_v2", "cublasGetVersion"}},
+		{Slot: slot(&cl.getProperty), Names: []string{"cublasGetProperty"}},
+		{Slot: slot(&cl.statusName), Names: []string{"cublasGetStatusName"}},
+		{Slot: slot(&cl.statusString), Names: []string{"cublasGetStatusString"}},
+	})
+	if err != nil {
+		lib.Close()
+		C.free(unsafe.Pointer(cl))
+		return nil, err
+	}
+	// Loaded but unusable without the driver: kept loaded (dlclose of a
+	// CUDA library is unsafe).
+	cuda, err := dl.Open("libcuda.so.1")
+	if err == nil {
+		err = cuda.Bind([]dl.Sym{{Slot: slot(&cl.cuCtxSetCurrent), Names: []string{"cuCtxSetCurrent"}, Required: true}})
+	}
+	if err != nil {
+		C.free(unsafe.Pointer(cl))
+		return nil, fmt.Errorf("%s: loaded, but cuCtxSetCurrent is not available (no NVIDIA driver): %w", p, err)
+	}
+	return cl, nil
+}
+
 // absent is the shim's code for an optional entry point the library lacks.
 const absent = -1000
 
@@ -103,7 +132,7 @@ func (l *Lib) err(call string, rc C.int) error {
 		return nil
 	}
 	if rc == absent {
-		return fmt.Errorf("cublas: %s is not in %s: %w", call, l.Path, ErrNotSupported)
+		return fmt.Errorf("cublas: %s is not in %s: %w", call, l.Path, errs.NotSupported)
 	}
 	if rc < 0 {
 		return &Error{Call: "cuCtxSetCurrent (before " + call + ")", Code: int(-rc), CUDA: true}

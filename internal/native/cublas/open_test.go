@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 func TestOpenMissing(t *testing.T) {
@@ -30,8 +32,8 @@ func TestOpenMissing(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Open(%q) = %v, want an error", c.paths, l)
 			}
-			if !errors.Is(err, ErrNotSupported) {
-				t.Errorf("error %v does not match ErrNotSupported", err)
+			if !errors.Is(err, errs.NotSupported) {
+				t.Errorf("error %v does not match errs.NotSupported", err)
 			}
 			for _, s := range c.want {
 				if !strings.Contains(err.Error(), s) {
@@ -51,8 +53,8 @@ func TestLoadMissing(t *testing.T) {
 		if err == nil {
 			t.Fatal("Load succeeded with a missing library")
 		}
-		if !errors.Is(err, ErrNotSupported) {
-			t.Fatalf("Load error %v does not match ErrNotSupported", err)
+		if !errors.Is(err, errs.NotSupported) {
+			t.Fatalf("Load error %v does not match errs.NotSupported", err)
 		}
 		if !strings.Contains(err.Error(), "/nonexistent/libcublas.so.13") || !strings.Contains(err.Error(), EnvLib) {
 			t.Fatalf("error %q does not name the path tried and %s", err, EnvLib)
@@ -65,12 +67,12 @@ func TestLoadMissing(t *testing.T) {
 }
 
 // TestLoad runs on any machine: without cuBLAS it must report
-// ErrNotSupported naming what it tried and where it searched.
+// errs.NotSupported naming what it tried and where it searched.
 func TestLoad(t *testing.T) {
 	l, err := Load()
 	if err != nil {
-		if !errors.Is(err, ErrNotSupported) {
-			t.Fatalf("Load error %v does not match ErrNotSupported", err)
+		if !errors.Is(err, errs.NotSupported) {
+			t.Fatalf("Load error %v does not match errs.NotSupported", err)
 		}
 		for _, s := range []string{DefaultNames[0], DefaultNames[1], SiteDirs[0], EnvLib} {
 			if os.Getenv(EnvLib) == "" && !strings.Contains(err.Error(), s) {
@@ -123,14 +125,14 @@ func TestGemmValidate(t *testing.T) {
 
 func TestErrorText(t *testing.T) {
 	e := &Error{Call: "cublasGemmEx", Code: int(StatusNotSupported), Msg: "the functionality requested is not supported"}
-	if !errors.Is(e, ErrNotSupported) {
-		t.Error("CUBLAS_STATUS_NOT_SUPPORTED does not match ErrNotSupported")
+	if !errors.Is(e, errs.NotSupported) {
+		t.Error("CUBLAS_STATUS_NOT_SUPPORTED does not match errs.NotSupported")
 	}
 	if !strings.Contains(e.Error(), "CUBLAS_STATUS_NOT_SUPPORTED (15)") {
 		t.Errorf("error text %q", e)
 	}
-	if errors.Is(&Error{Call: "cublasGemmEx", Code: int(StatusInvalidValue)}, ErrNotSupported) {
-		t.Error("CUBLAS_STATUS_INVALID_VALUE matches ErrNotSupported")
+	if errors.Is(&Error{Call: "cublasGemmEx", Code: int(StatusInvalidValue)}, errs.NotSupported) {
+		t.Error("CUBLAS_STATUS_INVALID_VALUE matches errs.NotSupported")
 	}
 	if c := (&Error{Call: "cuCtxSetCurrent (before cublasGemmEx)", Code: 201, CUDA: true}); !strings.Contains(c.Error(), "CUDA error 201") {
 		t.Errorf("CUDA error text %q", c)

@@ -1,48 +1,5 @@
-// shim.c: dlopen/dlsym of libcublas and one wrapper per call (see shim.h).
+// shim.c: one wrapper per cuBLAS call (see shim.h); package dl fills scb_lib.
 #include "shim.h"
-
-// scb_sym resolves the first of two names (cuBLAS exports the "_v2" entry
-// points that cublas_v2.h maps the plain names to; the plain name is the
-// fallback for a library that exports only it).
-static void* scb_sym(void* h, const char* name, const char* alt) {
-  void* p = dlsym(h, name);
-  if (!p && alt) p = dlsym(h, alt);
-  return p;
-}
-
-#define SCB_REQ(field, name, alt) \
-  L->field = scb_sym(L->h, name, alt); \
-  if (!L->field) { snprintf(err, errlen, "%s: symbol %s missing", path, name); dlclose(L->h); L->h = NULL; return -2; }
-
-// scb_open loads path into L. 0 = ok; -1 = dlopen failed; -2 = a required
-// symbol is missing; -3 = libcuda.so.1 (for cuCtxSetCurrent) is missing.
-int scb_open(scb_lib* L, const char* path, char* err, size_t errlen) {
-  memset(L, 0, sizeof *L);
-  dlerror();
-  L->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!L->h) {
-    const char* e = dlerror();
-    snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-    return -1;
-  }
-  SCB_REQ(create, "cublasCreate_v2", "cublasCreate");
-  SCB_REQ(destroy, "cublasDestroy_v2", "cublasDestroy");
-  SCB_REQ(setStream, "cublasSetStream_v2", "cublasSetStream");
-  SCB_REQ(gemmEx, "cublasGemmEx", NULL);
-  // Optional: only for reporting the version.
-  L->getVersion = scb_sym(L->h, "cublasGetVersion_v2", "cublasGetVersion");
-  L->getProperty = dlsym(L->h, "cublasGetProperty");
-  L->statusName = dlsym(L->h, "cublasGetStatusName");
-  L->statusString = dlsym(L->h, "cublasGetStatusString");
-  L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (L->hcuda) L->cuCtxSetCurrent = dlsym(L->hcuda, "cuCtxSetCurrent");
-  if (!L->cuCtxSetCurrent) {
-    snprintf(err, errlen, "%s: loaded, but cuCtxSetCurrent is not available (libcuda.so.1 missing: no NVIDIA driver)", path);
-    return -3;
-  }
-  return 0;
-}
 
 #define SCB_CTX(ctx) \
   if ((ctx) != 0) { scb_curesult r_ = L->cuCtxSetCurrent((scb_cucontext)(ctx)); if (r_ != 0) return -(int)r_; }

@@ -1,7 +1,6 @@
 // shim.h: hand-declared cuBLAS types and the C side of package cublas.
 #ifndef SYMMEM_CUBLAS_SHIM_H
 #define SYMMEM_CUBLAS_SHIM_H
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,10 +15,8 @@ typedef void* scb_stream;
 typedef int scb_curesult;
 typedef void* scb_cucontext;
 
-// One loaded library: its handle and resolved entry points.
+// One loaded library's entry points (bound by lib.go through package dl).
 typedef struct {
-  void* h;
-  void* hcuda;
   // cublas_api.h: cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
   scb_status (*create)(scb_handle*);
   // cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
@@ -51,7 +48,6 @@ typedef struct {
 // Return codes of the wrappers: >= 0 is a cublasStatus_t; -1000 means an
 // optional entry point is absent; other values < 0 are -(CUresult) of
 // cuCtxSetCurrent.
-int scb_open(scb_lib* L, const char* path, char* err, size_t errlen);
 int scb_property(const scb_lib* L, int which, int* v);
 const char* scb_status_name(const scb_lib* L, int rc);
 const char* scb_status_string(const scb_lib* L, int rc);

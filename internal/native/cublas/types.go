@@ -6,11 +6,6 @@ import (
 	"github.com/symmem/symmem/internal/errs"
 )
 
-// ErrNotSupported is matched by every error that means "no usable cuBLAS
-// here": the library or a symbol is missing, or cuBLAS answered
-// CUBLAS_STATUS_NOT_SUPPORTED.
-var ErrNotSupported = errs.NotSupported
-
 // Status is cublasStatus_t.
 type Status int
 
@@ -117,13 +112,13 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is makes errors.Is(err, ErrNotSupported) hold for CUBLAS_STATUS_NOT_SUPPORTED.
+// Is makes errors.Is(err, errs.NotSupported) hold for CUBLAS_STATUS_NOT_SUPPORTED.
 func (e *Error) Is(target error) bool {
-	return target == ErrNotSupported && !e.CUDA && Status(e.Code) == StatusNotSupported
+	return target == errs.NotSupported && !e.CUDA && Status(e.Code) == StatusNotSupported
 }
 
 // LoadError says why no cuBLAS library could be used; it matches
-// ErrNotSupported.
+// errs.NotSupported.
 type LoadError struct {
 	Tried []string // "candidate: why it failed", in order
 	Where string   // the places searched besides the loader path
@@ -147,4 +142,4 @@ func (e *LoadError) Error() string {
 	return s + fmt.Sprintf("; set %s=/path/to/libcublas.so.13 (or .so.12), or install the CUDA toolkit or NVIDIA's cuBLAS pip wheel (PyTorch's CUDA wheels bring one)", EnvLib)
 }
 
-func (e *LoadError) Is(target error) bool { return target == ErrNotSupported }
+func (e *LoadError) Is(target error) bool { return target == errs.NotSupported }

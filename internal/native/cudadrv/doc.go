@@ -1,5 +1,5 @@
-// Package cudadrv is symmem's only cgo boundary to the CUDA driver. It dlopens
-// libcuda.so.1 at run time (no CUDA headers or libraries at build time; the
+// Package cudadrv is symmem's only cgo boundary to the CUDA driver. It loads
+// libcuda.so.1 at run time through internal/native/dl (no CUDA headers or libraries at build time; the
 // few driver types it needs are declared by hand in shim.h and their layouts
 // are asserted in tests) and resolves the versioned entry points
 // (cuMemcpyDtoDAsync_v2, cuStreamWriteValue32_v2, cuStreamWaitValue32_v2,
@@ -7,7 +7,7 @@
 //
 // It owns:
 //   - loading (Load): a missing library or symbol is an error matching
-//     ErrNotSupported; every failing driver call is an *Error carrying the
+//     errs.NotSupported; every failing driver call is an *Error carrying the
 //     call and the CUresult's name (cuGetErrorName);
 //   - devices (Devices, DeviceInfo, P2P) and primary contexts (Retain);
 //   - VMM memory: cuMemCreate with POSIX-fd handles, export/import of fds,

@@ -11,6 +11,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // HaveKernels reports whether the driver can load modules and launch kernels.
@@ -26,7 +28,7 @@ type Module struct {
 // carries the JIT log.
 func LoadModule(ctx *Context, image []byte) (*Module, error) {
 	if !HaveKernels() {
-		return nil, fmt.Errorf("cuda: the driver lacks module loading or kernel launch: %w", ErrNotSupported)
+		return nil, fmt.Errorf("cuda: the driver lacks module loading or kernel launch: %w", errs.NotSupported)
 	}
 	img := C.CBytes(append(bytes.Clone(image), 0)) // PTX must end in NUL
 	defer C.free(img)

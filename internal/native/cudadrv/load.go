@@ -1,8 +1,6 @@
 package cudadrv
 
 /*
-#cgo LDFLAGS: -ldl
-#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -10,16 +8,13 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"os"
 	"sync"
 	"unsafe"
-)
 
-// ErrNotSupported is matched (errors.Is) by every error that means "no usable
-// CUDA here": libcuda missing, a required symbol missing, or a driver call
-// answering CUDA_ERROR_NOT_SUPPORTED / NO_DEVICE.
-var ErrNotSupported = errs.NotSupported
+	"github.com/symmem/symmem/internal/errs"
+	"github.com/symmem/symmem/internal/native/dl"
+)
 
 // ErrNotReady is matched by a query whose work is still running.
 var ErrNotReady = errors.New("cuda: not ready")
@@ -45,11 +40,11 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("cuda: %s failed: %s (%d)", e.Call, e.Name, e.Code)
 }
 
-// Is makes errors.Is(err, ErrNotSupported) and errors.Is(err, ErrNotReady)
+// Is makes errors.Is(err, errs.NotSupported) and errors.Is(err, ErrNotReady)
 // hold for the matching results.
 func (e *Error) Is(target error) bool {
 	switch target {
-	case ErrNotSupported:
+	case errs.NotSupported:
 		return e.Code == resNotSupported || e.Code == resNoDevice
 	case ErrNotReady:
 		return e.Code == resNotReady
@@ -58,7 +53,7 @@ func (e *Error) Is(target error) bool {
 }
 
 // LoadError says why the driver library could not be used; it matches
-// ErrNotSupported.
+// errs.NotSupported.
 type LoadError struct {
 	Path   string
 	Reason string
@@ -68,7 +63,7 @@ func (e *LoadError) Error() string {
 	return fmt.Sprintf("cuda: cannot use %s: %s (install the NVIDIA driver, or set %s to libcuda.so.1's path)", e.Path, e.Reason, LibEnv)
 }
 
-func (e *LoadError) Is(target error) bool { return target == ErrNotSupported }
+func (e *LoadError) Is(target error) bool { return target == errs.NotSupported }
 
 var (
 	loadOnce sync.Once
@@ -86,11 +81,14 @@ func Load() error {
 		if p := os.Getenv(LibEnv); p != "" {
 			path = p
 		}
-		cpath := C.CString(path)
-		defer C.free(unsafe.Pointer(cpath))
-		var buf [512]C.char
-		if rc := C.symc_load(cpath, &buf[0], C.int(len(buf))); rc != 0 {
-			loadErr = &LoadError{Path: path, Reason: C.GoString(&buf[0])}
+		lib, err := dl.Open(path)
+		if err == nil {
+			if err = lib.Bind(driverSyms()); err != nil {
+				lib.Close()
+			}
+		}
+		if err != nil {
+			loadErr = &LoadError{Path: path, Reason: err.Error()}
 			return
 		}
 		var d, n C.int
@@ -106,13 +104,25 @@ func Load() error {
 	return loadErr
 }
 
+// driverSyms is shim.c's table of entry points as package dl binds it.
+func driverSyms() []dl.Sym {
+	var n C.int
+	t := unsafe.Slice(C.symc_syms(&n), int(n))
+	syms := make([]dl.Sym, len(t))
+	for i, e := range t {
+		syms[i] = dl.Sym{Slot: (*unsafe.Pointer)(unsafe.Pointer(e.slot)), Required: e.required != 0}
+		for _, name := range e.names {
+			if name != nil {
+				syms[i].Names = append(syms[i].Names, C.GoString(name))
+			}
+		}
+	}
+	return syms
+}
+
 // DriverVersion is the CUDA driver API version (e.g. 13000); Load must have
 // succeeded.
 func DriverVersion() int { return driver }
-
-// HaveBatchMemOp reports whether cuStreamBatchMemOp is available (Exec falls
-// back to single calls otherwise).
-func HaveBatchMemOp() bool { return Load() == nil && C.symc_have_batch() != 0 }
 
 // check turns a CUresult into an *Error (nil for CUDA_SUCCESS).
 func check(call string, r C.CUresult) error {

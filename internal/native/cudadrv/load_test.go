@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 // gpu skips the test unless the driver loads and a device exists.
@@ -26,8 +28,8 @@ func TestErrorMatchesSentinels(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.code), func(t *testing.T) {
 			var err error = fmt.Errorf("wrapped: %w", &Error{Call: "cuX", Code: tc.code, Name: "N"})
-			if errors.Is(err, ErrNotSupported) != tc.notSupported {
-				t.Errorf("Is(ErrNotSupported) = %v", !tc.notSupported)
+			if errors.Is(err, errs.NotSupported) != tc.notSupported {
+				t.Errorf("Is(errs.NotSupported) = %v", !tc.notSupported)
 			}
 			if errors.Is(err, ErrNotReady) != tc.notReady {
 				t.Errorf("Is(ErrNotReady) = %v", !tc.notReady)
@@ -45,15 +47,15 @@ func TestMissingLibrary(t *testing.T) {
 			fmt.Println("RESULT loaded")
 			os.Exit(3)
 		}
-		if !errors.Is(err, ErrNotSupported) {
+		if !errors.Is(err, errs.NotSupported) {
 			fmt.Printf("RESULT wrong error: %v\n", err)
 			os.Exit(4)
 		}
-		if _, err := DeviceCount(); !errors.Is(err, ErrNotSupported) {
+		if _, err := DeviceCount(); !errors.Is(err, errs.NotSupported) {
 			fmt.Printf("RESULT DeviceCount: %v\n", err)
 			os.Exit(5)
 		}
-		if _, err := Retain(0); !errors.Is(err, ErrNotSupported) {
+		if _, err := Retain(0); !errors.Is(err, errs.NotSupported) {
 			fmt.Printf("RESULT Retain: %v\n", err)
 			os.Exit(6)
 		}
@@ -69,11 +71,11 @@ func TestMissingLibrary(t *testing.T) {
 
 func TestLoadHere(t *testing.T) {
 	err := Load()
-	if err != nil && !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("Load failed with an error that does not match ErrNotSupported: %v", err)
+	if err != nil && !errors.Is(err, errs.NotSupported) {
+		t.Fatalf("Load failed with an error that does not match errs.NotSupported: %v", err)
 	}
 	if err != nil {
 		t.Skipf("no CUDA here (expected in CI): %v", err)
 	}
-	t.Logf("driver %d, %d devices, batch mem ops: %v", DriverVersion(), ndev, HaveBatchMemOp())
+	t.Logf("driver %d, %d devices", DriverVersion(), ndev)
 }

@@ -61,12 +61,6 @@ func FreeAsync(ctx *Context, stream, ptr uint64) error {
 	return nil
 }
 
-// Memset32 sets n 32-bit words at dst to v (dst 4-byte aligned) and waits
-// until it is done.
-func Memset32(ctx *Context, dst uint64, v uint32, n int64) error {
-	return check("cuMemsetD32", C.symc_memset32(ctx.h, C.CUdeviceptr(dst), C.uint(v), C.size_t(n)))
-}
-
 // HostMapped is pinned host memory that kernels read and write directly
 // (a few words the host polls without a copy or a synchronisation).
 type HostMapped struct {

@@ -1,6 +1,6 @@
-// shim.c: dlopen("libcuda.so.1"), the symbol table, and C helpers that make a
-// context current and issue one or many driver calls per cgo crossing.
-#include <dlfcn.h>
+// shim.c: the driver's symbol table (filled by package dl) and C helpers
+// that make a context current and issue one or many driver calls per cgo
+// crossing.
 #include <stdio.h>
 #include <string.h>
 #include "shim.h"
@@ -52,7 +52,6 @@ FN(CUresult, cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))
 FN(CUresult, cuMemcpyHtoD, (CUdeviceptr, const void*, size_t))
 FN(CUresult, cuMemcpyDtoH, (void*, CUdeviceptr, size_t))
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t))
-FN(CUresult, cuMemsetD32, (CUdeviceptr, unsigned, size_t))
 FN(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned, size_t, CUstream))
 FN(CUresult, cuMemAllocAsync, (CUdeviceptr*, size_t, CUstream))
 FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream))
@@ -70,13 +69,7 @@ FN(CUresult, cuModuleGetFunction, (void**, void*, const char*))
 FN(CUresult, cuModuleUnload, (void*))
 FN(CUresult, cuLaunchKernel, (void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**))
 
-static void* lib;
-static int loaded;
-
-// Each entry: where to store the pointer, the names to try in order
-// (versioned first), and whether the symbol is required.
-typedef struct { void** slot; const char* names[3]; int required; } symc_sym;
-
+// syms: what package dl resolves into each pointer (load.go).
 #define S(name, ...) { (void**)&p_##name, { __VA_ARGS__ }, 1 }
 #define OPT(name, ...) { (void**)&p_##name, { __VA_ARGS__ }, 0 }
 static symc_sym syms[] = {
@@ -126,7 +119,6 @@ static symc_sym syms[] = {
 	S(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 	S(cuPointerGetAttributes, "cuPointerGetAttributes"),
 	S(cuMemsetD8, "cuMemsetD8_v2"),
-	S(cuMemsetD32, "cuMemsetD32_v2"),
 	S(cuMemsetD32Async, "cuMemsetD32Async"),
 	OPT(cuMemAllocAsync, "cuMemAllocAsync"),
 	OPT(cuMemFreeAsync, "cuMemFreeAsync"),
@@ -145,30 +137,11 @@ static symc_sym syms[] = {
 	OPT(cuLaunchKernel, "cuLaunchKernel"),
 };
 
-int symc_load(const char* name, char* err, int errlen) {
-	if (loaded) return 0;
-	if (!lib) lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		const char* e = dlerror();
-		snprintf(err, errlen, "dlopen %s: %s", name, e ? e : "unknown error");
-		return SYMC_NO_LIBRARY;
-	}
-	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		void* p = NULL;
-		for (int k = 0; k < 3 && syms[i].names[k] && !p; k++) p = dlsym(lib, syms[i].names[k]);
-		if (!p && syms[i].required) {
-			snprintf(err, errlen, "symbol %s not found in %s", syms[i].names[0], name);
-			dlclose(lib);
-			lib = NULL;
-			return SYMC_NO_SYMBOL;
-		}
-		*syms[i].slot = p;
-	}
-	loaded = 1;
-	return 0;
+symc_sym* symc_syms(int* n) {
+	*n = sizeof syms / sizeof syms[0];
+	return syms;
 }
 
-int symc_have_batch(void) { return p_cuStreamBatchMemOp != NULL; }
 int symc_have_graphs(void) {
 	return p_cuStreamBeginCapture && p_cuStreamEndCapture && p_cuGraphInstantiateWithFlags && p_cuGraphLaunch && p_cuGraphExecDestroy && p_cuGraphDestroy;
 }
@@ -325,12 +298,6 @@ CUresult symc_free_async(CUcontext ctx, CUdeviceptr p, CUstream s) {
 	CTX(ctx);
 	return p_cuMemFreeAsync(p, s);
 }
-CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n) {
-	CTX(ctx);
-	CUresult r = p_cuMemsetD32(dst, v, n);
-	return r != 0 ? r : p_cuCtxSynchronize();
-}
-
 CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 	symc_CUstreamBatchMemOpParams batch[32];
 	for (int i = 0; i < n; i++) {
@@ -392,27 +359,6 @@ CUresult symc_exec(const symc_op* ops, int n, int* failed) {
 		if (r) return r;
 	}
 	return 0;
-}
-
-// symc_capture records ops[0..n) (which must not set another context than
-// ctx) on stream s into a graph and instantiates it. On failure the capture
-// is ended and everything is freed; *failed names the failing op or -1.
-CUresult symc_capture(CUcontext ctx, CUstream s, const symc_op* ops, int n, void** exec, int* failed) {
-	*failed = -1;
-	*exec = NULL;
-	if (!symc_have_graphs()) return 801; // CUDA_ERROR_NOT_SUPPORTED
-	CTX(ctx);
-	CK(p_cuStreamBeginCapture(s, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
-	CUresult r = symc_exec(ops, n, failed);
-	void* graph = NULL;
-	CUresult r2 = p_cuStreamEndCapture(s, &graph);
-	if (r == 0 && r2 != 0) { r = r2; *failed = -1; }
-	if (r == 0) {
-		r = p_cuGraphInstantiateWithFlags(exec, graph, 0);
-		if (r) *failed = -1;
-	}
-	if (graph) p_cuGraphDestroy(graph);
-	return r;
 }
 
 CUresult symc_graph_destroy(CUcontext ctx, void* exec) { CTX(ctx); return p_cuGraphExecDestroy(exec); }

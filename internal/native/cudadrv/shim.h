@@ -54,14 +54,12 @@ enum {
 	SYMC_OP_FENCE = 11,     // stream, a = event: record it unless the stream is being captured
 };
 
-// Status codes of the loader (not CUresults).
-#define SYMC_NO_LIBRARY (-1)
-#define SYMC_NO_SYMBOL (-2)
-
-int symc_load(const char* name, char* err, int errlen);
-int symc_have_batch(void);
+// symc_syms returns the table of driver entry points (*n entries): where
+// each pointer goes, the names to try in order (versioned first), and
+// whether the symbol is required.
+typedef struct { void** slot; const char* names[3]; int required; } symc_sym;
+symc_sym* symc_syms(int* n);
 int symc_have_graphs(void);
-CUresult symc_capture(CUcontext ctx, CUstream s, const symc_op* ops, int n, void** exec, int* failed);
 CUresult symc_graph_destroy(CUcontext ctx, void* exec);
 CUresult symc_begin_capture(CUcontext ctx, CUstream s);
 CUresult symc_end_capture(CUcontext ctx, CUstream s, void** exec);
@@ -104,7 +102,6 @@ CUresult symc_ctx_sync(CUcontext ctx);
 CUresult symc_htod(CUcontext ctx, CUdeviceptr dst, const void* src, size_t n);
 CUresult symc_dtoh(CUcontext ctx, void* dst, CUdeviceptr src, size_t n);
 CUresult symc_memset8(CUcontext ctx, CUdeviceptr dst, unsigned char v, size_t n);
-CUresult symc_memset32(CUcontext ctx, CUdeviceptr dst, unsigned v, size_t n);
 CUresult symc_alloc_async(CUcontext ctx, size_t n, CUstream s, CUdeviceptr* p);
 CUresult symc_free_async(CUcontext ctx, CUdeviceptr p, CUstream s);
 

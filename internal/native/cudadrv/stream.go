@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/wait"
 )
 
 // Stream is a CUDA stream of one context.
@@ -119,18 +121,14 @@ func Elapsed(start, end *Event) (float64, error) {
 // timeout bound the wait; on timeout the helper stays blocked until the GPU
 // work ends (one goroutine, only when a peer died or skipped a collective).
 func poll(ctx context.Context, timeout time.Duration, what string, q func() error, sync func() error) error {
-	spinUntil := time.Now().Add(50 * time.Microsecond)
-	for {
+	if ok, err := wait.Poll(50*time.Microsecond, func() (bool, error) {
 		err := q()
-		if err == nil {
-			return nil
+		if e, ok := err.(*Error); ok && e.Code == resNotReady {
+			return false, nil
 		}
-		if e, ok := err.(*Error); !ok || e.Code != resNotReady {
-			return err
-		}
-		if time.Now().After(spinUntil) {
-			break
-		}
+		return err == nil, err
+	}); ok || err != nil {
+		return err
 	}
 	done := make(chan error, 1)
 	go func() { done <- sync() }()

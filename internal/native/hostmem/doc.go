@@ -6,7 +6,7 @@
 // It owns:
 //   - Addr / Bytes: the address of a byte slice, and a byte slice over an
 //     address (for memory mapped with mmap, e.g. memfd segments of the pool);
-//   - Uint32At / Uint64At: typed pointers to aligned words in shared memory
+//   - Uint32At: typed pointers to aligned words in shared memory
 //     for use with sync/atomic (signal pads, epochs);
 //   - View / AsBytes: typed views of byte slices (and back) in host byte
 //     order, so package reduce can run typed loops over mmap'd bytes; View
@@ -18,7 +18,7 @@
 // It does not create or map memory: internal/backend/shm does that with
 // golang.org/x/sys/unix and hands the resulting addresses to this package.
 //
-// Memory rules: an address handed to Bytes, Uint32At or Uint64At must stay
+// Memory rules: an address handed to Bytes or Uint32At must stay
 // mapped (and, if it came from Go memory through Addr, the Go value must stay
 // alive and referenced) for as long as the returned slice or pointer is used.
 // The package cannot check this; misuse is a use-after-unmap fault.

@@ -9,9 +9,10 @@ import "C"
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/wait"
 )
 
 // GetUniqueID is ncclGetUniqueId (rank 0 calls it and shares the bytes).
@@ -97,34 +98,30 @@ func (l *Lib) AsyncError(c Comm) (Result, error) {
 // that was waited for) if one happened, or an error matching ErrTimeout when
 // ctx ends first (abort the communicator then).
 func (l *Lib) Wait(ctx context.Context, c Comm, call string) error {
-	for i := 0; ; i++ {
+	// A collective's group thread finishes in tens of microseconds: 256
+	// polls that yield, then naps from 10 us doubling to 1 ms.
+	return wait.Until(ctx, func() (bool, error) {
 		st, err := l.AsyncError(c)
-		if err != nil {
-			return err
-		}
-		switch st {
-		case Success:
-			return nil
-		case InProgress:
-		default:
-			return l.err(call, C.int(st), c)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nccl: %s still in progress: %w (%v)", call, ErrTimeout, context.Cause(ctx))
-		default:
-		}
-		// Spin briefly (a collective's group thread finishes in tens of
-		// microseconds), then back off to at most 1 ms between polls.
 		switch {
-		case i < 256:
-			runtime.Gosched()
-		case i < 512:
-			time.Sleep(10 * time.Microsecond)
-		default:
-			time.Sleep(time.Millisecond)
+		case err != nil:
+			return false, err
+		case st == Success:
+			return true, nil
+		case st == InProgress:
+			return false, nil
 		}
-	}
+		return false, l.err(call, C.int(st), c)
+	}, &wait.Options{Rounds: 256, YieldEvery: 1, Nap: 10 * time.Microsecond, MaxNap: time.Millisecond,
+		Check: func(ctxErr error, _ bool) error {
+			if ctxErr == nil {
+				return nil
+			}
+			cause := context.Cause(ctx)
+			if cause == nil {
+				cause = ctxErr
+			}
+			return fmt.Errorf("nccl: %s still in progress: %w (%v)", call, ErrTimeout, cause)
+		}})
 }
 
 // Finalize is ncclCommFinalize (flush outstanding work; may return

@@ -13,13 +13,13 @@
 //     OS thread that runs it (cuCtxSetCurrent), so goroutine migration
 //     cannot leave NCCL on the wrong device;
 //   - windows: WindowRegister / WindowDeregister (NCCL >= 2.27; absent
-//     symbols give an error matching ErrNotSupported).
+//     symbols give an error matching errs.NotSupported).
 //
 // Contexts, streams and device memory come from internal/native/cudadrv.
 //
 // Every failure is an *Error naming the NCCL (or CUDA) call with NCCL's
 // ncclGetErrorString text. A missing library or symbol matches
-// ErrNotSupported. Loading leaves the environment alone: the GPU backend
+// errs.NotSupported. Loading leaves the environment alone: the GPU backend
 // decides NCCL_NVLS_ENABLE before it loads NCCL (internal/backend/cuda, Options.
 // NCCLMulticast).
 //

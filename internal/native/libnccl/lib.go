@@ -1,7 +1,6 @@
 package libnccl
 
 /*
-#cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/symmem/symmem/internal/native/dl"
 )
 
 // Lib is one loaded libnccl.so.2 with its resolved entry points.
@@ -41,7 +42,6 @@ var (
 	loadOnce sync.Once
 	loadLib  *Lib
 	loadErr  error
-	openMu   sync.Mutex // dlerror is not thread-safe
 )
 
 // Load finds and loads NCCL once per process (see Candidates for the
@@ -59,25 +59,14 @@ func Load() (*Lib, error) {
 }
 
 // Open tries each candidate in order and returns the first that loads with
-// every required symbol. The error matches ErrNotSupported and lists every
+// every required symbol. The error matches errs.NotSupported and lists every
 // path tried with its reason.
 func Open(candidates []string) (*Lib, error) {
-	openMu.Lock()
-	defer openMu.Unlock()
 	var tried []string
 	for _, p := range candidates {
-		cl := (*C.sm_nccl)(C.calloc(1, C.sizeof_sm_nccl))
-		cp := C.CString(p)
-		var errbuf [512]C.char
-		rc := C.sm_open(cl, cp, &errbuf[0], C.size_t(len(errbuf)))
-		C.free(unsafe.Pointer(cp))
-		if rc != 0 {
-			C.free(unsafe.Pointer(cl))
-			msg := C.GoString(&errbuf[0])
-			if !strings.HasPrefix(msg, p+":") {
-				msg = p + ": " + msg
-			}
-			tried = append(tried, msg)
+		cl, err := open(p)
+		if err != nil {
+			tried = append(tried, err.Error())
 			continue
 		}
 		l := &Lib{Path: p, Tried: tried, c: cl}
@@ -99,6 +88,50 @@ func Open(candidates []string) (*Lib, error) {
 	}
 	return nil, notSupported("libnccl.so.2 not found or unusable (tried %s); set %s=/path/to/libnccl.so.2 or install the nvidia-nccl wheel",
 		strings.Join(tried, "; "), EnvLib)
+}
+
+// open loads the library at p and binds its entry points (and, for
+// cuCtxSetCurrent, the CUDA driver's: NCCL has normally loaded it already).
+// The error names p and what is missing.
+func open(p string) (*C.sm_nccl, error) {
+	lib, err := dl.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	cl := (*C.sm_nccl)(C.calloc(1, C.sizeof_sm_nccl))
+	slot := func(f **[0]byte) *unsafe.Pointer { return (*unsafe.Pointer)(unsafe.Pointer(f)) }
+	err = lib.Bind([]dl.Sym{
+		{Slot: slot(&cl.getVersion), Names: []string{"ncclGetVersion"}, Required: true},
+		{Slot: slot(&cl.getUniqueId), Names: []string{"ncclGetUniqueId"}, Required: true},
+		{Slot: slot(&cl.commInitRankConfig), Names: []string{"ncclCommInitRankConfig"}, Required: true},
+		{Slot: slot(&cl.commFinalize), Names: []string{"ncclCommFinalize"}, Required: true},
+		{Slot: slot(&cl.commDestroy), Names: []string{"ncclCommDestroy"}, Required: true},
+		{Slot: slot(&cl.commAbort), Names: []string{"ncclCommAbort"}, Required: true},
+		{Slot: slot(&cl.commGetAsyncError), Names: []string{"ncclCommGetAsyncError"}, Required: true},
+		{Slot: slot(&cl.getErrorString), Names: []string{"ncclGetErrorString"}, Required: true},
+		{Slot: slot(&cl.allGather), Names: []string{"ncclAllGather"}, Required: true},
+		{Slot: slot(&cl.reduceScatter), Names: []string{"ncclReduceScatter"}, Required: true},
+		{Slot: slot(&cl.allReduce), Names: []string{"ncclAllReduce"}, Required: true},
+		{Slot: slot(&cl.broadcast), Names: []string{"ncclBroadcast"}, Required: true},
+		{Slot: slot(&cl.getLastError), Names: []string{"ncclGetLastError"}},
+		{Slot: slot(&cl.winRegister), Names: []string{"ncclCommWindowRegister"}},
+		{Slot: slot(&cl.winDeregister), Names: []string{"ncclCommWindowDeregister"}},
+		{Slot: slot(&cl.commRevoke), Names: []string{"ncclCommRevoke"}},
+		{Slot: slot(&cl.allToAll), Names: []string{"ncclAlltoAll"}},
+		{Slot: slot(&cl.send), Names: []string{"ncclSend"}},
+		{Slot: slot(&cl.recv), Names: []string{"ncclRecv"}},
+		{Slot: slot(&cl.groupStart), Names: []string{"ncclGroupStart"}},
+		{Slot: slot(&cl.groupEnd), Names: []string{"ncclGroupEnd"}},
+	})
+	if err != nil {
+		lib.Close()
+		C.free(unsafe.Pointer(cl))
+		return nil, err
+	}
+	if cuda, err := dl.Open("libcuda.so.1"); err == nil { // optional: HasCUDA reports it
+		*slot(&cl.cuCtxSetCurrent) = cuda.Sym("cuCtxSetCurrent")
+	}
+	return cl, nil
 }
 
 // ConfigLayout returns sizeof and offsetof of the hand-declared C types as

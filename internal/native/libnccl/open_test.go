@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/symmem/symmem/internal/errs"
 )
 
 func TestOpenMissing(t *testing.T) {
@@ -30,8 +32,8 @@ func TestOpenMissing(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Open(%q) = %v, want an error", c.paths, l)
 			}
-			if !errors.Is(err, ErrNotSupported) {
-				t.Errorf("error %v does not match ErrNotSupported", err)
+			if !errors.Is(err, errs.NotSupported) {
+				t.Errorf("error %v does not match errs.NotSupported", err)
 			}
 			for _, s := range c.want {
 				if !strings.Contains(err.Error(), s) {
@@ -42,13 +44,13 @@ func TestOpenMissing(t *testing.T) {
 	}
 }
 
-// TestLoad runs on any machine: without NCCL it must report ErrNotSupported
+// TestLoad runs on any machine: without NCCL it must report errs.NotSupported
 // naming what it tried; with NCCL it reports the version and keeps NVLS off.
 func TestLoad(t *testing.T) {
 	l, err := Load()
 	if err != nil {
-		if !errors.Is(err, ErrNotSupported) {
-			t.Fatalf("Load error %v does not match ErrNotSupported", err)
+		if !errors.Is(err, errs.NotSupported) {
+			t.Fatalf("Load error %v does not match errs.NotSupported", err)
 		}
 		if !strings.Contains(err.Error(), DefaultName) {
 			t.Errorf("error %q does not list %s", err, DefaultName)
@@ -66,8 +68,8 @@ func TestLoad(t *testing.T) {
 		t.Error("NCCL_NVLS_ENABLE not set after Load")
 	}
 	if !l.HasWindows {
-		if _, err := l.WindowRegister(t.Context(), 0, 0, 0, 0, 0); !errors.Is(err, ErrNotSupported) {
-			t.Errorf("WindowRegister without the symbol: %v, want ErrNotSupported", err)
+		if _, err := l.WindowRegister(t.Context(), 0, 0, 0, 0, 0); !errors.Is(err, errs.NotSupported) {
+			t.Errorf("WindowRegister without the symbol: %v, want errs.NotSupported", err)
 		}
 	}
 }

@@ -1,48 +1,5 @@
-// shim.c: dlopen/dlsym of libnccl.so.2 and one wrapper per call (see shim.h).
+// shim.c: one wrapper per NCCL call (see shim.h); package dl fills sm_nccl.
 #include "shim.h"
-
-#define SM_REQ(field, name) \
-  L->field = dlsym(L->h, name); \
-  if (!L->field) { snprintf(err, errlen, "%s: symbol %s missing", path, name); dlclose(L->h); L->h = NULL; return -2; }
-#define SM_OPT(field, name) L->field = dlsym(L->h, name);
-
-// sm_open loads path into L. 0 = ok; -1 = dlopen failed; -2 = required symbol missing.
-int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen) {
-  memset(L, 0, sizeof *L);
-  dlerror();
-  L->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!L->h) {
-    const char* e = dlerror();
-    snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-    return -1;
-  }
-  SM_REQ(getVersion, "ncclGetVersion");
-  SM_REQ(getUniqueId, "ncclGetUniqueId");
-  SM_REQ(commInitRankConfig, "ncclCommInitRankConfig");
-  SM_REQ(commFinalize, "ncclCommFinalize");
-  SM_REQ(commDestroy, "ncclCommDestroy");
-  SM_REQ(commAbort, "ncclCommAbort");
-  SM_REQ(commGetAsyncError, "ncclCommGetAsyncError");
-  SM_REQ(getErrorString, "ncclGetErrorString");
-  SM_REQ(allGather, "ncclAllGather");
-  SM_REQ(reduceScatter, "ncclReduceScatter");
-  SM_REQ(allReduce, "ncclAllReduce");
-  SM_REQ(broadcast, "ncclBroadcast");
-  SM_OPT(getLastError, "ncclGetLastError");
-  SM_OPT(winRegister, "ncclCommWindowRegister");
-  SM_OPT(winDeregister, "ncclCommWindowDeregister");
-  SM_OPT(commRevoke, "ncclCommRevoke");
-  SM_OPT(allToAll, "ncclAlltoAll");
-  SM_OPT(send, "ncclSend");
-  SM_OPT(recv, "ncclRecv");
-  SM_OPT(groupStart, "ncclGroupStart");
-  SM_OPT(groupEnd, "ncclGroupEnd");
-  // The CUDA driver: NCCL has normally loaded it already (RTLD_NOLOAD finds it).
-  L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!L->hcuda) L->hcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (L->hcuda) L->cuCtxSetCurrent = dlsym(L->hcuda, "cuCtxSetCurrent");
-  return 0;
-}
 
 int sm_has(const sm_nccl* L, int what) {
   switch (what) {

@@ -1,7 +1,6 @@
 // shim.h: hand-declared NCCL types and the C side of package nccl.
 #ifndef SYMMEM_NCCL_SHIM_H
 #define SYMMEM_NCCL_SHIM_H
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,10 +34,8 @@ typedef int CUresult;
 typedef void* CUcontext;
 typedef void* sm_stream_t;
 
-// One loaded library: its handle and resolved entry points.
+// One loaded library's entry points (bound by lib.go through package dl).
 typedef struct {
-  void* h;
-  void* hcuda;
   ncclResult_t (*getVersion)(int*);
   ncclResult_t (*getUniqueId)(ncclUniqueId*);
   ncclResult_t (*commInitRankConfig)(ncclComm_t*, int, ncclUniqueId, int, sm_ncclConfig_t*);
@@ -64,7 +61,6 @@ typedef struct {
 } sm_nccl;
 
 
-int sm_open(sm_nccl* L, const char* path, char* err, size_t errlen);
 int sm_has(const sm_nccl* L, int what);
 int sm_version(const sm_nccl* L, int* v);
 int sm_unique_id(const sm_nccl* L, void* out);

@@ -3,15 +3,12 @@ package libnccl
 import (
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"math"
+
+	"github.com/symmem/symmem/internal/errs"
 
 	"github.com/symmem/symmem/coll"
 )
-
-// ErrNotSupported reports that NCCL (or one of its optional calls, or the
-// CUDA driver) is not available in this process. Test with errors.Is.
-var ErrNotSupported = errs.NotSupported
 
 // ErrTimeout reports that a non-blocking NCCL operation did not finish
 // before its deadline. The communicator should be aborted.
@@ -79,7 +76,7 @@ func (e *Error) Result() Result {
 type missingError struct{ what string }
 
 func (e *missingError) Error() string        { return "nccl: " + e.what }
-func (e *missingError) Is(target error) bool { return target == ErrNotSupported }
+func (e *missingError) Is(target error) bool { return target == errs.NotSupported }
 func notSupported(format string, a ...any) error {
 	return &missingError{what: fmt.Sprintf(format, a...)}
 }

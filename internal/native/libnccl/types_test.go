@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/symmem/symmem/coll"
+	"github.com/symmem/symmem/internal/errs"
 )
 
 func TestDataTypeOf(t *testing.T) {
@@ -138,7 +139,7 @@ func TestErrors(t *testing.T) {
 	if IsInProgress(&Error{Call: "cuCtxSetCurrent", Code: int(InProgress), CUDA: true}) {
 		t.Error("a CUDA error is never in progress")
 	}
-	if !errors.Is(notSupported("x"), ErrNotSupported) {
-		t.Error("notSupported does not match ErrNotSupported")
+	if !errors.Is(notSupported("x"), errs.NotSupported) {
+		t.Error("notSupported does not match errs.NotSupported")
 	}
 }

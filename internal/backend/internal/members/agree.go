@@ -213,8 +213,8 @@ func (a *HostAgreement) disagreement(k uint64) error {
 
 // agreeSpin is how long a wait polls before it sleeps: a sleep lasts tens
 // of microseconds at least (timer slack), so a peer a little late would
-// cost that much. It is a time, not a count of polls: a count ran out too
-// soon on a busy host (measured: results/gpu-single-2026-11-23/run22/scope-end.txt).
+// cost that much. It is a time, not a count of polls: a count runs out too
+// soon on a busy host, where polls are fast.
 const agreeSpin = 200 * time.Microsecond
 
 // wait polls peer q's slot until it holds agreement k (wait.Until):
@@ -222,8 +222,8 @@ const agreeSpin = 200 * time.Microsecond
 // growing naps (wait.Nap to wait.MaxNap), checking between naps that q's
 // process lives. While it spins it yields to this process's other
 // goroutines every 256 polls and reads the clock every 1024: each costs
-// tens of nanoseconds, and done more often they delayed seeing the peer's
-// post by that much (measured: results/verify-cost-2026-11-24.md).
+// tens of nanoseconds, and done more often they delay seeing the peer's
+// post by that much.
 // deadline is set at the first sleep (the timeout from then), shared by the
 // waits of one agreement.
 func (a *HostAgreement) wait(ctx context.Context, q int, k uint64, deadline *time.Time) error {

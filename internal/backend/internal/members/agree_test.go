@@ -10,7 +10,6 @@ import (
 
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
-	"github.com/symmem/symmem/pool"
 	"github.com/symmem/symmem/rendezvous"
 )
 
@@ -86,7 +85,7 @@ func TestHostAgreement(t *testing.T) {
 		return a.Agree(context.Background(), rec)
 	}) {
 		var d *agree.Disagreement
-		if !errors.As(err, &d) || d.Rank != 2 || d.Theirs[4] != 99 || d.Rank0 != same || !errors.Is(err, pool.ErrMismatch) {
+		if !errors.As(err, &d) || d.Rank != 2 || d.Theirs[4] != 99 || d.Rank0 != same || !errors.Is(err, errs.Mismatch) {
 			t.Fatalf("rank %d: %v, want rank 2's record against rank 0's", r, err)
 		}
 	}

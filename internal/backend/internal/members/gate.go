@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/symmem/symmem/internal/backend/agree"
 	"github.com/symmem/symmem/internal/errs"
@@ -324,26 +323,29 @@ func (c *CallGate) Missing(k uint64) (q int, gone error) {
 // Rank is group rank q's global rank.
 func (c *CallGate) Rank(q int) int { return c.a.ranks[q] }
 
-func (c *CallGate) wakeWord() *uint32 {
-	return (*uint32)(unsafe.Pointer(c.word(0, wWake)))
+// wakeAddr is the address of the wake word's first 32 bits: the futex word
+// (the host is little-endian, so they are its low half).
+func (c *CallGate) wakeAddr() uint64 {
+	return hostmem.Addr(hostmem.AsBytes(c.a.words[0][wWake : wWake+1]))
 }
 
 // Wake wakes every rank's Sleep (on this host).
 func (c *CallGate) Wake() {
-	w := c.wakeWord()
-	atomic.AddUint32(w, 1)
-	hostmem.FutexWake(uint64(uintptr(unsafe.Pointer(w))), 0) // shared page: every process's sleepers
+	a := c.wakeAddr()
+	atomic.AddUint32(hostmem.Uint32At(a), 1)
+	hostmem.FutexWake(a, 0) // shared page: every process's sleepers
 }
 
 // Sleep blocks until a rank called Wake since the previous Sleep returned,
 // or for d at most, without using a CPU: the watcher's wait, from one
 // goroutine (check the gate after each return).
 func (c *CallGate) Sleep(d time.Duration) {
-	w := c.wakeWord()
+	a := c.wakeAddr()
+	w := hostmem.Uint32At(a)
 	if v := atomic.LoadUint32(w); v != c.seen {
 		c.seen = v
 		return
 	}
-	hostmem.FutexWait(uint64(uintptr(unsafe.Pointer(w))), c.seen, d) // a wake, a change or the timeout: all mean look again
+	hostmem.FutexWait(a, c.seen, d) // a wake, a change or the timeout: all mean look again
 	c.seen = atomic.LoadUint32(w)
 }

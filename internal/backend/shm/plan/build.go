@@ -37,30 +37,6 @@ type Options struct {
 	OneShot bool
 }
 
-// AllGather builds rank's plan: every rank pulls each peer's count elements,
-// peers visited from rank+1 upward so that ranks spread their reads.
-func AllGather(n, rank int, count int64, dt coll.DType, o Options) (Plan, error) {
-	return Build(Spec{Kind: coll.AllGather, N: n, Rank: rank, Count: count, DType: dt, Options: o})
-}
-
-// ReduceScatter builds rank's plan: one Reduce step whose n sources are the
-// peers' inputs at rank's slice (count elements).
-func ReduceScatter(n, rank int, count int64, dt coll.DType, op coll.ReduceOp, o Options) (Plan, error) {
-	return Build(Spec{Kind: coll.ReduceScatter, N: n, Rank: rank, Count: count, DType: dt, Op: op, Options: o})
-}
-
-// AllReduce builds rank's plan for a tensor of count elements: two-shot
-// (reduce-scatter into the own Out slice, barrier, gather the peers' reduced
-// slices) or, with o.OneShot, one-shot.
-func AllReduce(n, rank int, count int64, dt coll.DType, op coll.ReduceOp, o Options) (Plan, error) {
-	return Build(Spec{Kind: coll.AllReduce, N: n, Rank: rank, Count: count, DType: dt, Op: op, Options: o})
-}
-
-// Broadcast builds rank's plan: every other rank copies root's Out.
-func Broadcast(n, rank, root int, count int64, dt coll.DType, o Options) (Plan, error) {
-	return Build(Spec{Kind: coll.Broadcast, N: n, Rank: rank, Root: root, Count: count, DType: dt, Options: o})
-}
-
 // AllToAll builds rank's plan for equal blocks of count elements: rank
 // pulls block rank of every peer's In into the peer's block of its Out.
 func AllToAll(n, rank int, count int64, dt coll.DType, o Options) (Plan, error) {

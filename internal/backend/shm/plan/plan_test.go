@@ -130,7 +130,7 @@ func TestBuildRejectsBadSpecs(t *testing.T) {
 }
 
 func TestStagesAndSingleRank(t *testing.T) {
-	p, err := AllGather(3, 0, 4, coll.Float32, Options{Chunks: 2})
+	p, err := Build(Spec{Kind: coll.AllGather, N: 3, Count: 4, DType: coll.Float32, Options: Options{Chunks: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
