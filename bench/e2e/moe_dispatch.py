@@ -224,6 +224,10 @@ def main():
             raise Skip(f"torch {torch.__version__} has no torch.ops.symm_mem.all_to_all_vdev")
         if not (hasattr(symm_mem, "is_nvshmem_available") and symm_mem.is_nvshmem_available()):
             raise Skip("torch's NVSHMEM backend is not available (libnvshmem_host.so.3)")
+        # NVSHMEM's symmetric heap (1 GB by default, sized when it starts, at
+        # the first allocation) must hold the three token buffers.
+        need = (2 * rows + cap) * H * 2
+        os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", str(need + need // 4 + (64 << 20)))
         symm_mem.set_backend("NVSHMEM")
         group = dist.group.WORLD.group_name
 
@@ -244,6 +248,9 @@ def main():
         return step, lambda: (d_out[:nrecv * H].view(nrecv, H), c_out.view(rows, H)), True
 
     wanted = args.variants.split(",")
+    unknown = set(wanted) - {"nccl", "symmem", "symmem-dev", "torch-vdev"}
+    if unknown:
+        raise SystemExit(f"moe_dispatch: unknown variants {sorted(unknown)} (want nccl, symmem, symmem-dev, torch-vdev)")
     algos = args.algos.split(",")
     builders = []
     if "nccl" in wanted:
@@ -253,36 +260,33 @@ def main():
             builders += [(f"{kind}:{a}", lambda a=a, b=b: b(None if a == "auto" else a)) for a in algos]
     if "torch-vdev" in wanted:
         builders.append(("torch-vdev", build_torch_vdev))
-    unknown = set(wanted) - {"nccl", "symmem", "symmem-dev", "torch-vdev"}
-    if unknown:
-        raise SystemExit(f"moe_dispatch: unknown variants {sorted(unknown)} (want nccl, symmem, symmem-dev, torch-vdev)")
 
     def same(a, b):
         return a.shape == b.shape and torch.equal(a.view(torch.int16), b.view(torch.int16))
 
-    results, want = [], None
-    for name, build in builders:
+    def run(name, build, want):
+        """One variant's row, and its checked outputs (clones: the variant's
+        buffers go with this call)."""
         row = {"variant": name, "eager_ms": None, "graph_ms": None, "check": "-", "note": ""}
-        results.append(row)
         if name == "nccl" and shared:
             row["note"] = "skipped: ranks share a GPU (NCCL needs one GPU per rank)"
-            continue
+            return row, None
         try:
             step, outputs, graphable = build()
             step()  # warm up, and the outputs to check
             torch.cuda.synchronize()
         except Skip as e:
             row["note"] = f"skipped: {e}"
-            continue
+            return row, None
         except symmem.SymmemError as e:  # a path that does not serve this call: the same on every rank
             row["note"] = f"refused: {type(e).__name__}: {str(e)[:160]}"
             torch.cuda.synchronize()
-            continue
+            return row, None
         except RuntimeError as e:  # torch's NVSHMEM backend failing to start here: report it, run the rest
             if name != "torch-vdev":
                 raise
             row["note"] = f"failed: {str(e)[:160]}"
-            continue
+            return row, None
         d, c = (t.clone() for t in outputs())
         ok = same(d, ref_d) and same(c, inp)
         if want is not None:
@@ -300,16 +304,20 @@ def main():
                 gd, gc = outputs()
                 ok = ok and same(gd, d) and same(gc, c)
                 row["graph_ms"] = timed(g.replay)
-                del g
             except Exception as e:  # noqa: BLE001 - a capture the path refuses: report it, time the rest
                 row["note"] += f"; graph: {type(e).__name__}: {str(e)[:120]}"
                 torch.cuda.synchronize()
         flag = torch.tensor([int(ok)])
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         row["check"] = "ok" if flag.item() else "mismatch"
-        if name == "nccl" and flag.item():
-            want = (d, c)  # the others are compared with NCCL's outputs too
-        del step, outputs
+        return row, (d, c) if flag.item() else None
+
+    results, want = [], None
+    for name, build in builders:
+        row, outs = run(name, build, want)
+        results.append(row)
+        if name == "nccl" and outs is not None:
+            want = outs  # the others are compared with NCCL's outputs too
         torch.cuda.synchronize()
 
     if me == 0:

@@ -418,6 +418,9 @@ def a2a_graph_check(w):
         print(f"SKIP all_to_all_vdev graph: the vdev path refuses on this group: {str(e)[:200]}", flush=True)
         report("all_to_all_vdev graph", "refused", f"skipped: {str(e)[:200]}")
         return
+    except symmem.SymmemError as e:
+        report("all_to_all_vdev graph", "FAIL", f"warm-up: {type(e).__name__}: {str(e)[:300]}")
+        return
     g = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(g, stream=s):
