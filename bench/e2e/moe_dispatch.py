@@ -275,6 +275,8 @@ def main():
             step, outputs, graphable = build()
             step()  # warm up, and the outputs to check
             torch.cuda.synchronize()
+            if name.startswith("symmem"):
+                symmem.world().synchronize()  # the kernel path reports GPU-side count checks here
         except Skip as e:
             row["note"] = f"skipped: {e}"
             return row, None

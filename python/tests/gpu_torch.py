@@ -321,11 +321,11 @@ def a2a_checks(w):
             for kind, (ei, eo, si, sout) in bufs.items():
                 tag = f"{dt} {kind} algo={algo or 'auto'}"
                 eo.fill_(SENTINEL)
-                check(f"all_to_all_single equal {tag}", lambda: symmem.all_to_all_single(eo, ei, algo=algo),
+                check(f"all_to_all_single equal {tag}", lambda: synced(symmem.all_to_all_single(eo, ei, algo=algo)),
                       lambda: exact(eo, ewant, n * eq))
                 sout.fill_(SENTINEL)
                 check(f"all_to_all_single splits {tag} m={m}",
-                      lambda: symmem.all_to_all_single(sout, si, recv, m[me], algo=algo),
+                      lambda: synced(symmem.all_to_all_single(sout, si, recv, m[me], algo=algo)),
                       lambda: exact(sout, want, sum(recv)))
             vdev.check(f"all_to_all_vdev {dt} symmetric algo={algo or 'auto'}", want, algo)
         del bufs, vdev
@@ -363,7 +363,20 @@ class VdevBufs:
             ok, err = exact(self.out, want, sum(self.recv) // W)
             sok = torch.equal(self.so.cpu(), splits_want(self.recv))
             return ok and sok, err if sok else float("inf")
-        check(name, lambda: symmem.all_to_all_vdev(self.inp, self.out, self.splits, self.so, algo=algo), verify)
+        check(name, lambda: vdev_sync(self.inp, self.out, self.splits, self.so, algo), verify)
+
+
+def synced(path):
+    """Waits for the call that returned path, and the world's Synchronize:
+    the kernel path checks split counts on the GPU and reports a refusal
+    with the group's next call or Synchronize, which must be this call's."""
+    torch.cuda.synchronize()
+    symmem.world().synchronize()
+    return path
+
+
+def vdev_sync(inp, out, splits, so, algo=None):
+    return synced(symmem.all_to_all_vdev(inp, out, splits, so, algo=algo))
 
 
 def overrun_check(w, algo):
@@ -379,8 +392,7 @@ def overrun_check(w, algo):
     big.fill_(SENTINEL)
     splits.fill_(per)
     try:
-        symmem.all_to_all_vdev(inp, big[:cap], splits, so, algo=algo)
-        torch.cuda.synchronize()
+        vdev_sync(inp, big[:cap], splits, so, algo)
         report(name, "FAIL", f"{n} ranks x {per} elements into a capacity of {cap} ran")
         return
     except symmem.NotSupportedError as e:
@@ -397,9 +409,9 @@ def overrun_check(w, algo):
 
 
 def a2a_graph_check(w):
-    """all_to_all_vdev captured once in a CUDA graph, replayed twice with new
-    splits and data written between replays: the graph reads the splits
-    from the GPU at each replay."""
+    """all_to_all_vdev (the first path that serves it) captured once in a
+    CUDA graph, replayed twice with new splits and data written between
+    replays: the graph reads the splits from the GPU at each replay."""
     n, me = w.size, w.rank
     seeds = [shared_seed(w), shared_seed(w)]
     ms = [split_matrix(s, n) for s in seeds]
@@ -410,21 +422,29 @@ def a2a_graph_check(w):
     splits.zero_()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
-    try:
-        with torch.cuda.stream(s):
-            symmem.all_to_all_vdev(inp, out, splits, so)  # warm up on the capture stream
-        torch.cuda.synchronize()
-    except symmem.NotSupportedError as e:
-        print(f"SKIP all_to_all_vdev graph: the vdev path refuses on this group: {str(e)[:200]}", flush=True)
-        report("all_to_all_vdev graph", "refused", f"skipped: {str(e)[:200]}")
-        return
-    except symmem.SymmemError as e:
-        report("all_to_all_vdev graph", "FAIL", f"warm-up: {type(e).__name__}: {str(e)[:300]}")
+    # The first algorithm that serves device splits (auto may not: the
+    # kernel path serves them only when forced), warmed up on the capture
+    # stream.
+    refusals = []
+    for algo in a2a_algos():
+        try:
+            with torch.cuda.stream(s):
+                vdev_sync(inp, out, splits, so, algo)
+            break
+        except symmem.NotSupportedError as e:
+            refusals.append(f"{algo or 'auto'}: {str(e)[:100]}")
+        except symmem.SymmemError as e:
+            report("all_to_all_vdev graph", "FAIL", f"warm-up algo={algo}: {type(e).__name__}: {str(e)[:300]}")
+            return
+    else:
+        why = "; ".join(refusals)
+        print(f"SKIP all_to_all_vdev graph: every path refuses device splits on this group: {why}", flush=True)
+        report("all_to_all_vdev graph", "refused", f"skipped: {why[:300]}")
         return
     g = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(g, stream=s):
-            symmem.all_to_all_vdev(inp, out, splits, so)
+            symmem.all_to_all_vdev(inp, out, splits, so, algo=algo)
         path = w.group.last_path()
     except symmem.SymmemError as e:
         report("all_to_all_vdev graph", "FAIL", f"capture: {type(e).__name__}: {str(e)[:300]}")
@@ -438,6 +458,11 @@ def a2a_graph_check(w):
         torch.cuda.synchronize()
         g.replay()
         torch.cuda.synchronize()
+        try:
+            w.synchronize()  # a count check that failed on the GPU is reported here
+        except symmem.SymmemError as e:
+            bad.append(f"replay {i} m={m}: {type(e).__name__}: {str(e)[:200]}")
+            continue
         recv = [m[r][me] * W for r in range(n)]
         ok, _ = exact(out, a2a_want(ins, m, me), sum(recv) // W)
         if not (ok and torch.equal(so.cpu(), splits_want(recv))):
