@@ -263,8 +263,13 @@ func TestPython(t *testing.T) {
 	env := []string{"SYMMEM_LIBRARY=" + filepath.Join(dir, "libsymmem.so"), "PYTHONPATH=" + pkg, "PYTHONDONTWRITEBYTECODE=1"}
 	// Plain processes: no launcher. test_torch_path.py checks the torch path
 	// against the general path on fake tensors, test_fsdp.py symmem.fsdp on
-	// faketorch's FSDP2 (no torch needed).
-	for _, f := range []string{"test_standalone.py", "test_torch_path.py", "test_fsdp.py"} {
+	// faketorch's FSDP2 (no torch needed), test_moe_dispatch.py the routing
+	// logic of bench/e2e/moe_dispatch.py (read here too: it lies outside
+	// python/, and go test caches by the files the test opens).
+	if _, err := os.ReadFile(filepath.Join(pkg, "..", "bench", "e2e", "moe_dispatch.py")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"test_standalone.py", "test_torch_path.py", "test_fsdp.py", "test_moe_dispatch.py"} {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(f, "test_"), ".py"), func(t *testing.T) {
 			cmd := exec.Command(py, filepath.Join(pkg, "tests", f))
 			cmd.Env = append(os.Environ(), env...)

@@ -5,7 +5,9 @@ one GPU with SYMMEM_SHARE_DEVICE=1).
   python3 gpu_torch.py checks     allocator + MemPool, empty, every collective
                                   and algorithm on torch tensors vs a torch
                                   reference on the same data, graph capture
-                                  and replay
+                                  and replay; all-to-all (split sizes,
+                                  all_to_all_vdev, an overrun, a captured
+                                  all_to_all_vdev) checked exactly
   python3 gpu_torch.py mismatch   checked mode: a count mismatch raises
                                   MismatchError on every rank
   python3 gpu_torch.py cost       host cost per call (world of 1), layer by
@@ -21,12 +23,14 @@ import ctypes
 import functools
 import glob
 import os
+import random
 import sys
 import time
 
 import torch
 
 import symmem
+from symmem import _codes
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 from hostcost import interleaved, noop_copy  # noqa: E402
@@ -139,6 +143,8 @@ def run_checks(w):
                   lambda: symmem.all_reduce(plain), lambda: close(plain, reduce_ref(every[:, :count], "sum"), dtype))
     graph_checks(w)
     device_checks(w)
+    a2a_checks(w)
+    a2a_graph_check(w)
 
 
 def device_checks(w):
@@ -234,6 +240,232 @@ def graph_checks(w):
         report("graph-alloc-inside", "ok" if ok else "FAIL", f"y symmetric={symmem.is_symmetric(y)} y[0]={float(y[0])}")
     except Exception as e:  # noqa: BLE001 - report whatever the capture refused
         report("graph-alloc-inside", "FAIL", f"{type(e).__name__}: {str(e)[:300]}")
+
+
+# All-to-all. Split sizes count rows of dim 0; rows of W elements check that
+# the package turns rows into the library's element counts.
+W = 3
+SENTINEL = -7  # fills outputs first: rows past what a call receives must keep it
+
+
+def split_matrix(seed, n, hi=6):
+    """m[i][j]: rows rank i sends rank j, from seed (every rank draws the
+    same); about a quarter zeros, and rank 0 sends the last rank nothing."""
+    rng = random.Random(seed)
+    m = [[0 if rng.random() < 0.25 else rng.randint(1, hi) for _ in range(n)] for _ in range(n)]
+    if n > 1:
+        m[0][n - 1] = 0
+    return m
+
+
+def a2a_inputs(seed, m, dtype):
+    """Every rank's input rows (each rank regenerates the others' from the seed)."""
+    return [data(seed, r, sum(m[r]) * W, dtype).view(-1, W) for r in range(len(m))]
+
+
+def a2a_want(ins, m, me):
+    """What rank me receives: rank r's block for me, in rank order."""
+    return torch.cat([ins[r][sum(m[r][:me]):sum(m[r][:me + 1])] for r in range(len(m))])
+
+
+def exact(out, want, rows):
+    """out's first rows equal want bit for bit, and the rest still holds SENTINEL."""
+    got = out.reshape(-1, W).cpu()
+    head, tail = got[:rows], got[rows:]
+    ok = head.shape == want.shape and torch.equal(head, want) and bool((tail == SENTINEL).all())
+    err = float((head.float() - want.float()).abs().max()) if head.shape == want.shape and rows else 0.0
+    return ok, err
+
+
+def a2a_algos():
+    """auto and every algorithm the library names: those the group does not
+    serve for all-to-all are refused (NotSupportedError) with the reason."""
+    return [None] + [a for a in _codes.ALGOS if a != "auto"]
+
+
+def a2a_checks(w):
+    n, me = w.size, w.rank
+    # Buffers: symmetric on both sides; ordinary on both; an ordinary input
+    # into a symmetric output (copy engines' case). Symmetric buffers are
+    # allocated at capacities every rank computes alike (pool allocations
+    # must match across ranks), and passed whole with the split sizes.
+    kinds = ("symmetric", "ordinary", "ordinary input")
+
+    def alloc(kind, side, rows, dtype):
+        if kind == "symmetric" or (kind == "ordinary input" and side == "out"):
+            return symmem.empty((max(rows, 1), W), dtype)
+        return torch.empty((max(rows, 1), W), dtype=dtype, device="cuda")
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int32):
+        dt = str(dtype)[6:]
+        seed = shared_seed(w)
+        m = split_matrix(seed, n)
+        ins = a2a_inputs(seed, m, dtype)
+        want, recv = a2a_want(ins, m, me), [m[r][me] for r in range(n)]
+        cap_in = max(sum(row) for row in m)
+        cap_out = max(sum(m[r][j] for r in range(n)) for j in range(n))
+        eq = 4  # rows per block of the equal form
+        eseed = shared_seed(w)
+        eins = [data(eseed, r, n * eq * W, dtype).view(-1, W) for r in range(n)]
+        ewant = torch.cat([eins[r][me * eq:(me + 1) * eq] for r in range(n)])
+        # One set of buffers per kind for every algorithm: inputs written
+        # once, outputs refilled with SENTINEL before each call.
+        bufs = {}
+        for kind in kinds:
+            ei, si = alloc(kind, "in", n * eq, dtype), alloc(kind, "in", cap_in, dtype)
+            ei.copy_(eins[me].cuda())
+            si[:sum(m[me])].copy_(ins[me].cuda())
+            bufs[kind] = ei, alloc(kind, "out", n * eq, dtype), si, alloc(kind, "out", cap_out, dtype)
+        vdev = VdevBufs(m, ins, dtype)
+        for algo in a2a_algos():
+            for kind, (ei, eo, si, sout) in bufs.items():
+                tag = f"{dt} {kind} algo={algo or 'auto'}"
+                eo.fill_(SENTINEL)
+                check(f"all_to_all_single equal {tag}", lambda: synced(symmem.all_to_all_single(eo, ei, algo=algo)),
+                      lambda: exact(eo, ewant, n * eq))
+                sout.fill_(SENTINEL)
+                check(f"all_to_all_single splits {tag} m={m}",
+                      lambda: synced(symmem.all_to_all_single(sout, si, recv, m[me], algo=algo)),
+                      lambda: exact(sout, want, sum(recv)))
+            vdev.check(f"all_to_all_vdev {dt} symmetric algo={algo or 'auto'}", want, algo)
+        del bufs, vdev
+    for algo in a2a_algos():
+        overrun_check(w, algo)
+
+
+def splits_want(recv_elems):
+    """out_splits_offsets as all_to_all_vdev writes it: counts, then each
+    block's offset (exclusive prefix sums)."""
+    offs = [sum(recv_elems[:i]) for i in range(len(recv_elems))]
+    return torch.tensor(recv_elems + offs, dtype=torch.int64)
+
+
+class VdevBufs:
+    """all_to_all_vdev's four symmetric buffers for split matrix m, the
+    input written from ins and the splits (elements) on the GPU."""
+
+    def __init__(self, m, ins, dtype):
+        n, me = len(m), symmem.world().group.rank
+        cap_in = max(sum(row) for row in m)
+        cap_out = max(sum(m[r][j] for r in range(n)) for j in range(n))
+        self.inp, self.out = symmem.empty(max(cap_in, 1) * W, dtype), symmem.empty(max(cap_out, 1) * W, dtype)
+        self.splits, self.so = symmem.empty(n, torch.int64), symmem.empty(2 * n, torch.int64)
+        self.inp[:sum(m[me]) * W].copy_(ins[me].reshape(-1).cuda())
+        self.splits.copy_(torch.tensor([c * W for c in m[me]], dtype=torch.int64))
+        self.recv = [m[r][me] * W for r in range(n)]
+
+    def check(self, name, want, algo):
+        """Data, the received counts and offsets, and nothing past them written."""
+        self.out.fill_(SENTINEL)
+        self.so.fill_(-1)
+
+        def verify():
+            ok, err = exact(self.out, want, sum(self.recv) // W)
+            sok = torch.equal(self.so.cpu(), splits_want(self.recv))
+            return ok and sok, err if sok else float("inf")
+        check(name, lambda: vdev_sync(self.inp, self.out, self.splits, self.so, algo), verify)
+
+
+def synced(path):
+    """Waits for the call that returned path, and the world's Synchronize:
+    the kernel path checks split counts on the GPU and reports a refusal
+    with the group's next call or Synchronize, which must be this call's."""
+    torch.cuda.synchronize()
+    symmem.world().synchronize()
+    return path
+
+
+def vdev_sync(inp, out, splits, so, algo=None):
+    return synced(symmem.all_to_all_vdev(inp, out, splits, so, algo=algo))
+
+
+def overrun_check(w, algo):
+    """Splits that sum past out's capacity: InvalidArgumentError on every
+    rank, and nothing written past the capacity (out is the head of a larger
+    symmetric buffer filled with SENTINEL)."""
+    n, cap = w.size, 64
+    name = f"all_to_all_vdev overrun algo={algo or 'auto'}"
+    per = cap // n + 1  # each rank sends every rank this many: each receives n*per > cap
+    inp, big = symmem.empty(n * per, torch.float32), symmem.empty(2 * cap, torch.float32)
+    splits, so = symmem.empty(n, torch.int64), symmem.empty(2 * n, torch.int64)
+    inp.fill_(1)
+    big.fill_(SENTINEL)
+    splits.fill_(per)
+    try:
+        vdev_sync(inp, big[:cap], splits, so, algo)
+        report(name, "FAIL", f"{n} ranks x {per} elements into a capacity of {cap} ran")
+        return
+    except symmem.NotSupportedError as e:
+        report(name, "refused", str(e)[:200])
+        return
+    except symmem.InvalidArgumentError as e:
+        torch.cuda.synchronize()
+        b = big.cpu()
+        past, inside = int((b[cap:] != SENTINEL).sum()), int((b[:cap] != SENTINEL).sum())
+        report(name, "ok" if past == 0 else "FAIL",
+               f"InvalidArgumentError: {str(e)[:160]}; {past} elements past the capacity written, {inside} inside")
+    except symmem.SymmemError as e:
+        report(name, "FAIL", f"want InvalidArgumentError, got {type(e).__name__}: {str(e)[:200]}")
+
+
+def a2a_graph_check(w):
+    """all_to_all_vdev (the first path that serves it) captured once in a
+    CUDA graph, replayed twice with new splits and data written between
+    replays: the graph reads the splits from the GPU at each replay."""
+    n, me = w.size, w.rank
+    seeds = [shared_seed(w), shared_seed(w)]
+    ms = [split_matrix(s, n) for s in seeds]
+    cap_in = max(sum(row) for m in ms for row in m)
+    cap_out = max(sum(m[r][j] for r in range(n)) for m in ms for j in range(n))
+    inp, out = symmem.empty(max(cap_in, 1) * W), symmem.empty(max(cap_out, 1) * W)
+    splits, so = symmem.empty(n, torch.int64), symmem.empty(2 * n, torch.int64)
+    splits.zero_()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    # The first algorithm that runs device splits here (auto may not: the
+    # kernel path serves them only when forced), warmed up on the capture
+    # stream.
+    refusals = []
+    for algo in a2a_algos():
+        try:
+            with torch.cuda.stream(s):
+                vdev_sync(inp, out, splits, so, algo)
+            break
+        except symmem.SymmemError as e:  # the vdev checks above report each path's failures
+            refusals.append(f"{algo or 'auto'}: {type(e).__name__}: {str(e)[:100]}")
+    else:
+        why = "; ".join(refusals)
+        print(f"SKIP all_to_all_vdev graph: no path runs device splits on this group: {why}", flush=True)
+        report("all_to_all_vdev graph", "refused", f"skipped: {why[:300]}")
+        return
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g, stream=s):
+            symmem.all_to_all_vdev(inp, out, splits, so, algo=algo)
+        path = w.group.last_path()
+    except symmem.SymmemError as e:
+        report("all_to_all_vdev graph", "FAIL", f"capture: {type(e).__name__}: {str(e)[:300]}")
+        return
+    bad = []
+    for i, (seed, m) in enumerate(zip(seeds, ms)):
+        ins = a2a_inputs(seed, m, torch.float32)
+        inp[:sum(m[me]) * W].copy_(ins[me].reshape(-1).cuda())
+        splits.copy_(torch.tensor([c * W for c in m[me]], dtype=torch.int64))
+        out.fill_(SENTINEL)
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        try:
+            w.synchronize()  # a count check that failed on the GPU is reported here
+        except symmem.SymmemError as e:
+            bad.append(f"replay {i} m={m}: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        recv = [m[r][me] * W for r in range(n)]
+        ok, _ = exact(out, a2a_want(ins, m, me), sum(recv) // W)
+        if not (ok and torch.equal(so.cpu(), splits_want(recv))):
+            bad.append(f"replay {i} m={m}")
+    report("all_to_all_vdev graph", "FAIL" if bad else "ok",
+           f"2 replays with new splits, wrong: {bad or 'none'}; path {path}")
 
 
 def run_mismatch(w):
