@@ -312,12 +312,7 @@ func (p *Pool) logDetail(ctx context.Context, g *group, from mark, n uint64) str
 	b = append(b, roundDetail)
 	b = binary.LittleEndian.AppendUint64(b, first)
 	b = binary.LittleEndian.AppendUint64(b, n)
-	for _, e := range es {
-		b = append(b, e.op)
-		for _, v := range [...]uint64{uint64(e.size), uint64(e.align), uint64(e.seg), uint64(e.off)} {
-			b = binary.LittleEndian.AppendUint64(b, v)
-		}
-	}
+	b = appendEntries(b, es)
 	all, err := g.g.AllGather(ctx, b)
 	g.xseq++
 	if err != nil || len(all) != g.size {
@@ -333,10 +328,7 @@ func (p *Pool) logDetail(ctx context.Context, g *group, from mark, n uint64) str
 			return fmt.Sprintf("allocation logs differ (rank %d sent unreadable details)", r)
 		}
 		l := rlog{first: binary.LittleEndian.Uint64(b[5:]), total: binary.LittleEndian.Uint64(b[13:])}
-		for x := b[21:]; len(x) > 0; x = x[entrySz:] {
-			u := func(i int) uint64 { return binary.LittleEndian.Uint64(x[1+8*i:]) }
-			l.es = append(l.es, logEntry{op: x[0], size: int64(u(0)), align: int64(u(1)), seg: SegmentID(u(2)), off: int64(u(3))})
-		}
+		l.es = decodeEntries(b[21:])
 		logs[r] = l
 	}
 	at := func(l rlog, i uint64) (logEntry, bool) { // 1-based index
@@ -401,12 +393,7 @@ func (p *Pool) blockDetail(ctx context.Context, g *group) string {
 	b := binary.LittleEndian.AppendUint32(nil, recMagic)
 	b = append(b, roundBlocks)
 	b = binary.LittleEndian.AppendUint64(b, total)
-	for _, e := range es {
-		b = append(b, e.op)
-		for _, v := range [...]uint64{uint64(e.size), uint64(e.align), uint64(e.seg), uint64(e.off)} {
-			b = binary.LittleEndian.AppendUint64(b, v)
-		}
-	}
+	b = appendEntries(b, es)
 	all, err := g.g.AllGather(ctx, b)
 	g.xseq++
 	if err != nil || len(all) != g.size {
@@ -422,10 +409,7 @@ func (p *Pool) blockDetail(ctx context.Context, g *group) string {
 			return fmt.Sprintf("rank %d sent unreadable live blocks", r)
 		}
 		rb := rblocks{total: binary.LittleEndian.Uint64(b[5:])}
-		for x := b[13:]; len(x) > 0; x = x[entrySz:] {
-			u := func(i int) uint64 { return binary.LittleEndian.Uint64(x[1+8*i:]) }
-			rb.es = append(rb.es, logEntry{op: x[0], size: int64(u(0)), align: int64(u(1)), seg: SegmentID(u(2)), off: int64(u(3))})
-		}
+		rb.es = decodeEntries(b[13:])
 		ranks[r] = rb
 	}
 	str := func(rb rblocks, i int) string {
@@ -451,4 +435,28 @@ func (p *Pool) blockDetail(ctx context.Context, g *group) string {
 		}
 	}
 	return fmt.Sprintf("every rank's live blocks match (up to the first %d): the segments differ", logKeep)
+}
+
+// appendEntries appends es in their exchange encoding: per entry its op,
+// then size, align, segment and offset as little-endian words (entrySz
+// bytes).
+func appendEntries(b []byte, es []logEntry) []byte {
+	for _, e := range es {
+		b = append(b, e.op)
+		for _, v := range [...]uint64{uint64(e.size), uint64(e.align), uint64(e.seg), uint64(e.off)} {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	return b
+}
+
+// decodeEntries reads appendEntries' encoding; len(x) is a multiple of
+// entrySz (the caller checked).
+func decodeEntries(x []byte) []logEntry {
+	var es []logEntry
+	for ; len(x) > 0; x = x[entrySz:] {
+		u := func(i int) uint64 { return binary.LittleEndian.Uint64(x[1+8*i:]) }
+		es = append(es, logEntry{op: x[0], size: int64(u(0)), align: int64(u(1)), seg: SegmentID(u(2)), off: int64(u(3))})
+	}
+	return es
 }

@@ -60,7 +60,7 @@ func a2aBlocks(req backend.Request, n, me int, m [][]int64) (bs [maxCERanks]a2aB
 // buildA2A adds c, one all-to-all, to p (pure: no driver call). c.counts
 // holds the count matrix with host splits.
 func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
-	g, req, s := ce.g, c.req, c.req.Stream
+	g, req := ce.g, c.req
 	n, me := len(g.Ranks), g.Me
 	if n > maxCERanks {
 		return fmt.Errorf("copy-engine all-to-all supports up to %d ranks, the group has %d", maxCERanks, n)
@@ -86,26 +86,8 @@ func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
 		xs[nx] = xfer{dst, req.In.Ptr + uint64(b.src), b.n}
 		nx++
 	}
-	g.gate.guard(p, s, c.gate)
-	g.hs.fork(p, s, req)
-	localJoin := uint64(0)
-	if b := bs[me]; b.n > 0 {
-		side := g.h.side[0]
-		p.Record(s, g.h.fork)
-		p.WaitEvent(side, g.h.fork)
-		p.Copy(side, req.Out.Ptr+uint64(b.dst), req.In.Ptr+uint64(b.src), b.n)
-		localJoin = g.h.joins[0]
-		p.Record(side, localJoin)
-	}
-	// Signalled even where this rank sends nothing: the peers count on
-	// every rank's ready and done.
-	g.signal(p, s, slotReady)
-	g.transfers(p, s, xs[:nx])
-	g.hs.join(p, s, req)
-	g.signal(p, s, slotDone)
-	if localJoin != 0 {
-		p.WaitEvent(s, localJoin)
-	}
+	b := bs[me]
+	ce.program(p, c, xfer{req.Out.Ptr + uint64(b.dst), req.In.Ptr + uint64(b.src), b.n}, xs[:nx])
 	return nil
 }
 

@@ -129,34 +129,46 @@ func (ce *cePath) issue(c call) error {
 
 // build adds c, one all-gather, to p (pure: no driver call).
 func (ce *cePath) build(p *cudadrv.Program, c *call) error {
-	g, req, s := ce.g, c.req, c.req.Stream
+	g, req := ce.g, c.req
 	xs, nx, err := ce.copies(req)
 	if err != nil {
 		return err
 	}
 	me := g.Me
 	slice := req.Count * int64(req.DType.Size())
-	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
+	local := xfer{}
+	if !req.InPlace {
+		local = xfer{req.Out.Ptr + uint64(int64(me)*slice), req.In.Ptr, slice}
+	}
+	ce.program(p, c, local, xs[:nx])
+	return nil
+}
+
+// program adds the stream program both copy-engine collectives share to
+// p: the gate's approval first (gate.go), the local copy (n > 0) on a side
+// stream beside the peers' transfers, and the ready and done rounds, which
+// every rank signals even where it moves nothing (its peers count on
+// them).
+func (ce *cePath) program(p *cudadrv.Program, c *call, local xfer, xs []xfer) {
+	g, req, s := ce.g, c.req, c.req.Stream
+	g.gate.guard(p, s, c.gate)
 	g.hs.fork(p, s, req)
 	localJoin := uint64(0)
-	if !req.InPlace {
-		// The local copy runs on a side stream, beside the peers' transfers.
-		dst := req.Out.Ptr + uint64(int64(me)*slice)
+	if local.n > 0 {
 		side := g.h.side[0]
 		p.Record(s, g.h.fork)
 		p.WaitEvent(side, g.h.fork)
-		p.Copy(side, dst, req.In.Ptr, slice)
+		p.Copy(side, local.dst, local.src, local.n)
 		localJoin = g.h.joins[0]
 		p.Record(side, localJoin)
 	}
 	g.signal(p, s, slotReady)
-	g.transfers(p, s, xs[:nx])
+	g.transfers(p, s, xs)
 	g.hs.join(p, s, req)
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)
 	}
-	return nil
 }
 
 // copies are req's copies between this rank and its peers: one per
