@@ -2,13 +2,15 @@
 # gpu-moe.sh [outdir]: the MoE dispatch/combine benchmark
 # (bench/e2e/moe_dispatch.py: all-to-all on NCCL, symmem's paths with host
 # and device split counts, torch's all_to_all_vdev; eager and CUDA-graph
-# times, outputs checked bit for bit) on 2 ranks. One logged step per mode
-# and placement:
+# times, outputs checked bit for bit) on 2 ranks (and 4, one GPU each,
+# where there are 4 GPUs; SIZES chooses). One logged step per mode and
+# placement:
 #   unit          python/tests/test_moe_dispatch.py (the routing logic, no torch)
 #   smoke-shared  --smoke (256 tokens x 512), 2 ranks sharing GPU 0 under MPS
 #                 (`symmem launch -n 2 --share-device`: NCCL and torch-vdev skipped)
 #   full-shared   the default sizes (4096 tokens x 7168 bf16, top-8 of 256), the same placement
-#   smoke-2, full-2  where there are 2 GPUs: torchrun, one GPU per rank (NCCL runs)
+#   smoke-N, full-N  where there are 2 GPUs: torchrun, one GPU per rank (NCCL runs),
+#                 N ranks for each N of SIZES (default 2, and 4 where there are 4)
 # MODES picks modes (default "smoke full"); ARGS adds arguments (e.g.
 # "--algos auto,ce,kernel --iters 50"). Build first: scripts/build-gpu.sh
 # (.build/libsymmem.so, .build/symmem). Success: every step rc 0 (a
@@ -31,8 +33,10 @@ for mode in ${MODES:-smoke full}; do
   step "$mode-shared" $t .build/symmem launch -n 2 --share-device python3 $B $flag ${ARGS:-}
   mps_off >>"$OUTDIR/env.log" 2>&1
   if [ "$GPUS" -ge 2 ]; then
-    # shellcheck disable=SC2086
-    CUDA_VISIBLE_DEVICES=$(lane_devs 2) step "$mode-2" $t torchrun --standalone --nproc-per-node 2 $B $flag ${ARGS:-}
+    for n in $(lane_sizes); do
+      # shellcheck disable=SC2086
+      CUDA_VISIBLE_DEVICES=$(lane_devs "$n") step "$mode-$n" $t torchrun --standalone --nproc-per-node "$n" $B $flag ${ARGS:-}
+    done
   fi
 done
 echo

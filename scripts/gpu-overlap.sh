@@ -24,6 +24,11 @@
 #          the one GPU's SMs, so gemm_ms is about twice the 1-rank value;
 #          NCCL refuses two ranks on one GPU (its rows say refused). The
 #          2-GPU numbers come from the measurement issue.
+#   gpus   (named only) one GPU per rank, the defaults, with N ranks for
+#          each N of SIZES (default 2, and 4 where there are 4 GPUs; the
+#          first N of CUDA_VISIBLE_DEVICES when set): the copy-engine
+#          all-gather beside GEMMs over NVLink, and the FSDP case. Steps
+#          gpus-N, reports gpus-N.json.
 # MPS: started here for "smoke" and "two" when MPS=1 (default; needs root)
 # and stopped at the end; MPS=0 leaves the GPU time-sliced.
 # Extra flags for every run: OVERLAP_FLAGS (e.g. "--reps 9").
@@ -68,14 +73,21 @@ if has two; then
   step two 420 $L2 $OV -J "$OUTDIR/two.json" $XF
 fi
 mps_down >>"$OUTDIR/env.log" 2>&1
+if has gpus; then
+  if [ "$GPUS" -ge 2 ]; then
+    for n in $(lane_sizes); do
+      CUDA_VISIBLE_DEVICES=$(lane_devs "$n") step "gpus-$n" 300 $OV --nproc-per-node "$n" -J "$OUTDIR/gpus-$n.json" $XF
+    done
+  else echo "gpus: skipped, $GPUS GPU visible (one GPU per rank needs 2)" >"$OUTDIR/gpus.log"; RC[gpus]=skip; ORDER+=(gpus); fi
+fi
 
 # ---- short table, last ----
 {
   echo "==================== gpu-overlap summary ($(date -u +%FT%TZ), MPS=${MPS:-1}) ===================="
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>/dev/null
-  for s in $STEPS; do printf '%-6s rc=%s\n' "$s" "${RC[$s]:-?}"; done
+  for s in "${ORDER[@]}"; do printf '%-6s rc=%s\n' "$s" "${RC[$s]:-?}"; done
   grep -h -E -- '^--- (PASS|FAIL|SKIP): [A-Za-z]+ |handle version|no (GPU|cuBLAS)' "$OUTDIR"/gemm.log 2>/dev/null | sed 's/^ *//' | cut -c1-300
-  for s in smoke one two; do
+  for s in smoke one two gpus-2 gpus-4; do
     [ -f "$OUTDIR/$s.log" ] || continue
     echo "--- $s"
     # rank 0's table (launch prefixes lines with [rank N]), without host lines
