@@ -11,7 +11,7 @@
 #
 # Order (a session runs as many calls as its device time allows, in order):
 #   prev     first in any session: the 2026-12-07 tree's unverified plan
-#            (results/gpu-2026-12-07/call3/run.sh, GPU 0 under MPS)
+#            (scripts/gpu-tree1.sh, GPU 0 under MPS)
 #   tree, hosts, stress (twice: >= 10 min of stress2 and stress4)   item 1
 #   tune4a, tune4b (4 GPUs), tune2 (all-to-all, 2 GPUs)              item 2
 #     -> on the build machine: the new tables into results/auto/, then
@@ -29,7 +29,7 @@
 set -u
 cd "$(dirname "$0")/.."
 PLAN='
-prev    prev-tree       500  results/gpu-2026-12-07/call3/run.sh on GPU 0 under MPS (stress2/3 300 s, world2/3, native, doctor, python, fsdp, fsdp-diag, wheel, cestop)
+prev    prev-tree       500  scripts/gpu-tree1.sh on GPU 0 under MPS (stress2/3 300 s, world2/3, native, doctor, python, fsdp, fsdp-diag, wheel, cestop)
 tree    world2          70   every GPU test of the user API, 2 ranks
 tree    world4          170  the same, 4 ranks (4 GPUs)
 tree    nccl            30   internal/backend/nccl
@@ -89,7 +89,7 @@ prev)
   # its log tree beside it, which would crowd the 8 files out), else the
   # tree it left, packed here; MPS off either way.
   mkdir -p "$O/prev"
-  step prev-tree 560 env CUDA_VISIBLE_DEVICES=0 OUT="$O/prev" CALL_S=540 results/gpu-2026-12-07/call3/run.sh
+  step prev-tree 560 env CUDA_VISIBLE_DEVICES=0 OUT="$O/prev" CALL_S=540 scripts/gpu-tree1.sh
   mps_off >/dev/null 2>&1
   if [ -f "$O/prev/logs.tgz" ]; then mv "$O/prev/logs.tgz" "$O/prev-logs.tgz"
   elif [ -d "$O/prev/r" ]; then tar -C "$O/prev/r" --exclude=./wheel/venv -czf "$O/prev-logs.tgz" .; fi

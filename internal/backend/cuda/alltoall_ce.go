@@ -27,7 +27,7 @@ import (
 // (splitMatrix) and checks there on every rank alike.
 
 // errDevSplits refuses device split counts where no path reads them.
-var errDevSplits = fmt.Errorf("all-to-all with split counts on the device needs the kernel path: %w", errs.NotSupported)
+var errDevSplits = fmt.Errorf("all-to-all with split counts on the device has no GPU path yet (use host split counts: AllToAllV): %w", errs.NotSupported)
 
 // a2aBlock is one block of this rank's all-to-all, in bytes: src is its
 // offset in In, dst its offset in the receiver's Out, n its length.
@@ -151,7 +151,7 @@ func a2aWhy(req backend.Request) string {
 	case req.Kind != coll.AllToAll:
 		return ""
 	case req.A2A.Form == backend.SplitsDevice:
-		return "copy engines take host split counts only (split counts on the device need the kernel path)"
+		return "copy engines take host split counts only (split counts on the device have no GPU path yet)"
 	case !req.OutSym.OK:
 		return "the copy-engine all-to-all writes into the peers' outputs: the output must be a pool block registered with this group"
 	}

@@ -249,7 +249,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 	}
 	dev := req
 	dev.A2A.Form = backend.SplitsDevice
-	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device need the kernel path") {
+	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device have no GPU path yet") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)
@@ -274,10 +274,10 @@ func TestAllToAllDeviceSplitsRefused(t *testing.T) {
 	g := &Group{Head: members.Head{GroupName: "g"}}
 	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: backend.Splits{Form: backend.SplitsDevice}}
 	_, err := g.Run(context.Background(), req)
-	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "needs the kernel path") {
+	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "has no GPU path yet") {
 		t.Errorf("Run = %v, want ErrNotSupported naming the kernel path", err)
 	}
-	if p := g.Explain(req); !strings.Contains(p.Reason, "needs the kernel path") {
+	if p := g.Explain(req); !strings.Contains(p.Reason, "has no GPU path yet") {
 		t.Errorf("Explain = %v", p)
 	}
 }

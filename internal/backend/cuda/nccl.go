@@ -350,7 +350,7 @@ func (g *Group) ncclA2AWhy(req backend.Request) string {
 	lib := g.b.nccl.lib
 	switch {
 	case req.A2A.Form == backend.SplitsDevice:
-		return "NCCL takes all-to-all split counts from the host only (split counts on the device need the kernel path)"
+		return "NCCL takes all-to-all split counts from the host only (split counts on the device have no GPU path yet)"
 	case lib == nil:
 		return "NCCL is not loaded"
 	case lib.HasSendRecv, req.A2A.Form == backend.SplitsEqual && lib.HasAllToAll:

@@ -18,13 +18,13 @@ PACK=0 STEPS=stress3 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s3 > $O/s3.out 2>
 PACK=0 STEPS="env native doctor world2 world3" scripts/gpu-check.sh $O/w > $O/w.out 2>&1 &
 ( PACK=0 STEPS=python scripts/gpu-check.sh $O/py > $O/py.out 2>&1
   scripts/gpu-fsdp.sh $O/fsdp > $O/fsdp.out 2>&1
-  results/gpu-2026-12-07/call3/fsdp-diag.sh $O/diag > $O/diag.out 2>&1
+  scripts/gpu-fsdp-diag.sh $O/diag > $O/diag.out 2>&1
   scripts/gpu-wheel.sh $O/wheel > $O/wheel.out 2>&1 ) &
 wait
 mps_off >> $O/mps.log 2>&1
 PACK=0 STEPS=cestop scripts/gpu-check.sh $O/ce > $O/ce.out 2>&1
 rm -rf $O/wheel/venv
-tar -C $O -czf $OUT/logs.tgz .
+tar -C $O -czf "$OUTDIR/logs.tgz" .
 for f in s2 s3 w py ce; do echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $O/$f/summary.txt 2>/dev/null | head -12; done
 grep -h -E "^[a-z0-9=_-]+ +[0-9a-z]+ +" $O/fsdp.out | tail -8
 tail -12 $O/wheel.out; tail -8 $O/diag.out
