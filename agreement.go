@@ -31,7 +31,7 @@ func (c call) record(req backend.Request, staged bool) agree.Record {
 	if staged {
 		fl |= agree.Staged
 	}
-	switch c.a2a.Form {
+	switch c.a2a.Kind() {
 	case backend.SplitsHost: // the counts differ by rank: the backend checks them pairwise
 		fl |= agree.HostSplits
 	case backend.SplitsDevice:

@@ -30,7 +30,7 @@ func (g *Group) AllToAll(ctx context.Context, out, in coll.Span, dt coll.DType, 
 // naming both ranks and both counts. Out of place only.
 func (g *Group) AllToAllV(ctx context.Context, out, in coll.Span, sendCounts, recvCounts []int64, dt coll.DType, opts ...CallOption) (coll.Path, error) {
 	c := call{kind: coll.AllToAll, dt: dt, in: in, out: out,
-		a2a: backend.Splits{Form: backend.SplitsHost, Send: sendCounts, Recv: recvCounts}}
+		a2a: &backend.Splits{Form: backend.SplitsHost, Send: sendCounts, Recv: recvCounts}}
 	return g.do(ctx, c, opts)
 }
 
@@ -48,7 +48,7 @@ func (g *Group) AllToAllV(ctx context.Context, out, in coll.Span, sendCounts, re
 // every rank. The CPU backend reads the counts at the call.
 func (g *Group) AllToAllVDev(ctx context.Context, out, in, splits, splitsOut coll.Span, dt coll.DType, opts ...CallOption) (coll.Path, error) {
 	c := call{kind: coll.AllToAll, dt: dt, in: in, out: out,
-		a2a: backend.Splits{Form: backend.SplitsDevice, Dev: splits, DevOut: splitsOut}}
+		a2a: &backend.Splits{Form: backend.SplitsDevice, Dev: splits, DevOut: splitsOut}}
 	return g.do(ctx, c, opts)
 }
 
@@ -57,7 +57,7 @@ func (g *Group) AllToAllVDev(ctx context.Context, out, in, splits, splitsOut col
 // counts, c.used (the sums).
 func (g *Group) validateA2A(c *call) error {
 	es, n := int64(c.dt.Size()), int64(g.Size())
-	switch c.a2a.Form {
+	switch c.a2a.Kind() {
 	case backend.SplitsEqual:
 		if c.in.Len != c.out.Len {
 			return fmt.Errorf("in holds %d bytes and out %d; all-to-all needs equal lengths: %w", c.in.Len, c.out.Len, ErrInvalid)
@@ -104,7 +104,7 @@ func (g *Group) validateA2A(c *call) error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("unknown all-to-all form %v: %w", c.a2a.Form, ErrInvalid)
+		return fmt.Errorf("unknown all-to-all form %v: %w", c.a2a.Kind(), ErrInvalid)
 	}
 	if overlaps(c.in, c.out) {
 		return fmt.Errorf("in and out overlap: all-to-all is out of place only (pass separate buffers): %w", ErrInvalid)
@@ -146,7 +146,7 @@ func sumCounts(name string, counts []int64, n, capacity int64) (int64, error) {
 func (g *Group) stagedA2A(ctx context.Context, bg backend.Group, req backend.Request, st backend.Sym) (coll.Path, error) {
 	c := struct {
 		count   int64
-		a2a     backend.Splits
+		a2a     *backend.Splits
 		in, out coll.Span
 	}{req.Count, req.A2A, req.In, req.Out}
 	es, n := int64(req.DType.Size()), int64(g.Size())
@@ -171,7 +171,7 @@ func (g *Group) stagedA2A(ctx context.Context, bg backend.Group, req backend.Req
 	// The blocks as [start, length) in elements, in each user buffer.
 	send, recv := make([][2]int64, n), make([][2]int64, n)
 	total := c.count // the largest block of any rank and direction
-	if c.a2a.Form == backend.SplitsEqual {
+	if c.a2a.Kind() == backend.SplitsEqual {
 		for j := range n {
 			send[j], recv[j] = [2]int64{j * c.count, c.count}, [2]int64{j * c.count, c.count}
 		}
@@ -194,6 +194,10 @@ func (g *Group) stagedA2A(ctx context.Context, bg backend.Group, req backend.Req
 	}
 	rounds := 0
 	var path coll.Path
+	var window backend.Splits // the rounds' split counts: req's, clipped to [lo, hi)
+	if c.a2a != nil {
+		window = *c.a2a
+	}
 	for lo := int64(0); lo < total; lo += per {
 		hi := min(lo+per, total)
 		clip := func(b [2]int64) int64 { return min(max(b[1]-lo, 0), hi-lo) }
@@ -208,10 +212,11 @@ func (g *Group) stagedA2A(ctx context.Context, bg backend.Group, req backend.Req
 		}
 		r.In, r.InSym = span(0, ib)
 		r.Out, r.OutSym = span(outAt, ob)
-		if c.a2a.Form == backend.SplitsEqual {
+		if c.a2a.Kind() == backend.SplitsEqual {
 			r.Count = hi - lo
 		} else {
-			r.A2A.Lo, r.A2A.Hi = lo, hi
+			window.Lo, window.Hi = lo, hi
+			r.A2A = &window
 		}
 		p, err := bg.Run(ctx, r)
 		if err != nil {

@@ -48,7 +48,7 @@ type call struct {
 	root    int
 	in, out coll.Span
 	count   int64          // backend.Request.Count, set by validate
-	a2a     backend.Splits // all-to-all's split counts
+	a2a     *backend.Splits // all-to-all's split counts (nil: equal blocks)
 	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
 }
 
@@ -127,10 +127,10 @@ func (g *Group) shape(c call, o callOpts) (backend.Request, error) {
 		req.InSym = g.sym(req.In)
 	}
 	ordinary := !(req.InSym.OK && req.OutSym.OK)
-	if c.a2a.Form == backend.SplitsHost { // looked up whole: a rank may send or receive nothing
+	if c.a2a.Kind() == backend.SplitsHost { // looked up whole: a rank may send or receive nothing
 		req.In.Len, req.Out.Len = c.used[0], c.used[1]
 	}
-	if c.a2a.Form == backend.SplitsDevice {
+	if c.a2a.Kind() == backend.SplitsDevice {
 		req.A2A.DevSym, req.A2A.DevOutSym = g.sym(c.a2a.Dev), g.sym(c.a2a.DevOut)
 		if ordinary || !req.A2A.DevSym.OK || !req.A2A.DevOutSym.OK {
 			return req, fmt.Errorf("in, out, splits and splitsOut must all be symmetric buffers of the group (allocate them with Scope.Alloc; symmetric: in %v, out %v, splits %v, splitsOut %v): %w",
@@ -170,7 +170,7 @@ func (g *Group) agreeCall(ctx context.Context, c call, rec agree.Record) error {
 
 // empty reports whether c moves no element on any rank (with split counts
 // only the backend sees whether any rank moves data).
-func (c call) empty() bool { return c.count == 0 && c.a2a.Form == backend.SplitsEqual }
+func (c call) empty() bool { return c.count == 0 && c.a2a.Kind() == backend.SplitsEqual }
 
 // run runs req on the group's backend and names a disagreement the backend
 // found in-band.

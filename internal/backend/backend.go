@@ -159,9 +159,10 @@ type Request struct {
 	// backends add the checks that cost time on every call (the GPU
 	// backend's handshake beside copy-engine and NCCL calls).
 	Checked bool
-	// A2A is an AllToAll's split counts (zero for the equal form and for
-	// the other kinds).
-	A2A Splits
+	// A2A is an AllToAll's split counts: nil for the equal form and for
+	// the other kinds. A pointer: the request travels by value through
+	// every backend's call route, and the splits would double its size.
+	A2A *Splits
 }
 
 // SplitForm is which form of all-to-all a request is.
@@ -194,6 +195,14 @@ func (f SplitForm) String() string {
 		return "device splits"
 	}
 	return fmt.Sprintf("splits(%d)", uint8(f))
+}
+
+// Kind is the form of the split counts s points to (nil: equal blocks).
+func (s *Splits) Kind() SplitForm {
+	if s == nil {
+		return SplitsEqual
+	}
+	return s.Form
 }
 
 // Splits is an AllToAll's split counts (Request.A2A), in elements.
@@ -232,7 +241,7 @@ func IOBytes(k coll.Kind, dt coll.DType, count int64, n int) (in, out int64) {
 // the user API gave (the sums, or the capacities). The user API calls it
 // once per call.
 func (r Request) Shaped(n, rank int) Request {
-	if r.Kind == coll.AllToAll && r.A2A.Form != SplitsEqual {
+	if r.Kind == coll.AllToAll && r.A2A.Kind() != SplitsEqual {
 		return r
 	}
 	in, out := IOBytes(r.Kind, r.DType, r.Count, n)

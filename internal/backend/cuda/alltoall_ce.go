@@ -38,7 +38,7 @@ type a2aBlock struct{ src, dst, n int64 }
 // rank i sends rank j, as splitMatrix returns it).
 func a2aBlocks(req backend.Request, n, me int, m [][]int64) (bs [maxCERanks]a2aBlock) {
 	es := int64(req.DType.Size())
-	if req.A2A.Form == backend.SplitsEqual {
+	if req.A2A.Kind() == backend.SplitsEqual {
 		b := req.Count * es
 		for j := range n {
 			bs[j] = a2aBlock{src: int64(j) * b, dst: int64(me) * b, n: b}
@@ -65,7 +65,7 @@ func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
 	if n > maxCERanks {
 		return fmt.Errorf("copy-engine all-to-all supports up to %d ranks, the group has %d", maxCERanks, n)
 	}
-	if req.A2A.Form == backend.SplitsHost && len(c.counts) != n {
+	if req.A2A.Kind() == backend.SplitsHost && len(c.counts) != n {
 		return fmt.Errorf("copy-engine all-to-all with host split counts: %d rows of counts for %d ranks", len(c.counts), n)
 	}
 	bs := a2aBlocks(req, n, me, c.counts)
@@ -150,7 +150,7 @@ func a2aWhy(req backend.Request) string {
 	switch {
 	case req.Kind != coll.AllToAll:
 		return ""
-	case req.A2A.Form == backend.SplitsDevice:
+	case req.A2A.Kind() == backend.SplitsDevice:
 		return "copy engines take host split counts only (split counts on the device have no GPU path yet)"
 	case !req.OutSym.OK:
 		return "the copy-engine all-to-all writes into the peers' outputs: the output must be a pool block registered with this group"

@@ -29,7 +29,7 @@ func a2aReq(g *Group, count int64, m [][]int64) backend.Request {
 		return req
 	}
 	req.Count = 0
-	req.A2A = backend.Splits{Form: backend.SplitsHost, Send: make([]int64, n), Recv: make([]int64, n)}
+	req.A2A = &backend.Splits{Form: backend.SplitsHost, Send: make([]int64, n), Recv: make([]int64, n)}
 	for j := range n {
 		req.A2A.Send[j], req.A2A.Recv[j] = m[me][j], m[j][me]
 		req.In.Len += m[me][j] * 4
@@ -248,7 +248,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 		t.Fatalf("ce forced, ordinary output: %v", err)
 	}
 	dev := req
-	dev.A2A.Form = backend.SplitsDevice
+	dev.A2A = &backend.Splits{Form: backend.SplitsDevice}
 	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device have no GPU path yet") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
@@ -272,7 +272,7 @@ func TestAllToAllDeviceSplitsRefused(t *testing.T) {
 		t.Skip("the kernel path serves all_to_all")
 	}
 	g := &Group{Head: members.Head{GroupName: "g"}}
-	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: backend.Splits{Form: backend.SplitsDevice}}
+	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: &backend.Splits{Form: backend.SplitsDevice}}
 	_, err := g.Run(context.Background(), req)
 	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "has no GPU path yet") {
 		t.Errorf("Run = %v, want ErrNotSupported naming the kernel path", err)
@@ -293,7 +293,7 @@ func TestAllToAllChoice(t *testing.T) {
 	withCalls := func(g *Group) { g.b.nccl.lib.HasSendRecv = true }
 	ordinary := func(req backend.Request) backend.Request { req.OutSym = backend.Sym{}; return req }
 	hostSplits := func(req backend.Request) backend.Request {
-		req.A2A = backend.Splits{Form: backend.SplitsHost, Send: []int64{3, 0}, Recv: []int64{5, 0}}
+		req.A2A = &backend.Splits{Form: backend.SplitsHost, Send: []int64{3, 0}, Recv: []int64{5, 0}}
 		req.Count = 0
 		return req
 	}

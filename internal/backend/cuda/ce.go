@@ -71,7 +71,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsDevice:
+	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice:
 		return fmt.Errorf("%s: %w", ce.why(req), errs.NotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)

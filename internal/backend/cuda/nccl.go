@@ -349,11 +349,11 @@ func (n *ncclPath) refuse(c call) error {
 func (g *Group) ncclA2AWhy(req backend.Request) string {
 	lib := g.b.nccl.lib
 	switch {
-	case req.A2A.Form == backend.SplitsDevice:
+	case req.A2A.Kind() == backend.SplitsDevice:
 		return "NCCL takes all-to-all split counts from the host only (split counts on the device have no GPU path yet)"
 	case lib == nil:
 		return "NCCL is not loaded"
-	case lib.HasSendRecv, req.A2A.Form == backend.SplitsEqual && lib.HasAllToAll:
+	case lib.HasSendRecv, req.A2A.Kind() == backend.SplitsEqual && lib.HasAllToAll:
 		return ""
 	}
 	return fmt.Sprintf("NCCL %s lacks ncclSend, ncclRecv or the group calls for all_to_all", lib.VersionString())

@@ -29,7 +29,7 @@ var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool
 // through the store: every rank checks the whole matrix before anything
 // is queued.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
-	if devSplitsUnserved(req) {
+	if devSplitsUnserved(&req) {
 		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errDevSplits)
 	}
 	if err := g.goneErr(); err != nil {
@@ -47,7 +47,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	// The NCCL window decision is made once, here; the choice and NCCL
 	// both consume it.
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
-	if req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsHost {
+	if req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsHost {
 		var err error
 		if c.counts, err = g.splitMatrix(ctx, req); err != nil {
 			return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
@@ -180,7 +180,7 @@ func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
 // explains why.
 func (g *Group) Explain(req backend.Request) coll.Path {
-	if devSplitsUnserved(req) {
+	if devSplitsUnserved(&req) {
 		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
 	}
 	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
@@ -193,6 +193,6 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 
 // devSplitsUnserved reports whether req is an all-to-all with split counts
 // on the device and no path reads them: only the kernel path can.
-func devSplitsUnserved(req backend.Request) bool {
-	return req.Kind == coll.AllToAll && req.A2A.Form == backend.SplitsDevice && !pathRow(coll.AlgoKernel).does(coll.AllToAll)
+func devSplitsUnserved(req *backend.Request) bool {
+	return req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice && !pathRow(coll.AlgoKernel).does(coll.AllToAll)
 }

@@ -234,7 +234,7 @@ func (c *Comm) RunDecided(ctx context.Context, req backend.Request, win bool) (c
 // (clipped to the request's window [Lo, Hi) where it has one); split
 // counts on the device are not NCCL's to read.
 func (c *Comm) runAllToAll(req backend.Request) error {
-	switch req.A2A.Form {
+	switch req.A2A.Kind() {
 	case backend.SplitsEqual:
 		return c.AllToAll(req.In.Ptr, req.Out.Ptr, req.Count, req.DType, req.Stream)
 	case backend.SplitsHost:
@@ -251,7 +251,7 @@ func (c *Comm) runAllToAll(req backend.Request) error {
 		}
 		return c.AllToAllV(req.In.Ptr, req.Out.Ptr, send, recv, req.DType, req.Stream)
 	}
-	return fmt.Errorf("nccl: group %q: all-to-all with %v: NCCL reads no split counts on the device: %w", c.group, req.A2A.Form, errs.NotSupported)
+	return fmt.Errorf("nccl: group %q: all-to-all with %v: NCCL reads no split counts on the device: %w", c.group, req.A2A.Kind(), errs.NotSupported)
 }
 
 // spanCounts checks req's spans against its count and returns the byte

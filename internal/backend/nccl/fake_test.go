@@ -126,7 +126,7 @@ func TestFakeAllToAll(t *testing.T) {
 		}
 		clear(out)
 		req := backend.Request{Kind: coll.AllToAll, DType: coll.Int32, In: coll.Span{Ptr: addrOf(in), Len: 40}, Out: coll.Span{Ptr: addrOf(out), Len: 40},
-			A2A: backend.Splits{Form: backend.SplitsHost, Send: []int64{10}, Recv: []int64{10}}}
+			A2A: &backend.Splits{Form: backend.SplitsHost, Send: []int64{10}, Recv: []int64{10}}}
 		if _, err := c.RunDecided(t.Context(), req, false); err != nil {
 			t.Fatalf("%s: split counts: %v", tc.name, err)
 		}

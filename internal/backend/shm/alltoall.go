@@ -56,7 +56,7 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 	}
 	slot := g.pads.counts(g.Me, k)
 	slot[0], slot[1] = uint64(req.In.Len/es), uint64(req.Out.Len/es)
-	switch req.A2A.Form {
+	switch req.A2A.Kind() {
 	case backend.SplitsHost:
 		for j := range n {
 			slot[2+j], slot[2+n+j] = uint64(req.A2A.Send[j]), uint64(req.A2A.Recv[j])
@@ -70,12 +70,12 @@ func (g *Group) runSplits(x *exec, req backend.Request) error {
 	if err := g.execute(x); err != nil {
 		return err
 	}
-	counts, err := g.readCounts(k, req.A2A.Form)
+	counts, err := g.readCounts(k, req.A2A.Kind())
 	if err != nil {
 		x.mismatch = true // every rank found it and stops after phase 0
 		return err
 	}
-	if req.A2A.Form == backend.SplitsDevice {
+	if req.A2A.Kind() == backend.SplitsDevice {
 		out, _ := hostmem.View[int64](hostmem.Bytes(req.A2A.DevOut.Ptr, 16*n))
 		var off int64
 		for i := range n {

@@ -56,7 +56,7 @@ func directHow(req backend.Request, n int) string {
 	case coll.Broadcast:
 		return "every rank copies the root's buffer"
 	case coll.AllToAll:
-		if req.A2A.Form == backend.SplitsEqual {
+		if req.A2A.Kind() == backend.SplitsEqual {
 			return "each rank copies its block of every peer's input into its output"
 		}
 		return "each rank reads every rank's split counts, then copies its block of every peer's input into its output"

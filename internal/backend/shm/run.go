@@ -49,7 +49,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if g.broken != nil {
 		return coll.Path{}, g.broken
 	}
-	splits := req.Kind == coll.AllToAll && req.A2A.Form != backend.SplitsEqual
+	splits := req.Kind == coll.AllToAll && req.A2A.Kind() != backend.SplitsEqual
 	var p plan.Plan
 	x := &g.x
 	if splits {
