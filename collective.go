@@ -47,9 +47,9 @@ type call struct {
 	op      coll.ReduceOp
 	root    int
 	in, out coll.Span
-	count   int64          // backend.Request.Count, set by validate
+	count   int64           // backend.Request.Count, set by validate
 	a2a     *backend.Splits // all-to-all's split counts (nil: equal blocks)
-	used    [2]int64       // all-to-all with host counts: the bytes of in and out they cover
+	used    [2]int64        // all-to-all with host counts: the bytes of in and out they cover
 }
 
 // do is the common route of every collective: validate, shape, record,
