@@ -155,15 +155,10 @@ func (ce *cePath) program(p *cudadrv.Program, c *call, local xfer, xs []xfer) {
 	g.hs.fork(p, s, req)
 	localJoin := uint64(0)
 	if local.n > 0 {
-		side := g.h.side[0]
-		p.Record(s, g.h.fork)
-		p.WaitEvent(side, g.h.fork)
-		p.Copy(side, local.dst, local.src, local.n)
-		localJoin = g.h.joins[0]
-		p.Record(side, localJoin)
+		localJoin = g.st.localCopy(p, s, local)
 	}
 	g.signal(p, s, slotReady)
-	g.transfers(p, s, xs)
+	g.st.transfers(p, s, xs)
 	g.hs.join(p, s, req)
 	g.signal(p, s, slotDone)
 	if localJoin != 0 {

@@ -52,16 +52,7 @@ type Group struct {
 	runMu   sync.Mutex
 	paths   paths // every path, symmem's and NCCL's (path.go)
 	prog    *cudadrv.Program
-	side    []*cudadrv.Stream
-	fork    *cudadrv.Event // local-copy fork
-	forkX   *cudadrv.Event // transfer fork (after the ready wait)
-	joins   []*cudadrv.Event
-	last    *cudadrv.Event    // fence recorded by quiesce
-	check   *cudadrv.Stream   // where the handshake runs beside a copy-engine or NCCL call (handshake.go)
-	checkEv [2]*cudadrv.Event // its fork and join (hs holds their handles)
-	usedOwn bool              // collectives ran on the backend's stream since the last quiesce
-	fences  []streamFence     // fence events on callers' streams (track)
-	h       handles           // raw handles of side, joins, fork, forkX, last
+	st      streams // side streams, their events and quiesce's fences (streams.go)
 	broken  error
 	hs      handshake // checked mode's handshake (handshake.go; no block without kernels, kernWhy says why)
 	faults  faults    // the kernels' mismatch reports (fault.go)
@@ -81,12 +72,6 @@ type Group struct {
 	calls   *members.CallLog
 
 	closeOnce sync.Once
-}
-
-// handles are the raw stream and event handles the issue path uses.
-type handles struct {
-	side, joins       []uint64
-	fork, forkX, last uint64
 }
 
 var _ backend.Group = (*Group)(nil)
@@ -267,50 +252,17 @@ func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (d
 // setupCE creates the side streams, events and signal pads.
 func (g *Group) setupCE(ctx context.Context) error {
 	c := g.b.ctx
-	nside := max(3, len(g.Ranks)-1)
-	for i := 0; i < nside; i++ {
-		s, err := cudadrv.NewStream(c, 0)
-		if err != nil {
-			return err
-		}
-		g.side = append(g.side, s)
-		e, err := cudadrv.NewEvent(c, false)
-		if err != nil {
-			return err
-		}
-		g.joins = append(g.joins, e)
+	if err := g.st.create(c, max(3, len(g.Ranks)-1)); err != nil {
+		return err
 	}
+	g.hs.stream, g.hs.ev = g.st.check.Handle(), [2]uint64{g.st.checkEv[0].Handle(), g.st.checkEv[1].Handle()}
 	var err error
-	if g.fork, err = cudadrv.NewEvent(c, false); err != nil {
-		return err
-	}
-	if g.forkX, err = cudadrv.NewEvent(c, false); err != nil {
-		return err
-	}
-	if g.last, err = cudadrv.NewEvent(c, false); err != nil {
-		return err
-	}
-	if g.check, err = cudadrv.NewStream(c, 0); err != nil {
-		return err
-	}
-	for i := range g.checkEv {
-		if g.checkEv[i], err = cudadrv.NewEvent(c, false); err != nil {
-			return err
-		}
-		g.hs.ev[i] = g.checkEv[i].Handle()
-	}
-	g.hs.stream = g.check.Handle()
 	if g.pad, err = createLocal(c, padBytes(len(g.Ranks), g.b.gran), g.b.gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
 	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
 		return fmt.Errorf("clearing the signal pad: %w", err)
 	}
-	for i := range g.side {
-		g.h.side = append(g.h.side, g.side[i].Handle())
-		g.h.joins = append(g.h.joins, g.joins[i].Handle())
-	}
-	g.h.fork, g.h.forkX, g.h.last = g.fork.Handle(), g.forkX.Handle(), g.last.Handle()
 	bases, err := g.exchange(ctx, "pad", g.pad.fd, g.pad.size)
 	if err != nil {
 		return fmt.Errorf("signal pads: %w", err)
@@ -406,11 +358,7 @@ func (g *Group) Close() error {
 		if g.pad != nil {
 			errs = append(errs, g.pad.release(g.b.ctx))
 		}
-		for _, s := range append(g.side, g.check) {
-			if s != nil {
-				errs = append(errs, s.Destroy())
-			}
-		}
+		errs = g.st.destroyStreams(errs)
 		for _, p := range g.paths.all {
 			if r, ok := p.(releaser); ok {
 				errs = append(errs, r.release())
@@ -426,14 +374,7 @@ func (g *Group) Close() error {
 				a.Close()
 			}
 		}
-		for _, f := range g.fences {
-			errs = append(errs, f.ev.Destroy())
-		}
-		for _, e := range append(g.joins, g.fork, g.forkX, g.last, g.checkEv[0], g.checkEv[1]) {
-			if e != nil {
-				errs = append(errs, e.Destroy())
-			}
-		}
+		errs = g.st.destroyEvents(errs)
 		if e := errors.Join(errs...); e != nil {
 			err = fmt.Errorf("cuda: group %q: close: %w", g.GroupName, e)
 		}

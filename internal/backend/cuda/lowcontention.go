@@ -201,8 +201,8 @@ func (l *lcPath) issue(c call) error {
 func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	g, req, s := l.g, c.req, c.req.Stream
 	n, me := len(g.Ranks), g.Me
-	if n-1 > len(g.h.side) {
-		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.h.side))
+	if n-1 > len(g.st.h.side) {
+		return fmt.Errorf("lc needs %d side streams, the group has %d", n-1, len(g.st.h.side))
 	}
 	common, off, chunk := chunkOf(req, n, me) // chunk: this rank's bytes (all-reduce: maybe fewer, or none)
 	out := req.Out.Ptr
@@ -238,7 +238,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	g.hs.fork(p, s, req)
 	g.signal(p, s, slotReady)
 	if n > 1 {
-		p.Record(s, g.h.forkX)
+		p.Record(s, g.st.h.forkX)
 	}
 	p.Launch(s, g.b.kern.fn(lcKernel), a, ctas, kernThreads)
 	j := 0
@@ -250,8 +250,8 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		if !ok {
 			return fmt.Errorf("lc: input not registered with group %q: %w", g.GroupName, errNotSymmetric)
 		}
-		st := g.h.side[j]
-		p.WaitEvent(st, g.h.forkX)
+		st := g.st.h.side[j]
+		p.WaitEvent(st, g.st.h.forkX)
 		arrived := words + uint64(4+4*j)
 		for c := 0; c < subs; c++ {
 			if c >= 2 {
@@ -262,8 +262,8 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 			p.Copy(st, slot, src+uint64(at), min(sub, chunk-at))
 			p.Write32(st, arrived, uint32(c+1))
 		}
-		p.Record(st, g.h.joins[j])
-		p.WaitEvent(s, g.h.joins[j])
+		p.Record(st, g.st.h.joins[j])
+		p.WaitEvent(s, g.st.h.joins[j])
 		j++
 	}
 	for w := 0; w < n; w++ { // consumed and arrived[0..n-2] (finished is back to 0), for the next call
@@ -286,7 +286,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 			xs[nx] = xfer{dst, out, chunk}
 			nx++
 		}
-		g.transfers(p, s, xs[:nx])
+		g.st.transfers(p, s, xs[:nx])
 	}
 	g.hs.join(p, s, req)
 	g.signal(p, s, slotDone)

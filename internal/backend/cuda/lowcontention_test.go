@@ -46,7 +46,7 @@ func lcGroup(n, me int) *Group {
 	for i := range side {
 		side[i], joins[i] = uint64(100+i), uint64(200+i)
 	}
-	g.h.side, g.h.joins = side, joins
+	g.st.h.side, g.st.h.joins = side, joins
 	return g
 }
 

@@ -131,7 +131,7 @@ func (g *Group) newProgram() *cudadrv.Program {
 // after an NCCL call), on c's stream. A failure leaves the peers waiting
 // for signals this rank will not send: the group cannot go on.
 func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
-	if err := g.track(p, c.req.Stream); err != nil {
+	if err := g.st.track(p, c.req.Stream, g.b); err != nil {
 		return err
 	}
 	if err := g.x.program(p); err != nil {

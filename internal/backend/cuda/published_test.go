@@ -277,13 +277,13 @@ func TestFenceRefusedBeforePublish(t *testing.T) {
 func TestIssueFailureAfterPublishBreaks(t *testing.T) {
 	gs, as := gatedPair(t, goldenCfg{name: "lcside", kern: true, ce: true}, nopExec{})
 	g := gs[0]
-	side := g.h.side
-	g.h.side = nil
+	side := g.st.h.side
+	g.st.h.side = nil
 	req := forced(makeReq(g, coll.AllReduce, coll.BFloat16, coll.Sum, 1<<16, false, "io", 0).req, coll.AlgoLowContention)
 	if _, err := g.Run(context.Background(), req); !errors.Is(err, errs.Broken) || !strings.Contains(err.Error(), "side streams") {
 		t.Fatalf("an lc call that cannot be built: %v, want errs.Broken saying why", err)
 	}
-	g.h.side = side
+	g.st.h.side = side
 	wantBroken(t, g, as[1], req)
 }
 

@@ -100,36 +100,11 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 }
 
 // quiesce waits (bounded by the timeout) until every collective issued so
-// far (outside graph capture) finished: it fences the backend's stream and
-// waits for the fence events recorded on callers' streams (track).
+// far (outside graph capture) finished (streams.quiesce), under runMu.
 func (g *Group) quiesce(ctx context.Context) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
-	if g.last == nil {
-		return nil
-	}
-	if g.usedOwn {
-		if err := g.last.Record(g.b.stream); err != nil {
-			return err
-		}
-		if err := g.last.Wait(ctx, g.Timeout); err != nil {
-			return err
-		}
-		g.usedOwn = false
-	}
-	// Fences of callers' streams are waited on, then dropped: a stream the
-	// caller destroyed leaves nothing behind after the next quiesce.
-	for len(g.fences) > 0 {
-		f := g.fences[len(g.fences)-1]
-		if err := f.ev.Wait(ctx, g.Timeout); err != nil {
-			return err
-		}
-		f.ev.Destroy()
-		g.fences = g.fences[:len(g.fences)-1]
-	}
-	// Side streams are joined into the caller's stream by events, so they
-	// are idle once it is.
-	return nil
+	return g.st.quiesce(ctx, g.b.stream, g.Timeout)
 }
 
 // exchange sends fd to every peer under tag and imports every peer's fd of

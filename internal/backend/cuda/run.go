@@ -119,7 +119,7 @@ func (g *Group) start(p path, c *call) error {
 // caller holds runMu.
 func (g *Group) prepare(p path, c call) error {
 	if c.req.Algo != coll.AlgoHier {
-		if err := g.fenceFor(c.req.Stream); err != nil {
+		if err := g.st.fenceFor(c.req.Stream, g.b); err != nil {
 			return err
 		}
 	}

@@ -2,9 +2,9 @@ package cuda
 
 import "github.com/symmem/symmem/internal/native/cudadrv"
 
-// The signals and transfers the copy-engine paths (ce, lc) share: the pad
-// words ranks signal each other through, a signal round, and copies spread
-// over the side streams.
+// The signals the copy-engine paths (ce, lc) share: the pad words ranks
+// signal each other through, and a signal round. Copies spread over the
+// side streams are streams.transfers.
 
 // word is the address of pad word (slot, from) in rank r's pad.
 func (g *Group) word(r, slot, from int) uint64 {
@@ -44,28 +44,5 @@ func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 		if r != me {
 			p.Write32(s, g.word(me, slot, r), 0)
 		}
-	}
-}
-
-// transfers issues xs spread over s and the side streams (fork and join by
-// events): s first, then side[1:].
-func (g *Group) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
-	nstreams := min(len(xs), len(g.h.side))
-	if nstreams > 1 {
-		p.Record(s, g.h.forkX)
-		for i := 1; i < nstreams; i++ {
-			p.WaitEvent(g.h.side[i], g.h.forkX)
-		}
-	}
-	for i, x := range xs {
-		st := s
-		if j := i % nstreams; j > 0 {
-			st = g.h.side[j]
-		}
-		p.Copy(st, x.dst, x.src, x.n)
-	}
-	for i := 1; i < nstreams; i++ {
-		p.Record(g.h.side[i], g.h.joins[i])
-		p.WaitEvent(s, g.h.joins[i])
 	}
 }

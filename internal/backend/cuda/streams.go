@@ -1,10 +1,136 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
+
+// streams is a group's own streams and events (the side streams that copies
+// spread over, their fork and join events, the handshake's stream) and what
+// quiesce waits on. The group's runMu guards it; the backend (its context
+// and own stream) is the group's, passed in rather than kept twice.
+type streams struct {
+	side    []*cudadrv.Stream
+	fork    *cudadrv.Event // local-copy fork
+	forkX   *cudadrv.Event // transfer fork (after the ready wait)
+	joins   []*cudadrv.Event
+	last    *cudadrv.Event    // fence recorded by quiesce
+	check   *cudadrv.Stream   // where the handshake runs beside a copy-engine or NCCL call (handshake.go)
+	checkEv [2]*cudadrv.Event // its fork and join (hs holds their handles)
+	usedOwn bool              // collectives ran on the backend's stream since the last quiesce
+	fences  []streamFence     // fence events on callers' streams (track)
+	h       handles           // raw handles of side, joins, fork, forkX, last
+}
+
+// handles are the raw stream and event handles the issue path uses.
+type handles struct {
+	side, joins       []uint64
+	fork, forkX, last uint64
+}
+
+// create creates nside side streams with their join events, the forks,
+// quiesce's fence, then the handshake's stream and events.
+func (st *streams) create(c *cudadrv.Context, nside int) error {
+	for i := 0; i < nside; i++ {
+		s, err := cudadrv.NewStream(c, 0)
+		if err != nil {
+			return err
+		}
+		st.side = append(st.side, s)
+		e, err := cudadrv.NewEvent(c, false)
+		if err != nil {
+			return err
+		}
+		st.joins = append(st.joins, e)
+	}
+	var err error
+	if st.fork, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if st.forkX, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if st.last, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
+	if st.check, err = cudadrv.NewStream(c, 0); err != nil {
+		return err
+	}
+	for i := range st.checkEv {
+		if st.checkEv[i], err = cudadrv.NewEvent(c, false); err != nil {
+			return err
+		}
+	}
+	for i := range st.side {
+		st.h.side = append(st.h.side, st.side[i].Handle())
+		st.h.joins = append(st.h.joins, st.joins[i].Handle())
+	}
+	st.h.fork, st.h.forkX, st.h.last = st.fork.Handle(), st.forkX.Handle(), st.last.Handle()
+	return nil
+}
+
+// destroyStreams destroys the streams created, appending each failure to
+// errs. Close destroys the events later (destroyEvents).
+func (st *streams) destroyStreams(errs []error) []error {
+	for _, s := range append(st.side, st.check) {
+		if s != nil {
+			errs = append(errs, s.Destroy())
+		}
+	}
+	return errs
+}
+
+// destroyEvents destroys the callers' streams' fences and the events
+// created, appending each failure to errs.
+func (st *streams) destroyEvents(errs []error) []error {
+	for _, f := range st.fences {
+		errs = append(errs, f.ev.Destroy())
+	}
+	for _, e := range append(st.joins, st.fork, st.forkX, st.last, st.checkEv[0], st.checkEv[1]) {
+		if e != nil {
+			errs = append(errs, e.Destroy())
+		}
+	}
+	return errs
+}
+
+// localCopy adds x on side stream 0, forked from s, and returns the join
+// event s must wait on once it no longer runs beside the copy.
+func (st *streams) localCopy(p *cudadrv.Program, s uint64, x xfer) (join uint64) {
+	side := st.h.side[0]
+	p.Record(s, st.h.fork)
+	p.WaitEvent(side, st.h.fork)
+	p.Copy(side, x.dst, x.src, x.n)
+	join = st.h.joins[0]
+	p.Record(side, join)
+	return join
+}
+
+// transfers issues xs spread over s and the side streams (fork and join by
+// events): s first, then side[1:].
+func (st *streams) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
+	nstreams := min(len(xs), len(st.h.side))
+	if nstreams > 1 {
+		p.Record(s, st.h.forkX)
+		for i := 1; i < nstreams; i++ {
+			p.WaitEvent(st.h.side[i], st.h.forkX)
+		}
+	}
+	for i, x := range xs {
+		on := s
+		if j := i % nstreams; j > 0 {
+			on = st.h.side[j]
+		}
+		p.Copy(on, x.dst, x.src, x.n)
+	}
+	for i := 1; i < nstreams; i++ {
+		p.Record(st.h.side[i], st.h.joins[i])
+		p.WaitEvent(s, st.h.joins[i])
+	}
+}
 
 // track makes the collective just built into p (on stream s) visible to
 // quiesce. The backend's own stream is remembered and fenced later (no extra
@@ -14,12 +140,12 @@ import (
 // captured (captured work runs when the graph is replayed, and the caller
 // keeps the buffers alive while the graph exists): the Fence op decides
 // that inside the program's one cgo call.
-func (g *Group) track(p *cudadrv.Program, s uint64) error {
-	if s == g.b.stream.Handle() {
-		g.usedOwn = true
+func (st *streams) track(p *cudadrv.Program, s uint64, b *Backend) error {
+	if s == b.stream.Handle() {
+		st.usedOwn = true
 		return nil
 	}
-	ev, err := g.fence(s)
+	ev, err := st.fence(s, b.ctx)
 	if err != nil {
 		return err
 	}
@@ -32,28 +158,59 @@ func (g *Group) track(p *cudadrv.Program, s uint64) error {
 // call, so that track does not fail after (a quiesce between an NCCL
 // call's issue and its handshake's may drop it again: track then makes
 // it anew).
-func (g *Group) fenceFor(s uint64) error {
-	if s == g.b.stream.Handle() {
+func (st *streams) fenceFor(s uint64, b *Backend) error {
+	if s == b.stream.Handle() {
 		return nil
 	}
-	_, err := g.fence(s)
+	_, err := st.fence(s, b.ctx)
 	return err
 }
 
 // fence is the group's fence event on caller stream s, created at the
 // stream's first call since the last quiesce.
-func (g *Group) fence(s uint64) (*cudadrv.Event, error) {
-	for _, f := range g.fences {
+func (st *streams) fence(s uint64, c *cudadrv.Context) (*cudadrv.Event, error) {
+	for _, f := range st.fences {
 		if f.stream == s {
 			return f.ev, nil
 		}
 	}
-	ev, err := cudadrv.NewEvent(g.b.ctx, false)
+	ev, err := cudadrv.NewEvent(c, false)
 	if err != nil {
 		return nil, fmt.Errorf("fence for stream %#x: %w", s, err)
 	}
-	g.fences = append(g.fences, streamFence{stream: s, ev: ev})
+	st.fences = append(st.fences, streamFence{stream: s, ev: ev})
 	return ev, nil
+}
+
+// quiesce waits (bounded by timeout) until every collective issued so far
+// (outside graph capture) finished: it fences own, the backend's stream,
+// and waits for the fence events recorded on callers' streams (track).
+func (st *streams) quiesce(ctx context.Context, own *cudadrv.Stream, timeout time.Duration) error {
+	if st.last == nil {
+		return nil
+	}
+	if st.usedOwn {
+		if err := st.last.Record(own); err != nil {
+			return err
+		}
+		if err := st.last.Wait(ctx, timeout); err != nil {
+			return err
+		}
+		st.usedOwn = false
+	}
+	// Fences of callers' streams are waited on, then dropped: a stream the
+	// caller destroyed leaves nothing behind after the next quiesce.
+	for len(st.fences) > 0 {
+		f := st.fences[len(st.fences)-1]
+		if err := f.ev.Wait(ctx, timeout); err != nil {
+			return err
+		}
+		f.ev.Destroy()
+		st.fences = st.fences[:len(st.fences)-1]
+	}
+	// Side streams are joined into the caller's stream by events, so they
+	// are idle once it is.
+	return nil
 }
 
 // streamFence is the group's fence event on one caller stream.

@@ -32,7 +32,7 @@ func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.
 	g.faults, g.hs = faults{g: g}, handshake{g: g}
 	g.paths.init(g)
 	var err error
-	if g.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {
+	if g.st.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {
 		t.Fatal(err)
 	}
 	seg := pool.Segment{ID: 1, Base: 0x1000_0000, Size: 2 << 20}
@@ -50,7 +50,7 @@ func TestDeregisterKeepsSegmentInFlight(t *testing.T) {
 	}
 	b := fakeBackend(t)
 	g, seg := fakeGroupOn(t, b, 200*time.Millisecond)
-	g.usedOwn = true // a collective ran on the backend's stream
+	g.st.usedOwn = true // a collective ran on the backend's stream
 	setFakeCUDA(t, neverDone)
 	err := g.Deregister(context.Background(), seg)
 	if !errors.Is(err, errWorkInFlight) || !strings.Contains(err.Error(), "stays registered") {
@@ -92,7 +92,7 @@ func TestDeregisterKeepsSegmentChildInFlight(t *testing.T) {
 	cross, _ := fakeGroupOn(t, b, time.Minute)
 	host.GroupName, cross.GroupName = "t/hier-host0", "t/hier-local0"
 	parent.paths.hier.kids.Store(&hierKids{host: host, cross: cross})
-	host.usedOwn = true // the host child's step of a hier call still runs
+	host.st.usedOwn = true // the host child's step of a hier call still runs
 	setFakeCUDA(t, neverDone)
 	if err := parent.Deregister(context.Background(), seg); !errors.Is(err, errWorkInFlight) {
 		t.Fatalf("Deregister with a child's work in flight: %v, want errWorkInFlight", err)
@@ -261,7 +261,7 @@ func TestBackendCloseReportsGroups(t *testing.T) {
 				t.Fatal(err)
 			}
 			g.runMu.Lock()
-			g.usedOwn = true // a collective ran on the backend's stream
+			g.st.usedOwn = true // a collective ran on the backend's stream
 			g.runMu.Unlock()
 			setFakeCUDA(t, neverDone)
 			if first {
