@@ -115,13 +115,13 @@ func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out
 		src := req.In.Ptr + uint64(off)
 		if r != me {
 			var ok bool
-			if src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off+off); !ok {
+			if src, ok = g.peers.at(req.InSym.Seg, r, req.InSym.Off+off); !ok {
 				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.GroupName, errNotSymmetric)
 			}
 		}
 		or |= src
 		a.PutU64(arSrc+8*r, src)
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
 	}
 	unit, ok := reduceUnit(or, req.DType.Size())
 	if !ok {
@@ -129,7 +129,7 @@ func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out
 	}
 	a.PutU64(arOut, out)
 	a.PutU64(arBytes, uint64(bytes))
-	a.PutU64(argRegion, g.padPeers[me]+kernRegion)
+	a.PutU64(argRegion, g.peers.pads[me]+kernRegion)
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])

@@ -79,7 +79,7 @@ func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
 		if b.n == 0 {
 			continue
 		}
-		dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+b.dst)
+		dst, ok := g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+b.dst)
 		if !ok {
 			return fmt.Errorf("copy-engine all-to-all needs the output registered with group %q on every rank: %w", g.GroupName, errNotSymmetric)
 		}

@@ -185,9 +185,9 @@ func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err 
 		var ok bool
 		switch {
 		case inPlace && req.OutSym.OK:
-			src, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
+			src, ok = g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+int64(r)*slice)
 		case !inPlace && req.InSym.OK:
-			src, ok = g.peer(req.InSym.Seg, r, req.InSym.Off)
+			src, ok = g.peers.at(req.InSym.Seg, r, req.InSym.Off)
 		}
 		if mode == modePull {
 			if !ok {
@@ -195,7 +195,7 @@ func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err 
 			}
 			xs[nx] = xfer{out + uint64(int64(r)*slice), src, slice}
 		} else {
-			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice)
+			dst, ok := g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+int64(me)*slice)
 			if !ok {
 				return xs, 0, fmt.Errorf("copy-engine push needs the output registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}

@@ -21,10 +21,10 @@ import (
 func fakeGroup(n, me int) *Group {
 	g := &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
 		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, ce: true,
-		prog: cudadrv.NewProgram(64), padPeers: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}, x: nopExec{}}
+		prog: cudadrv.NewProgram(64), peers: peerTable{pads: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}}, x: nopExec{}}
 	for r := range g.Ranks {
 		g.Ranks[r] = r
-		g.padPeers[r] = uint64(0xA000_0000 + r*0x1000_0000)
+		g.peers.pads[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.st.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
 	g.faults, g.hs = faults{g: g}, handshake{g: g}
@@ -33,7 +33,7 @@ func fakeGroup(n, me int) *Group {
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))
 	}
-	g.segs.Add(1, ps)
+	g.peers.segs.Add(1, ps)
 	return g
 }
 
@@ -91,7 +91,7 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 			}
 			ops := g.prog.Ops()
 			slice := uint64(tc.count * 2)
-			own := func(a uint64) bool { return a >= g.padPeers[tc.me] && a < g.padPeers[tc.me]+0x1000 }
+			own := func(a uint64) bool { return a >= g.peers.pads[tc.me] && a < g.peers.pads[tc.me]+0x1000 }
 			var signals, resets, waits, copies, localCopies int
 			var moved uint64
 			readyWaitAt, firstPeerCopy, doneWriteAt := -1, -1, -1
@@ -101,7 +101,7 @@ func TestBuildAllGatherProtocol(t *testing.T) {
 					switch {
 					case o.B == signalOn && !own(o.A):
 						signals++
-						if from := int((o.A - g.padPeers[0]) % 0x1000_0000 / 4 % uint64(tc.n)); from != tc.me {
+						if from := int((o.A - g.peers.pads[0]) % 0x1000_0000 / 4 % uint64(tc.n)); from != tc.me {
 							t.Fatalf("op %d signals in the word of rank %d, want its own (%d)", i, from, tc.me)
 						}
 						if readyWaitAt >= 0 && doneWriteAt < 0 {
@@ -524,7 +524,7 @@ func BenchmarkChoose(b *testing.B) {
 
 // seg1 is segment 1 of a fake group.
 func seg1(g *Group) *peerSeg {
-	ps, _ := g.segs.Get(1)
+	ps, _ := g.peers.segs.Get(1)
 	return ps
 }
 
@@ -586,7 +586,7 @@ func TestCopyEngineHandshake(t *testing.T) {
 		if want := agree.Digest(agree.Call{Record: req.Record, Path: req.Algo}); binary.LittleEndian.Uint32(b[argHash:]) != want {
 			t.Errorf("digest %08x, want %08x", binary.LittleEndian.Uint32(b[argHash:]), want)
 		}
-		if u64(argRegion) != g.padPeers[1]+kernRegion || u64(argPeerRegion+16) != g.padPeers[2]+kernRegion {
+		if u64(argRegion) != g.peers.pads[1]+kernRegion || u64(argPeerRegion+16) != g.peers.pads[2]+kernRegion {
 			t.Errorf("regions %#x / %#x, want the pads' kernel regions", u64(argRegion), u64(argPeerRegion+16))
 		}
 		if binary.LittleEndian.Uint32(b[argMe:]) != 1 || binary.LittleEndian.Uint32(b[argN:]) != 3 {

@@ -43,8 +43,8 @@ func (b *Backend) Describe() string {
 			nccl = "false (" + g.nccl.err.Error() + ")"
 		}
 		pad := ""
-		if g.pad != nil { // the kernels' region, lc's words and ll's area
-			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", g.pad.size>>20, llCap>>10)
+		if p := g.peers.pad; p != nil { // the kernels' region, lc's words and ll's area
+			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", p.size>>20, llCap>>10)
 		}
 		across := ""
 		if g.calls != nil {

@@ -6,7 +6,7 @@
 //     POSIX-fd export, 2 MiB granularity), mapped for this rank's device;
 //   - Group: registration of segments with a group (register.go: the segment's fd goes to
 //     every peer over rendezvous.FDExchange, peers import and map it and keep
-//     the peer addresses per segment), signal pads (a VMM segment per group,
+//     the peer addresses per segment: peerTable, peers.go), signal pads (a VMM segment per group,
 //     peer-mapped: 10 MiB on 2 ranks, mostly ll's area, padBytes), Run, and for ranks on one host the in-band
 //     comparison of scope ends (members.HostAgreement, Group.Agreer);
 //   - the kernels' in-band argument check: digests travel with the

@@ -34,7 +34,7 @@ type Group struct {
 	// NCCL is unavailable then.
 	sharing string
 
-	segs members.Segments[*peerSeg] // registered segments
+	peers peerTable // every rank's pad and registered segments as mapped here (peers.go)
 
 	// agreement compares records in-band when every rank is on this host
 	// (Agreer); nil otherwise (the store).
@@ -45,9 +45,6 @@ type Group struct {
 	// covers the group or this rank is alone on its host.
 	hostPeers   *members.HostAgreement
 	hostMembers []int
-
-	pad      *segment // this rank's signal pad
-	padPeers []uint64 // every rank's pad as mapped here (padPeers[me] = pad.base)
 
 	runMu   sync.Mutex
 	paths   paths // every path, symmem's and NCCL's (path.go)
@@ -256,19 +253,16 @@ func (g *Group) setupCE(ctx context.Context) error {
 		return err
 	}
 	g.hs.stream, g.hs.ev = g.st.check.Handle(), [2]uint64{g.st.checkEv[0].Handle(), g.st.checkEv[1].Handle()}
-	var err error
-	if g.pad, err = createLocal(c, padBytes(len(g.Ranks), g.b.gran), g.b.gran); err != nil {
-		return fmt.Errorf("signal pad: %w", err)
+	if err := g.peers.createPad(c, len(g.Ranks), g.b.gran); err != nil {
+		return err
 	}
-	if err := cudadrv.Memset8(c, g.pad.base, 0, g.pad.size); err != nil {
-		return fmt.Errorf("clearing the signal pad: %w", err)
-	}
-	bases, err := g.exchange(ctx, "pad", g.pad.fd, g.pad.size)
+	pad := g.peers.pad
+	bases, err := g.exchange(ctx, "pad", pad.fd, pad.size)
 	if err != nil {
 		return fmt.Errorf("signal pads: %w", err)
 	}
-	bases[g.Me] = g.pad.base
-	g.padPeers = bases
+	bases[g.Me] = pad.base
+	g.peers.pads = bases
 	return nil
 }
 
@@ -333,7 +327,7 @@ func (g *Group) Close() error {
 		if qerr != nil {
 			// Streams may still read peer memory: leak mappings rather than
 			// unmap memory in use.
-			g.segs.Drain()
+			g.peers.segs.Drain()
 			nerr := g.nccl.close(ctx)
 			g.gate.close(false) // the page stays registered and mapped: a stream may wait on it
 			g.b.mu.Lock()
@@ -346,18 +340,9 @@ func (g *Group) Close() error {
 		// Best effort: every step runs whatever an earlier one returned,
 		// and each failure is reported.
 		errs := []error{herr}
-		for _, ps := range g.segs.Drain() {
-			errs = append(errs, ps.unmap(g))
-		}
+		errs = g.peers.releaseSegs(errs, g.b.ctx, g.Me)
 		errs = append(errs, g.nccl.close(ctx))
-		for r, p := range g.padPeers {
-			if r != g.Me && p != 0 {
-				errs = append(errs, cudadrv.Unmap(g.b.ctx, p, g.pad.size))
-			}
-		}
-		if g.pad != nil {
-			errs = append(errs, g.pad.release(g.b.ctx))
-		}
+		errs = g.peers.releasePads(errs, g.b.ctx, g.Me)
 		errs = g.st.destroyStreams(errs)
 		for _, p := range g.paths.all {
 			if r, ok := p.(releaser); ok {

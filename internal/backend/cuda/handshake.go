@@ -47,9 +47,9 @@ type handshake struct {
 func (h *handshake) fill() {
 	g, a := h.g, h.args
 	for r := range g.Ranks {
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
 	}
-	a.PutU64(argRegion, g.padPeers[g.Me]+kernRegion)
+	a.PutU64(argRegion, g.peers.pads[g.Me]+kernRegion)
 	a.PutU32(argMe, uint32(g.Me))
 	a.PutU32(argN, uint32(len(g.Ranks)))
 }

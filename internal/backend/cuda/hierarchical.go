@@ -304,7 +304,7 @@ func (h *hierPath) deregister(ctx context.Context, seg pool.Segment) error {
 	if k := h.kids.Load(); k != nil {
 		var errs []error
 		for _, c := range []*Group{k.host, k.cross} {
-			if _, ok := c.segs.Get(seg.ID); ok {
+			if _, ok := c.peers.segs.Get(seg.ID); ok {
 				errs = append(errs, c.Deregister(ctx, seg))
 			}
 		}

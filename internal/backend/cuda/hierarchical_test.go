@@ -206,8 +206,8 @@ func TestHierIssues(t *testing.T) {
 		g.x = &hierLog{name: "parent", lines: &lines, refOf: refOf}
 		host.x = &hierLog{name: "host", lines: &lines, refOf: refOf}
 		cross.x = &hierLog{name: "cross", lines: &lines, refOf: refOf}
-		host.segs.Add(1, seg1(g)) // the parent's segment, registered in the children
-		cross.segs.Add(1, seg1(g))
+		host.peers.segs.Add(1, seg1(g)) // the parent's segment, registered in the children
+		cross.peers.segs.Add(1, seg1(g))
 		g.paths.hier.kids.Store(&hierKids{host: host, cross: cross})
 		path, err := g.Run(context.Background(), req)
 		if err != nil || path.Algo != coll.AlgoHier {

@@ -265,19 +265,19 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 			}
 		} else {
 			var ok bool
-			if dst, ok = g.peer(req.OutSym.Seg, r, req.OutSym.Off+off); !ok {
+			if dst, ok = g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+off); !ok {
 				return fmt.Errorf("kernel all-gather: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}
 			mask |= 1 << r
 			or |= dst
 		}
 		a.PutU64(argDst+8*r, dst)
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
 	}
 	a.PutU64(argIn, in)
 	a.PutU64(argSlice, uint64(slice))
 	a.PutU32(argUnit, agUnit(or))
-	a.PutU64(argRegion, g.padPeers[me]+kernRegion) // padPeers[me] is our own pad
+	a.PutU64(argRegion, g.peers.pads[me]+kernRegion) // pads[me] is our own pad
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(argMask, mask)

@@ -118,7 +118,7 @@ func TestAllGatherArgs(t *testing.T) {
 			if u32(argMask) != tc.mask {
 				t.Fatalf("mask %b, want %b", u32(argMask), tc.mask)
 			}
-			if u64(argRegion) != g.padPeers[tc.me]+kernRegion {
+			if u64(argRegion) != g.peers.pads[tc.me]+kernRegion {
 				t.Fatalf("own region %#x", u64(argRegion))
 			}
 			for r := 0; r < tc.n; r++ {
@@ -127,7 +127,7 @@ func TestAllGatherArgs(t *testing.T) {
 				if got := u64(argDst + 8*r); got != want {
 					t.Fatalf("dst[%d] = %#x, want %#x", r, got, want)
 				}
-				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+kernRegion {
+				if got := u64(argPeerRegion + 8*r); got != g.peers.pads[r]+kernRegion {
 					t.Fatalf("region[%d] = %#x", r, got)
 				}
 			}
@@ -181,7 +181,7 @@ func TestAllReduceArgs(t *testing.T) {
 			if u64(arOut) != req.Out.Ptr || u64(arBytes) != bytes || u32(argMe) != uint32(tc.me) || u32(argN) != uint32(tc.n) || u32(arDType) != arDTypes[tc.dt] {
 				t.Fatalf("header: out %#x bytes %d me %d n %d dtype %d", u64(arOut), u64(arBytes), u32(argMe), u32(argN), u32(arDType))
 			}
-			if u64(argRegion) != g.padPeers[tc.me]+kernRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
+			if u64(argRegion) != g.peers.pads[tc.me]+kernRegion || u64(argTimeout) != uint64(g.b.watchdog.Nanoseconds()) {
 				t.Fatalf("region %#x timeout %d", u64(argRegion), u64(argTimeout))
 			}
 			for r := 0; r < tc.n; r++ {
@@ -189,7 +189,7 @@ func TestAllReduceArgs(t *testing.T) {
 				if got := u64(arSrc + 8*r); got != want {
 					t.Fatalf("src[%d] = %#x, want %#x", r, got, want)
 				}
-				if got := u64(argPeerRegion + 8*r); got != g.padPeers[r]+kernRegion {
+				if got := u64(argPeerRegion + 8*r); got != g.peers.pads[r]+kernRegion {
 					t.Fatalf("region[%d] = %#x", r, got)
 				}
 			}

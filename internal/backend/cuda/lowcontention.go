@@ -219,7 +219,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
 	ctas := min(g.b.lcCTAs, kernMaxCTAs, max(1, int((sub+kernThreads*kernAlign-1)/(kernThreads*kernAlign))))
-	words := g.padPeers[me] + lcWords
+	words := g.peers.pads[me] + lcWords
 	a := l.args
 	a.PutU64(arOut, out)
 	a.PutU64(arBytes, uint64(chunk))
@@ -246,7 +246,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		if r == me {
 			continue
 		}
-		src, ok := g.peer(req.InSym.Seg, r, req.InSym.Off+off)
+		src, ok := g.peers.at(req.InSym.Seg, r, req.InSym.Off+off)
 		if !ok {
 			return fmt.Errorf("lc: input not registered with group %q: %w", g.GroupName, errNotSymmetric)
 		}
@@ -279,7 +279,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		nx := 0
 		for k := 1; k < n; k++ {
 			r := (me + k) % n
-			dst, ok := g.peer(req.OutSym.Seg, r, req.OutSym.Off+off)
+			dst, ok := g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+off)
 			if !ok {
 				return fmt.Errorf("lc all_reduce: output not registered with group %q: %w", g.GroupName, errNotSymmetric)
 			}

@@ -72,7 +72,7 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 	common, off, chunk := chunkOf(req, len(g.Ranks), g.Me)
 	sub := lcSubChunk(common, n)
 	subs := int((chunk + sub - 1) / sub)
-	words := g.padPeers[me] + lcWords
+	words := g.peers.pads[me] + lcWords
 	var ctas int
 	for _, o := range ops {
 		if o.Kind == cudadrv.OpLaunch {
@@ -175,7 +175,7 @@ func runLCModel(g *Group, req backend.Request, seed int64, mutate func([]cudadrv
 					continue
 				}
 				slot := g.paths.lc.staging.base + uint64((int64(c%2)*int64(n-1)+int64(j))*sub)
-				want, _ := g.peer(req.InSym.Seg, r, req.InSym.Off+off+int64(c)*sub)
+				want, _ := g.peers.at(req.InSym.Seg, r, req.InSym.Off+off+int64(c)*sub)
 				if content[slot] != want {
 					return fmt.Errorf("CTA %d summing sub-chunk %d read slot %#x holding %#x, want rank %d's %#x", x.cta, c, slot, content[slot], r, want)
 				}

@@ -171,12 +171,12 @@ func (l *llPath) fill(req backend.Request) {
 		stride = uint32(row) // peer k gets chunk k
 	}
 	for r := 0; r < n; r++ {
-		a.PutU64(argDst+8*r, g.padPeers[r]+llArea)
-		a.PutU64(argPeerRegion+8*r, g.padPeers[r]+kernRegion)
+		a.PutU64(argDst+8*r, g.peers.pads[r]+llArea)
+		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
 	}
 	a.PutU64(argIn, in)
 	a.PutU64(argSlice, uint64(row))
-	a.PutU64(argRegion, g.padPeers[me]+kernRegion)
+	a.PutU64(argRegion, g.peers.pads[me]+kernRegion)
 	a.PutU32(argMe, uint32(me))
 	a.PutU32(argN, uint32(n))
 	a.PutU32(arDType, arDTypes[req.DType])

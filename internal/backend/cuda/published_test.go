@@ -305,8 +305,8 @@ func TestHierFailureBreaks(t *testing.T) {
 	g.paths.hier.init(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
 	host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 	cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
-	host.segs.Add(1, seg1(g))
-	cross.segs.Add(1, seg1(g))
+	host.peers.segs.Add(1, seg1(g))
+	cross.peers.segs.Add(1, seg1(g))
 	host.x, cross.x = nopExec{}, nopExec{}
 	g.paths.hier.kids.Store(&hierKids{host: host, cross: cross})
 	req := forced(makeReq(g, coll.AllGather, coll.BFloat16, coll.Sum, 512, false, "io", 0).req, coll.AlgoHier).Shaped(4, me)

@@ -11,21 +11,16 @@ import (
 	"github.com/symmem/symmem/pool"
 )
 
-// Registered segments: every rank's mapping of each, the registration
-// agreement, and the quiescing that makes deregistration and close safe.
-
-// peerSeg is every rank's mapping of one registered segment.
-type peerSeg struct {
-	size  int64
-	bases []uint64 // by group rank; bases[me] is this rank's own segment
-}
+// Registered segments: the registration agreement, every rank's mapping of
+// each (kept in peerTable, peers.go), and the quiescing that makes
+// deregistration and close safe.
 
 // Register makes seg usable by the group's collectives: peers' copies are
 // mapped here (copy engines) and the segment becomes an NCCL window. It is
 // collective; ranks that register different segments get an error wrapping
 // errs.Mismatch (never a hang).
 func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
-	if err := g.segs.Fresh(g.GroupName, seg.ID); err != nil {
+	if err := g.peers.segs.Fresh(g.GroupName, seg.ID); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	fd, size, err := g.b.prov.fd(seg.ID)
@@ -54,16 +49,16 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	}
 	ps.bases[g.Me] = seg.Base
 	if err := g.nccl.register(ctx, seg); err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, ps.unmap(g)))
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, ps.unmap(g.b.ctx, g.Me)))
 	}
 	// The segment becomes the group's only once the hier path's children
 	// have it too: where one fails the group undoes its part (no call has
 	// used the segment yet), so that the pool, which counts it as not
 	// registered, can register it again.
 	if err := g.paths.hier.register(ctx, seg); err != nil {
-		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, g.nccl.deregister(ctx, seg), ps.unmap(g)))
+		return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, errors.Join(err, g.nccl.deregister(ctx, seg), ps.unmap(g.b.ctx, g.Me)))
 	}
-	g.segs.Add(seg.ID, ps)
+	g.peers.segs.Add(seg.ID, ps)
 	return nil
 }
 
@@ -75,7 +70,7 @@ var errWorkInFlight = errors.New("collectives still in flight")
 // Deregister waits until the group's last collective finished (bounded by
 // the timeout), then unmaps the peers' copies of seg and drops its window.
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
-	ps, ok := g.segs.Get(seg.ID)
+	ps, ok := g.peers.segs.Get(seg.ID)
 	if !ok {
 		return fmt.Errorf("cuda: group %q: deregister of segment %d, which is not registered", g.GroupName, seg.ID)
 	}
@@ -92,8 +87,8 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 	if errors.Is(herr, errWorkInFlight) {
 		return fmt.Errorf("cuda: group %q: deregister segment %d: a hier child group has %w, so it stays registered: %w", g.GroupName, seg.ID, errWorkInFlight, herr)
 	}
-	g.segs.Remove(seg.ID)
-	if err := errors.Join(herr, g.nccl.deregister(ctx, seg), ps.unmap(g)); err != nil {
+	g.peers.segs.Remove(seg.ID)
+	if err := errors.Join(herr, g.nccl.deregister(ctx, seg), ps.unmap(g.b.ctx, g.Me)); err != nil {
 		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.GroupName, seg.ID, err)
 	}
 	return nil
@@ -127,27 +122,7 @@ func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([
 	return bases, nil
 }
 
-// unmap unmaps the peers' copies, every one even where some fail.
-func (ps *peerSeg) unmap(g *Group) error {
-	var errs []error
-	for r, p := range ps.bases {
-		if r != g.Me && p != 0 {
-			errs = append(errs, cudadrv.Unmap(g.b.ctx, p, ps.size))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Registered is the number of segments registered with the group.
 func (g *Group) Registered() int {
-	return g.segs.Len()
-}
-
-// peer returns rank r's address of segment seg at offset off.
-func (g *Group) peer(seg pool.SegmentID, r int, off int64) (uint64, bool) {
-	ps, ok := g.segs.Get(seg)
-	if !ok || ps.bases[r] == 0 {
-		return 0, false
-	}
-	return ps.bases[r] + uint64(off), true
+	return g.peers.segs.Len()
 }

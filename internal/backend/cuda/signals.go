@@ -2,14 +2,9 @@ package cuda
 
 import "github.com/symmem/symmem/internal/native/cudadrv"
 
-// The signals the copy-engine paths (ce, lc) share: the pad words ranks
-// signal each other through, and a signal round. Copies spread over the
-// side streams are streams.transfers.
-
-// word is the address of pad word (slot, from) in rank r's pad.
-func (g *Group) word(r, slot, from int) uint64 {
-	return g.padPeers[r] + uint64(4*(slot*len(g.Ranks)+from))
-}
+// The signals the copy-engine paths (ce, lc) share: a signal round through
+// the pads' words (peerTable.word). Copies spread over the side streams are
+// streams.transfers.
 
 // xfer is one copy: n bytes from src to dst.
 type xfer struct {
@@ -32,17 +27,17 @@ func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
 	n, me := len(g.Ranks), g.Me
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Write32(s, g.word(r, slot, me), signalOn)
+			p.Write32(s, g.peers.word(r, slot, me), signalOn)
 		}
 	}
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Wait32EQ(s, g.word(me, slot, r), signalOn)
+			p.Wait32EQ(s, g.peers.word(me, slot, r), signalOn)
 		}
 	}
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Write32(s, g.word(me, slot, r), 0)
+			p.Write32(s, g.peers.word(me, slot, r), 0)
 		}
 	}
 }

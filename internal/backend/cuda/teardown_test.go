@@ -36,7 +36,7 @@ func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.
 		t.Fatal(err)
 	}
 	seg := pool.Segment{ID: 1, Base: 0x1000_0000, Size: 2 << 20}
-	g.segs.Add(seg.ID, &peerSeg{size: seg.Size, bases: []uint64{seg.Base, 0x2000_0000}})
+	g.peers.segs.Add(seg.ID, &peerSeg{size: seg.Size, bases: []uint64{seg.Base, 0x2000_0000}})
 	return g, seg
 }
 
