@@ -171,6 +171,9 @@ func TestUntil(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			e := &env{w: newWord(), wake: make(chan struct{})}
+			// Before the context's deadline and the signaller start their
+			// clocks: a wait bounded by either cannot then look shorter.
+			start := time.Now()
 			ctx, cancel := context.Background(), context.CancelFunc(func() {})
 			if c.ctx != nil {
 				ctx, cancel = c.ctx()
@@ -182,7 +185,6 @@ func TestUntil(t *testing.T) {
 				}
 				return e.flag.Load() || atomic.LoadUint32(e.w.val()) != 0, nil
 			}
-			start := time.Now() // before the signaller starts its clock
 			if c.after != nil {
 				go c.after(e)
 			}
