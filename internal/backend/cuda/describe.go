@@ -47,7 +47,7 @@ func (b *Backend) Describe() string {
 			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", p.size>>20, llCap>>10)
 		}
 		across := ""
-		if g.calls != nil {
+		if g.watch.calls != nil {
 			across = "; calls compared across hosts after they are issued (call log)"
 		}
 		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s%s\n",

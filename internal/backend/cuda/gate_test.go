@@ -96,7 +96,7 @@ func TestGateErrors(t *testing.T) {
 // reason, naming the rank, before anything is queued.
 func TestPeerGoneStopsGroup(t *testing.T) {
 	g := fakeGroup(2, 0)
-	if err := g.goneErr(); err != nil {
+	if err := g.watch.err(); err != nil {
 		t.Fatalf("a fresh group is gone: %v", err)
 	}
 	g.abortGroup(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
@@ -60,13 +59,7 @@ type Group struct {
 	x    executor // the driver and NCCL (edge.go)
 	gen  int      // the name's generation (child groups of the hier path share it)
 
-	// gone is abortGroup's error (a member gone, or a difference on this
-	// host or between hosts, in a group that spans hosts); unwatch ends the
-	// presence watch (nil without one); calls compares the calls across
-	// hosts after they were issued (nil unless the group spans hosts).
-	gone    atomic.Pointer[error]
-	unwatch func()
-	calls   *members.CallLog
+	watch hostWatch // the stop of a group that spans hosts (spanning.go)
 
 	closeOnce sync.Once
 }
@@ -181,7 +174,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	}
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
-		g.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
+		g.watch.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.hostPeers != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
@@ -189,7 +182,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			// Every rank posts and reads two neighbours' posts each tick:
 			// fewer ticks for larger groups keep the store's load flat.
 			tick := members.LogTick * time.Duration(max(1, len(g.Ranks)/16))
-			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
+			g.watch.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
 				func(err error) { g.abortGroup(err, comms) })
 		}
 	}
@@ -309,12 +302,7 @@ func (g *Group) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), g.Timeout)
 		defer cancel()
 		g.Gather.Unwatch()
-		if g.unwatch != nil {
-			g.unwatch()
-		}
-		if g.calls != nil {
-			g.calls.Close()
-		}
+		g.watch.close()
 		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
 			if a != nil {
 				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
