@@ -190,9 +190,9 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	}
 	g.st.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303}
 	g.hs.stream, g.hs.ev = 0x401, [2]uint64{0x402, 0x403}
-	g.ceWhy = "every rank is on this host and P2P-reachable"
+	g.caps.ceWhy = "every rank is on this host and P2P-reachable"
 	if !c.ce {
-		g.ce, g.ceWhy = false, "rank 0 runs on another host"
+		g.caps.ce, g.caps.ceWhy = false, "rank 0 runs on another host"
 	}
 	switch {
 	case c.kern && c.ce:
@@ -201,9 +201,9 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 		g.hs.fill()
 		g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	case c.ce:
-		g.kernWhy = "rank 0 cannot load it"
+		g.caps.kernWhy = "rank 0 cannot load it"
 	default:
-		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+		g.caps.kernWhy = "it needs peer mappings: " + g.caps.ceWhy
 	}
 	switch c.nccl {
 	case "":

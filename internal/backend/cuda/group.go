@@ -26,12 +26,7 @@ type Group struct {
 	members.Head
 	b *Backend
 
-	// Copy-engine availability: every member on this host, P2P reachable.
-	ce    bool
-	ceWhy string
-	// sharing names the ranks that use this rank's GPU too ("" if none);
-	// NCCL is unavailable then.
-	sharing string
+	caps caps // what the group can use, decided at setup (topology.go)
 
 	peers peerTable // every rank's pad and registered segments as mapped here (peers.go)
 
@@ -45,15 +40,14 @@ type Group struct {
 	hostPeers   *members.HostAgreement
 	hostMembers []int
 
-	runMu   sync.Mutex
-	paths   paths // every path, symmem's and NCCL's (path.go)
-	prog    *cudadrv.Program
-	st      streams // side streams, their events and quiesce's fences (streams.go)
-	broken  error
-	hs      handshake // checked mode's handshake (handshake.go; no block without kernels, kernWhy says why)
-	faults  faults    // the kernels' mismatch reports (fault.go)
-	kernWhy string
-	gate    *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
+	runMu  sync.Mutex
+	paths  paths // every path, symmem's and NCCL's (path.go)
+	prog   *cudadrv.Program
+	st     streams // side streams, their events and quiesce's fences (streams.go)
+	broken error
+	hs     handshake // checked mode's handshake (handshake.go; no block without kernels, caps.kernWhy says why)
+	faults faults    // the kernels' mismatch reports (fault.go)
+	gate   *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
 
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
@@ -113,7 +107,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	// Every rank must agree on the paths `auto` may take, and on whether
 	// calls go through the gate.
 	if kern && !t.kern {
-		kern, g.kernWhy = false, t.kernWhy
+		kern, g.caps.kernWhy = false, t.kernWhy
 	}
 	guard = t.guard
 	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !t.spans
@@ -140,7 +134,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err := g.reachPeers(all, t, g.probeP2P); err != nil {
 		return err
 	}
-	if g.ce {
+	if g.caps.ce {
 		if err := g.setupCE(ctx); err != nil {
 			return err
 		}
@@ -153,15 +147,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.hs.fill()
 		}
 	} else if kern {
-		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+		g.caps.kernWhy = "it needs peer mappings: " + g.caps.ceWhy
 	}
 	if guard { // every rank has the guard, so every rank publishes at the gate
 		if g.gate, err = newCallGate(g); err != nil {
 			return err
 		}
 	}
-	if g.sharing != "" {
-		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
+	if g.caps.sharing != "" {
+		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.caps.sharing, g.b.info.PCI),
 			winWhy: "no NCCL on a shared GPU"}
 	} else {
 		g.nccl = newNCCLGroup(ctx, g, gen)
@@ -169,7 +163,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err := g.agreeNCCL(ctx); err != nil {
 		return err
 	}
-	if g.sharing != "" {
+	if g.caps.sharing != "" {
 		return nil
 	}
 	if presences != nil { // once the communicators exist: abortGroup aborts them
@@ -200,14 +194,14 @@ func (g *Group) probeP2P(pci string) (dev int, access bool, hidden, err error) {
 	return dev, link.Access, nil, err
 }
 
-// reachPeers decides whether copy engines serve the group (g.ce, g.ceWhy)
-// and which members share this rank's GPU (g.sharing): t's peers in group
+// reachPeers decides whether copy engines serve the group (g.caps.ce, g.caps.ceWhy)
+// and which members share this rank's GPU (g.caps.sharing): t's peers in group
 // order, probe's answer for each on another GPU, up to the first it
 // cannot reach; then t.remote.
 func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (dev int, access bool, hidden, err error)) error {
-	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	g.caps.ce, g.caps.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.FDs == nil && len(g.Ranks) > 1 {
-		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+		g.caps.ce, g.caps.ceWhy = false, "no fd exchange to share segments"
 		return nil
 	}
 	for _, p := range t.peers {
@@ -218,23 +212,23 @@ func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (d
 					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
 					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
 			}
-			g.sharing += fmt.Sprintf(" %d", id.Rank)
+			g.caps.sharing += fmt.Sprintf(" %d", id.Rank)
 			continue
 		}
 		dev, access, hidden, err := probe(id.PCI)
 		switch {
 		case hidden != nil:
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
+			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
 			return nil
 		case err != nil:
 			return err
 		case !access:
-			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
+			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
 			return nil
 		}
 	}
 	if t.remote >= 0 {
-		g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
+		g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
 	}
 	return nil
 }
