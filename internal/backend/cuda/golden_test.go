@@ -231,7 +231,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 // attachGate gives g a call gate over agreement a (its guard's words at a
 // fake device address: nothing runs them).
 func attachGate(g *Group, a *members.HostAgreement) {
-	g.agreement = a
+	g.ag.group = a
 	gt := &callGate{g: g, ag: a, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
 	gt.failedDev = 0xFA00_0000 + members.FailedOffset

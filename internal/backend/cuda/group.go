@@ -30,15 +30,7 @@ type Group struct {
 
 	peers peerTable // every rank's pad and registered segments as mapped here (peers.go)
 
-	// agreement compares records in-band when every rank is on this host
-	// (Agreer); nil otherwise (the store).
-	agreement *members.HostAgreement
-	// hostPeers, in a group that spans hosts, is the agreement of the
-	// members on this rank's host (their group indices: hostMembers),
-	// whose gate compares their calls (hostGate); nil where agreement
-	// covers the group or this rank is alone on its host.
-	hostPeers   *members.HostAgreement
-	hostMembers []int
+	ag agreements // the in-band agreements among members on this host (agreement.go)
 
 	runMu  sync.Mutex
 	paths  paths // every path, symmem's and NCCL's (path.go)
@@ -114,10 +106,10 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
-		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
+		if g.ag.group, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
 			return err
 		}
-		g.Gather.Watch(g.agreement.Gone)
+		g.Gather.Watch(g.ag.group.Gone)
 	case len(g.Ranks) > 1: // ranks on other hosts: their presences in the store
 		if presences, err = g.b.watchHosts(ctx, g.Store); err != nil {
 			return err
@@ -126,7 +118,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.Gather.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
 		if t.spans {
 			g.b.nccl.spanHosts()
-			if err := g.joinHostPeers(ctx, t.local); err != nil {
+			if err := g.ag.joinHost(ctx, &g.Head, t.local); err != nil {
 				return err
 			}
 		}
@@ -169,7 +161,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
 		g.watch.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
-		if g.hostPeers != nil && g.gate == nil {
+		if g.ag.host != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
 		if t.spans {
@@ -277,11 +269,7 @@ func deviceByPCI(pci string) (int, error) {
 func (g *Group) Leave() {
 	g.paths.hier.leave()
 	g.Gather.Leave()
-	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-		if a != nil {
-			a.SetState(members.StateLeft)
-		}
-	}
+	g.ag.setState(members.StateLeft)
 }
 
 // Close releases the group's mappings, pads, streams, events and NCCL
@@ -297,12 +285,8 @@ func (g *Group) Close() error {
 		defer cancel()
 		g.Gather.Unwatch()
 		g.watch.close()
-		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-			if a != nil {
-				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
-			}
-		}
-		herr := g.paths.hier.close() // before quiesce: the children's calls end this group's hier calls
+		g.ag.setState(members.StateLeft) // peers still waiting for this rank learn it at once
+		herr := g.paths.hier.close()     // before quiesce: the children's calls end this group's hier calls
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()
@@ -336,11 +320,7 @@ func (g *Group) Close() error {
 			errs = append(errs, g.faults.words.Free())
 		}
 		errs = append(errs, g.gate.close(true))
-		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-			if a != nil {
-				a.Close()
-			}
-		}
+		g.ag.close()
 		errs = g.st.destroyEvents(errs)
 		if e := errors.Join(errs...); e != nil {
 			err = fmt.Errorf("cuda: group %q: close: %w", g.GroupName, e)
@@ -355,8 +335,8 @@ func (g *Group) Close() error {
 // calls) in about a microsecond instead of a store round trip; nil
 // otherwise (the store).
 func (g *Group) Agreer() agree.Agreer {
-	if g.agreement == nil {
+	if g.ag.group == nil {
 		return nil
 	}
-	return g.agreement
+	return g.ag.group
 }

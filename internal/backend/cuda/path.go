@@ -112,11 +112,7 @@ func (g *Group) breakWith(err error) {
 	if g.broken == nil {
 		g.broken = err
 	}
-	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-		if a != nil {
-			a.SetState(members.StateFailed)
-		}
-	}
+	g.ag.setState(members.StateFailed)
 }
 
 // newProgram is the group's program, emptied, for the call being built.

@@ -1,10 +1,8 @@
 package cuda
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
@@ -12,9 +10,9 @@ import (
 	"github.com/symmem/symmem/internal/errs"
 )
 
-// A group whose ranks sit on several hosts: this host's members' agreement
-// and the group's stop when a member on another host is gone or the
-// ranks' calls differ (docs/multihost.md).
+// A group whose ranks sit on several hosts: the group's stop when a member
+// on another host is gone or the ranks' calls differ (docs/multihost.md;
+// this host's members' agreement: agreements.host, agreement.go).
 
 // abortGroup stops a group that spans hosts, once: when a member on
 // another host exited (members.Presences.OnGone), or when this host's
@@ -81,24 +79,4 @@ func (w *hostWatch) close() {
 	if w.calls != nil {
 		w.calls.Close()
 	}
-}
-
-// joinHostPeers sets up hostPeers (group setup, when the group spans
-// hosts): the members on this rank's host (local, group indices), when
-// there are two or more and the job passes file descriptors. Collective
-// over those members.
-func (g *Group) joinHostPeers(ctx context.Context, local []int) error {
-	if len(local) < 2 || g.FDs == nil {
-		return nil
-	}
-	ranks := make([]int, len(local))
-	for i, q := range local {
-		ranks[i] = g.Ranks[q]
-	}
-	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.GroupName), g.FDs, g.Prefix+"/host", ranks, slices.Index(local, g.Me), g.Timeout)
-	if err != nil {
-		return err
-	}
-	g.hostPeers, g.hostMembers = a, local
-	return nil
 }
