@@ -253,7 +253,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)
-	noCE.ce, noCE.ceWhy = false, "rank 0 runs on another host"
+	noCE.caps.ce, noCE.caps.ceWhy = false, "rank 0 runs on another host"
 	if _, _, _, err := noCE.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "another host") {
 		t.Fatalf("ce forced without peer access: %v", err)
 	}

@@ -108,7 +108,7 @@ func (b *Backend) rearm() {
 		return
 	}
 	for _, g := range b.groups {
-		if g.goneErr() != nil {
+		if g.watch.err() != nil {
 			return
 		}
 	}
@@ -355,7 +355,7 @@ func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error 
 		groups := append([]*Group(nil), b.groups...)
 		b.mu.Unlock()
 		for _, g := range groups { // a member gone, then a mismatch: they also explain a launch failure (handshake.go)
-			if err := g.goneErr(); err != nil {
+			if err := g.watch.err(); err != nil {
 				return err
 			}
 			if err := g.Fault(); err != nil {

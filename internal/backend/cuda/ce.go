@@ -57,7 +57,7 @@ type cePath struct {
 // build finds nothing more to refuse: it runs after the call was
 // published at the gate.
 func (ce *cePath) serves(req backend.Request) bool {
-	if !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks {
+	if !ce.row.does(req.Kind) || !ce.g.caps.ce || len(ce.g.Ranks) > maxCERanks {
 		return false
 	}
 	if req.Kind == coll.AllToAll {
@@ -71,7 +71,7 @@ func (ce *cePath) whyNot(req backend.Request) error {
 	switch {
 	case ce.serves(req):
 		return nil
-	case !ce.row.does(req.Kind) || !ce.g.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice:
+	case !ce.row.does(req.Kind) || !ce.g.caps.ce || len(ce.g.Ranks) > maxCERanks || req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice:
 		return fmt.Errorf("%s: %w", ce.why(req), errs.NotSupported)
 	}
 	return fmt.Errorf("%s: %w", ce.why(req), errNotSymmetric)
@@ -84,8 +84,8 @@ func (ce *cePath) why(req backend.Request) string {
 	switch {
 	case !ce.row.does(req.Kind):
 		return "copy engines serve all_gather and all_to_all only"
-	case !ce.g.ce:
-		return "copy engines unavailable: " + ce.g.ceWhy
+	case !ce.g.caps.ce:
+		return "copy engines unavailable: " + ce.g.caps.ceWhy
 	case len(ce.g.Ranks) > maxCERanks:
 		return fmt.Sprintf("the copy-engine paths serve up to %d ranks, the group has %d", maxCERanks, len(ce.g.Ranks))
 	}

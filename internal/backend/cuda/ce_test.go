@@ -20,7 +20,7 @@ import (
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
 	g := &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
-		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, ce: true,
+		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, caps: caps{ce: true},
 		prog: cudadrv.NewProgram(64), peers: peerTable{pads: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}}, x: nopExec{}}
 	for r := range g.Ranks {
 		g.Ranks[r] = r
@@ -183,7 +183,7 @@ func TestBuildAllGatherNeedsRegisteredInput(t *testing.T) {
 func TestChoose(t *testing.T) {
 	g := fakeGroup(2, 1)
 	noCE := fakeGroup(2, 1)
-	noCE.ce, noCE.ceWhy = false, "rank 0 runs on another host"
+	noCE.caps.ce, noCE.caps.ceWhy = false, "rank 0 runs on another host"
 	sym := gatherReq(g, 1<<19, false)
 	plain := sym
 	plain.InSym, plain.OutSym = backend.Sym{}, backend.Sym{}

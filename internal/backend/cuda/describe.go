@@ -36,7 +36,7 @@ func (b *Backend) Describe() string {
 	for _, g := range b.groups {
 		kern := "true"
 		if !g.paths.kernel.loaded() {
-			kern = "false (" + g.kernWhy + ")"
+			kern = "false (" + g.caps.kernWhy + ")"
 		}
 		nccl := fmt.Sprint(g.nccl.comm != nil)
 		if g.nccl.comm == nil && g.nccl.err != nil {
@@ -47,11 +47,11 @@ func (b *Backend) Describe() string {
 			pad = fmt.Sprintf("; signal pad %d MiB (ll rows up to %d KiB)", p.size>>20, llCap>>10)
 		}
 		across := ""
-		if g.calls != nil {
+		if g.watch.calls != nil {
 			across = "; calls compared across hosts after they are issued (call log)"
 		}
 		fmt.Fprintf(&s, "cuda: group %q rank %d/%d: copy engines %v (%s); kernels %s; nccl comm %s; windows %v %s; segments %d%s%s\n",
-			g.GroupName, g.Me, len(g.Ranks), g.ce, g.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), pad, across)
+			g.GroupName, g.Me, len(g.Ranks), g.caps.ce, g.caps.ceWhy, kern, nccl, g.nccl.windows, g.nccl.winWhy, g.Registered(), pad, across)
 	}
 	return s.String()
 }

@@ -88,15 +88,15 @@ const gateTick = 100 * time.Millisecond
 // cannot): ranks on one host (the agreement) and symmem's modules loaded
 // (the guard).
 func newCallGate(g *Group) (*callGate, error) {
-	if g.agreement == nil || g.b.kern.fn(guardKernel) == 0 {
+	if g.ag.group == nil || g.b.kern.fn(guardKernel) == 0 {
 		return nil, nil
 	}
-	c := g.agreement.Gate()
+	c := g.ag.group.Gate()
 	reg, err := cudadrv.RegisterHost(g.b.ctx, c.SharedPage())
 	if err != nil {
 		return nil, fmt.Errorf("call gate: %w", err)
 	}
-	gt := &callGate{g: g, ag: g.agreement, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt := &callGate{g: g, ag: g.ag.group, c: c, reg: reg, args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, reg.Device()+members.ApprovedOffset)
 	gt.failedDev = reg.Device() + members.FailedOffset
 	gt.args.PutU64(guardFailed, gt.failedDev)
@@ -106,7 +106,7 @@ func newCallGate(g *Group) (*callGate, error) {
 }
 
 // hostGate is the gate of a group that spans hosts, among the members on
-// this host (hostPeers): their calls are compared as on one host, at no
+// this host (agreements.host): their calls are compared as on one host, at no
 // cost between hosts, but no call waits for an approval (no guard: a
 // trap would cost the context where a member exits, which the NCCL abort
 // of a gone member spares). A difference found, or a member here that
@@ -116,7 +116,7 @@ func newCallGate(g *Group) (*callGate, error) {
 // Calls that differ between hosts only are compared after the fact, by the
 // group's call log (members.CallLog, docs/multihost.md).
 func hostGate(g *Group, abort func(error)) *callGate {
-	gt := &callGate{g: g, ag: g.hostPeers, members: g.hostMembers, abort: abort, c: g.hostPeers.Gate(),
+	gt := &callGate{g: g, ag: g.ag.host, members: g.ag.hostMembers, abort: abort, c: g.ag.host.Gate(),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go gt.watch()
 	return gt

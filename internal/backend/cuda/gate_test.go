@@ -96,7 +96,7 @@ func TestGateErrors(t *testing.T) {
 // reason, naming the rank, before anything is queued.
 func TestPeerGoneStopsGroup(t *testing.T) {
 	g := fakeGroup(2, 0)
-	if err := g.goneErr(); err != nil {
+	if err := g.watch.err(); err != nil {
 		t.Fatalf("a fresh group is gone: %v", err)
 	}
 	g.abortGroup(fmt.Errorf("rank 1 (host b) exited: %w", errs.PeerExited), nil)
@@ -123,7 +123,7 @@ func TestHostGateAborts(t *testing.T) {
 	}
 	rs := make([]*rank, 2)
 	for i := range rs {
-		g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 2 * i}, hostPeers: as[i], hostMembers: []int{0, 2}}
+		g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 2 * i}, ag: agreements{host: as[i], hostMembers: []int{0, 2}}}
 		r := &rank{g: g, errs: make(chan error, 2)}
 		r.gt = hostGate(g, func(err error) { r.errs <- err })
 		t.Cleanup(func() { r.gt.close(true) })
@@ -183,7 +183,7 @@ func TestHostGateAborts(t *testing.T) {
 func TestHostGateMemberLeft(t *testing.T) {
 	as := goldenAgreements(t, 2)
 	errc := make(chan error, 2)
-	g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 0}, hostPeers: as[0], hostMembers: []int{0, 2}}
+	g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 0}, ag: agreements{host: as[0], hostMembers: []int{0, 2}}}
 	gt := hostGate(g, func(err error) { errc <- err })
 	t.Cleanup(func() { gt.close(true) })
 	as[1].SetState(members.StateLeft) // group rank 2 (global 1) closes

@@ -190,9 +190,9 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	}
 	g.st.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303}
 	g.hs.stream, g.hs.ev = 0x401, [2]uint64{0x402, 0x403}
-	g.ceWhy = "every rank is on this host and P2P-reachable"
+	g.caps.ceWhy = "every rank is on this host and P2P-reachable"
 	if !c.ce {
-		g.ce, g.ceWhy = false, "rank 0 runs on another host"
+		g.caps.ce, g.caps.ceWhy = false, "rank 0 runs on another host"
 	}
 	switch {
 	case c.kern && c.ce:
@@ -201,9 +201,9 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 		g.hs.fill()
 		g.paths.lc.staging = &segment{base: 0xC000_0000, size: lcStagingBytes}
 	case c.ce:
-		g.kernWhy = "rank 0 cannot load it"
+		g.caps.kernWhy = "rank 0 cannot load it"
 	default:
-		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+		g.caps.kernWhy = "it needs peer mappings: " + g.caps.ceWhy
 	}
 	switch c.nccl {
 	case "":
@@ -231,7 +231,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 // attachGate gives g a call gate over agreement a (its guard's words at a
 // fake device address: nothing runs them).
 func attachGate(g *Group, a *members.HostAgreement) {
-	g.agreement = a
+	g.ag.group = a
 	gt := &callGate{g: g, ag: a, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
 	gt.failedDev = 0xFA00_0000 + members.FailedOffset

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/symmem/symmem/internal/backend"
@@ -27,46 +26,26 @@ type Group struct {
 	members.Head
 	b *Backend
 
-	// Copy-engine availability: every member on this host, P2P reachable.
-	ce    bool
-	ceWhy string
-	// sharing names the ranks that use this rank's GPU too ("" if none);
-	// NCCL is unavailable then.
-	sharing string
+	caps caps // what the group can use, decided at setup (topology.go)
 
 	peers peerTable // every rank's pad and registered segments as mapped here (peers.go)
 
-	// agreement compares records in-band when every rank is on this host
-	// (Agreer); nil otherwise (the store).
-	agreement *members.HostAgreement
-	// hostPeers, in a group that spans hosts, is the agreement of the
-	// members on this rank's host (their group indices: hostMembers),
-	// whose gate compares their calls (hostGate); nil where agreement
-	// covers the group or this rank is alone on its host.
-	hostPeers   *members.HostAgreement
-	hostMembers []int
+	ag agreements // the in-band agreements among members on this host (agreement.go)
 
-	runMu   sync.Mutex
-	paths   paths // every path, symmem's and NCCL's (path.go)
-	prog    *cudadrv.Program
-	st      streams // side streams, their events and quiesce's fences (streams.go)
-	broken  error
-	hs      handshake // checked mode's handshake (handshake.go; no block without kernels, kernWhy says why)
-	faults  faults    // the kernels' mismatch reports (fault.go)
-	kernWhy string
-	gate    *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
+	runMu  sync.Mutex
+	paths  paths // every path, symmem's and NCCL's (path.go)
+	prog   *cudadrv.Program
+	st     streams // side streams, their events and quiesce's fences (streams.go)
+	broken error
+	hs     handshake // checked mode's handshake (handshake.go; no block without kernels, caps.kernWhy says why)
+	faults faults    // the kernels' mismatch reports (fault.go)
+	gate   *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
 
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)
 	gen  int      // the name's generation (child groups of the hier path share it)
 
-	// gone is abortGroup's error (a member gone, or a difference on this
-	// host or between hosts, in a group that spans hosts); unwatch ends the
-	// presence watch (nil without one); calls compares the calls across
-	// hosts after they were issued (nil unless the group spans hosts).
-	gone    atomic.Pointer[error]
-	unwatch func()
-	calls   *members.CallLog
+	watch hostWatch // the stop of a group that spans hosts (spanning.go)
 
 	closeOnce sync.Once
 }
@@ -120,17 +99,17 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	// Every rank must agree on the paths `auto` may take, and on whether
 	// calls go through the gate.
 	if kern && !t.kern {
-		kern, g.kernWhy = false, t.kernWhy
+		kern, g.caps.kernWhy = false, t.kernWhy
 	}
 	guard = t.guard
 	sameHost := g.FDs != nil && len(g.Ranks) > 1 && !t.spans
 	var presences *members.Presences // members on other hosts: what watches them
 	switch {
 	case sameHost:
-		if g.agreement, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
+		if g.ag.group, err = members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q", g.GroupName), g.FDs, g.Prefix, g.Ranks, g.Me, g.Timeout); err != nil {
 			return err
 		}
-		g.Gather.Watch(g.agreement.Gone)
+		g.Gather.Watch(g.ag.group.Gone)
 	case len(g.Ranks) > 1: // ranks on other hosts: their presences in the store
 		if presences, err = g.b.watchHosts(ctx, g.Store); err != nil {
 			return err
@@ -139,7 +118,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.Gather.Watch(func(q int, _ bool) error { return presences.Gone(ranks[q]) })
 		if t.spans {
 			g.b.nccl.spanHosts()
-			if err := g.joinHostPeers(ctx, t.local); err != nil {
+			if err := g.ag.joinHost(ctx, &g.Head, t.local); err != nil {
 				return err
 			}
 		}
@@ -147,7 +126,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err := g.reachPeers(all, t, g.probeP2P); err != nil {
 		return err
 	}
-	if g.ce {
+	if g.caps.ce {
 		if err := g.setupCE(ctx); err != nil {
 			return err
 		}
@@ -160,15 +139,15 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			g.hs.fill()
 		}
 	} else if kern {
-		g.kernWhy = "it needs peer mappings: " + g.ceWhy
+		g.caps.kernWhy = "it needs peer mappings: " + g.caps.ceWhy
 	}
 	if guard { // every rank has the guard, so every rank publishes at the gate
 		if g.gate, err = newCallGate(g); err != nil {
 			return err
 		}
 	}
-	if g.sharing != "" {
-		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.sharing, g.b.info.PCI),
+	if g.caps.sharing != "" {
+		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.caps.sharing, g.b.info.PCI),
 			winWhy: "no NCCL on a shared GPU"}
 	} else {
 		g.nccl = newNCCLGroup(ctx, g, gen)
@@ -176,20 +155,20 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 	if err := g.agreeNCCL(ctx); err != nil {
 		return err
 	}
-	if g.sharing != "" {
+	if g.caps.sharing != "" {
 		return nil
 	}
 	if presences != nil { // once the communicators exist: abortGroup aborts them
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
-		g.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
-		if g.hostPeers != nil && g.gate == nil {
+		g.watch.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
+		if g.ag.host != nil && g.gate == nil {
 			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
 		}
 		if t.spans {
 			// Every rank posts and reads two neighbours' posts each tick:
 			// fewer ticks for larger groups keep the store's load flat.
 			tick := members.LogTick * time.Duration(max(1, len(g.Ranks)/16))
-			g.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
+			g.watch.calls = members.NewCallLog(fmt.Sprintf("cuda: group %q", g.GroupName), g.Store, g.Prefix, g.Ranks, g.Me, tick,
 				func(err error) { g.abortGroup(err, comms) })
 		}
 	}
@@ -207,14 +186,14 @@ func (g *Group) probeP2P(pci string) (dev int, access bool, hidden, err error) {
 	return dev, link.Access, nil, err
 }
 
-// reachPeers decides whether copy engines serve the group (g.ce, g.ceWhy)
-// and which members share this rank's GPU (g.sharing): t's peers in group
+// reachPeers decides whether copy engines serve the group (g.caps.ce, g.caps.ceWhy)
+// and which members share this rank's GPU (g.caps.sharing): t's peers in group
 // order, probe's answer for each on another GPU, up to the first it
 // cannot reach; then t.remote.
 func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (dev int, access bool, hidden, err error)) error {
-	g.ce, g.ceWhy = true, "every rank is on this host and P2P-reachable"
+	g.caps.ce, g.caps.ceWhy = true, "every rank is on this host and P2P-reachable"
 	if g.FDs == nil && len(g.Ranks) > 1 {
-		g.ce, g.ceWhy = false, "no fd exchange to share segments"
+		g.caps.ce, g.caps.ceWhy = false, "no fd exchange to share segments"
 		return nil
 	}
 	for _, p := range t.peers {
@@ -225,23 +204,23 @@ func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (d
 					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
 					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
 			}
-			g.sharing += fmt.Sprintf(" %d", id.Rank)
+			g.caps.sharing += fmt.Sprintf(" %d", id.Rank)
 			continue
 		}
 		dev, access, hidden, err := probe(id.PCI)
 		switch {
 		case hidden != nil:
-			g.ce, g.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
+			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
 			return nil
 		case err != nil:
 			return err
 		case !access:
-			g.ce, g.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
+			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
 			return nil
 		}
 	}
 	if t.remote >= 0 {
-		g.ce, g.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
+		g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
 	}
 	return nil
 }
@@ -290,11 +269,7 @@ func deviceByPCI(pci string) (int, error) {
 func (g *Group) Leave() {
 	g.paths.hier.leave()
 	g.Gather.Leave()
-	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-		if a != nil {
-			a.SetState(members.StateLeft)
-		}
-	}
+	g.ag.setState(members.StateLeft)
 }
 
 // Close releases the group's mappings, pads, streams, events and NCCL
@@ -309,18 +284,9 @@ func (g *Group) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), g.Timeout)
 		defer cancel()
 		g.Gather.Unwatch()
-		if g.unwatch != nil {
-			g.unwatch()
-		}
-		if g.calls != nil {
-			g.calls.Close()
-		}
-		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-			if a != nil {
-				a.SetState(members.StateLeft) // peers still waiting for this rank learn it at once
-			}
-		}
-		herr := g.paths.hier.close() // before quiesce: the children's calls end this group's hier calls
+		g.watch.close()
+		g.ag.setState(members.StateLeft) // peers still waiting for this rank learn it at once
+		herr := g.paths.hier.close()     // before quiesce: the children's calls end this group's hier calls
 		qerr := g.quiesce(ctx)
 		g.runMu.Lock()
 		defer g.runMu.Unlock()
@@ -354,11 +320,7 @@ func (g *Group) Close() error {
 			errs = append(errs, g.faults.words.Free())
 		}
 		errs = append(errs, g.gate.close(true))
-		for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-			if a != nil {
-				a.Close()
-			}
-		}
+		g.ag.close()
 		errs = g.st.destroyEvents(errs)
 		if e := errors.Join(errs...); e != nil {
 			err = fmt.Errorf("cuda: group %q: close: %w", g.GroupName, e)
@@ -373,8 +335,8 @@ func (g *Group) Close() error {
 // calls) in about a microsecond instead of a store round trip; nil
 // otherwise (the store).
 func (g *Group) Agreer() agree.Agreer {
-	if g.agreement == nil {
+	if g.ag.group == nil {
 		return nil
 	}
-	return g.agreement
+	return g.ag.group
 }

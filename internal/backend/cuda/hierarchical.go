@@ -215,7 +215,7 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 	child := func(name string, qs []int) (*Group, error) {
 		c, err := newGroup(ctx, g.b, backend.GroupConfig{Name: name, Ranks: ranksOf(qs), Rank: g.Ranks[g.Me],
 			Store: g.Store, FDs: g.FDs, Timeout: g.Timeout}, g.gen)
-		if gone := g.goneErr(); err != nil && gone != nil { // stopped by the abort: its reason, not the cancellation
+		if gone := g.watch.err(); err != nil && gone != nil { // stopped by the abort: its reason, not the cancellation
 			return nil, fmt.Errorf("%w (while making %s)", gone, name)
 		}
 		if err != nil {
@@ -243,7 +243,7 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 	g.b.mu.Lock() // Synchronize reports their aborts and faults; Close closes them after the group (again: a no-op)
 	g.b.groups = append(g.b.groups, host, cross)
 	g.b.mu.Unlock()
-	if err := g.goneErr(); err != nil { // aborted while they were made
+	if err := g.watch.err(); err != nil { // aborted while they were made
 		k.abort(err)
 	}
 	return k, nil
@@ -254,7 +254,7 @@ func (h *hierPath) children(ctx context.Context) (*hierKids, error) {
 func (h *hierPath) making(ctx context.Context) (_ context.Context, done func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	h.stopMaking.Store(&cancel)
-	if err := h.g.goneErr(); err != nil { // aborted before stop could see cancel
+	if err := h.g.watch.err(); err != nil { // aborted before stop could see cancel
 		cancel(err)
 	}
 	return ctx, func() {

@@ -82,7 +82,7 @@ func (failExec) program(*cudadrv.Program) error { return errors.New("fake launch
 func TestBrokenTellsPeers(t *testing.T) {
 	as := goldenAgreements(t, 2)
 	g, _ := goldenGroup(t, goldenCfg{name: "broken", kern: true, ce: true}, 2, 0)
-	g.agreement, g.x = as[0], failExec{}
+	g.ag.group, g.x = as[0], failExec{}
 	if err := as[1].Gone(0, false); err != nil {
 		t.Fatalf("before: peer's verdict on rank 0: %v", err)
 	}

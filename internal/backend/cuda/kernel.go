@@ -168,7 +168,7 @@ func allGatherCTAs(slice int64, limit int) int {
 // kernelPath is the kernel path (algorithm kernel): one launch of the
 // all-gather kernel, or of the all-reduce kernel for an all-reduce or a
 // reduce-scatter. Its parameter block is nil where the group has no
-// kernels (g.kernWhy says why); two-shot's first launch shares it.
+// kernels (g.caps.kernWhy says why); two-shot's first launch shares it.
 type kernelPath struct {
 	whole
 	g    *Group
@@ -287,14 +287,14 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 }
 
 // loadKernel loads the backend's module if the group may use it, and says
-// whether it can (kernWhy says why not).
+// whether it can (caps.kernWhy says why not).
 func (g *Group) loadKernel() bool {
 	if len(g.Ranks) > kernMaxRanks {
-		g.kernWhy = fmt.Sprintf("more than %d ranks", kernMaxRanks)
+		g.caps.kernWhy = fmt.Sprintf("more than %d ranks", kernMaxRanks)
 		return false
 	}
 	if err := g.b.loadKernels(); err != nil {
-		g.kernWhy = err.Error()
+		g.caps.kernWhy = err.Error()
 		return false
 	}
 	return true

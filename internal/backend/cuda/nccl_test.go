@@ -97,7 +97,7 @@ func TestAgreeNCCLExchanges(t *testing.T) {
 // creation) still matches.
 func TestNCCLUnavailableWraps(t *testing.T) {
 	g := fakeGroup(2, 0)
-	g.ce = false
+	g.caps.ce = false
 	g.nccl = ncclGroup{err: fmt.Errorf("creating the communicator: %w", errs.PeerExited), winWhy: "no communicator"}
 	c := call{req: gatherReq(g, 1000, false)}
 	f := autoFacts{g: g, c: &c}

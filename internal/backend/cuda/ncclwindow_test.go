@@ -77,7 +77,7 @@ func startAt(t *testing.T, a coll.Algo) *tune.Table {
 func TestChooseWindowShapes(t *testing.T) {
 	withNCCL := func(plain bool) *Group {
 		g := fakeGroup(2, 1)
-		g.ce = false
+		g.caps.ce = false
 		g.b.nccl.lib = &libnccl.Lib{Version: libnccl.Version(2, 28, 9), HasWindows: true}
 		g.nccl = ncclGroup{comm: &bnccl.Comm{}, windows: true}
 		if plain {

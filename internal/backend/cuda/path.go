@@ -68,7 +68,7 @@ type refusal uint8
 const (
 	served       refusal = iota
 	refKind              // the path does not serve the op
-	refNoKernels         // the group has no kernels (g.kernWhy)
+	refNoKernels         // the group has no kernels (g.caps.kernWhy)
 	refInNotSym          // the input is not a registered pool block
 	refOutNotSym         // the output is not
 	refOp                // the kernels do not reduce this op and type
@@ -84,7 +84,7 @@ const (
 func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
 	switch r {
 	case refNoKernels:
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.kernWhy, errs.NotSupported)
+		return fmt.Errorf("the kernels are unavailable (%s): %w", g.caps.kernWhy, errs.NotSupported)
 	case refOp:
 		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
 	case refHeld:
@@ -112,11 +112,7 @@ func (g *Group) breakWith(err error) {
 	if g.broken == nil {
 		g.broken = err
 	}
-	for _, a := range []*members.HostAgreement{g.agreement, g.hostPeers} {
-		if a != nil {
-			a.SetState(members.StateFailed)
-		}
-	}
+	g.ag.setState(members.StateFailed)
 }
 
 // newProgram is the group's program, emptied, for the call being built.

@@ -42,7 +42,7 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 		}
 	}
 	ps := &peerSeg{size: seg.Size, bases: make([]uint64, len(g.Ranks))}
-	if g.ce && len(g.Ranks) > 1 {
+	if g.caps.ce && len(g.Ranks) > 1 {
 		if ps.bases, err = g.exchange(ctx, "seg/"+strconv.FormatUint(uint64(seg.ID), 10), fd, seg.Size); err != nil {
 			return fmt.Errorf("cuda: group %q: register segment %d: %w", g.GroupName, seg.ID, err)
 		}

@@ -32,7 +32,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	if devSplitsUnserved(&req) {
 		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errDevSplits)
 	}
-	if err := g.goneErr(); err != nil {
+	if err := g.watch.err(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", errs.Broken, err)
 	}
 	// The context bounds the call until it is published at the gate, not
@@ -106,8 +106,8 @@ func (g *Group) start(p path, c *call) error {
 	if err := g.gate.enqueued(c.gate); err != nil {
 		return err // a difference found meanwhile: the gate broke the group (fail)
 	}
-	if g.calls != nil { // a group across hosts: compared after the fact
-		g.calls.Add(c.req.Record, agree.PathCode(c.req.Algo))
+	if g.watch.calls != nil { // a group across hosts: compared after the fact
+		g.watch.calls.Add(c.req.Record, agree.PathCode(c.req.Algo))
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (g *Group) breakAfter(err error) error {
 // abortGroup), the abort's, which explains the failure (its stopped NCCL
 // communicator) and already refuses every later call.
 func (g *Group) finishFailed(err error) error {
-	if gone := g.goneErr(); gone != nil {
+	if gone := g.watch.err(); gone != nil {
 		return fmt.Errorf("%w: %w (%v)", errs.Broken, gone, err)
 	}
 	g.runMu.Lock()

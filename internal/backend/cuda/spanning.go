@@ -1,19 +1,18 @@
 package cuda
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync/atomic"
 
 	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 )
 
-// A group whose ranks sit on several hosts: this host's members' agreement
-// and the group's stop when a member on another host is gone or the
-// ranks' calls differ (docs/multihost.md).
+// A group whose ranks sit on several hosts: the group's stop when a member
+// on another host is gone or the ranks' calls differ (docs/multihost.md;
+// this host's members' agreement: agreements.host, agreement.go).
 
 // abortGroup stops a group that spans hosts, once: when a member on
 // another host exited (members.Presences.OnGone), or when this host's
@@ -27,15 +26,14 @@ import (
 // waits across hosts: symmem's kernels and copy engines do not run on such
 // groups.
 func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
-	e := fmt.Errorf("cuda: group %q: %w", g.GroupName, err)
-	if !g.gone.CompareAndSwap(nil, &e) {
+	if !g.watch.stop(fmt.Errorf("cuda: group %q: %w", g.GroupName, err)) {
 		return
 	}
 	g.paths.hier.stop(err) // children in the making: their wait for peers ends
 	if k := g.paths.hier.kids.Load(); k != nil {
 		k.abort(err)
 	}
-	// Synchronize returns e now, not when NCCL's teardown lets the stream go.
+	// Synchronize returns the abort's error now, not when NCCL's teardown lets the stream go.
 	g.b.fireAborted()
 	differ := errors.Is(err, errs.Mismatch) // NCCL may have run calls that differ: its state is undefined
 	for _, c := range comms {
@@ -49,30 +47,36 @@ func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
 	}
 }
 
-// goneErr is abortGroup's error, nil until the group was aborted.
-func (g *Group) goneErr() error {
-	if e := g.gone.Load(); e != nil {
+// hostWatch is how a group that spans hosts learns that it must stop:
+// abortGroup's error, the presence watch and the call log. The zero value
+// watches nothing (a group on one host).
+type hostWatch struct {
+	// gone is abortGroup's error (a member gone, or a difference on this
+	// host or between hosts); unwatch ends the presence watch (nil without
+	// one); calls compares the calls across hosts after they were issued
+	// (nil unless the group spans hosts).
+	gone    atomic.Pointer[error]
+	unwatch func()
+	calls   *members.CallLog
+}
+
+// stop records e as the abort's error; false if one was recorded already.
+func (w *hostWatch) stop(e error) bool { return w.gone.CompareAndSwap(nil, &e) }
+
+// err is abortGroup's error, nil until the group was aborted.
+func (w *hostWatch) err() error {
+	if e := w.gone.Load(); e != nil {
 		return *e
 	}
 	return nil
 }
 
-// joinHostPeers sets up hostPeers (group setup, when the group spans
-// hosts): the members on this rank's host (local, group indices), when
-// there are two or more and the job passes file descriptors. Collective
-// over those members.
-func (g *Group) joinHostPeers(ctx context.Context, local []int) error {
-	if len(local) < 2 || g.FDs == nil {
-		return nil
+// close ends the presence watch and the call log (Group.Close).
+func (w *hostWatch) close() {
+	if w.unwatch != nil {
+		w.unwatch()
 	}
-	ranks := make([]int, len(local))
-	for i, q := range local {
-		ranks[i] = g.Ranks[q]
+	if w.calls != nil {
+		w.calls.Close()
 	}
-	a, err := members.NewHostAgreement(ctx, fmt.Sprintf("cuda: group %q, this host's members", g.GroupName), g.FDs, g.Prefix+"/host", ranks, slices.Index(local, g.Me), g.Timeout)
-	if err != nil {
-		return err
-	}
-	g.hostPeers, g.hostMembers = a, local
-	return nil
 }

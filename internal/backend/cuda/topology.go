@@ -47,6 +47,18 @@ type topology struct {
 	guard   bool // every member loaded the guard: every call goes through the gate
 }
 
+// caps are the paths' preconditions, decided at setup from the topology
+// (Group.reachPeers, Group.loadKernel) and fixed after.
+type caps struct {
+	// Copy-engine availability: every member on this host, P2P reachable.
+	ce    bool
+	ceWhy string
+	// sharing names the ranks that use this rank's GPU too ("" if none);
+	// NCCL is unavailable then.
+	sharing string
+	kernWhy string // why the group has no kernels
+}
+
 // peer is another member on this rank's host.
 type peer struct {
 	member  int  // its index in the group

@@ -134,13 +134,13 @@ func TestReachPeers(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if g.ce != tc.ce || g.ceWhy != tc.why || g.sharing != tc.sharing {
-				t.Errorf("ce %v (%s), sharing %q; want %v (%s), %q", g.ce, g.ceWhy, g.sharing, tc.ce, tc.why, tc.sharing)
+			if g.caps.ce != tc.ce || g.caps.ceWhy != tc.why || g.caps.sharing != tc.sharing {
+				t.Errorf("ce %v (%s), sharing %q; want %v (%s), %q", g.caps.ce, g.caps.ceWhy, g.caps.sharing, tc.ce, tc.why, tc.sharing)
 			}
 		})
 	}
 	g := fakeGroup(2, 0)
-	if err := g.reachPeers(ids("a/0", "a/1"), newTopology(ids("a/0", "a/1"), 0), probe); err != nil || g.ce || g.ceWhy != "no fd exchange to share segments" {
-		t.Errorf("without an fd exchange: ce %v (%s), %v", g.ce, g.ceWhy, err)
+	if err := g.reachPeers(ids("a/0", "a/1"), newTopology(ids("a/0", "a/1"), 0), probe); err != nil || g.caps.ce || g.caps.ceWhy != "no fd exchange to share segments" {
+		t.Errorf("without an fd exchange: ce %v (%s), %v", g.caps.ce, g.caps.ceWhy, err)
 	}
 }
