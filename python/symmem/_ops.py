@@ -481,25 +481,13 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     rank i: a difference raises MismatchError on every rank, naming both
     ranks and both sizes. Out of place only. Returns the Path the call
     took."""
-    g = group or _world_group()
-    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
-    oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
-    if idt != odt or idt >= _RAW or dtype is not None:
-        idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "output")
+    g, ia, ib, oa, ob, idt, dev, stream = _a2a_args("all_to_all_single", "output", input, output, group, dtype,
+                                                    stream)
     es, n = _SIZE[idt], g.size
-    if idt != odt or dev != odev or ib % es or ob % es:
-        _shape_error("all_to_all_single", f"input holds {ib} bytes and output {ob}, not whole {_NAME.get(idt, idt)} "
-                     f"elements", idt, odt, dev, odev)
-    if (dev >= 0) != g.cuda:
-        _place_error(g, dev, "input")
-    if stream is None:  # the current stream
-        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
-    else:
-        stream = _stream_arg(stream)
     if output_split_sizes is None and input_split_sizes is None:
         if ib != ob or (ib // es) % n:
             _shape_error("all_to_all_single", f"input holds {ib} bytes and output {ob}; without split sizes both hold "
-                         f"the same number of elements, a multiple of the group size {n}", idt, odt, dev, odev)
+                         f"the same number of elements, a multiple of the group size {n}", idt, idt, dev, dev)
         r = _collective(g.handle, A2A | idt << 8 | (0 if algo is None else _algo(algo)), ia, oa, ib // es // n, stream)
         return _PATHS[r] if r >= 0 else _fail(r)
     send = _splits("input", input, ib, input_split_sizes, n, es)
@@ -509,6 +497,28 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     r = lib.symmem_all_to_all_v(g.handle, ia, oa, ib // es, ob // es, (ctypes.c_int64 * n)(*send),
                                 (ctypes.c_int64 * n)(*recv), idt, stream, None if algo is None else algo.encode())
     return _PATHS[r] if r >= 0 else _fail(r)
+
+
+def _a2a_args(what, oname, input, output, group, dtype, stream):
+    """What both all-to-all calls check alike: the group, both buffers
+    (address, bytes) in one dtype on one device, whole elements, the
+    group's placement, and the stream (None: the current one)."""
+    g = group or _world_group()
+    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
+    oa, ob, odt, odev = (_handlers.get(type(output)) or _handler(type(output)))(output, True)
+    if idt != odt or idt >= _RAW or dtype is not None:
+        idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, oname)
+    es = _SIZE[idt]
+    if idt != odt or dev != odev or ib % es or ob % es:
+        _shape_error(what, f"input holds {ib} bytes and {oname} {ob}, not whole {_NAME.get(idt, idt)} elements",
+                     idt, odt, dev, odev)
+    if (dev >= 0) != g.cuda:
+        _place_error(g, dev, "input")
+    if stream is None:  # the current stream
+        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
+    else:
+        stream = _stream_arg(stream)
+    return g, ia, ib, oa, ob, idt, dev, stream
 
 
 def _splits(what, x, nbytes, sizes, n, es):
@@ -551,17 +561,8 @@ def all_to_all_vdev(input, out, in_splits, out_splits_offsets, group=None, *, dt
     input or out raise InvalidArgumentError on every rank, and nothing is
     written. All four must be symmetric buffers of the group (empty_buffer,
     empty). Returns the Path the call took."""
-    g = group or _world_group()
-    ia, ib, idt, dev = (_handlers.get(type(input)) or _handler(type(input)))(input, False)
-    oa, ob, odt, odev = (_handlers.get(type(out)) or _handler(type(out)))(out, True)
-    if idt != odt or idt >= _RAW or dtype is not None:
-        idt, odt = _dtype(idt, dtype, "input"), _dtype(odt, dtype, "out")
+    g, ia, ib, oa, ob, idt, dev, stream = _a2a_args("all_to_all_vdev", "out", input, out, group, dtype, stream)
     es = _SIZE[idt]
-    if idt != odt or dev != odev or ib % es or ob % es:
-        _shape_error("all_to_all_vdev", f"input holds {ib} bytes and out {ob}, not whole {_NAME.get(idt, idt)} "
-                     f"elements", idt, odt, dev, odev)
-    if (dev >= 0) != g.cuda:
-        _place_error(g, dev, "input")
     sa, sb, sdt, sdev = (_handlers.get(type(in_splits)) or _handler(type(in_splits)))(in_splits, False)
     pa, pb, pdt, pdev = (_handlers.get(type(out_splits_offsets)) or _handler(type(out_splits_offsets)))(
         out_splits_offsets, True)
@@ -569,10 +570,6 @@ def all_to_all_vdev(input, out, in_splits, out_splits_offsets, group=None, *, dt
         raise InvalidArgumentError(f"symmem.all_to_all_vdev: in_splits and out_splits_offsets must be int64 on the "
                                    f"input's device ({_NAME.get(sdt, sdt)} and {_NAME.get(pdt, pdt)} on {sdev} and "
                                    f"{pdev}; -1: host)")
-    if stream is None:  # the current stream
-        stream = 0 if dev < 0 else _raw_stream(dev) or CU_STREAM_LEGACY
-    else:
-        stream = _stream_arg(stream)
     if algo is not None:
         _algo(algo)
     r = lib.symmem_all_to_all_vdev(g.handle, ia, oa, ib // es, ob // es, sa, pa, idt, stream,
