@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 3: the session's tree on one GPU, ranks sharing it under MPS, in
+# One call: the current tree on one GPU, ranks sharing it under MPS, in
 # four lanes at once (the device tool bounds a call at 600 s): stress2 and
 # stress3 (STRESS_SECONDS each), the world suites with 2 and 3 ranks plus
 # native and doctor, and the Python lane (gpu-python.sh, gpu-fsdp.sh, the
@@ -7,8 +7,9 @@
 # trap ends every context on the GPU under MPS). Timing figures from this
 # call are not measurements (four lanes share the GPU).
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/.."
 O=$OUT/r; mkdir -p $O
+OUTDIR=$OUT
 export CALL_S=${CALL_S:-560} CALL_T0=$(date +%s)
 . scripts/gpu-lib.sh
 mps_on > $O/mps.log 2>&1
