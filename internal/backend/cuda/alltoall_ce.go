@@ -7,6 +7,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -96,8 +97,9 @@ func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
 // be what j expects from i. Every rank reads the same counts and finds the
 // same first difference, so every rank refuses the call alike before
 // anything is queued. It returns m, m[i][j] the elements rank i sends rank
-// j, clipped to the request's window [Lo, Hi) where it has one.
-func (g *Group) splitMatrix(ctx context.Context, req backend.Request) ([][]int64, error) {
+// j, clipped to the request's window [Lo, Hi) where it has one. g is the
+// group's members.
+func splitMatrix(ctx context.Context, g *members.Head, req backend.Request) ([][]int64, error) {
 	n := len(g.Ranks)
 	mine := make([]byte, 16*n)
 	for j := range n {

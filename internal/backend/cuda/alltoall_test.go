@@ -238,27 +238,27 @@ func TestCheckSplits(t *testing.T) {
 func TestAllToAllCERefusals(t *testing.T) {
 	g := fakeGroup(3, 1)
 	req := a2aReq(g, 8, nil)
-	if _, a, why, err := g.choose(&call{req: forced(req, coll.AlgoCE)}); err != nil || a != coll.AlgoCE {
+	if _, a, why, err := g.paths.choose(&call{req: forced(req, coll.AlgoCE)}); err != nil || a != coll.AlgoCE {
 		t.Fatalf("ce forced: %v %q %v", a, why, err)
 	}
 	plain := req
 	plain.OutSym = backend.Sym{}
-	if _, _, _, err := g.choose(&call{req: forced(plain, coll.AlgoCE)}); !errors.Is(err, errs.Refused) || !errors.Is(err, errNotSymmetric) ||
+	if _, _, _, err := g.paths.choose(&call{req: forced(plain, coll.AlgoCE)}); !errors.Is(err, errs.Refused) || !errors.Is(err, errNotSymmetric) ||
 		!strings.Contains(err.Error(), "writes into the peers' outputs") {
 		t.Fatalf("ce forced, ordinary output: %v", err)
 	}
 	dev := req
 	dev.A2A = &backend.Splits{Form: backend.SplitsDevice}
-	if _, _, _, err := g.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device have no GPU path yet") {
+	if _, _, _, err := g.paths.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device have no GPU path yet") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)
 	noCE.caps.ce, noCE.caps.ceWhy = false, "rank 0 runs on another host"
-	if _, _, _, err := noCE.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "another host") {
+	if _, _, _, err := noCE.paths.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "another host") {
 		t.Fatalf("ce forced without peer access: %v", err)
 	}
 	for _, a := range []coll.Algo{coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention} {
-		if _, _, _, err := g.choose(&call{req: forced(req, a)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
+		if _, _, _, err := g.paths.choose(&call{req: forced(req, a)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
 			t.Errorf("%s forced: %v", a, err)
 		}
 	}
@@ -271,7 +271,7 @@ func TestAllToAllDeviceSplitsRefused(t *testing.T) {
 	if pathRow(coll.AlgoKernel).does(coll.AllToAll) {
 		t.Skip("the kernel path serves all_to_all")
 	}
-	g := &Group{Head: members.Head{GroupName: "g"}}
+	g := &Group{core: core{Head: members.Head{GroupName: "g"}}}
 	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: &backend.Splits{Form: backend.SplitsDevice}}
 	_, err := g.Run(context.Background(), req)
 	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "has no GPU path yet") {
@@ -326,7 +326,7 @@ func TestAllToAllChoice(t *testing.T) {
 			req := tc.req(a2aReq(g, 64, nil))
 			req.Algo = coll.AlgoAuto
 			c := newCall(req, false, g.b.nccl.version())
-			_, algo, why, err := g.choose(&c)
+			_, algo, why, err := g.paths.choose(&c)
 			if tc.fails {
 				if err == nil || !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("auto = %s %q %v, want ErrNotSupported saying %q", algo, why, err, tc.want)
@@ -347,7 +347,7 @@ func TestAllToAllChoice(t *testing.T) {
 	g, _ := goldenGroup(t, full, 2, 0)
 	req := hostSplits(a2aReq(g, 0, nil))
 	req.Algo = coll.AlgoNCCL
-	if _, _, _, err := g.choose(&call{req: req}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "nccl requested but NCCL 2.28.9 lacks") {
+	if _, _, _, err := g.paths.choose(&call{req: req}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "nccl requested but NCCL 2.28.9 lacks") {
 		t.Fatalf("nccl forced without ncclSend: %v", err)
 	}
 }

@@ -48,8 +48,8 @@ func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, 
 // (an error to ask counts as not captured: the eager rows answer). auto
 // asks only where the tables' graph rows answer otherwise than their eager
 // rows, which needs a table with graph rows.
-func (g *Group) captured(s uint64) bool {
-	c, err := g.x.capturing(g.b.ctx, s)
+func (p *paths) captured(s uint64) bool {
+	c, err := p.g.x.capturing(p.g.b.ctx, s)
 	return err == nil && c
 }
 
@@ -161,7 +161,7 @@ type autoStep struct {
 	// row is algo's in pathTable and serves its serves, set where the
 	// orders are joined (pathTable's init).
 	row    int
-	serves func(g *Group, req backend.Request) bool
+	serves func(p *paths, req backend.Request) bool
 	// kindWhy is the reason per op, where it names the op (constant: no
 	// formatting per call).
 	kindWhy map[coll.Kind]string
@@ -176,19 +176,19 @@ var elementwiseToNCCL = autoStep{algo: coll.AlgoNCCL, when: []autoCond{ncclUsabl
 // auto is auto's choice for c, the one reader of the table and the
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
-func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
-	req := &c.req
+func (p *paths) auto(c *call) (path, coll.Algo, string, error) {
+	g, req := p.g, &c.req
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
 		total = req.Out.Len
 	}
-	f := autoFacts{g: g, c: c}
+	f := autoFacts{p: p, c: c}
 	start := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, false)
 	// Asking the driver whether the stream is captured is a driver call on
 	// an eager call's host path (about a microsecond, as much as a small
 	// ll call), so auto asks only where the graph rows answer otherwise
 	// than the eager ones.
-	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, true); gs != start && g.captured(req.Stream) {
+	if gs := autoPick(g.b.table, req.Kind, req.DType, total, len(g.Ranks), req.InPlace, true); gs != start && p.captured(req.Stream) {
 		start = gs
 	}
 	var order []autoStep // empty where the tables name no GPU path (CheckAutoTable refuses such a table)
@@ -197,16 +197,16 @@ func (g *Group) auto(c *call) (path, coll.Algo, string, error) {
 	}
 	for i := range order {
 		s := &order[i]
-		if !f.all(g, s) {
+		if !f.all(p, s) {
 			continue
 		}
 		switch {
 		case s.algo == coll.AlgoAuto:
 			return nil, coll.AlgoAuto, "", f.noPath()
 		case s.kindWhy != nil:
-			return g.paths.all[s.row], s.algo, s.kindWhy[req.Kind], nil
+			return p.all[s.row], s.algo, s.kindWhy[req.Kind], nil
 		}
-		return g.paths.all[s.row], s.algo, s.why, nil
+		return p.all[s.row], s.algo, s.why, nil
 	}
 	panic("cuda: auto: every fallback order ends in NCCL's turn, whose last step always holds")
 }
@@ -243,17 +243,17 @@ const llSmallRow = 256 << 10
 
 // autoFacts answers auto's conditions for one call.
 type autoFacts struct {
-	g *Group
+	p *paths
 	c *call
 }
 
-// all reports whether every condition of step s holds. g is f.g, passed
+// all reports whether every condition of step s holds. p is f.p, passed
 // apart: holds hands it to the step's serves, a func value, and f itself
 // passed there would move the call f points to, which Run keeps on its
 // stack, to the heap.
-func (f *autoFacts) all(g *Group, s *autoStep) bool {
+func (f *autoFacts) all(p *paths, s *autoStep) bool {
 	for _, c := range s.when {
-		if !f.holds(g, c, s) {
+		if !f.holds(p, c, s) {
 			return false
 		}
 	}
@@ -264,9 +264,9 @@ func (f *autoFacts) all(g *Group, s *autoStep) bool {
 // (ncclwindow.go: judgeWindow, on the call), element-mode reductions
 // (reduceElementwise), no NCCL on groups without a communicator (NCCL not
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
-func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
-	req := &f.c.req
-	usable := g.nccl.comm != nil && !g.ncclUnsafe(f.c) && (req.Kind != coll.AllToAll || g.ncclA2AWhy(*req) == "")
+func (f *autoFacts) holds(p *paths, c autoCond, s *autoStep) bool {
+	g, req := p.g, &f.c.req
+	usable := g.nccl.comm != nil && !g.nccl.unsafe(f.c) && (req.Kind != coll.AllToAll || ncclA2AWhy(g.b.nccl.lib, *req) == "")
 	switch c {
 	case ncclUsable:
 		return usable
@@ -295,11 +295,11 @@ func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 	case allReduce:
 		return req.Kind == coll.AllReduce
 	case pathServes:
-		return s.serves(g, *req)
+		return s.serves(p, *req)
 	case allToAll:
 		return req.Kind == coll.AllToAll
 	case lcReady: // else lc would refuse: auto never does (errs.Refused)
-		if g.paths.lc.staging != nil {
+		if p.lc.staging != nil {
 			return true
 		}
 		capturing, err := g.x.capturing(g.b.ctx, req.Stream)
@@ -316,14 +316,15 @@ func (f *autoFacts) holds(g *Group, c autoCond, s *autoStep) bool {
 // for its shape, or (all-to-all) without the calls it needs, and copy
 // engines do not serve it.
 func (f *autoFacts) noPath() error {
-	g := f.g
-	if g.ncclUnsafe(f.c) {
+	p := f.p
+	g := p.g
+	if g.nccl.unsafe(f.c) {
 		return ErrNCCLWindowWrong
 	}
 	if req := f.c.req; req.Kind == coll.AllToAll && g.nccl.comm != nil {
-		return fmt.Errorf("no GPU path: %s and %s: %w", g.ncclA2AWhy(req), g.paths.ce.why(req), errs.NotSupported)
+		return fmt.Errorf("no GPU path: %s and %s: %w", ncclA2AWhy(g.b.nccl.lib, req), p.ce.why(req), errs.NotSupported)
 	}
-	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), g.paths.ce.why(f.c.req), errs.NotSupported)
+	return fmt.Errorf("no GPU path: NCCL unavailable (%w) and %s: %w", g.nccl.unavailable(), p.ce.why(f.c.req), errs.NotSupported)
 }
 
 // reduceElementwise reports whether symmem's reduction kernel would run req

@@ -334,7 +334,7 @@ func (b *Backend) Close() error {
 		delete(b.local, p)
 	}
 	b.mu.Unlock()
-	errs = append(errs, b.prov.close(), b.unloadKernels(), b.stream.Destroy(), b.ctx.Release())
+	errs = append(errs, b.prov.close(), b.kern.unload(), b.stream.Destroy(), b.ctx.Release())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cuda backend: close: %w", err)
 	}

@@ -46,7 +46,7 @@ const maxCERanks = 64
 // all-to-all: alltoall_ce.go).
 type cePath struct {
 	whole
-	g   *Group
+	g   *core
 	row *pathInfo
 }
 
@@ -157,10 +157,10 @@ func (ce *cePath) program(p *cudadrv.Program, c *call, local xfer, xs []xfer) {
 	if local.n > 0 {
 		localJoin = g.st.localCopy(p, s, local)
 	}
-	g.signal(p, s, slotReady)
+	g.peers.signal(p, s, slotReady, g.Me)
 	g.st.transfers(p, s, xs)
 	g.hs.join(p, s, req)
-	g.signal(p, s, slotDone)
+	g.peers.signal(p, s, slotDone, g.Me)
 	if localJoin != 0 {
 		p.WaitEvent(s, localJoin)
 	}

@@ -19,16 +19,16 @@ import (
 // fakeGroup is a 2..n-rank group with fake handles and peer addresses: the
 // program builder and the algorithm choice are pure and run without a GPU.
 func fakeGroup(n, me int) *Group {
-	g := &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
+	g := &Group{core: core{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: me, Timeout: wait.DefaultTimeout},
 		b: &Backend{ctx: &cudadrv.Context{}, watchdog: DefaultWatchdog}, caps: caps{ce: true},
-		prog: cudadrv.NewProgram(64), peers: peerTable{pads: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}}, x: nopExec{}}
+		prog: cudadrv.NewProgram(64), peers: peerTable{pads: make([]uint64, n), pad: &segment{size: padBytes(n, 2<<20)}}, x: nopExec{}}}
 	for r := range g.Ranks {
 		g.Ranks[r] = r
 		g.peers.pads[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.st.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.faults, g.hs = faults{g: g}, handshake{g: g}
-	g.paths.init(g)
+	g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+	g.paths.init(&g.core)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {
 		ps.bases[r] = uint64(0x1_0000_0000 * (r + 1))

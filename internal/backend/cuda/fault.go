@@ -47,7 +47,7 @@ const faultSwapWait = 3 * time.Second
 // faults is where a group's kernels report a mismatch, and what the host
 // keeps to name it. The caller holds runMu for every method.
 type faults struct {
-	g      *Group
+	g      *core
 	words  *cudadrv.HostMapped // where the kernels write a report (nil: no kernels)
 	recent callRing            // the recent calls with a digest
 	// stopped is the mismatch that made the handshake stop the device
@@ -235,18 +235,6 @@ func (f *faults) swap(rep faultReport, mine agree.Call, have bool) (agree.Call, 
 // digest d.
 func (f *faults) key(d uint32, r int) string {
 	return f.g.Prefix + "/mismatch/" + strconv.FormatUint(uint64(d), 16) + "/" + strconv.Itoa(r)
-}
-
-// Fault reports a mismatch the group's kernels found since the last call
-// (Synchronize asks every group). The usual answer, none, costs one atomic
-// load and no lock: it runs after every collective.
-func (g *Group) Fault() error {
-	if w := g.faults.words; w == nil || w.Load(faultSet) == 0 {
-		return nil
-	}
-	g.runMu.Lock()
-	defer g.runMu.Unlock()
-	return g.faults.take()
 }
 
 // put writes the header fields every kernel reads the same way: the

@@ -75,8 +75,8 @@ func reportGroups(t *testing.T, n int, timeout time.Duration) []*Group {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		gs[r] = &Group{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: r, Store: c, Prefix: "test/cuda/t#0", Timeout: timeout}}
-		gs[r].faults.g = gs[r]
+		gs[r] = &Group{core: core{Head: members.Head{GroupName: "t", Ranks: make([]int, n), Me: r, Store: c, Prefix: "test/cuda/t#0", Timeout: timeout}}}
+		gs[r].faults.g = &gs[r].core
 		for q := range n {
 			gs[r].Ranks[q] = 10 + q // world ranks differ from group ranks
 		}

@@ -63,7 +63,7 @@ var guardKernel = declareKernel("handshake.ptx", "symmem_gate_guard")
 // and get no guard (capturing); their replays are not compared (checked
 // mode's handshake compares replays).
 type callGate struct {
-	g         *Group
+	g         *core
 	ag        *members.HostAgreement // whose gate it is
 	members   []int                  // the group index of each of ag's members (nil: the same)
 	abort     func(error)            // a host gate's answer to a difference (nil: a guarding gate)
@@ -87,7 +87,7 @@ const gateTick = 100 * time.Millisecond
 // newCallGate creates g's gate where it can stop a wait (nil where it
 // cannot): ranks on one host (the agreement) and symmem's modules loaded
 // (the guard).
-func newCallGate(g *Group) (*callGate, error) {
+func newCallGate(g *core) (*callGate, error) {
 	if g.ag.group == nil || g.b.kern.fn(guardKernel) == 0 {
 		return nil, nil
 	}
@@ -115,7 +115,7 @@ func newCallGate(g *Group) (*callGate, error) {
 // end) and every later call and Synchronize fails with the difference.
 // Calls that differ between hosts only are compared after the fact, by the
 // group's call log (members.CallLog, docs/multihost.md).
-func hostGate(g *Group, abort func(error)) *callGate {
+func hostGate(g *core, abort func(error)) *callGate {
 	gt := &callGate{g: g, ag: g.ag.host, members: g.ag.hostMembers, abort: abort, c: g.ag.host.Gate(),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go gt.watch()

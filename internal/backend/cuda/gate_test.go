@@ -52,7 +52,7 @@ func TestGatePaths(t *testing.T) {
 // ranks, say whether this rank's context was stopped, and wrap the
 // sentinels users test for.
 func TestGateErrors(t *testing.T) {
-	gt := &callGate{g: &Group{Head: members.Head{GroupName: "tp", Ranks: []int{4, 5, 6}}}}
+	gt := &callGate{g: &core{Head: members.Head{GroupName: "tp", Ranks: []int{4, 5, 6}}}}
 	ag := callRec(coll.AllGather, coll.BFloat16, 4096)
 	half := callRec(coll.AllGather, coll.BFloat16, 2048)
 	ar := callRec(coll.AllReduce, coll.BFloat16, 4096)
@@ -123,9 +123,9 @@ func TestHostGateAborts(t *testing.T) {
 	}
 	rs := make([]*rank, 2)
 	for i := range rs {
-		g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 2 * i}, ag: agreements{host: as[i], hostMembers: []int{0, 2}}}
+		g := &Group{core: core{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 2 * i}, ag: agreements{host: as[i], hostMembers: []int{0, 2}}}}
 		r := &rank{g: g, errs: make(chan error, 2)}
-		r.gt = hostGate(g, func(err error) { r.errs <- err })
+		r.gt = hostGate(&g.core, func(err error) { r.errs <- err })
 		t.Cleanup(func() { r.gt.close(true) })
 		rs[i] = r
 	}
@@ -183,8 +183,8 @@ func TestHostGateAborts(t *testing.T) {
 func TestHostGateMemberLeft(t *testing.T) {
 	as := goldenAgreements(t, 2)
 	errc := make(chan error, 2)
-	g := &Group{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 0}, ag: agreements{host: as[0], hostMembers: []int{0, 2}}}
-	gt := hostGate(g, func(err error) { errc <- err })
+	g := &Group{core: core{Head: members.Head{GroupName: "dp", Ranks: []int{0, 10, 1, 11}, Me: 0}, ag: agreements{host: as[0], hostMembers: []int{0, 2}}}}
+	gt := hostGate(&g.core, func(err error) { errc <- err })
 	t.Cleanup(func() { gt.close(true) })
 	as[1].SetState(members.StateLeft) // group rank 2 (global 1) closes
 	c := &call{req: backend.Request{Algo: coll.AlgoNCCL, Record: callRec(coll.AllReduce, coll.BFloat16, 64)}}

@@ -232,7 +232,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 // fake device address: nothing runs them).
 func attachGate(g *Group, a *members.HostAgreement) {
 	g.ag.group = a
-	gt := &callGate{g: g, ag: a, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
+	gt := &callGate{g: &g.core, ag: a, c: a.Gate(), args: cudadrv.NewArgs(kernArgBytes), quit: make(chan struct{}), done: make(chan struct{})}
 	gt.args.PutU64(guardApproved, 0xFA00_0000+members.ApprovedOffset)
 	gt.failedDev = 0xFA00_0000 + members.FailedOffset
 	gt.args.PutU64(guardFailed, gt.failedDev)
@@ -278,7 +278,7 @@ func goldenAgreements(t testing.TB, n int) []*members.HostAgreement {
 // or not (win).
 func chooseReq(g *Group, req backend.Request, win bool) (coll.Algo, string, error) {
 	c := newCall(req, win, g.b.nccl.version())
-	_, a, why, err := g.choose(&c)
+	_, a, why, err := g.paths.choose(&c)
 	return a, why, err
 }
 

@@ -14,59 +14,30 @@ import (
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
-	"github.com/symmem/symmem/rendezvous"
 )
 
 // ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
 // was not allowed (Options.ShareDevice). It matches errs.NotSupported too.
 var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
 
-// Group is the GPU backend side of one group.
+// Group is the GPU backend side of one group: its core, which the paths
+// share, and the paths.
 type Group struct {
-	members.Head
-	b *Backend
-
-	caps caps // what the group can use, decided at setup (topology.go)
-
-	peers peerTable // every rank's pad and registered segments as mapped here (peers.go)
-
-	ag agreements // the in-band agreements among members on this host (agreement.go)
-
-	runMu  sync.Mutex
-	paths  paths // every path, symmem's and NCCL's (path.go)
-	prog   *cudadrv.Program
-	st     streams // side streams, their events and quiesce's fences (streams.go)
-	broken error
-	hs     handshake // checked mode's handshake (handshake.go; no block without kernels, caps.kernWhy says why)
-	faults faults    // the kernels' mismatch reports (fault.go)
-	gate   *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
-
-	nccl ncclGroup
-	x    executor // the driver and NCCL (edge.go)
-	gen  int      // the name's generation (child groups of the hier path share it)
-
-	watch hostWatch // the stop of a group that spans hosts (spanning.go)
-
+	core
+	paths     paths // every path, symmem's and NCCL's (pathtable.go)
 	closeOnce sync.Once
 }
 
 var _ backend.Group = (*Group)(nil)
-
-// pad layout: word (slot, from) at 4*(slot*n + from); slots below.
-const (
-	slotReady = 0
-	slotDone  = 1
-	padSlots  = 2
-)
 
 func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int) (*Group, error) {
 	head, err := members.NewHead("cuda", b.env.JobID, cfg, gen)
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}
-	g.faults, g.hs = faults{g: g}, handshake{g: g}
-	g.paths.init(g)
+	g := &Group{core: core{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}}
+	g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+	g.paths.init(&g.core)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("cuda: group %q (rank %d): %w", g.GroupName, cfg.Rank, err)
@@ -79,9 +50,10 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 // serve the group, creates and exchanges the signal pads, and creates the
 // NCCL communicator.
 func (g *Group) setup(ctx context.Context, gen int) error {
-	kern := g.loadKernel()
+	kern, kernWhy := g.b.kern.forGroup(g.b.ctx, len(g.Ranks))
+	g.caps.kernWhy = kernWhy
 	// The gate's guard needs only the modules, not the kernels' rank limit.
-	guard := kern || g.b.loadKernels() == nil
+	guard := kern || g.b.kern.load(g.b.ctx) == nil
 	mine, err := json.Marshal(identity{Rank: g.Ranks[g.Me], Host: g.b.env.HostID(), PCI: g.b.info.PCI, Kern: kern, Guard: guard})
 	if err != nil {
 		return fmt.Errorf("identity: %w", err)
@@ -123,7 +95,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 			}
 		}
 	}
-	if err := g.reachPeers(all, t, g.probeP2P); err != nil {
+	from := g.b.info.Ordinal
+	probe := func(pci string) (int, bool, error, error) { return probeP2P(from, pci) }
+	if err := g.caps.reach(all, t, g.FDs != nil, g.b.share, from, probe); err != nil {
 		return err
 	}
 	if g.caps.ce {
@@ -142,7 +116,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.caps.kernWhy = "it needs peer mappings: " + g.caps.ceWhy
 	}
 	if guard { // every rank has the guard, so every rank publishes at the gate
-		if g.gate, err = newCallGate(g); err != nil {
+		if g.gate, err = newCallGate(&g.core); err != nil {
 			return err
 		}
 	}
@@ -150,9 +124,9 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		g.nccl = ncclGroup{err: fmt.Errorf("rank(s)%s share GPU %s with this rank and NCCL needs one GPU per rank", g.caps.sharing, g.b.info.PCI),
 			winWhy: "no NCCL on a shared GPU"}
 	} else {
-		g.nccl = newNCCLGroup(ctx, g, gen)
+		g.nccl = newNCCLGroup(ctx, &g.core, gen)
 	}
-	if err := g.agreeNCCL(ctx); err != nil {
+	if err := g.nccl.agree(ctx, &g.Head); err != nil {
 		return err
 	}
 	if g.caps.sharing != "" {
@@ -162,7 +136,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		comms := []*bnccl.Comm{g.nccl.comm, g.nccl.plain} // Close clears the fields; the comms stay safe to abort
 		g.watch.unwatch = presences.OnGone(g.Ranks, func(err error) { g.abortGroup(err, comms) })
 		if g.ag.host != nil && g.gate == nil {
-			g.gate = hostGate(g, func(err error) { g.abortGroup(err, comms) })
+			g.gate = hostGate(&g.core, func(err error) { g.abortGroup(err, comms) })
 		}
 		if t.spans {
 			// Every rank posts and reads two neighbours' posts each tick:
@@ -176,57 +150,18 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 }
 
 // probeP2P is the driver's answer for the GPU at pci: its ordinal here
-// (hidden: why it is not visible), and whether this rank's device reaches
-// it.
-func (g *Group) probeP2P(pci string) (dev int, access bool, hidden, err error) {
+// (hidden: why it is not visible), and whether device from (this rank's)
+// reaches it.
+func probeP2P(from int, pci string) (dev int, access bool, hidden, err error) {
 	if dev, hidden = deviceByPCI(pci); hidden != nil {
 		return 0, false, hidden, nil
 	}
-	link, err := cudadrv.P2P(g.b.info.Ordinal, dev)
+	link, err := cudadrv.P2P(from, dev)
 	return dev, link.Access, nil, err
 }
 
-// reachPeers decides whether copy engines serve the group (g.caps.ce, g.caps.ceWhy)
-// and which members share this rank's GPU (g.caps.sharing): t's peers in group
-// order, probe's answer for each on another GPU, up to the first it
-// cannot reach; then t.remote.
-func (g *Group) reachPeers(all []identity, t topology, probe func(pci string) (dev int, access bool, hidden, err error)) error {
-	g.caps.ce, g.caps.ceWhy = true, "every rank is on this host and P2P-reachable"
-	if g.FDs == nil && len(g.Ranks) > 1 {
-		g.caps.ce, g.caps.ceWhy = false, "no fd exchange to share segments"
-		return nil
-	}
-	for _, p := range t.peers {
-		id := all[p.member]
-		if p.sameGPU { // peer mappings and copy engines work
-			if !g.b.share {
-				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
-					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
-					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
-			}
-			g.caps.sharing += fmt.Sprintf(" %d", id.Rank)
-			continue
-		}
-		dev, access, hidden, err := probe(id.PCI)
-		switch {
-		case hidden != nil:
-			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
-			return nil
-		case err != nil:
-			return err
-		case !access:
-			g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", g.b.info.Ordinal, id.Rank, dev)
-			return nil
-		}
-	}
-	if t.remote >= 0 {
-		g.caps.ce, g.caps.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
-	}
-	return nil
-}
-
 // setupCE creates the side streams, events and signal pads.
-func (g *Group) setupCE(ctx context.Context) error {
+func (g *core) setupCE(ctx context.Context) error {
 	c := g.b.ctx
 	if err := g.st.create(c, max(3, len(g.Ranks)-1)); err != nil {
 		return err
@@ -339,4 +274,49 @@ func (g *Group) Agreer() agree.Agreer {
 		return nil
 	}
 	return g.ag.group
+}
+
+// Fault reports a mismatch the group's kernels found since the last call
+// (Synchronize asks every group). The usual answer, none, costs one atomic
+// load and no lock: it runs after every collective.
+func (g *Group) Fault() error {
+	if w := g.faults.words; w == nil || w.Load(faultSet) == 0 {
+		return nil
+	}
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.faults.take()
+}
+
+// abortGroup stops a group that spans hosts, once: when a member on
+// another host exited (members.Presences.OnGone), or when this host's
+// members differ or one is gone (hostGate). Later calls and Synchronize
+// fail with err, and the group's NCCL communicators are stopped
+// (bnccl.Comm.Stop: revoked, or aborted before NCCL 2.28), which ends NCCL
+// kernels waiting for the gone rank instead of leaving the stream blocked
+// until the process is killed; so are the hier path's child groups.
+// Synchronize returns err at once while the group is open (after an abort
+// the stream drains only when NCCL's teardown completes). Nothing else
+// waits across hosts: symmem's kernels and copy engines do not run on such
+// groups.
+func (g *Group) abortGroup(err error, comms []*bnccl.Comm) {
+	if !g.watch.stop(fmt.Errorf("cuda: group %q: %w", g.GroupName, err)) {
+		return
+	}
+	g.paths.hier.stop(err) // children in the making: their wait for peers ends
+	if k := g.paths.hier.kids.Load(); k != nil {
+		k.abort(err)
+	}
+	// Synchronize returns the abort's error now, not when NCCL's teardown lets the stream go.
+	g.b.fireAborted()
+	differ := errors.Is(err, errs.Mismatch) // NCCL may have run calls that differ: its state is undefined
+	for _, c := range comms {
+		switch { // each waits for a call in progress on the communicator; nothing after Close
+		case c == nil:
+		case differ:
+			c.Abandon()
+		default:
+			c.Stop()
+		}
+	}
 }

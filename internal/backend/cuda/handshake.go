@@ -36,7 +36,7 @@ var hsKernel = declareKernel("handshake.ptx", "symmem_handshake")
 // has no kernels, so no handshake), and the raw handles of its stream and
 // of the events that fork and join it (the group owns them: setupCE).
 type handshake struct {
-	g      *Group
+	g      *core
 	args   *cudadrv.Args
 	stream uint64
 	ev     [2]uint64 // fork, join
@@ -91,7 +91,7 @@ func (h *handshake) after(c *call) error {
 // stoppedErr is the mismatch that made the handshake stop the device (nil
 // if none): it explains every later launch failure, also after the call
 // that reported it.
-func (g *Group) stoppedErr() error {
+func (g *core) stoppedErr() error {
 	if err := g.gate.stoppedErr(); err != nil {
 		return err // the gate stopped it (gate.go)
 	}

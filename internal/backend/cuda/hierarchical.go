@@ -30,7 +30,7 @@ import (
 // auto does not take it (no measurement shows it ahead yet: issue 27); a
 // call forces it with algorithm hier.
 type hierPath struct {
-	g      *Group
+	g      *core
 	row    *pathInfo
 	layout *hier.Layout // nil: the group cannot take the path (why)
 	why    string

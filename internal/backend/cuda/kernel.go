@@ -110,8 +110,8 @@ func (k *kernels) fn(id kernelID) cudadrv.Function {
 	return 0
 }
 
-func (b *Backend) loadKernels() error {
-	k := &b.kern
+// load loads the modules into context c, once (the error stays).
+func (k *kernels) load(c *cudadrv.Context) error {
 	k.once.Do(func() {
 		fns := make([]cudadrv.Function, len(kernelEntries))
 		mods := map[string]*cudadrv.Module{}
@@ -122,7 +122,7 @@ func (b *Backend) loadKernels() error {
 				if src, k.err = ptxFiles.ReadFile("ptx/" + e.ptx); k.err != nil {
 					break
 				}
-				if m, k.err = cudadrv.LoadModule(b.ctx, src); k.err != nil {
+				if m, k.err = cudadrv.LoadModule(c, src); k.err != nil {
 					break
 				}
 				mods[e.ptx] = m
@@ -133,7 +133,7 @@ func (b *Backend) loadKernels() error {
 			}
 		}
 		if k.err != nil {
-			b.unloadKernels()
+			k.unload()
 			return
 		}
 		k.fns = fns
@@ -141,12 +141,13 @@ func (b *Backend) loadKernels() error {
 	return k.err
 }
 
-func (b *Backend) unloadKernels() error {
+// unload unloads the modules loaded.
+func (k *kernels) unload() error {
 	var errs []error
-	for _, m := range b.kern.mods {
+	for _, m := range k.mods {
 		errs = append(errs, m.Unload())
 	}
-	b.kern.mods = nil
+	k.mods = nil
 	return errors.Join(errs...)
 }
 
@@ -171,7 +172,7 @@ func allGatherCTAs(slice int64, limit int) int {
 // kernels (g.caps.kernWhy says why); two-shot's first launch shares it.
 type kernelPath struct {
 	whole
-	g    *Group
+	g    *core
 	row  *pathInfo
 	args *cudadrv.Args
 }
@@ -209,7 +210,7 @@ func (k *kernelPath) whyNot(req backend.Request) error {
 	case refInNotSym:
 		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	default:
-		return kernelsWhyNot(k.g, req, r)
+		return kernelsWhyNot(k.g.caps.kernWhy, req, r)
 	}
 }
 
@@ -286,16 +287,14 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 	return nil
 }
 
-// loadKernel loads the backend's module if the group may use it, and says
-// whether it can (caps.kernWhy says why not).
-func (g *Group) loadKernel() bool {
-	if len(g.Ranks) > kernMaxRanks {
-		g.caps.kernWhy = fmt.Sprintf("more than %d ranks", kernMaxRanks)
-		return false
+// forGroup loads the modules into context c if a group of n ranks may use
+// them, and says whether it can (why not: kernWhy).
+func (k *kernels) forGroup(c *cudadrv.Context, n int) (ok bool, kernWhy string) {
+	if n > kernMaxRanks {
+		return false, fmt.Sprintf("more than %d ranks", kernMaxRanks)
 	}
-	if err := g.b.loadKernels(); err != nil {
-		g.caps.kernWhy = err.Error()
-		return false
+	if err := k.load(c); err != nil {
+		return false, err.Error()
 	}
-	return true
+	return true, ""
 }

@@ -83,8 +83,9 @@ var lcKernel = declareKernel("reducescatter.ptx", "symmem_reducescatter_lc")
 // allocated at its first call.
 type lcPath struct {
 	whole
-	g       *Group
+	g       *core
 	row     *pathInfo
+	k       *kernelPath // whether the group has the kernels
 	args    *cudadrv.Args
 	staging *segment
 }
@@ -94,7 +95,7 @@ func (l *lcPath) check(req *backend.Request) refusal {
 	switch {
 	case !l.row.does(req.Kind):
 		return refKind
-	case !l.g.paths.kernel.loaded():
+	case !l.k.loaded():
 		return refNoKernels
 	case !reducible(*req):
 		return refOp
@@ -120,7 +121,7 @@ func (l *lcPath) whyNot(req backend.Request) error {
 	case refOutNotSym:
 		return fmt.Errorf("lc all_reduce pushes its chunk into the peers' outputs, so the output must be a pool block registered with group %q: %w", l.g.GroupName, errNotSymmetric)
 	default:
-		return kernelsWhyNot(l.g, req, r)
+		return kernelsWhyNot(l.g.caps.kernWhy, req, r)
 	}
 }
 
@@ -236,7 +237,7 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 
 	g.gate.guard(p, s, c.gate) // the gate's approval first (gate.go)
 	g.hs.fork(p, s, req)
-	g.signal(p, s, slotReady)
+	g.peers.signal(p, s, slotReady, g.Me)
 	if n > 1 {
 		p.Record(s, g.st.h.forkX)
 	}
@@ -289,6 +290,6 @@ func (l *lcPath) build(p *cudadrv.Program, c *call) error {
 		g.st.transfers(p, s, xs[:nx])
 	}
 	g.hs.join(p, s, req)
-	g.signal(p, s, slotDone)
+	g.peers.signal(p, s, slotDone, g.Me)
 	return nil
 }

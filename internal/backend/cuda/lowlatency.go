@@ -75,7 +75,7 @@ const (
 // kernels).
 type llPath struct {
 	whole
-	g    *Group
+	g    *core
 	row  *pathInfo
 	args *cudadrv.Args
 }
@@ -136,7 +136,7 @@ func (l *llPath) whyNot(req backend.Request) error {
 		return fmt.Errorf("ll needs input and output disjoint or exactly in place, not input %#x (%d bytes) and output %#x (%d bytes): %w (use kernel or nccl)",
 			req.In.Ptr, req.In.Len, req.Out.Ptr, req.Out.Len, errs.NotSupported)
 	default:
-		return kernelsWhyNot(l.g, req, r)
+		return kernelsWhyNot(l.g.caps.kernWhy, req, r)
 	}
 }
 

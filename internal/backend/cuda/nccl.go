@@ -10,6 +10,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/backend/internal/members"
 	bnccl "github.com/symmem/symmem/internal/backend/nccl"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/libnccl"
@@ -124,14 +125,14 @@ type ncclGroup struct {
 	// plain is a second communicator with no windows: NCCL picks its
 	// symmetric kernels for any buffer in a window, and for large
 	// reductions those are slower than its regular ones, so the plain path
-	// on pool buffers runs here. nil if it failed on any rank (agreeNCCL).
+	// on pool buffers runs here. nil if it failed on any rank (ncclGroup.agree).
 	plain   *bnccl.Comm
 	err     error
 	windows bool   // segments are registered as NCCL windows
 	winWhy  string // why not
 }
 
-func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
+func newNCCLGroup(ctx context.Context, g *core, gen int) ncclGroup {
 	st := &g.b.nccl
 	if st.lib == nil {
 		return ncclGroup{err: st.err, winWhy: "no NCCL"}
@@ -161,7 +162,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 	return ng
 }
 
-// agreeNCCL makes the group's communicators alike on every rank. Each
+// agree makes the group's communicators alike on every rank. Each
 // rank's creation can fail alone (a local resource after NCCL's collective
 // init), and ranks that differ would not meet: one with the window-free
 // communicator runs a plain call there, one without on the windowed one.
@@ -169,8 +170,7 @@ func newNCCLGroup(ctx context.Context, g *Group, gen int) ncclGroup {
 // exchange what they made (every rank: one that made none, NCCL missing or
 // the GPU shared, says so), and a communicator some rank lacks is aborted
 // on every rank that has it (locally: no peer waits for it).
-func (g *Group) agreeNCCL(ctx context.Context) error {
-	n := &g.nccl
+func (n *ncclGroup) agree(ctx context.Context, g *members.Head) error {
 	if len(g.Ranks) == 1 {
 		return nil
 	}
@@ -198,7 +198,7 @@ func (g *Group) agreeNCCL(ctx context.Context) error {
 	return nil
 }
 
-// ncclAgreed reads every rank's report of its communicators (agreeNCCL):
+// ncclAgreed reads every rank's report of its communicators (agree):
 // whether each has the windowed one and the window-free one, and why the
 // first other rank without a communicator has none. A report it cannot
 // read counts as none.
@@ -273,7 +273,7 @@ func (n *ncclGroup) windowed(req backend.Request) bool {
 }
 
 // ncclRun is what both NCCL paths do around NCCL's call.
-type ncclRun struct{ g *Group }
+type ncclRun struct{ g *core }
 
 func (ncclRun) prepare(call) error { return nil }
 
@@ -323,11 +323,11 @@ func (r ncclRun) run(ctx context.Context, c call, comm *bnccl.Comm, win bool) (c
 // nccl-window).
 type ncclPath struct{ ncclRun }
 
-// ncclUnsafe reports whether NCCL would run c on symmetric kernels known to
+// unsafe reports whether NCCL would run c on symmetric kernels known to
 // get its shape wrong (judgeWindow) with no window-free communicator to
 // avoid them.
-func (g *Group) ncclUnsafe(c *call) bool {
-	return c.verdict == windowWrong && g.nccl.plain == nil
+func (n *ncclGroup) unsafe(c *call) bool {
+	return c.verdict == windowWrong && n.plain == nil
 }
 
 func (n *ncclPath) refuse(c call) error {
@@ -335,19 +335,19 @@ func (n *ncclPath) refuse(c call) error {
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
-	case c.req.Kind == coll.AllToAll && g.ncclA2AWhy(c.req) != "":
-		return fmt.Errorf("nccl requested but %s: %w", g.ncclA2AWhy(c.req), errs.NotSupported)
-	case g.ncclUnsafe(&c):
+	case c.req.Kind == coll.AllToAll && ncclA2AWhy(g.b.nccl.lib, c.req) != "":
+		return fmt.Errorf("nccl requested but %s: %w", ncclA2AWhy(g.b.nccl.lib, c.req), errs.NotSupported)
+	case g.nccl.unsafe(&c):
 		return fmt.Errorf("nccl requested on window buffers and the window-free communicator is missing: %w: %w", ErrNCCLWindowWrong, errs.Refused)
 	}
 	return nil
 }
 
-// ncclA2AWhy says why the loaded NCCL cannot run the all-to-all req (""
-// if it can): equal blocks need ncclAlltoAll or the point-to-point calls,
-// split counts the point-to-point calls, which take them from the host.
-func (g *Group) ncclA2AWhy(req backend.Request) string {
-	lib := g.b.nccl.lib
+// ncclA2AWhy says why lib, the loaded NCCL (nil: none), cannot run the
+// all-to-all req ("" if it can): equal blocks need ncclAlltoAll or the
+// point-to-point calls, split counts the point-to-point calls, which take
+// them from the host.
+func ncclA2AWhy(lib *libnccl.Lib, req backend.Request) string {
 	switch {
 	case req.A2A.Kind() == backend.SplitsDevice:
 		return "NCCL takes all-to-all split counts from the host only (split counts on the device have no GPU path yet)"

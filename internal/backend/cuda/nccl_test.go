@@ -70,7 +70,7 @@ func TestAgreeNCCLExchanges(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = g.agreeNCCL(context.Background())
+			res[i] = g.nccl.agree(context.Background(), &g.Head)
 		}()
 	}
 	wg.Wait()
@@ -87,7 +87,7 @@ func TestAgreeNCCLExchanges(t *testing.T) {
 	// its own.
 	g := fakeGroup(len(ranks), 0)
 	g.Gather = members.NewGather("g", st, "test/agree-alone", ranks, 0, 200*time.Millisecond)
-	if err := g.agreeNCCL(context.Background()); err == nil || !strings.Contains(err.Error(), "agreeing on the NCCL communicators") {
+	if err := g.nccl.agree(context.Background(), &g.Head); err == nil || !strings.Contains(err.Error(), "agreeing on the NCCL communicators") {
 		t.Errorf("agreement without the peer: %v, want its failure", err)
 	}
 }
@@ -100,7 +100,7 @@ func TestNCCLUnavailableWraps(t *testing.T) {
 	g.caps.ce = false
 	g.nccl = ncclGroup{err: fmt.Errorf("creating the communicator: %w", errs.PeerExited), winWhy: "no communicator"}
 	c := call{req: gatherReq(g, 1000, false)}
-	f := autoFacts{g: g, c: &c}
+	f := autoFacts{p: &g.paths, c: &c}
 	for what, err := range map[string]error{
 		"nccl":        g.paths.nccl.refuse(c),
 		"nccl-window": g.paths.window.refuse(c),

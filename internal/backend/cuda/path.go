@@ -2,12 +2,10 @@ package cuda
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -81,10 +79,10 @@ const (
 )
 
 // kernelsWhyNot is the error of the refusals every kernel path shares.
-func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
+func kernelsWhyNot(kernWhy string, req backend.Request, r refusal) error {
 	switch r {
 	case refNoKernels:
-		return fmt.Errorf("the kernels are unavailable (%s): %w", g.caps.kernWhy, errs.NotSupported)
+		return fmt.Errorf("the kernels are unavailable (%s): %w", kernWhy, errs.NotSupported)
 	case refOp:
 		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
 	case refHeld:
@@ -100,52 +98,6 @@ func kernelsWhyNot(g *Group, req backend.Request, r refusal) error {
 func refused(c call, whyNot error) error {
 	if whyNot != nil {
 		return fmt.Errorf("%s requested but %w: %w", c.req.Algo, whyNot, errs.Refused)
-	}
-	return nil
-}
-
-// breakWith marks the group broken by err (the first cause stays): every
-// later call is refused, and the peers on this host learn it at once from
-// this rank's state word (members.StateFailed: their waits for this rank
-// fail naming it, instead of timing out). The caller holds runMu.
-func (g *Group) breakWith(err error) {
-	if g.broken == nil {
-		g.broken = err
-	}
-	g.ag.setState(members.StateFailed)
-}
-
-// newProgram is the group's program, emptied, for the call being built.
-func (g *Group) newProgram() *cudadrv.Program {
-	p := g.prog
-	p.Reset()
-	p.SetContext(g.b.ctx)
-	return p
-}
-
-// issue tracks and executes p, the whole of call c (or what goes before or
-// after an NCCL call), on c's stream. A failure leaves the peers waiting
-// for signals this rank will not send: the group cannot go on.
-func (g *Group) issue(p *cudadrv.Program, c *call, what string) error {
-	if err := g.st.track(p, c.req.Stream, g.b); err != nil {
-		return err
-	}
-	if err := g.x.program(p); err != nil {
-		// A kernel's report read now explains the failure where the
-		// handshake trapped (take broke the group with it: the first cause
-		// stays); an earlier call's mismatch does not, and this call was
-		// not queued either way: the group breaks with the failure.
-		ferr := g.faults.take()
-		if c.gate.n > 0 { // the call's number at the gate, as its peers count it
-			g.breakWith(fmt.Errorf("%v %s (collective %d on the group) failed: %w", c.req.Kind, what, c.gate.n, err))
-		} else {
-			g.breakWith(fmt.Errorf("%v %s failed: %w", c.req.Kind, what, err))
-		}
-		berr := fmt.Errorf("%w: %w", errs.Broken, g.broken)
-		if ferr != nil && ferr != g.broken {
-			return errors.Join(berr, ferr)
-		}
-		return berr
 	}
 	return nil
 }

@@ -23,13 +23,13 @@ type pathInfo struct {
 	// gated: its calls wait for the call gate's approval (gate.go).
 	gated bool
 	// new makes the group's instance of the path in p (choose's answer).
-	new func(g *Group, p *paths, row *pathInfo) path
+	new func(g *core, p *paths, row *pathInfo) path
 	// kernArgs allocates its parameter blocks in a group that has
 	// symmem's kernels (setup); nil: it has none.
 	kernArgs func(p *paths)
 	// serves is auto's condition pathServes on a step that hands the call to
 	// this path: the path would run it (nil: no step does).
-	serves func(g *Group, req backend.Request) bool
+	serves func(p *paths, req backend.Request) bool
 	// fallback is auto's order where the auto table names this path (nil:
 	// auto does not start from it; autotable.go).
 	fallback []coll.Algo
@@ -47,9 +47,9 @@ type pathInfo struct {
 var pathTable = [...]pathInfo{
 	{
 		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the kernels serve",
-		new:      func(g *Group, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
+		new:      func(g *core, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
 		kernArgs: func(p *paths) { p.kernel.args = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.kernel.check(&req) == served },
+		serves:   func(p *paths, req backend.Request) bool { return p.kernel.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -64,9 +64,9 @@ var pathTable = [...]pathInfo{
 		// ll's refusals (a buffer off 16 bytes, a row larger than its area)
 		// leave the call to the kernel, the next fastest at small sizes.
 		algo: coll.AlgoLL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "ll serves",
-		new:      func(g *Group, p *paths, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
+		new:      func(g *core, p *paths, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
 		kernArgs: func(p *paths) { p.ll.args = cudadrv.NewArgs(llArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.ll.check(&req) == served },
+		serves:   func(p *paths, req backend.Request) bool { return p.ll.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
@@ -78,9 +78,12 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoTwoShot, ops: []coll.Kind{coll.AllReduce}, serve: "two-shot serves", opsHint: " (reduce_scatter: kernel or lc)",
-		new:      func(g *Group, p *paths, r *pathInfo) path { p.twoShot = twoShotPath{g: g, row: r}; return &p.twoShot },
+		new: func(g *core, p *paths, r *pathInfo) path {
+			p.twoShot = twoShotPath{g: g, row: r, k: &p.kernel}
+			return &p.twoShot
+		},
 		kernArgs: func(p *paths) { p.twoShot.second = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.twoShot.check(&req) == served },
+		serves:   func(p *paths, req backend.Request) bool { return p.twoShot.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -89,9 +92,9 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoLowContention, ops: []coll.Kind{coll.ReduceScatter, coll.AllReduce}, serve: "lc serves", gated: true,
-		new:      func(g *Group, p *paths, r *pathInfo) path { p.lc = lcPath{g: g, row: r}; return &p.lc },
+		new:      func(g *core, p *paths, r *pathInfo) path { p.lc = lcPath{g: g, row: r, k: &p.kernel}; return &p.lc },
 		kernArgs: func(p *paths) { p.lc.args = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.lc.check(&req) == served },
+		serves:   func(p *paths, req backend.Request) bool { return p.lc.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -100,8 +103,8 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoCE, ops: []coll.Kind{coll.AllGather, coll.AllToAll}, serve: "copy engines serve", gated: true,
-		new:      func(g *Group, p *paths, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
-		serves:   func(g *Group, req backend.Request) bool { return g.paths.ce.serves(req) },
+		new:      func(g *core, p *paths, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
+		serves:   func(p *paths, req backend.Request) bool { return p.ce.serves(req) },
 		fallback: []coll.Algo{coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			{algo: coll.AlgoCE, when: []autoCond{pathServes}, kindWhy: map[coll.Kind]string{
@@ -112,7 +115,7 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoNCCLWindow, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, serve: "NCCL serves", gated: true,
-		new:      func(g *Group, p *paths, _ *pathInfo) path { p.window = ncclWindowPath{ncclRun{g}}; return &p.window },
+		new:      func(g *core, p *paths, _ *pathInfo) path { p.window = ncclWindowPath{ncclRun{g}}; return &p.window },
 		fallback: []coll.Algo{coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
@@ -131,7 +134,7 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoNCCL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast, coll.AllToAll}, serve: "NCCL serves", gated: true,
-		new:      func(g *Group, p *paths, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
+		new:      func(g *core, p *paths, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
 		fallback: []coll.Algo{coll.AlgoNCCL},
 		// Without NCCL a reduction still runs on symmem's kernels: one-shot up
 		// to oneShotMax, then two-shot, which reads each peer byte once where
@@ -159,7 +162,7 @@ var pathTable = [...]pathInfo{
 		// auto does not take it (no measurement shows it ahead yet: issue
 		// 27); a call forces it.
 		algo: coll.AlgoHier, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the hierarchical path serves", gated: true,
-		new: func(g *Group, p *paths, r *pathInfo) path { p.hier = hierPath{g: g, row: r}; return &p.hier },
+		new: func(g *core, p *paths, r *pathInfo) path { p.hier = hierPath{g: g, row: r}; return &p.hier },
 	},
 }
 
@@ -176,10 +179,12 @@ type paths struct {
 	hier    hierPath
 
 	all []path
+	g   *core // what they share, and what choose asks
 }
 
 // init makes the group's paths in place (they point into p).
-func (p *paths) init(g *Group) {
+func (p *paths) init(g *core) {
+	p.g = g
 	p.all = make([]path, len(pathTable))
 	for i := range pathTable {
 		p.all[i] = pathTable[i].new(g, p, &pathTable[i])

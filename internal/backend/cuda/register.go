@@ -96,7 +96,7 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 
 // quiesce waits (bounded by the timeout) until every collective issued so
 // far (outside graph capture) finished (streams.quiesce), under runMu.
-func (g *Group) quiesce(ctx context.Context) error {
+func (g *core) quiesce(ctx context.Context) error {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
 	return g.st.quiesce(ctx, g.b.stream, g.Timeout)
@@ -104,7 +104,7 @@ func (g *Group) quiesce(ctx context.Context) error {
 
 // exchange sends fd to every peer under tag and imports every peer's fd of
 // the same size, mapped for this device. Indexed by group rank (0 for me).
-func (g *Group) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
+func (g *core) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
 	bases := make([]uint64, len(g.Ranks))
 	err := g.Swap(ctx, tag, fd, func(r, fd int) error {
 		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)

@@ -24,10 +24,10 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			b := &Backend{ctx: &cudadrv.Context{}, gran: gran, prov: newProvider(&cudadrv.Context{}, gran)}
 			b.prov.segs[seg.ID] = &segment{base: seg.Base, size: seg.Size, fd: -1}
 			mk := func(name string, ranks []int, timeout time.Duration) *Group {
-				g := &Group{Head: members.Head{GroupName: name, Ranks: ranks, Me: 0, Store: st, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: nopExec{}}
+				g := &Group{core: core{Head: members.Head{GroupName: name, Ranks: ranks, Me: 0, Store: st, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: nopExec{}}}
 				g.Prefix = "test/" + t.Name() + "/" + name
-				g.faults, g.hs = faults{g: g}, handshake{g: g}
-				g.paths.init(g)
+				g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+				g.paths.init(&g.core)
 				g.Gather = members.NewGather(name, st, g.Prefix, g.Ranks, 0, timeout)
 				return g
 			}

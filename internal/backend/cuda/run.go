@@ -49,11 +49,11 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 	c := newCall(req, g.nccl.windowed(req), g.b.nccl.version())
 	if req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsHost {
 		var err error
-		if c.counts, err = g.splitMatrix(ctx, req); err != nil {
+		if c.counts, err = splitMatrix(ctx, &g.Head, req); err != nil {
 			return coll.Path{}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 		}
 	}
-	p, algo, why, err := g.choose(&c)
+	p, algo, why, err := g.paths.choose(&c)
 	if err != nil {
 		return coll.Path{Algo: algo, Reason: why}, fmt.Errorf("cuda: group %q: %v: %w", g.GroupName, req.Kind, err)
 	}
@@ -88,7 +88,7 @@ func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error)
 // at the gate (prepare): a failure there refuses the call, and no peer is
 // approved to wait for this rank. A failure after it breaks the group:
 // the peers may be approved already and wait for this rank on the GPU.
-func (g *Group) start(p path, c *call) error {
+func (g *core) start(p path, c *call) error {
 	// A broken group (a gate difference, a failed copy-engine call)
 	// refuses every call.
 	if g.broken != nil {
@@ -117,9 +117,9 @@ func (g *Group) start(p path, c *call) error {
 // fence event of a caller's stream (track; hier queues through its child
 // groups, which fence it) and what path p needs (path.prepare). The
 // caller holds runMu.
-func (g *Group) prepare(p path, c call) error {
+func (g *core) prepare(p path, c call) error {
 	if c.req.Algo != coll.AlgoHier {
-		if err := g.st.fenceFor(c.req.Stream, g.b); err != nil {
+		if err := g.st.fenceFor(c.req.Stream, g.b.stream, g.b.ctx); err != nil {
 			return err
 		}
 	}
@@ -130,9 +130,9 @@ func (g *Group) prepare(p path, c call) error {
 // published it at the gate, and returns the call's error: the peers go on
 // with the call, and this rank cannot run another in step with them. The
 // caller holds runMu.
-func (g *Group) breakAfter(err error) error {
+func (g *core) breakAfter(err error) error {
 	g.breakWith(err)
-	if errors.Is(err, errs.Broken) { // Group.issue broke it and says so
+	if errors.Is(err, errs.Broken) { // core.issue broke it and says so
 		return err
 	}
 	return fmt.Errorf("%w: %w", errs.Broken, err)
@@ -143,7 +143,7 @@ func (g *Group) breakAfter(err error) error {
 // meanwhile (a member on another host exited, the ranks' calls differ:
 // abortGroup), the abort's, which explains the failure (its stopped NCCL
 // communicator) and already refuses every later call.
-func (g *Group) finishFailed(err error) error {
+func (g *core) finishFailed(err error) error {
 	if gone := g.watch.err(); gone != nil {
 		return fmt.Errorf("%w: %w (%v)", errs.Broken, gone, err)
 	}
@@ -155,10 +155,10 @@ func (g *Group) finishFailed(err error) error {
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // its name and the reason: a forced path unless it refuses the call
 // (path.refuse), or auto's choice (autotable.go).
-func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
+func (ps *paths) choose(c *call) (path, coll.Algo, string, error) {
 	req := c.req
 	if i := pathIndex(req.Algo); i >= 0 {
-		p := g.paths.all[i]
+		p := ps.all[i]
 		if err := p.refuse(*c); err != nil {
 			return nil, req.Algo, "", err
 		}
@@ -170,7 +170,7 @@ func (g *Group) choose(c *call) (path, coll.Algo, string, error) {
 	}
 	switch req.Algo {
 	case coll.AlgoAuto, coll.AlgoDirect, "":
-		return g.auto(c)
+		return ps.auto(c)
 	}
 	return nil, req.Algo, "", fmt.Errorf("algorithm %q is not a GPU path (want %s): %w", req.Algo, gpuPathList, errs.NotSupported)
 }
@@ -184,7 +184,7 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
 	}
 	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
-	_, algo, why, err := g.choose(&c)
+	_, algo, why, err := g.paths.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()
 	}

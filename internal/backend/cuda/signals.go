@@ -6,6 +6,13 @@ import "github.com/symmem/symmem/internal/native/cudadrv"
 // the pads' words (peerTable.word). Copies spread over the side streams are
 // streams.transfers.
 
+// pad layout: word (slot, from) at 4*(slot*n + from); slots below.
+const (
+	slotReady = 0
+	slotDone  = 1
+	padSlots  = 2
+)
+
 // xfer is one copy: n bytes from src to dst.
 type xfer struct {
 	dst, src uint64
@@ -21,23 +28,23 @@ type xfer struct {
 // 1 is never lost to a late reset; the same holds for the done words.
 const signalOn = 1
 
-// signal adds one signal round on slot: tell every peer, wait for every
-// peer, reset the words waited on.
-func (g *Group) signal(p *cudadrv.Program, s uint64, slot int) {
-	n, me := len(g.Ranks), g.Me
+// signal adds one signal round on slot for rank me: tell every peer, wait
+// for every peer, reset the words waited on.
+func (pt *peerTable) signal(p *cudadrv.Program, s uint64, slot, me int) {
+	n := len(pt.pads)
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Write32(s, g.peers.word(r, slot, me), signalOn)
+			p.Write32(s, pt.word(r, slot, me), signalOn)
 		}
 	}
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Wait32EQ(s, g.peers.word(me, slot, r), signalOn)
+			p.Wait32EQ(s, pt.word(me, slot, r), signalOn)
 		}
 	}
 	for r := 0; r < n; r++ {
 		if r != me {
-			p.Write32(s, g.peers.word(me, slot, r), 0)
+			p.Write32(s, pt.word(me, slot, r), 0)
 		}
 	}
 }

@@ -133,19 +133,19 @@ func (st *streams) transfers(p *cudadrv.Program, s uint64, xs []xfer) {
 }
 
 // track makes the collective just built into p (on stream s) visible to
-// quiesce. The backend's own stream is remembered and fenced later (no extra
+// quiesce. The backend's own stream (own; c its context) is remembered and fenced later (no extra
 // driver call). A caller's stream may be destroyed before the group is done
 // (its handle then dangles), so a fence event of the group's is recorded on
 // it at the end of the program instead — unless the stream is being
 // captured (captured work runs when the graph is replayed, and the caller
 // keeps the buffers alive while the graph exists): the Fence op decides
 // that inside the program's one cgo call.
-func (st *streams) track(p *cudadrv.Program, s uint64, b *Backend) error {
-	if s == b.stream.Handle() {
+func (st *streams) track(p *cudadrv.Program, s uint64, own *cudadrv.Stream, c *cudadrv.Context) error {
+	if s == own.Handle() {
 		st.usedOwn = true
 		return nil
 	}
-	ev, err := st.fence(s, b.ctx)
+	ev, err := st.fence(s, c)
 	if err != nil {
 		return err
 	}
@@ -158,11 +158,11 @@ func (st *streams) track(p *cudadrv.Program, s uint64, b *Backend) error {
 // call, so that track does not fail after (a quiesce between an NCCL
 // call's issue and its handshake's may drop it again: track then makes
 // it anew).
-func (st *streams) fenceFor(s uint64, b *Backend) error {
-	if s == b.stream.Handle() {
+func (st *streams) fenceFor(s uint64, own *cudadrv.Stream, c *cudadrv.Context) error {
+	if s == own.Handle() {
 		return nil
 	}
-	_, err := st.fence(s, b.ctx)
+	_, err := st.fence(s, c)
 	return err
 }
 

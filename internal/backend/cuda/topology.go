@@ -3,6 +3,8 @@ package cuda
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/symmem/symmem/rendezvous"
 )
 
 // identity is what a rank tells its group at setup: where it runs and
@@ -48,7 +50,7 @@ type topology struct {
 }
 
 // caps are the paths' preconditions, decided at setup from the topology
-// (Group.reachPeers, Group.loadKernel) and fixed after.
+// (reach, kernels.forGroup) and fixed after.
 type caps struct {
 	// Copy-engine availability: every member on this host, P2P reachable.
 	ce    bool
@@ -57,6 +59,47 @@ type caps struct {
 	// NCCL is unavailable then.
 	sharing string
 	kernWhy string // why the group has no kernels
+}
+
+// reach decides whether copy engines serve the group (ce, ceWhy) and
+// which members share this rank's GPU (sharing): t's peers in group order,
+// probe's answer for each on another GPU, up to the first it cannot reach;
+// then t.remote. all are the members' identities, fds whether the job
+// passes file descriptors, share Options.ShareDevice, dev this rank's
+// device.
+func (c *caps) reach(all []identity, t topology, fds, share bool, dev int, probe func(pci string) (dev int, access bool, hidden, err error)) error {
+	c.ce, c.ceWhy = true, "every rank is on this host and P2P-reachable"
+	if !fds && len(all) > 1 {
+		c.ce, c.ceWhy = false, "no fd exchange to share segments"
+		return nil
+	}
+	for _, p := range t.peers {
+		id := all[p.member]
+		if p.sameGPU { // peer mappings and copy engines work
+			if !share {
+				return fmt.Errorf("rank %d uses the same GPU (%s) as this rank: give each rank its own device, or let ranks share it "+
+					"(symmem.Options.GPU.ShareDevice, %s=1, or `symmem launch --share-device`; symmem's own paths only, NCCL needs a GPU per rank): %w",
+					id.Rank, id.PCI, rendezvous.VarShareDevice, ErrSharedDevice)
+			}
+			c.sharing += fmt.Sprintf(" %d", id.Rank)
+			continue
+		}
+		peerDev, access, hidden, err := probe(id.PCI)
+		switch {
+		case hidden != nil:
+			c.ce, c.ceWhy = false, fmt.Sprintf("rank %d's GPU %s is not visible here (%v)", id.Rank, id.PCI, hidden)
+			return nil
+		case err != nil:
+			return err
+		case !access:
+			c.ce, c.ceWhy = false, fmt.Sprintf("device %d cannot access rank %d's device %d (no P2P)", dev, id.Rank, peerDev)
+			return nil
+		}
+	}
+	if t.remote >= 0 {
+		c.ce, c.ceWhy = false, fmt.Sprintf("rank %d runs on another host", all[t.remote].Rank)
+	}
+	return nil
 }
 
 // peer is another member on this rank's host.

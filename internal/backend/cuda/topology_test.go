@@ -127,7 +127,7 @@ func TestReachPeers(t *testing.T) {
 			g := fakeGroup(len(tc.all), tc.me)
 			g.FDs = &rendezvous.FDExchange{}
 			g.b.share = tc.share
-			err := g.reachPeers(tc.all, newTopology(tc.all, tc.me), probe)
+			err := g.caps.reach(tc.all, newTopology(tc.all, tc.me), g.FDs != nil, g.b.share, g.b.info.Ordinal, probe)
 			if !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}
@@ -140,7 +140,7 @@ func TestReachPeers(t *testing.T) {
 		})
 	}
 	g := fakeGroup(2, 0)
-	if err := g.reachPeers(ids("a/0", "a/1"), newTopology(ids("a/0", "a/1"), 0), probe); err != nil || g.caps.ce || g.caps.ceWhy != "no fd exchange to share segments" {
+	if err := g.caps.reach(ids("a/0", "a/1"), newTopology(ids("a/0", "a/1"), 0), g.FDs != nil, g.b.share, g.b.info.Ordinal, probe); err != nil || g.caps.ce || g.caps.ceWhy != "no fd exchange to share segments" {
 		t.Errorf("without an fd exchange: ce %v (%s), %v", g.caps.ce, g.caps.ceWhy, err)
 	}
 }

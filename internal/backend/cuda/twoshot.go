@@ -28,8 +28,9 @@ import (
 // path's parameter block, its second its own (nil without kernels).
 type twoShotPath struct {
 	whole
-	g      *Group
+	g      *core
 	row    *pathInfo
+	k      *kernelPath // the first launch's
 	second *cudadrv.Args
 }
 
@@ -38,7 +39,7 @@ func (t *twoShotPath) check(req *backend.Request) refusal {
 	switch {
 	case !t.row.does(req.Kind):
 		return refKind
-	case !t.g.paths.kernel.loaded():
+	case !t.k.loaded():
 		return refNoKernels
 	case !req.InSym.OK || !req.OutSym.OK:
 		return refInNotSym
@@ -60,7 +61,7 @@ func (t *twoShotPath) whyNot(req backend.Request) error {
 	case refInNotSym:
 		return fmt.Errorf("two-shot reads the peers' inputs and writes their outputs, so both must be pool blocks registered with group %q: %w", t.g.GroupName, errNotSymmetric)
 	default:
-		return kernelsWhyNot(t.g, req, r)
+		return kernelsWhyNot(t.g.caps.kernWhy, req, r)
 	}
 }
 
@@ -76,7 +77,7 @@ func (t *twoShotPath) issue(c call) error {
 		return err
 	}
 	p := g.newProgram()
-	p.Launch(s, g.b.kern.fn(arKernel), g.paths.kernel.args, allReduceCTAs(chunk), kernThreads)
+	p.Launch(s, g.b.kern.fn(arKernel), t.k.args, allReduceCTAs(chunk), kernThreads)
 	p.Launch(s, g.b.kern.fn(agKernel), t.second, allGatherCTAs(chunk, kernMaxCTAs), kernThreads)
 	return g.issue(p, &c, "two-shot")
 }
@@ -84,7 +85,7 @@ func (t *twoShotPath) issue(c call) error {
 // fill writes both launches' parameter blocks (pure: no driver call) and
 // returns the common chunk in bytes (the grids' size).
 func (t *twoShotPath) fill(req backend.Request) (int64, error) {
-	g, k := t.g, &t.g.paths.kernel
+	g, k := t.g, t.k
 	chunk, off, n := chunkOf(req, len(g.Ranks), g.Me)
 	at := req.Out.Ptr + uint64(off)
 	if err := k.fillAllReduceArgs(k.args, req, at, off, n, true); err != nil {
