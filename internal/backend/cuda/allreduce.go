@@ -2,11 +2,9 @@ package cuda
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
 // The all-reduce kernel (ptx/allreduce.ptx) reads every rank's input through
@@ -74,22 +72,6 @@ func arDirect(req backend.Request, me int) bool {
 	return req.Out.End() <= req.In.Ptr || req.In.End() <= req.Out.Ptr
 }
 
-// allReduceCheck is the kernel path's check of req, an all-reduce or a
-// reduce-scatter.
-func (k *kernelPath) allReduceCheck(req *backend.Request) refusal {
-	switch {
-	case !reducible(*req):
-		return refOp
-	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(*req, k.g.Me):
-		return refHeld
-	case !req.InSym.OK:
-		return refInNotSym
-	case !elemAligned(*req):
-		return refElemAlign
-	}
-	return served
-}
-
 // allReduceCTAs is the grid: one vector per thread up to 64 CTAs (512
 // KiB), then they loop (held calls at most four times: arMaxBytes). It
 // depends on bytes alone, which every rank must pass alike (two-shot: the
@@ -102,51 +84,32 @@ func allReduceCTAs(bytes int64) int {
 	return max(1, min(kernMaxCTAs, int((bytes+per-1)/per)))
 }
 
-// fillAllReduceArgs writes req's parameter block into a (pure: no driver
-// call): bytes of output at out, rank r's source at its input plus off.
-// A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
-// The unit (reduceUnit) comes from every source, as mapped here, and the
-// output.
-func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
-	g := k.g
-	n, me := len(g.Ranks), g.Me
-	or := out
-	for r := 0; r < n; r++ {
-		src := req.In.Ptr + uint64(off)
-		if r != me {
-			var ok bool
-			if src, ok = g.peers.at(req.InSym.Seg, r, req.InSym.Off+off); !ok {
-				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.GroupName, errNotSymmetric)
-			}
-		}
-		or |= src
-		a.PutU64(arSrc+8*r, src)
-		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
-	}
-	unit, ok := reduceUnit(or, req.DType.Size())
-	if !ok {
-		return fmt.Errorf("kernel %v: output %#x, sources at offset %d: %w", req.Kind, out, req.InSym.Off+off, errKernelAlign)
-	}
-	a.PutU64(arOut, out)
-	a.PutU64(arBytes, uint64(bytes))
-	a.PutU64(argRegion, g.peers.pads[me]+kernRegion)
-	a.PutU32(argMe, uint32(me))
-	a.PutU32(argN, uint32(n))
-	a.PutU32(arDType, arDTypes[req.DType])
-	a.PutU32(arFlags, reduceFlags(req, direct))
-	a.PutU32(argUnit, unit)
-	g.faults.put(a, req)
-	return nil
+// allReduceSplit is the chunk, in elements, that each of n ranks reduces of
+// an all-reduce of count elements of es bytes (two-shot, lc): ceil(count/n)
+// rounded up to whole 16-byte vectors, so that every chunk starts 16-byte
+// aligned when the buffers are. Rank r owns [r*c, min((r+1)*c, count)):
+// the last chunks may be shorter, or empty. A count divisible by n into
+// chunks of whole vectors splits as before, count/n each.
+func allReduceSplit(count int64, n, es int) int64 {
+	per := int64(max(1, kernAlign/es))
+	c := (count + int64(n) - 1) / int64(n)
+	return (c + per - 1) / per * per
 }
 
-// fillReduction fills the path's block for req on the all-reduce kernel:
-// the whole all-reduce, or chunk me for a reduce-scatter.
-func (k *kernelPath) fillReduction(req backend.Request) error {
-	me := k.g.Me
-	bytes := req.Count * int64(req.DType.Size())
-	var off int64
+// chunkOf is the part of req group rank me of ranks reduces, in bytes:
+// chunk, the common size (a reduce-scatter's output, an all-reduce's
+// allReduceSplit), which sizes grids and sub-chunks alike on every rank;
+// off, this rank's offset in the tensor; n, its length (an all-reduce's
+// last chunks are shorter or empty: 0 <= n <= chunk).
+func chunkOf(req backend.Request, ranks, rank int) (chunk, off, n int64) {
+	es := int64(req.DType.Size())
+	me := int64(rank)
 	if req.Kind == coll.ReduceScatter {
-		off = int64(me) * bytes
+		chunk = req.Count * es
+		return chunk, me * chunk, chunk
 	}
-	return k.fillAllReduceArgs(k.args, req, req.Out.Ptr, off, bytes, arDirect(req, me))
+	chunk = allReduceSplit(req.Count, ranks, int(es)) * es
+	total := req.Count * es
+	off = min(me*chunk, total)
+	return chunk, off, min(chunk, total-off)
 }

@@ -38,10 +38,6 @@ func ceModeFor(req backend.Request) ceMode {
 	return modePull
 }
 
-// maxCERanks bounds the group size of the copy-engine path (fixed arrays
-// keep the issue path free of allocations).
-const maxCERanks = 64
-
 // cePath is the copy-engine all-gather and all-to-all (algorithm ce;
 // all-to-all: alltoall_ce.go).
 type cePath struct {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -83,4 +84,37 @@ func (g *core) issue(p *cudadrv.Program, c *call, what string) error {
 		return berr
 	}
 	return nil
+}
+
+// errWorkInFlight is wrapped where the group's collectives did not finish
+// within the timeout and what they may still use was kept (Deregister) or
+// leaked (Close) rather than pulled from under them.
+var errWorkInFlight = errors.New("collectives still in flight")
+
+// quiesce waits (bounded by the timeout) until every collective issued so
+// far (outside graph capture) finished (streams.quiesce), under runMu.
+func (g *core) quiesce(ctx context.Context) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.st.quiesce(ctx, g.b.stream, g.Timeout)
+}
+
+// exchange sends fd to every peer under tag and imports every peer's fd of
+// the same size, mapped for this device. Indexed by group rank (0 for me).
+func (g *core) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
+	bases := make([]uint64, len(g.Ranks))
+	err := g.Swap(ctx, tag, fd, func(r, fd int) error {
+		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
+		bases[r] = p
+		return err
+	})
+	if err != nil {
+		for r, p := range bases {
+			if p != 0 && r != g.Me {
+				cudadrv.Unmap(g.b.ctx, p, size)
+			}
+		}
+		return nil, err
+	}
+	return bases, nil
 }

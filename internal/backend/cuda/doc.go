@@ -65,31 +65,32 @@
 // The route of a call (Run, run.go): the request becomes a call (call.go:
 // the request as it runs, its NCCL window status and verdict, its ticket at
 // the gate), built once and passed down by value; paths.choose picks the
-// algorithm (forced: the path's refuse; auto: autotable.go, the table's
-// path for the op and size, then the turns of the paths in its fallback order, where the
-// special rules are named conditions). Every algorithm is a path, a type
-// behind one interface (path.go): symmem's kernelPath (kernel.go,
-// allreduce.go), twoShotPath (twoshot.go), lcPath (lowcontention.go),
-// llPath (lowlatency.go) and cePath (ce.go), NCCL's ncclPath (nccl.go) and
-// ncclWindowPath (ncclwindow.go), and hierPath (hierarchical.go: its child
-// groups' calls in finish), each holding what only it uses and the group's
-// core (core.go: the members, what setup decided and made, and how a call
-// is issued), not the Group, which is its core and its paths (pathtable.go)
-// behind the backend's Group interface. Holding runMu, Run prepares what
-// can fail on this rank alone (the stream's fence, lc's
-// staging: a failure refuses the call), publishes the call at the gate
-// (callGate.publish: its ticket) and the path issues what goes on the
-// stream now: symmem's paths their whole stream program, NCCL's the gate's
-// guard and checked mode's handshake fork; core.issue hands a program to
-// the executor (edge.go: the driver, one cgo call; tests record instead,
+// algorithm (forced: the path's refuse; auto: autotable.go, the table's path
+// for the op and size, then the turns of the paths in its fallback order,
+// where the special rules are named conditions: autostep.go). Every
+// algorithm is a path, a type behind one interface (path.go): symmem's
+// kernelPath (kernel.go; the all-reduce kernel's shared facts in
+// allreduce.go), twoShotPath (twoshot.go), lcPath (lowcontention.go), llPath
+// (lowlatency.go) and cePath (ce.go), NCCL's ncclPath and ncclWindowPath
+// (nccl.go; the windows' verdicts in ncclwindow.go), and hierPath
+// (hierarchical.go: its child groups' calls in finish), each holding what
+// only it uses and the group's core (core.go: the members, what setup
+// decided and made, and how a call is issued), not the Group, which is its
+// core and its paths (pathtable.go) behind the backend's Group interface.
+// Holding runMu, Run prepares what can fail on this rank alone (the stream's
+// fence, lc's staging: a failure refuses the call), publishes the call at
+// the gate (callGate.publish: its ticket) and the path issues what goes on
+// the stream now: symmem's paths their whole stream program, NCCL's the
+// gate's guard and checked mode's handshake fork; core.issue hands a program
+// to the executor (edge.go: the driver, one cgo call; tests record instead,
 // golden_test.go), and the gate is told it is queued (callGate.enqueued).
 // With runMu released the path finishes the call: NCCL's call on its
 // communicator and the handshake's join after it (nothing for symmem's
 // paths). A failure after publish breaks the group (core.breakWith): the
-// peers may be waiting for this rank's call. Run then reports a mismatch
-// the kernels found earlier (Group.Fault, fault.go). Signals the copy-engine
-// paths share are in signals.go; the side streams, the transfers spread
-// over them and the streams' fences in streams.go.
+// peers may be waiting for this rank's call. Run then reports a mismatch the
+// kernels found earlier (Group.Fault; the reports: fault.go). Signals the copy-engine
+// paths share are in signals.go; the side streams, the transfers spread over
+// them and the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).

@@ -16,10 +16,6 @@ import (
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
-// ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
-// was not allowed (Options.ShareDevice). It matches errs.NotSupported too.
-var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
-
 // Group is the GPU backend side of one group: its core, which the paths
 // share, and the paths.
 type Group struct {
@@ -167,7 +163,7 @@ func (g *core) setupCE(ctx context.Context) error {
 		return err
 	}
 	g.hs.stream, g.hs.ev = g.st.check.Handle(), [2]uint64{g.st.checkEv[0].Handle(), g.st.checkEv[1].Handle()}
-	if err := g.peers.createPad(c, len(g.Ranks), g.b.gran); err != nil {
+	if err := g.peers.createPad(c, padBytes(len(g.Ranks), g.b.gran), g.b.gran); err != nil {
 		return err
 	}
 	pad := g.peers.pad

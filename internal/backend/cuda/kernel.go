@@ -8,6 +8,7 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
 
@@ -166,6 +167,21 @@ func allGatherCTAs(slice int64, limit int) int {
 	return max(1, min(ctas, limit, kernMaxCTAs))
 }
 
+// kernelsWhyNot is the error of the refusals every kernel path shares.
+func kernelsWhyNot(kernWhy string, req backend.Request, r refusal) error {
+	switch r {
+	case refNoKernels:
+		return fmt.Errorf("the kernels are unavailable (%s): %w", kernWhy, errs.NotSupported)
+	case refOp:
+		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
+	case refHeld:
+		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", req.Count*int64(req.DType.Size()), errKernelOp)
+	case refElemAlign:
+		return fmt.Errorf("input %#x, output %#x, %v elements: %w (use nccl)", req.In.Ptr, req.Out.Ptr, req.DType, errKernelAlign)
+	}
+	panic(fmt.Sprintf("cuda: refusal %d has no shared wording", r))
+}
+
 // kernelPath is the kernel path (algorithm kernel): one launch of the
 // all-gather kernel, or of the all-reduce kernel for an all-reduce or a
 // reduce-scatter. Its parameter block is nil where the group has no
@@ -285,6 +301,71 @@ func (k *kernelPath) fillAllGatherAt(a *cudadrv.Args, req backend.Request, off, 
 	a.PutU32(arFlags, 0) // the block may have held an all-reduce's flags
 	g.faults.put(a, req)
 	return nil
+}
+
+// allReduceCheck is the kernel path's check of req, an all-reduce or a
+// reduce-scatter.
+func (k *kernelPath) allReduceCheck(req *backend.Request) refusal {
+	switch {
+	case !reducible(*req):
+		return refOp
+	case req.Count*int64(req.DType.Size()) > arMaxBytes && !arDirect(*req, k.g.Me):
+		return refHeld
+	case !req.InSym.OK:
+		return refInNotSym
+	case !elemAligned(*req):
+		return refElemAlign
+	}
+	return served
+}
+
+// fillAllReduceArgs writes req's parameter block into a (pure: no driver
+// call): bytes of output at out, rank r's source at its input plus off.
+// A reduce-scatter reads chunk me of every rank's input (off = me x bytes).
+// The unit (reduceUnit) comes from every source, as mapped here, and the
+// output.
+func (k *kernelPath) fillAllReduceArgs(a *cudadrv.Args, req backend.Request, out uint64, off, bytes int64, direct bool) error {
+	g := k.g
+	n, me := len(g.Ranks), g.Me
+	or := out
+	for r := 0; r < n; r++ {
+		src := req.In.Ptr + uint64(off)
+		if r != me {
+			var ok bool
+			if src, ok = g.peers.at(req.InSym.Seg, r, req.InSym.Off+off); !ok {
+				return fmt.Errorf("kernel %v: input not registered with group %q: %w", req.Kind, g.GroupName, errNotSymmetric)
+			}
+		}
+		or |= src
+		a.PutU64(arSrc+8*r, src)
+		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
+	}
+	unit, ok := reduceUnit(or, req.DType.Size())
+	if !ok {
+		return fmt.Errorf("kernel %v: output %#x, sources at offset %d: %w", req.Kind, out, req.InSym.Off+off, errKernelAlign)
+	}
+	a.PutU64(arOut, out)
+	a.PutU64(arBytes, uint64(bytes))
+	a.PutU64(argRegion, g.peers.pads[me]+kernRegion)
+	a.PutU32(argMe, uint32(me))
+	a.PutU32(argN, uint32(n))
+	a.PutU32(arDType, arDTypes[req.DType])
+	a.PutU32(arFlags, reduceFlags(req, direct))
+	a.PutU32(argUnit, unit)
+	g.faults.put(a, req)
+	return nil
+}
+
+// fillReduction fills the path's block for req on the all-reduce kernel:
+// the whole all-reduce, or chunk me for a reduce-scatter.
+func (k *kernelPath) fillReduction(req backend.Request) error {
+	me := k.g.Me
+	bytes := req.Count * int64(req.DType.Size())
+	var off int64
+	if req.Kind == coll.ReduceScatter {
+		off = int64(me) * bytes
+	}
+	return k.fillAllReduceArgs(k.args, req, req.Out.Ptr, off, bytes, arDirect(req, me))
 }
 
 // forGroup loads the modules into context c if a group of n ranks may use

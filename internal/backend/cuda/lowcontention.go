@@ -135,36 +135,6 @@ func (l *lcPath) release() error {
 
 func (l *lcPath) refuse(c call) error { return refused(c, l.whyNot(c.req)) }
 
-// allReduceSplit is the chunk, in elements, that each of n ranks reduces of
-// an all-reduce of count elements of es bytes (two-shot, lc): ceil(count/n)
-// rounded up to whole 16-byte vectors, so that every chunk starts 16-byte
-// aligned when the buffers are. Rank r owns [r*c, min((r+1)*c, count)):
-// the last chunks may be shorter, or empty. A count divisible by n into
-// chunks of whole vectors splits as before, count/n each.
-func allReduceSplit(count int64, n, es int) int64 {
-	per := int64(max(1, kernAlign/es))
-	c := (count + int64(n) - 1) / int64(n)
-	return (c + per - 1) / per * per
-}
-
-// chunkOf is the part of req group rank me of ranks reduces, in bytes:
-// chunk, the common size (a reduce-scatter's output, an all-reduce's
-// allReduceSplit), which sizes grids and sub-chunks alike on every rank;
-// off, this rank's offset in the tensor; n, its length (an all-reduce's
-// last chunks are shorter or empty: 0 <= n <= chunk).
-func chunkOf(req backend.Request, ranks, rank int) (chunk, off, n int64) {
-	es := int64(req.DType.Size())
-	me := int64(rank)
-	if req.Kind == coll.ReduceScatter {
-		chunk = req.Count * es
-		return chunk, me * chunk, chunk
-	}
-	chunk = allReduceSplit(req.Count, ranks, int(es)) * es
-	total := req.Count * es
-	off = min(me*chunk, total)
-	return chunk, off, min(chunk, total-off)
-}
-
 // prepare allocates the group's staging at its first lc call, before the
 // call is published (an allocation that fails on this rank alone refuses
 // the call). During stream capture it cannot: the call is refused with

@@ -365,3 +365,38 @@ func (n *ncclPath) finish(ctx context.Context, c call) (coll.Algo, error) {
 	}
 	return n.run(ctx, c, n.g.nccl.comm, c.win)
 }
+
+// ncclWindowPath is NCCL on windows (algorithm nccl-window): the windowed
+// communicator on buffers in its windows, where NCCL runs its symmetric
+// kernels; shapes they are known to get wrong are refused.
+type ncclWindowPath struct{ ncclRun }
+
+func (w *ncclWindowPath) refuse(c call) error {
+	g, req := w.g, c.req
+	switch {
+	case g.nccl.comm == nil:
+		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
+	case !c.win && !symmetric(req):
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, errs.Refused)
+	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
+		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errs.NotSupported, errs.Refused)
+	case c.verdict == windowWrong:
+		return fmt.Errorf("%v of %d %v per rank: %w: %w", req.Kind, req.Count, req.DType, ErrNCCLWindowWrong, errs.Refused)
+	}
+	return nil
+}
+
+// offWhy says why req's buffers are not in the group's windows.
+func (w *ncclWindowPath) offWhy(req backend.Request) string {
+	switch {
+	case !symmetric(req):
+		return "not pool blocks registered with this group"
+	case w.g.nccl.winWhy != "":
+		return w.g.nccl.winWhy
+	}
+	return "outside the registered windows"
+}
+
+func (w *ncclWindowPath) finish(ctx context.Context, c call) (coll.Algo, error) {
+	return w.run(ctx, c, w.g.nccl.comm, c.win)
+}

@@ -2,13 +2,19 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
+
+// errNotSymmetric is wrapped when a forced symmetric path gets buffers that
+// are not pool blocks registered with the group.
+var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool block)")
 
 // path is one way to run a collective on the GPU: symmem's (kernel,
 // two-shot, lc, ll, ce), NCCL's (nccl, nccl-window) and, across hosts,
@@ -33,6 +39,53 @@ type path interface {
 	// is the path as NCCL reports it (nccl-window where a plain nccl call
 	// ran on the windowed communicator); "" for symmem's paths.
 	finish(ctx context.Context, c call) (ran coll.Algo, err error)
+}
+
+// pathInfo is one row of pathTable: what the backend knows of a GPU path
+// besides its own file.
+type pathInfo struct {
+	algo coll.Algo
+	// ops are the collectives a call may force onto the path
+	// (Capabilities); choose refuses the others.
+	ops []coll.Kind
+	// serve and opsHint word the refusal of another op (kindWhy): "<serve>
+	// <ops>, not <op><opsHint>".
+	serve, opsHint string
+	// gated: its calls wait for the call gate's approval (gate.go).
+	gated bool
+	// new makes the group's instance of the path in p (choose's answer).
+	new func(g *core, p *paths, row *pathInfo) path
+	// kernArgs allocates its parameter blocks in a group that has
+	// symmem's kernels (setup); nil: it has none.
+	kernArgs func(p *paths)
+	// serves is auto's condition pathServes on a step that hands the call to
+	// this path: the path would run it (nil: no step does).
+	serves func(p *paths, req backend.Request) bool
+	// fallback is auto's order where the auto table names this path (nil:
+	// auto does not start from it; autostep.go).
+	fallback []coll.Algo
+	// turn is its steps in auto's orders (autostep.go).
+	turn []autoStep
+
+	requested string     // the reason of a forced call, formatted once
+	kinds     uint64     // ops as a set, bit k for coll.Kind k
+	order     []autoStep // the steps of fallback's turns, joined (auto)
+}
+
+// does reports whether the path serves op k.
+func (r *pathInfo) does(k coll.Kind) bool { return k >= 0 && k < 64 && r.kinds&(1<<k) != 0 }
+
+// kindWhy is the refusal of op k, which the path does not serve.
+func (r *pathInfo) kindWhy(k coll.Kind) error {
+	names := make([]string, len(r.ops))
+	for i, o := range r.ops {
+		names[i] = o.String()
+	}
+	list := names[len(names)-1]
+	if len(names) > 1 {
+		list = strings.Join(names[:len(names)-1], ", ") + " and " + list
+	}
+	return fmt.Errorf("%s %s, not %v%s: %w", r.serve, list, k, r.opsHint, errs.NotSupported)
 }
 
 // The call goes to a path by value: through an interface a pointer to it
@@ -77,21 +130,6 @@ const (
 	// (they may repeat across paths: a path's whyNot reads its own check's).
 	refOwn
 )
-
-// kernelsWhyNot is the error of the refusals every kernel path shares.
-func kernelsWhyNot(kernWhy string, req backend.Request, r refusal) error {
-	switch r {
-	case refNoKernels:
-		return fmt.Errorf("the kernels are unavailable (%s): %w", kernWhy, errs.NotSupported)
-	case refOp:
-		return fmt.Errorf("%v of %v: %w (use nccl)", req.Op, req.DType, errKernelOp)
-	case refHeld:
-		return fmt.Errorf("in-place all-reduce of %d bytes: %w (use two-shot, lc or nccl)", req.Count*int64(req.DType.Size()), errKernelOp)
-	case refElemAlign:
-		return fmt.Errorf("input %#x, output %#x, %v elements: %w (use nccl)", req.In.Ptr, req.Out.Ptr, req.DType, errKernelAlign)
-	}
-	panic(fmt.Sprintf("cuda: refusal %d has no shared wording", r))
-}
 
 // refused is the error of a call forced onto one of symmem's paths, which
 // says why it cannot run it (whyNot; nil: it can).

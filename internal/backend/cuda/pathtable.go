@@ -1,45 +1,12 @@
 package cuda
 
 import (
-	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"strings"
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
-
-// pathInfo is one row of pathTable: what the backend knows of a GPU path
-// besides its own file.
-type pathInfo struct {
-	algo coll.Algo
-	// ops are the collectives a call may force onto the path
-	// (Capabilities); choose refuses the others.
-	ops []coll.Kind
-	// serve and opsHint word the refusal of another op (kindWhy): "<serve>
-	// <ops>, not <op><opsHint>".
-	serve, opsHint string
-	// gated: its calls wait for the call gate's approval (gate.go).
-	gated bool
-	// new makes the group's instance of the path in p (choose's answer).
-	new func(g *core, p *paths, row *pathInfo) path
-	// kernArgs allocates its parameter blocks in a group that has
-	// symmem's kernels (setup); nil: it has none.
-	kernArgs func(p *paths)
-	// serves is auto's condition pathServes on a step that hands the call to
-	// this path: the path would run it (nil: no step does).
-	serves func(p *paths, req backend.Request) bool
-	// fallback is auto's order where the auto table names this path (nil:
-	// auto does not start from it; autotable.go).
-	fallback []coll.Algo
-	// turn is its steps in auto's orders (autotable.go).
-	turn []autoStep
-
-	requested string     // the reason of a forced call, formatted once
-	kinds     uint64     // ops as a set, bit k for coll.Kind k
-	order     []autoStep // the steps of fallback's turns, joined (auto)
-}
 
 // pathTable lists the GPU paths, in the order Capabilities reports them.
 // A path serves its ops as far as its own check allows; everything else a
@@ -227,22 +194,6 @@ func gated(a coll.Algo) bool {
 	return r != nil && r.gated
 }
 
-// does reports whether the path serves op k.
-func (r *pathInfo) does(k coll.Kind) bool { return k >= 0 && k < 64 && r.kinds&(1<<k) != 0 }
-
-// kindWhy is the refusal of op k, which the path does not serve.
-func (r *pathInfo) kindWhy(k coll.Kind) error {
-	names := make([]string, len(r.ops))
-	for i, o := range r.ops {
-		names[i] = o.String()
-	}
-	list := names[len(names)-1]
-	if len(names) > 1 {
-		list = strings.Join(names[:len(names)-1], ", ") + " and " + list
-	}
-	return fmt.Errorf("%s %s, not %v%s: %w", r.serve, list, k, r.opsHint, errs.NotSupported)
-}
-
 // gpuAlgos are the algorithms a call may force on this backend, per op
 // (whether a group can run one is decided per call: ErrRefused).
 var gpuAlgos = map[coll.Kind][]coll.Algo{}
@@ -266,9 +217,7 @@ func init() {
 		r := &pathTable[i]
 		for _, turn := range r.fallback {
 			for _, s := range pathRow(turn).turn {
-				if s.row = pathIndex(s.algo); s.row >= 0 {
-					s.serves = pathTable[s.row].serves
-				}
+				s.row = pathIndex(s.algo)
 				r.order = append(r.order, s)
 			}
 		}

@@ -39,11 +39,11 @@ func (pt *peerTable) word(r, slot, from int) uint64 {
 	return pt.pads[r] + uint64(4*(slot*len(pt.pads)+from))
 }
 
-// createPad creates this rank's signal pad for n ranks, cleared; the
-// group exchanges it then (mapped).
-func (pt *peerTable) createPad(c *cudadrv.Context, n int, gran int64) error {
+// createPad creates this rank's signal pad of size bytes (padBytes),
+// cleared; the group exchanges it then (mapped).
+func (pt *peerTable) createPad(c *cudadrv.Context, size, gran int64) error {
 	var err error
-	if pt.pad, err = createLocal(c, padBytes(n, gran), gran); err != nil {
+	if pt.pad, err = createLocal(c, size, gran); err != nil {
 		return fmt.Errorf("signal pad: %w", err)
 	}
 	if err := cudadrv.Memset8(c, pt.pad.base, 0, pt.pad.size); err != nil {

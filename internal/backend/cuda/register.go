@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/symmem/symmem/internal/errs"
 	"strconv"
 
-	"github.com/symmem/symmem/internal/native/cudadrv"
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/pool"
 )
 
@@ -62,11 +61,6 @@ func (g *Group) Register(ctx context.Context, seg pool.Segment) error {
 	return nil
 }
 
-// errWorkInFlight is wrapped where the group's collectives did not finish
-// within the timeout and what they may still use was kept (Deregister) or
-// leaked (Close) rather than pulled from under them.
-var errWorkInFlight = errors.New("collectives still in flight")
-
 // Deregister waits until the group's last collective finished (bounded by
 // the timeout), then unmaps the peers' copies of seg and drops its window.
 func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
@@ -92,34 +86,6 @@ func (g *Group) Deregister(ctx context.Context, seg pool.Segment) error {
 		return fmt.Errorf("cuda: group %q: deregister segment %d: %w", g.GroupName, seg.ID, err)
 	}
 	return nil
-}
-
-// quiesce waits (bounded by the timeout) until every collective issued so
-// far (outside graph capture) finished (streams.quiesce), under runMu.
-func (g *core) quiesce(ctx context.Context) error {
-	g.runMu.Lock()
-	defer g.runMu.Unlock()
-	return g.st.quiesce(ctx, g.b.stream, g.Timeout)
-}
-
-// exchange sends fd to every peer under tag and imports every peer's fd of
-// the same size, mapped for this device. Indexed by group rank (0 for me).
-func (g *core) exchange(ctx context.Context, tag string, fd int, size int64) ([]uint64, error) {
-	bases := make([]uint64, len(g.Ranks))
-	err := g.Swap(ctx, tag, fd, func(r, fd int) error {
-		p, err := importPeer(g.b.ctx, fd, size, g.b.gran)
-		bases[r] = p
-		return err
-	})
-	if err != nil {
-		for r, p := range bases {
-			if p != 0 && r != g.Me {
-				cudadrv.Unmap(g.b.ctx, p, size)
-			}
-		}
-		return nil, err
-	}
-	return bases, nil
 }
 
 // Registered is the number of segments registered with the group.

@@ -11,10 +11,6 @@ import (
 	"github.com/symmem/symmem/internal/errs"
 )
 
-// errNotSymmetric is wrapped when a forced symmetric path gets buffers that
-// are not pool blocks registered with the group.
-var errNotSymmetric = errors.New("buffer is not symmetric (not a registered pool block)")
-
 // Run executes req on req.Stream (the backend's stream when 0) and reports
 // the path. It returns once the work is enqueued.
 //

@@ -13,6 +13,10 @@ const (
 	padSlots  = 2
 )
 
+// maxCERanks bounds the group size of the copy-engine path (fixed arrays
+// keep the issue path free of allocations).
+const maxCERanks = 64
+
 // xfer is one copy: n bytes from src to dst.
 type xfer struct {
 	dst, src uint64

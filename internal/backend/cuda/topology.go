@@ -4,8 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/rendezvous"
 )
+
+// ErrSharedDevice is wrapped when ranks of a group use one GPU and sharing
+// was not allowed (Options.ShareDevice). It matches errs.NotSupported too.
+var ErrSharedDevice = fmt.Errorf("cuda: ranks share a GPU: %w", errs.NotSupported)
 
 // identity is what a rank tells its group at setup: where it runs and
 // what it loaded.
