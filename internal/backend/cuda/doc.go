@@ -88,9 +88,9 @@
 // communicator and the handshake's join after it (nothing for symmem's
 // paths). A failure after publish breaks the group (core.breakWith): the
 // peers may be waiting for this rank's call. Run then reports a mismatch the
-// kernels found earlier (Group.Fault; the reports: fault.go). Signals the copy-engine
-// paths share are in signals.go; the side streams, the transfers spread over
-// them and the streams' fences in streams.go.
+// kernels found earlier (Group.Fault; the reports: fault.go). Signals the
+// copy-engine paths share are in signals.go; the side streams, the transfers
+// spread over them and the streams' fences in streams.go.
 //
 // Tests, benchmarks and the CLI reach this backend only through the user
 // API (package symmem; bench/worldtarget for the bench harness).
