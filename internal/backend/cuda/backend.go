@@ -350,7 +350,10 @@ func (b *Backend) Close() error {
 func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for {
-		werr, cut := b.waitStream(ctx, timeout)
+		b.mu.Lock()
+		aborted := b.aborted
+		b.mu.Unlock()
+		werr, cut := waitStream(ctx, b.stream, aborted, timeout)
 		b.mu.Lock()
 		groups := append([]*Group(nil), b.groups...)
 		b.mu.Unlock()
@@ -379,19 +382,17 @@ func (b *Backend) Synchronize(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
-// waitStream waits for the backend's stream (Synchronize); cut reports
-// that an abort ended the wait (the caller's ctx did not).
-func (b *Backend) waitStream(ctx context.Context, timeout time.Duration) (err error, cut bool) {
-	b.mu.Lock()
-	aborted := b.aborted
-	b.mu.Unlock()
+// waitStream waits for stream s, the backend's (Synchronize), or until
+// aborted (nil: never) ends; cut reports that an abort ended the wait (the
+// caller's ctx did not).
+func waitStream(ctx context.Context, s *cudadrv.Stream, aborted context.Context, timeout time.Duration) (err error, cut bool) {
 	if aborted == nil {
-		return b.stream.Wait(ctx, timeout), false
+		return s.Wait(ctx, timeout), false
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(aborted, stop)()
-	err = b.stream.Wait(wctx, timeout)
+	err = s.Wait(wctx, timeout)
 	return err, err != nil && aborted.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled)
 }
 
