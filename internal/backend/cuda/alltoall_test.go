@@ -257,7 +257,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 	if _, _, _, err := noCE.paths.choose(&call{req: forced(req, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "another host") {
 		t.Fatalf("ce forced without peer access: %v", err)
 	}
-	for _, a := range []coll.Algo{coll.AlgoKernel, coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention} {
+	for _, a := range []coll.Algo{coll.AlgoLL, coll.AlgoTwoShot, coll.AlgoLowContention} { // the kernel's: alltoall_kernel_test.go
 		if _, _, _, err := g.paths.choose(&call{req: forced(req, a)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
 			t.Errorf("%s forced: %v", a, err)
 		}

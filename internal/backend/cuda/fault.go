@@ -97,11 +97,14 @@ func (f *faults) digest(req *backend.Request) uint32 {
 // faultReport is what a kernel wrote: group rank peer launched launch
 // epoch of the kernel with digest theirs where this rank had mine (kind
 // kindMismatch and kindStopped); or this rank's wait for peer in launch
-// epoch ended because the call gate failed (kindAbandoned; theirs is 0).
+// epoch ended because the call gate failed (kindAbandoned; theirs is 0);
+// or the all-to-all's split counts are wrong (kindSplits: mine says what,
+// peer and theirs are ranks, x and y the counts; alltoall.go).
 type faultReport struct {
 	peer                int
 	mine, theirs, epoch uint32
-	kind                uint32 // kindMismatch, kindStopped (the handshake trapped: handshake.go), kindAbandoned
+	kind                uint32 // kindMismatch, kindStopped (the handshake trapped: handshake.go), kindAbandoned, kindSplits
+	x, y                uint64
 }
 
 // take returns (and clears) what the group's kernels reported, nil if
@@ -112,6 +115,9 @@ func (f *faults) take() error {
 	rep, ok := f.read()
 	if !ok {
 		return nil
+	}
+	if rep.kind == kindSplits { // every rank skipped the call: the group stays usable
+		return f.splitsErr(rep)
 	}
 	if rep.kind == kindAbandoned {
 		err := f.g.gate.ended()
@@ -142,7 +148,8 @@ func (f *faults) read() (rep faultReport, ok bool) {
 			return rep, false
 		}
 		rep = faultReport{peer: int(int32(w.Load(faultPeer))), mine: w.Load(faultMine), theirs: w.Load(faultTheirs),
-			epoch: w.Load(faultEpoch), kind: w.Load(faultKind)}
+			epoch: w.Load(faultEpoch), kind: w.Load(faultKind),
+			x: uint64(w.Load(faultX)) | uint64(w.Load(faultX+1))<<32, y: uint64(w.Load(faultY)) | uint64(w.Load(faultY+1))<<32}
 		if w.Load(faultSet) == s {
 			w.CompareAndSwap(faultSet, s, 0)
 			return rep, true

@@ -183,14 +183,16 @@ func kernelsWhyNot(kernWhy string, req backend.Request, r refusal) error {
 }
 
 // kernelPath is the kernel path (algorithm kernel): one launch of the
-// all-gather kernel, or of the all-reduce kernel for an all-reduce or a
-// reduce-scatter. Its parameter block is nil where the group has no
-// kernels (g.caps.kernWhy says why); two-shot's first launch shares it.
+// all-gather kernel, of the all-reduce kernel for an all-reduce or a
+// reduce-scatter, or of the all-to-all kernel (alltoall.go). Its parameter
+// block is nil where the group has no kernels (g.caps.kernWhy says why);
+// two-shot's first launch shares it.
 type kernelPath struct {
 	whole
 	g    *core
 	row  *pathInfo
 	args *cudadrv.Args
+	a2a  *cudadrv.Args // the all-to-all's block (alltoall.go)
 }
 
 // loaded reports whether the group has symmem's kernels (the kernel,
@@ -203,6 +205,8 @@ func (k *kernelPath) check(req *backend.Request) refusal {
 	switch {
 	case (req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter) && k.loaded():
 		return k.allReduceCheck(req)
+	case req.Kind == coll.AllToAll:
+		return k.a2aCheck(req)
 	case !k.row.does(req.Kind):
 		return refKind
 	case !k.loaded():
@@ -216,27 +220,33 @@ func (k *kernelPath) check(req *backend.Request) refusal {
 // whyNot says why the kernel path cannot run req (nil if it can),
 // wrapping errs.NotSupported, errNotSymmetric, errKernelOp or errKernelAlign.
 func (k *kernelPath) whyNot(req backend.Request) error {
-	switch r := k.check(&req); r {
-	case served:
+	switch r := k.check(&req); {
+	case r == served:
 		return nil
-	case refKind:
+	case req.Kind == coll.AllToAll:
+		return k.a2aWhyNot(req, r)
+	case r == refKind:
 		return k.row.kindWhy(req.Kind)
-	case refOutNotSym:
+	case r == refOutNotSym:
 		return fmt.Errorf("the kernel writes into the peers' outputs, so the output must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
-	case refInNotSym:
+	case r == refInNotSym:
 		return fmt.Errorf("the kernel reads the peers' inputs, so the input must be a pool block registered with group %q: %w", k.g.GroupName, errNotSymmetric)
 	default:
 		return kernelsWhyNot(k.g.caps.kernWhy, req, r)
 	}
 }
 
-func (k *kernelPath) release() error { freeArgs(k.args); return nil }
+func (k *kernelPath) release() error { freeArgs(k.args, k.a2a); return nil }
 
 func (k *kernelPath) refuse(c call) error { return refused(c, k.whyNot(c.req)) }
 
-// issue issues c's kernel (all-gather, all-reduce or reduce-scatter): one
-// cuLaunchKernel. The caller holds runMu and has checked whyNot.
+// issue issues c's kernel (all-gather, all-reduce, reduce-scatter or
+// all-to-all): one cuLaunchKernel. The caller holds runMu and has checked
+// whyNot.
 func (k *kernelPath) issue(c call) error {
+	if c.req.Kind == coll.AllToAll {
+		return k.issueA2A(c)
+	}
 	g, req, s := k.g, c.req, c.req.Stream
 	fn, ctas := g.b.kern.fn(agKernel), 0
 	if req.Kind == coll.AllReduce || req.Kind == coll.ReduceScatter {

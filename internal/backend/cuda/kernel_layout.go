@@ -50,11 +50,14 @@ const (
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = 0, 4, 8, 72, 76
 	regionReady, regionDone, regionBytes                                   = 256, 2304, 4352
 
-	// Report (mapped host words): set, peer, mine, theirs, epoch, kind.
-	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultKind, faultWords = 0, 1, 2, 3, 4, 5, 6
+	// Report (mapped host words): set, peer, mine, theirs, epoch, kind,
+	// then two u64 values (low word first; split-count reports).
+	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultKind, faultWords = 0, 1, 2, 3, 4, 5, 10
+	faultX, faultY                                                                 = 6, 8
 	// Report kinds: a difference (the kernel did nothing), the handshake
-	// trapped (the context is lost), a wait ended because the gate failed.
-	kindMismatch, kindStopped, kindAbandoned = 0, 1, 2
+	// trapped (the context is lost), a wait ended because the gate failed,
+	// the all-to-all's split counts are wrong (the kernel did nothing).
+	kindMismatch, kindStopped, kindAbandoned, kindSplits = 0, 1, 2, 3
 
 	// The call gate's guard: the approval word, the failed word, the call.
 	guardApproved, guardFailed, guardCall = 0, 8, 32

@@ -13,9 +13,12 @@ import (
 // path needs from the backend derives from its row.
 var pathTable = [...]pathInfo{
 	{
-		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the kernels serve",
-		new:      func(g *core, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
-		kernArgs: func(p *paths) { p.kernel.args = cudadrv.NewArgs(kernArgBytes) },
+		// auto does not take it for all_to_all (Run: a forced call only).
+		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.AllToAll}, serve: "the kernels serve",
+		new: func(g *core, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
+		kernArgs: func(p *paths) {
+			p.kernel.args, p.kernel.a2a = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(a2aArgBytes)
+		},
 		serves:   func(p *paths, req backend.Request) bool { return p.kernel.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{

@@ -118,22 +118,26 @@ const (
 )
 
 // The mapped host words of a report (pFault), u32: set, the peer (group
-// rank), this rank's digest, the peer's, the epoch, and the kind. One CTA
+// rank), this rank's digest, the peer's, the epoch, the kind, and two u64
+// values (low word first) that only a split-count report uses. One CTA
 // per launch writes a report: set to 0, the fields, then set to the epoch
 // with the top bit on (never 0), so the host can tell a report it read
 // whole from one being overwritten (fault.go).
 const (
 	fSet, fPeer, fMine, fTheirs, fEpoch, fKind = 0, 1, 2, 3, 4, 5
-	fWords                                     = 6
+	fX, fY                                     = 6, 8
+	fWords                                     = 10
 )
 
 // Report kinds (fKind): the peer's digest differs and the kernel skipped
 // its work; the handshake found a difference and trapped (the context is
 // lost); a wait for the peer ended because the call gate failed (pollStop;
-// the peer's digest is 0: never seen). kindAbandoned is also the value a
-// CTA's sfault has for it (faultReport masks with it).
+// the peer's digest is 0: never seen); the all-to-all's split counts are
+// wrong (alltoall.go: fMine says what, fPeer and fTheirs name the ranks, fX
+// and fY hold the counts). kindAbandoned is also the value a CTA's sfault
+// has for it (faultReport masks with it).
 const (
-	kindMismatch, kindStopped, kindAbandoned = 0, 1, 2
+	kindMismatch, kindStopped, kindAbandoned, kindSplits = 0, 1, 2, 3
 )
 
 // goLayout is kernel_layout.go.
@@ -191,11 +195,14 @@ const (
 	regionLaunch, regionFinished, regionHeader, regionSkip, regionReported = %d, %d, %d, %d, %d
 	regionReady, regionDone, regionBytes       = %d, %d, %d
 
-	// Report (mapped host words): set, peer, mine, theirs, epoch, kind.
+	// Report (mapped host words): set, peer, mine, theirs, epoch, kind,
+	// then two u64 values (low word first; split-count reports).
 	faultSet, faultPeer, faultMine, faultTheirs, faultEpoch, faultKind, faultWords = %d, %d, %d, %d, %d, %d, %d
+	faultX, faultY = %d, %d
 	// Report kinds: a difference (the kernel did nothing), the handshake
-	// trapped (the context is lost), a wait ended because the gate failed.
-	kindMismatch, kindStopped, kindAbandoned = %d, %d, %d
+	// trapped (the context is lost), a wait ended because the gate failed,
+	// the all-to-all's split counts are wrong (the kernel did nothing).
+	kindMismatch, kindStopped, kindAbandoned, kindSplits = %d, %d, %d, %d
 
 	// The call gate's guard: the approval word, the failed word, the call.
 	guardApproved, guardFailed, guardCall = %d, %d, %d
@@ -207,7 +214,7 @@ const (
 		pOwn, pStaging, pChunk, wFinished, wBytes,
 		pLLOut, pLLStride, pLLRow, pLLSize, flagGather, flagOwn, llLine, flagBytes, llThreads,
 		rLaunch, rFinished, rHeader, rSkip, rReported, rReady, rDone, rSize,
-		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, kindMismatch, kindStopped, kindAbandoned,
+		fSet, fPeer, fMine, fTheirs, fEpoch, fKind, fWords, fX, fY, kindMismatch, kindStopped, kindAbandoned, kindSplits,
 		pGateApproved, pGateFailed, pGateCall)
 	src, err := format.Source(b.Bytes())
 	if err != nil {

@@ -47,7 +47,7 @@ func TestFragmentsShared(t *testing.T) {
 		waits     int
 		reduction bool
 	}{"allgather": {allGather(), 2, false}, "allreduce": {allReduce(), 2, true}, "reducescatter": {reduceScatterLC(), 1, true},
-		"handshake": {handshake(), 2, false}, "lowlatency": {lowLatency(), 1 + maxRanks, true}} {
+		"handshake": {handshake(), 2, false}, "lowlatency": {lowLatency(), 1 + maxRanks, true}, "alltoall": {allToAll(), 2, false}} {
 		src := k.src
 		if c := bytes.Count([]byte(src), []byte("@%p6 trap;")); c != k.waits {
 			t.Errorf("%s: %d watchdog traps, want %d", name, c, k.waits)
@@ -56,7 +56,7 @@ func TestFragmentsShared(t *testing.T) {
 		// them when the call gate fails (P.stop); the handshake and lc sit
 		// beside work that only a trap stops.
 		polls := 0
-		if name == "allgather" || name == "allreduce" || name == "lowlatency" {
+		if name == "allgather" || name == "allreduce" || name == "lowlatency" || name == "alltoall" {
 			polls = k.waits
 		}
 		if c := bytes.Count([]byte(src), []byte(fmt.Sprintf("[P+%d];", pStop))); c != polls {
