@@ -12,7 +12,8 @@
 #   smoke-N, full-N  where there are 2 GPUs: torchrun, one GPU per rank (NCCL runs),
 #                 N ranks for each N of SIZES (default 2, and 4 where there are 4)
 # MODES picks modes (default "smoke full"); ARGS adds arguments (e.g.
-# "--algos auto,ce,kernel --iters 50"). Build first: scripts/build-gpu.sh
+# "--algos auto,ce,kernel --iters 50"); MPS_HELD=1: MPS is the caller's
+# (on already, left on). Build first: scripts/build-gpu.sh
 # (.build/libsymmem.so, .build/symmem). Success: every step rc 0 (a
 # mismatch exits 1), each table's rows "ok" or a skip/refusal with its
 # reason. The tables are printed last.
@@ -28,10 +29,10 @@ step unit 60 python3 python/tests/test_moe_dispatch.py
 for mode in ${MODES:-smoke full}; do
   flag=; [ "$mode" = smoke ] && flag=--smoke
   t=300; [ "$mode" = smoke ] && t=120
-  mps_on >>"$OUTDIR/env.log" 2>&1
+  [ "${MPS_HELD:-0}" = 1 ] || mps_on >>"$OUTDIR/env.log" 2>&1
   # shellcheck disable=SC2086
   step "$mode-shared" $t .build/symmem launch -n 2 --share-device python3 $B $flag ${ARGS:-}
-  mps_off >>"$OUTDIR/env.log" 2>&1
+  [ "${MPS_HELD:-0}" = 1 ] || mps_off >>"$OUTDIR/env.log" 2>&1
   if [ "$GPUS" -ge 2 ]; then
     for n in $(lane_sizes); do
       # shellcheck disable=SC2086

@@ -2,8 +2,8 @@
 # One call: the current tree on one GPU, ranks sharing it under MPS, in
 # four lanes at once (the device tool bounds a call at 600 s): stress2 and
 # stress3 (STRESS_SECONDS each), the world suites with 2 and 3 ranks plus
-# native and doctor, and the Python lane (gpu-python.sh, gpu-fsdp.sh, the
-# FSDP diagnosis in checked mode, gpu-wheel.sh); then cestop alone (its
+# native and doctor then the MoE benchmark's smoke run (gpu-moe.sh), and
+# the Python lane (gpu-python.sh, gpu-fsdp.sh, the FSDP diagnosis in checked mode, gpu-wheel.sh); then cestop alone (its
 # trap ends every context on the GPU under MPS). Timing figures from this
 # call are not measurements (four lanes share the GPU).
 set -u
@@ -16,7 +16,8 @@ mps_on > $O/mps.log 2>&1
 S=${STRESS_SECONDS:-300}
 PACK=0 STEPS=stress2 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s2 > $O/s2.out 2>&1 &
 PACK=0 STEPS=stress3 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s3 > $O/s3.out 2>&1 &
-PACK=0 STEPS="env native doctor world2 world3" scripts/gpu-check.sh $O/w > $O/w.out 2>&1 &
+( PACK=0 STEPS="env native doctor world2 world3" scripts/gpu-check.sh $O/w > $O/w.out 2>&1
+  MPS_HELD=1 MODES=smoke scripts/gpu-moe.sh $O/moe > $O/moe.out 2>&1 ) &
 ( PACK=0 STEPS=python scripts/gpu-check.sh $O/py > $O/py.out 2>&1
   scripts/gpu-fsdp.sh $O/fsdp > $O/fsdp.out 2>&1
   scripts/gpu-fsdp-diag.sh $O/diag > $O/diag.out 2>&1
@@ -28,4 +29,4 @@ rm -rf $O/wheel/venv
 tar -C $O -czf "$OUTDIR/logs.tgz" .
 for f in s2 s3 w py ce; do echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $O/$f/summary.txt 2>/dev/null | head -12; done
 grep -h -E "^[a-z0-9=_-]+ +[0-9a-z]+ +" $O/fsdp.out | tail -8
-tail -12 $O/wheel.out; tail -8 $O/diag.out
+tail -12 $O/wheel.out; tail -8 $O/diag.out; tail -14 $O/moe.out
