@@ -184,7 +184,7 @@ func roleGPUAllToAllKernel(ctx context.Context) error {
 		if err := s.prepare(ctx, inputOf(counts[me], sd[me])); err != nil {
 			return err
 		}
-		if form == "device" {
+		if form == "device" || form == "device-auto" {
 			if err := s.writeSplits(ctx, counts[me]); err != nil {
 				return err
 			}
@@ -205,6 +205,8 @@ func roleGPUAllToAllKernel(ctx context.Context) error {
 			path, err = g.AllToAllV(ctx, outCap, s.in.Span, counts[me], recv, coll.Float32, kernel)
 		case "device":
 			path, err = g.AllToAllVDev(ctx, outCap, s.in.Span, s.splits.Span, s.sout.Span, coll.Float32, kernel)
+		case "device-auto": // auto's choice: the one path that reads device counts
+			path, err = g.AllToAllVDev(ctx, outCap, s.in.Span, s.splits.Span, s.sout.Span, coll.Float32)
 		}
 		if err == nil {
 			err = w.Synchronize(ctx)
@@ -215,7 +217,7 @@ func roleGPUAllToAllKernel(ctx context.Context) error {
 		if path.Algo != coll.AlgoKernel {
 			return fmt.Errorf("%s: ran on %s, want kernel", form, path.Algo)
 		}
-		bad, err := s.wrong(ctx, counts, sd, form == "device")
+		bad, err := s.wrong(ctx, counts, sd, form != "equal" && form != "host")
 		if err != nil {
 			return err
 		}
@@ -245,7 +247,7 @@ func roleGPUAllToAllKernel(ctx context.Context) error {
 		fmt.Printf("GPU a2a kernel equal %6d float32 per peer: ok\n", c)
 	}
 	for name, m := range a2aMatrices(n) {
-		for _, form := range []string{"host", "device"} {
+		for _, form := range []string{"host", "device", "device-auto"} {
 			if err := run(form, m); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}

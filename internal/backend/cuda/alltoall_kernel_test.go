@@ -135,7 +135,8 @@ func TestA2AArgs(t *testing.T) {
 
 // TestA2AKernelRuns: a forced kernel all-to-all of each form, its input
 // registered or not, is one launch of the all-to-all kernel with a grid
-// every rank shares; auto does not take the kernel for it.
+// every rank shares; auto takes the kernel for device split counts (no
+// other path reads them), not for equal blocks.
 func TestA2AKernelRuns(t *testing.T) {
 	const fnA2A = 0xF0A2
 	// Host splits: Run swaps the counts through the store first
@@ -160,8 +161,12 @@ func TestA2AKernelRuns(t *testing.T) {
 				t.Fatalf("%v sym=%s: program\n%s\nwant one launch with %q", f, sym, out, want)
 			}
 			req.Algo = coll.AlgoAuto
-			if p, err := g.Run(context.Background(), req); err == nil && p.Algo == coll.AlgoKernel {
-				t.Fatalf("%v auto: ran on the kernel, which auto does not take for all_to_all", f)
+			p, err = g.Run(context.Background(), req)
+			if f == backend.SplitsDevice && (err != nil || p.Algo != coll.AlgoKernel || !strings.Contains(p.Reason, "split counts on the device")) {
+				t.Fatalf("device splits, auto: %v, %v; want the kernel", p, err)
+			}
+			if f == backend.SplitsEqual && err == nil && p.Algo == coll.AlgoKernel {
+				t.Fatalf("equal blocks, auto: ran on the kernel, which auto takes only for device split counts")
 			}
 			g.paths.kernel.a2a.Free()
 		}

@@ -64,6 +64,7 @@ const (
 	notAllGather                  // the call is not an all-gather (symmem's reduction paths refuse a broadcast themselves)
 	allReduce                     // the call is an all-reduce
 	allToAll                      // the call is an all-to-all
+	deviceSplits                  // the call is an all-to-all with split counts on the device
 	pathServes                    // the step's path would run it (pathInfo.serves)
 	lcReady                       // lc's staging exists, or can be made now (the stream is not being captured)
 	llSmall                       // ll's row is at most llSmallRow

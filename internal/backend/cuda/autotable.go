@@ -226,6 +226,8 @@ func (f *autoFacts) holds(p *paths, c autoCond, s *autoStep) bool {
 		return pathTable[s.row].serves(p, *req)
 	case allToAll:
 		return req.Kind == coll.AllToAll
+	case deviceSplits:
+		return req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice
 	case lcReady: // else lc would refuse: auto never does (errs.Refused)
 		if p.lc.staging != nil {
 			return true

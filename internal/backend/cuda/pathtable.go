@@ -13,7 +13,7 @@ import (
 // path needs from the backend derives from its row.
 var pathTable = [...]pathInfo{
 	{
-		// auto does not take it for all_to_all (Run: a forced call only).
+		// auto takes it for all_to_all only with split counts on the device (nccl.turn).
 		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.AllToAll}, serve: "the kernels serve",
 		new: func(g *core, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
 		kernArgs: func(p *paths) {
@@ -112,8 +112,11 @@ var pathTable = [...]pathInfo{
 		// an ordinary reduce-scatter output). Where NCCL is unavailable or
 		// unsafe, copy engines take an all-gather; else the call is refused.
 		turn: []autoStep{
-			// No measurement orders the all-to-all paths yet: copy engines
-			// where they serve, which needs no NCCL, else NCCL.
+			// No measurement orders the all-to-all paths yet: the kernel
+			// for split counts on the device (the one path that reads
+			// them), copy engines where they serve, which needs no NCCL,
+			// else NCCL.
+			{algo: coll.AlgoKernel, when: []autoCond{deviceSplits, pathServes}, why: "auto: symmem's all-to-all kernel, the one path that reads split counts on the device"},
 			{algo: coll.AlgoCE, when: []autoCond{allToAll, pathServes}, why: "auto: copy engines for all_to_all into a symmetric output (no measured rows)"},
 			{algo: coll.AlgoNCCL, when: []autoCond{allToAll, ncclUsable}, why: "auto: NCCL for all_to_all (copy engines do not serve this call)"},
 			{algo: coll.AlgoAuto, when: []autoCond{allToAll}},
