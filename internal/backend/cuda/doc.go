@@ -28,7 +28,7 @@
 //     unless it is being captured (track, streams.go);
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
-//     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
+//     per process (no CUDA toolkit; modules.go), one cuLaunchKernel per call, per-CTA
 //     signals with a device-side launch epoch (graph replay is correct), waits
 //     that end early, with a report, once the call gate failed (a peer left
 //     or the calls diverged: gate.go), and a watchdog that traps after
