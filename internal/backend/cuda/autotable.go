@@ -209,9 +209,9 @@ func (f *autoFacts) holds(p *paths, c autoCond, s *autoStep) bool {
 	case poorWindows:
 		return f.c.win && f.c.verdict != windowGood
 	case notSymmetric:
-		return !symmetric(*req)
+		return !buffersSymmetric(*req)
 	case symmetricBufs:
-		return symmetric(*req)
+		return buffersSymmetric(*req)
 	case elementwise:
 		return reduceElementwise(*req)
 	case oneShot:

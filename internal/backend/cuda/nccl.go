@@ -376,7 +376,7 @@ func (w *ncclWindowPath) refuse(c call) error {
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
-	case !c.win && !symmetric(req):
+	case !c.win && !buffersSymmetric(req):
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, errs.Refused)
 	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errs.NotSupported, errs.Refused)
@@ -389,7 +389,7 @@ func (w *ncclWindowPath) refuse(c call) error {
 // offWhy says why req's buffers are not in the group's windows.
 func (w *ncclWindowPath) offWhy(req backend.Request) string {
 	switch {
-	case !symmetric(req):
+	case !buffersSymmetric(req):
 		return "not pool blocks registered with this group"
 	case w.g.nccl.winWhy != "":
 		return w.g.nccl.winWhy

@@ -179,7 +179,7 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 	if devSplitsUnserved(&req) {
 		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
 	}
-	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
+	c := newCall(req, buffersSymmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
 	_, algo, why, err := g.paths.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()
