@@ -64,7 +64,7 @@
 //
 // The route of a call (Run, run.go): the request becomes a call (call.go:
 // the request as it runs, its NCCL window status and verdict, its ticket at
-// the gate), built once and passed down by value; paths.choose picks the
+// the gate), built once and passed down by value; pathSet.choose picks the
 // algorithm (forced: the path's refuse; auto: autotable.go, the table's path
 // for the op and size, then the turns of the paths in its fallback order,
 // where the special rules are named conditions: autostep.go). Every

@@ -20,7 +20,7 @@ import (
 // share, and the paths.
 type Group struct {
 	core
-	paths     paths // every path, symmem's and NCCL's (pathtable.go)
+	paths     pathSet // every path, symmem's and NCCL's (pathtable.go)
 	closeOnce sync.Once
 }
 

@@ -151,7 +151,7 @@ func (g *core) finishFailed(err error) error {
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // its name and the reason: a forced path unless it refuses the call
 // (path.refuse), or auto's choice (autotable.go).
-func (ps *paths) choose(c *call) (path, coll.Algo, string, error) {
+func (ps *pathSet) choose(c *call) (path, coll.Algo, string, error) {
 	req := c.req
 	if i := pathIndex(req.Algo); i >= 0 {
 		p := ps.all[i]
