@@ -93,7 +93,7 @@ func (g *core) start(p path, c *call) error {
 	if err := g.prepare(p, *c); err != nil {
 		return err
 	}
-	if err := g.gate.publish(c); err != nil {
+	if err := g.gate.publish(c, gated(c.req.Algo)); err != nil {
 		return err
 	}
 	if err := p.issue(*c); err != nil {
