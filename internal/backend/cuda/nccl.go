@@ -143,7 +143,7 @@ func newNCCLGroup(ctx context.Context, g *core, gen int) ncclGroup {
 	// for absent ranks.
 	cfg := bnccl.Config{}
 	st.creating()
-	c, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName, Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+	c, err := bnccl.New(ctx, bnccl.Options{GroupName: g.GroupName, Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
 		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg})
 	if err != nil {
 		return ncclGroup{err: err, winWhy: "no communicator"}
@@ -155,7 +155,7 @@ func newNCCLGroup(ctx context.Context, g *core, gen int) ncclGroup {
 	}
 	// Every rank reaches this point (the first communicator's init is
 	// collective), so the second one is created in step everywhere.
-	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName + "#plain", Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+	if p, err := bnccl.New(ctx, bnccl.Options{GroupName: g.GroupName + "#plain", Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
 		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg}); err == nil {
 		ng.plain = p
 	}
