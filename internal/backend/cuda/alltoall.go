@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
@@ -18,7 +17,7 @@ import (
 // has the same computation in Go), so a call needs no host synchronisation and can
 // be captured in a CUDA graph. A matrix that is wrong (host counts that
 // disagree, device counts past a buffer) makes every rank skip the call
-// and report it through the fault words (fault.go: splitsErr).
+// and report it through the fault words (fault.go: faults.splitsErr).
 
 var a2aKernel = declareKernel("alltoall.ptx", "symmem_alltoall")
 
@@ -123,32 +122,4 @@ func (k *kernelPath) fillA2A(a *cudadrv.Args, req backend.Request) error {
 	a.PutU64(a2aDevOut, devOut)
 	g.faults.put(a, req)
 	return nil
-}
-
-// splitsErr is the error of a split-count report: the first fault of the
-// matrix every rank found, which made every rank skip the call.
-func (f *faults) splitsErr(rep faultReport) error {
-	rank := func(r int) int {
-		if r >= 0 && r < len(f.g.Ranks) {
-			return f.g.Ranks[r]
-		}
-		return r
-	}
-	i, j, x, y := rank(rep.peer), rank(int(rep.theirs)), int64(rep.x), int64(rep.y)
-	var what string
-	err := errs.Invalid
-	switch rep.mine {
-	case splitsDiffer:
-		what, err = fmt.Sprintf("rank %d sends %d elements to rank %d, but rank %d expects %d from rank %d", i, x, j, j, y, i), errs.Mismatch
-	case splitsNegative:
-		what = fmt.Sprintf("rank %d's split count for rank %d is %d; counts are elements, >= 0", i, j, x)
-	case splitsIn:
-		what = fmt.Sprintf("rank %d's split counts reach %d elements, but its in holds %d", i, x, y)
-	case splitsOut:
-		what = fmt.Sprintf("rank %d would receive %d elements, but its out holds %d (the output's capacity bounds the counts)", i, x, y)
-	default:
-		what = fmt.Sprintf("split-count fault %d of rank %d", rep.mine, i)
-	}
-	return fmt.Errorf("cuda: group %q: an earlier %v (launch %d of symmem's kernels on this group) did nothing, on every rank: %s: %w",
-		f.g.GroupName, coll.AllToAll, rep.epoch, what, err)
 }

@@ -48,7 +48,7 @@ func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, 
 // (an error to ask counts as not captured: the eager rows answer). auto
 // asks only where the tables' graph rows answer otherwise than their eager
 // rows, which needs a table with graph rows.
-func (p *paths) captured(s uint64) bool {
+func (p *pathSet) captured(s uint64) bool {
 	c, err := p.g.x.capturing(p.g.b.ctx, s)
 	return err == nil && c
 }
@@ -134,7 +134,7 @@ func autoStarts() []coll.Algo {
 // auto is auto's choice for c, the one reader of the table and the
 // fallback order: the table's path for c's op and size, then the turns of
 // the paths in its order, step by step.
-func (p *paths) auto(c *call) (path, coll.Algo, string, error) {
+func (p *pathSet) auto(c *call) (path, coll.Algo, string, error) {
 	g, req := p.g, &c.req
 	total := req.In.Len // the full tensor: all-gather's output
 	if req.Kind == coll.AllGather {
@@ -171,7 +171,7 @@ func (p *paths) auto(c *call) (path, coll.Algo, string, error) {
 
 // autoFacts answers auto's conditions for one call.
 type autoFacts struct {
-	p *paths
+	p *pathSet
 	c *call
 }
 
@@ -179,7 +179,7 @@ type autoFacts struct {
 // apart: holds hands it to the step's path's serves, a func value, and f itself
 // passed there would move the call f points to, which Run keeps on its
 // stack, to the heap.
-func (f *autoFacts) all(p *paths, s *autoStep) bool {
+func (f *autoFacts) all(p *pathSet, s *autoStep) bool {
 	for _, c := range s.when {
 		if !f.holds(p, c, s) {
 			return false
@@ -192,7 +192,7 @@ func (f *autoFacts) all(p *paths, s *autoStep) bool {
 // (ncclwindow.go: judgeWindow, on the call), element-mode reductions
 // (reduceElementwise), no NCCL on groups without a communicator (NCCL not
 // loaded or failed, or ranks sharing a GPU: setup), non-symmetric buffers.
-func (f *autoFacts) holds(p *paths, c autoCond, s *autoStep) bool {
+func (f *autoFacts) holds(p *pathSet, c autoCond, s *autoStep) bool {
 	g, req := p.g, &f.c.req
 	usable := g.nccl.comm != nil && !g.nccl.unsafe(f.c) && (req.Kind != coll.AllToAll || ncclA2AWhy(g.b.nccl.lib, *req) == "")
 	switch c {
@@ -209,9 +209,9 @@ func (f *autoFacts) holds(p *paths, c autoCond, s *autoStep) bool {
 	case poorWindows:
 		return f.c.win && f.c.verdict != windowGood
 	case notSymmetric:
-		return !symmetric(*req)
+		return !buffersSymmetric(*req)
 	case symmetricBufs:
-		return symmetric(*req)
+		return buffersSymmetric(*req)
 	case elementwise:
 		return reduceElementwise(*req)
 	case oneShot:

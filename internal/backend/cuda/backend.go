@@ -66,7 +66,7 @@ type Backend struct {
 	prov   *Provider
 	stream *cudadrv.Stream // the stream used when a request names none
 	nccl   ncclState
-	kern   kernels
+	kern   kernelModules
 	// watchdog is Options.Watchdog (kernel parameter).
 	watchdog time.Duration
 	share    bool        // Options.ShareDevice

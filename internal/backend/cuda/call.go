@@ -35,9 +35,9 @@ func newCall(req backend.Request, win bool, v int) call {
 	return c
 }
 
-// symmetric reports whether req's buffers are pool blocks registered with
-// the group (a broadcast's output only: it has no input of its own).
-func symmetric(req backend.Request) bool {
+// buffersSymmetric reports whether req's buffers are pool blocks registered
+// with the group (a broadcast's output only: it has no input of its own).
+func buffersSymmetric(req backend.Request) bool {
 	return req.OutSym.OK && (req.InSym.OK || req.Kind == coll.Broadcast)
 }
 

@@ -27,7 +27,7 @@ func fakeGroup(n, me int) *Group {
 		g.peers.pads[r] = uint64(0xA000_0000 + r*0x1000_0000)
 	}
 	g.st.h = handles{side: []uint64{11, 12, 13}, joins: []uint64{21, 22, 23}, fork: 31, forkX: 32, last: 33}
-	g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+	g.faults, g.hs = faults{g: &g.core}, checkedHandshake{g: &g.core}
 	g.paths.init(&g.core)
 	ps := &peerSeg{size: 1 << 30, bases: make([]uint64, n)}
 	for r := range ps.bases {

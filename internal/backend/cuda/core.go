@@ -29,9 +29,9 @@ type core struct {
 	prog   *cudadrv.Program
 	st     streams // side streams, their events and quiesce's fences (streams.go)
 	broken error
-	hs     handshake // checked mode's handshake (handshake.go; no block without kernels, caps.kernWhy says why)
-	faults faults    // the kernels' mismatch reports (fault.go)
-	gate   *callGate // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
+	hs     checkedHandshake // checked mode's handshake (handshake.go; no block without kernels, caps.kernWhy says why)
+	faults faults           // the kernels' mismatch reports (fault.go)
+	gate   *callGate        // the call gate (gate.go; nil: ranks on several hosts, or no kernels)
 
 	nccl ncclGroup
 	x    executor // the driver and NCCL (edge.go)

@@ -28,7 +28,7 @@
 //     unless it is being captured (track, streams.go);
 //   - symmem's kernels (kernel.go, allreduce.go; ptx/ and kernel_layout.go
 //     written by internal/ptxgen via go generate): PTX JIT-compiled once
-//     per process (no CUDA toolkit), one cuLaunchKernel per call, per-CTA
+//     per process (no CUDA toolkit; modules.go), one cuLaunchKernel per call, per-CTA
 //     signals with a device-side launch epoch (graph replay is correct), waits
 //     that end early, with a report, once the call gate failed (a peer left
 //     or the calls diverged: gate.go), and a watchdog that traps after
@@ -64,7 +64,7 @@
 //
 // The route of a call (Run, run.go): the request becomes a call (call.go:
 // the request as it runs, its NCCL window status and verdict, its ticket at
-// the gate), built once and passed down by value; paths.choose picks the
+// the gate), built once and passed down by value; pathSet.choose picks the
 // algorithm (forced: the path's refuse; auto: autotable.go, the table's path
 // for the op and size, then the turns of the paths in its fallback order,
 // where the special rules are named conditions: autostep.go). Every

@@ -131,6 +131,34 @@ func (f *faults) take() error {
 	return err
 }
 
+// splitsErr is the error of a split-count report: the first fault of the
+// matrix every rank found, which made every rank skip the call.
+func (f *faults) splitsErr(rep faultReport) error {
+	rank := func(r int) int {
+		if r >= 0 && r < len(f.g.Ranks) {
+			return f.g.Ranks[r]
+		}
+		return r
+	}
+	i, j, x, y := rank(rep.peer), rank(int(rep.theirs)), int64(rep.x), int64(rep.y)
+	var what string
+	err := errs.Invalid
+	switch rep.mine {
+	case splitsDiffer:
+		what, err = fmt.Sprintf("rank %d sends %d elements to rank %d, but rank %d expects %d from rank %d", i, x, j, j, y, i), errs.Mismatch
+	case splitsNegative:
+		what = fmt.Sprintf("rank %d's split count for rank %d is %d; counts are elements, >= 0", i, j, x)
+	case splitsIn:
+		what = fmt.Sprintf("rank %d's split counts reach %d elements, but its in holds %d", i, x, y)
+	case splitsOut:
+		what = fmt.Sprintf("rank %d would receive %d elements, but its out holds %d (the output's capacity bounds the counts)", i, x, y)
+	default:
+		what = fmt.Sprintf("split-count fault %d of rank %d", rep.mine, i)
+	}
+	return fmt.Errorf("cuda: group %q: an earlier %v (launch %d of symmem's kernels on this group) did nothing, on every rank: %s: %w",
+		f.g.GroupName, coll.AllToAll, rep.epoch, what, err)
+}
+
 // read reads (and clears) the report a kernel of the group wrote since
 // the last look; ok is false if there is none. One CTA per launch writes a
 // report, clearing set first and setting it last (layout in
@@ -191,7 +219,7 @@ func (f *faults) difference(rep faultReport) (kind, what string) {
 		err = errors.New("the records are equal (a digest collision)")
 	}
 	return "collective", fmt.Sprintf("rank %d called it with other arguments than rank %d (argument digests %08x vs %08x: "+
-		"kind, type, count, op, root, in-place, pool offsets and path must match; which one differs is unknown: %v; Options.Checked names it)",
+		"kind, type, count, op, root, in-place, pool offsets and path must match; which one differs is unknown: %v; symmem.Options.Checked names it)",
 		rank, me, rep.theirs, rep.mine, err)
 }
 

@@ -157,11 +157,12 @@ func (gt *callGate) stopWord() uint64 {
 	return gt.failedDev
 }
 
-// publish numbers c (on path c.req.Algo) at the gate and sets its ticket:
-// its number and the number its stream must wait for (0: none; always,
-// without a gate). The caller holds runMu and, once the call's work is
-// queued, calls enqueued.
-func (gt *callGate) publish(c *call) error {
+// publish numbers c (on path c.req.Algo, whose calls wait for the
+// approval where wait: the path table's gated) at the gate and sets its
+// ticket: its number and the number its stream must wait for (0: none;
+// always, without a gate). The caller holds runMu and, once the call's
+// work is queued, calls enqueued.
+func (gt *callGate) publish(c *call, wait bool) error {
 	if gt == nil {
 		return nil
 	}
@@ -169,7 +170,6 @@ func (gt *callGate) publish(c *call) error {
 	if p := gt.stopped.Load(); p != nil {
 		return *p
 	}
-	wait := gated(req.Algo)
 	k, err := gt.c.Publish(context.Background(), members.GateEntry{Record: req.Record, Path: agree.PathCode(req.Algo), Gated: wait})
 	if err != nil {
 		var m *members.GateMismatch

@@ -131,7 +131,7 @@ func TestHostGateAborts(t *testing.T) {
 	}
 	publish := func(r *rank, count uint64) error {
 		c := &call{req: backend.Request{Algo: coll.AlgoNCCL, Record: callRec(coll.AllGather, coll.BFloat16, count)}}
-		err := r.gt.publish(c)
+		err := r.gt.publish(c, gated(c.req.Algo))
 		r.ticket = c.gate
 		if err == nil {
 			err = r.gt.enqueued(c.gate)
@@ -188,7 +188,7 @@ func TestHostGateMemberLeft(t *testing.T) {
 	t.Cleanup(func() { gt.close(true) })
 	as[1].SetState(members.StateLeft) // group rank 2 (global 1) closes
 	c := &call{req: backend.Request{Algo: coll.AlgoNCCL, Record: callRec(coll.AllReduce, coll.BFloat16, 64)}}
-	if err := gt.publish(c); err != nil {
+	if err := gt.publish(c, gated(c.req.Algo)); err != nil {
 		t.Fatal(err)
 	}
 	if err := gt.enqueued(c.gate); err != nil {

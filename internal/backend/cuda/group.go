@@ -20,7 +20,7 @@ import (
 // share, and the paths.
 type Group struct {
 	core
-	paths     paths // every path, symmem's and NCCL's (pathtable.go)
+	paths     pathSet // every path, symmem's and NCCL's (pathtable.go)
 	closeOnce sync.Once
 }
 
@@ -32,7 +32,7 @@ func newGroup(ctx context.Context, b *Backend, cfg backend.GroupConfig, gen int)
 		return nil, err
 	}
 	g := &Group{core: core{Head: head, b: b, prog: cudadrv.NewProgram(64), x: driver{}, gen: gen}}
-	g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+	g.faults, g.hs = faults{g: &g.core}, checkedHandshake{g: &g.core}
 	g.paths.init(&g.core)
 	if err := g.setup(ctx, gen); err != nil {
 		g.Close()

@@ -32,10 +32,11 @@ import (
 // hsKernel runs beside the copy-engine paths and NCCL.
 var hsKernel = declareKernel("handshake.ptx", "symmem_handshake")
 
-// handshake is a group's handshake: its parameter block (nil: the group
-// has no kernels, so no handshake), and the raw handles of its stream and
-// of the events that fork and join it (the group owns them: setupCE).
-type handshake struct {
+// checkedHandshake is a group's handshake in checked mode: its parameter
+// block (nil: the group has no kernels, so no handshake), and the raw
+// handles of its stream and of the events that fork and join it (the
+// group owns them: setupCE).
+type checkedHandshake struct {
 	g      *core
 	args   *cudadrv.Args
 	stream uint64
@@ -44,7 +45,7 @@ type handshake struct {
 
 // fill writes the parts of the parameter block that never change for the
 // group (pure: no driver call).
-func (h *handshake) fill() {
+func (h *checkedHandshake) fill() {
 	g, a := h.g, h.args
 	for r := range g.Ranks {
 		a.PutU64(argPeerRegion+8*r, g.peers.pads[r]+kernRegion)
@@ -55,11 +56,11 @@ func (h *handshake) fill() {
 }
 
 // on reports whether req runs with the handshake beside it.
-func (h *handshake) on(req backend.Request) bool { return req.Checked && h.args != nil }
+func (h *checkedHandshake) on(req backend.Request) bool { return req.Checked && h.args != nil }
 
 // fork starts the handshake for req beside stream s (nothing outside
 // checked mode or without the kernels); join makes s wait for it.
-func (h *handshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
+func (h *checkedHandshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
 	if !h.on(req) {
 		return
 	}
@@ -70,7 +71,7 @@ func (h *handshake) fork(p *cudadrv.Program, s uint64, req backend.Request) {
 	p.Record(h.stream, h.ev[1])
 }
 
-func (h *handshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
+func (h *checkedHandshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
 	if h.on(req) {
 		p.WaitEvent(s, h.ev[1])
 	}
@@ -78,7 +79,7 @@ func (h *handshake) join(p *cudadrv.Program, s uint64, req backend.Request) {
 
 // after joins the handshake into c's stream after NCCL's call (the fork
 // went before it, ncclRun.issue). The caller holds runMu.
-func (h *handshake) after(c *call) error {
+func (h *checkedHandshake) after(c *call) error {
 	g := h.g
 	if g.broken != nil {
 		return fmt.Errorf("%w: %w", errs.Broken, g.broken)

@@ -143,7 +143,7 @@ func newNCCLGroup(ctx context.Context, g *core, gen int) ncclGroup {
 	// for absent ranks.
 	cfg := bnccl.Config{}
 	st.creating()
-	c, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName, Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+	c, err := bnccl.New(ctx, bnccl.Options{GroupName: g.GroupName, Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
 		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg})
 	if err != nil {
 		return ncclGroup{err: err, winWhy: "no communicator"}
@@ -155,7 +155,7 @@ func newNCCLGroup(ctx context.Context, g *core, gen int) ncclGroup {
 	}
 	// Every rank reaches this point (the first communicator's init is
 	// collective), so the second one is created in step everywhere.
-	if p, err := bnccl.New(ctx, bnccl.Options{Group: g.GroupName + "#plain", Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
+	if p, err := bnccl.New(ctx, bnccl.Options{GroupName: g.GroupName + "#plain", Generation: uint64(gen), Rank: g.Me, Size: len(g.Ranks),
 		Context: g.b.ctx.Handle(), Store: g.Store, Timeout: g.Timeout, Lib: st.lib, Config: cfg}); err == nil {
 		ng.plain = p
 	}
@@ -376,7 +376,7 @@ func (w *ncclWindowPath) refuse(c call) error {
 	switch {
 	case g.nccl.comm == nil:
 		return fmt.Errorf("nccl-window requested but NCCL is unavailable (%w): %w", g.nccl.unavailable(), errs.NotSupported)
-	case !c.win && !symmetric(req):
+	case !c.win && !buffersSymmetric(req):
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errNotSymmetric, errs.Refused)
 	case !c.win: // registered pool blocks, but this group's NCCL keeps no windows
 		return fmt.Errorf("nccl-window requested but the buffers are not in NCCL windows (%s): %w: %w", w.offWhy(req), errs.NotSupported, errs.Refused)
@@ -389,7 +389,7 @@ func (w *ncclWindowPath) refuse(c call) error {
 // offWhy says why req's buffers are not in the group's windows.
 func (w *ncclWindowPath) offWhy(req backend.Request) string {
 	switch {
-	case !symmetric(req):
+	case !buffersSymmetric(req):
 		return "not pool blocks registered with this group"
 	case w.g.nccl.winWhy != "":
 		return w.g.nccl.winWhy

@@ -54,13 +54,13 @@ type pathInfo struct {
 	// gated: its calls wait for the call gate's approval (gate.go).
 	gated bool
 	// new makes the group's instance of the path in p (choose's answer).
-	new func(g *core, p *paths, row *pathInfo) path
+	new func(g *core, p *pathSet, row *pathInfo) path
 	// kernArgs allocates its parameter blocks in a group that has
 	// symmem's kernels (setup); nil: it has none.
-	kernArgs func(p *paths)
+	kernArgs func(p *pathSet)
 	// serves is auto's condition pathServes on a step that hands the call to
 	// this path: the path would run it (nil: no step does).
-	serves func(p *paths, req backend.Request) bool
+	serves func(p *pathSet, req backend.Request) bool
 	// fallback is auto's order where the auto table names this path (nil:
 	// auto does not start from it; autostep.go).
 	fallback []coll.Algo

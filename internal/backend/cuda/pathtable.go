@@ -15,11 +15,11 @@ var pathTable = [...]pathInfo{
 	{
 		// auto takes it for all_to_all only with split counts on the device (nccl.turn).
 		algo: coll.AlgoKernel, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.AllToAll}, serve: "the kernels serve",
-		new: func(g *core, p *paths, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
-		kernArgs: func(p *paths) {
+		new: func(g *core, p *pathSet, r *pathInfo) path { p.kernel = kernelPath{g: g, row: r}; return &p.kernel },
+		kernArgs: func(p *pathSet) {
 			p.kernel.args, p.kernel.a2a = cudadrv.NewArgs(kernArgBytes), cudadrv.NewArgs(a2aArgBytes)
 		},
-		serves:   func(p *paths, req backend.Request) bool { return p.kernel.check(&req) == served },
+		serves:   func(p *pathSet, req backend.Request) bool { return p.kernel.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -34,9 +34,9 @@ var pathTable = [...]pathInfo{
 		// ll's refusals (a buffer off 16 bytes, a row larger than its area)
 		// leave the call to the kernel, the next fastest at small sizes.
 		algo: coll.AlgoLL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "ll serves",
-		new:      func(g *core, p *paths, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
-		kernArgs: func(p *paths) { p.ll.args = cudadrv.NewArgs(llArgBytes) },
-		serves:   func(p *paths, req backend.Request) bool { return p.ll.check(&req) == served },
+		new:      func(g *core, p *pathSet, r *pathInfo) path { p.ll = llPath{g: g, row: r}; return &p.ll },
+		kernArgs: func(p *pathSet) { p.ll.args = cudadrv.NewArgs(llArgBytes) },
+		serves:   func(p *pathSet, req backend.Request) bool { return p.ll.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLL, coll.AlgoKernel, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			// Above llSmallRow, symmetric buffers off 16 bytes (alike on every
@@ -48,12 +48,12 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoTwoShot, ops: []coll.Kind{coll.AllReduce}, serve: "two-shot serves", opsHint: " (reduce_scatter: kernel or lc)",
-		new: func(g *core, p *paths, r *pathInfo) path {
+		new: func(g *core, p *pathSet, r *pathInfo) path {
 			p.twoShot = twoShotPath{g: g, row: r, k: &p.kernel}
 			return &p.twoShot
 		},
-		kernArgs: func(p *paths) { p.twoShot.second = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(p *paths, req backend.Request) bool { return p.twoShot.check(&req) == served },
+		kernArgs: func(p *pathSet) { p.twoShot.second = cudadrv.NewArgs(kernArgBytes) },
+		serves:   func(p *pathSet, req backend.Request) bool { return p.twoShot.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoTwoShot, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -62,9 +62,9 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoLowContention, ops: []coll.Kind{coll.ReduceScatter, coll.AllReduce}, serve: "lc serves", gated: true,
-		new:      func(g *core, p *paths, r *pathInfo) path { p.lc = lcPath{g: g, row: r, k: &p.kernel}; return &p.lc },
-		kernArgs: func(p *paths) { p.lc.args = cudadrv.NewArgs(kernArgBytes) },
-		serves:   func(p *paths, req backend.Request) bool { return p.lc.check(&req) == served },
+		new:      func(g *core, p *pathSet, r *pathInfo) path { p.lc = lcPath{g: g, row: r, k: &p.kernel}; return &p.lc },
+		kernArgs: func(p *pathSet) { p.lc.args = cudadrv.NewArgs(kernArgBytes) },
+		serves:   func(p *pathSet, req backend.Request) bool { return p.lc.check(&req) == served },
 		fallback: []coll.Algo{coll.AlgoLowContention, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			elementwiseToNCCL,
@@ -73,8 +73,8 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoCE, ops: []coll.Kind{coll.AllGather, coll.AllToAll}, serve: "copy engines serve", gated: true,
-		new:      func(g *core, p *paths, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
-		serves:   func(p *paths, req backend.Request) bool { return p.ce.serves(req) },
+		new:      func(g *core, p *pathSet, r *pathInfo) path { p.ce = cePath{g: g, row: r}; return &p.ce },
+		serves:   func(p *pathSet, req backend.Request) bool { return p.ce.serves(req) },
 		fallback: []coll.Algo{coll.AlgoCE, coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			{algo: coll.AlgoCE, when: []autoCond{pathServes}, kindWhy: map[coll.Kind]string{
@@ -85,7 +85,7 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoNCCLWindow, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast}, serve: "NCCL serves", gated: true,
-		new:      func(g *core, p *paths, _ *pathInfo) path { p.window = ncclWindowPath{ncclRun{g}}; return &p.window },
+		new:      func(g *core, p *pathSet, _ *pathInfo) path { p.window = ncclWindowPath{ncclRun{g}}; return &p.window },
 		fallback: []coll.Algo{coll.AlgoNCCLWindow, coll.AlgoNCCL},
 		turn: []autoStep{
 			{algo: coll.AlgoNCCLWindow, when: []autoCond{goodWindows, ncclUsable}, why: "auto: NCCL on windows (auto table)"},
@@ -104,7 +104,7 @@ var pathTable = [...]pathInfo{
 	},
 	{
 		algo: coll.AlgoNCCL, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce, coll.Broadcast, coll.AllToAll}, serve: "NCCL serves", gated: true,
-		new:      func(g *core, p *paths, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
+		new:      func(g *core, p *pathSet, _ *pathInfo) path { p.nccl = ncclPath{ncclRun{g}}; return &p.nccl },
 		fallback: []coll.Algo{coll.AlgoNCCL},
 		// Without NCCL a reduction still runs on symmem's kernels: one-shot up
 		// to oneShotMax, then two-shot, which reads each peer byte once where
@@ -135,13 +135,13 @@ var pathTable = [...]pathInfo{
 		// auto does not take it (no measurement shows it ahead yet: issue
 		// 27); a call forces it.
 		algo: coll.AlgoHier, ops: []coll.Kind{coll.AllGather, coll.ReduceScatter, coll.AllReduce}, serve: "the hierarchical path serves", gated: true,
-		new: func(g *core, p *paths, r *pathInfo) path { p.hier = hierPath{g: g, row: r}; return &p.hier },
+		new: func(g *core, p *pathSet, r *pathInfo) path { p.hier = hierPath{g: g, row: r}; return &p.hier },
 	},
 }
 
-// paths are a group's paths, each holding what only it uses; all[i] is
+// pathSet is a group's paths, each holding what only it uses; all[i] is
 // pathTable[i]'s.
-type paths struct {
+type pathSet struct {
 	kernel  kernelPath
 	twoShot twoShotPath
 	lc      lcPath
@@ -156,7 +156,7 @@ type paths struct {
 }
 
 // init makes the group's paths in place (they point into p).
-func (p *paths) init(g *core) {
+func (p *pathSet) init(g *core) {
 	p.g = g
 	p.all = make([]path, len(pathTable))
 	for i := range pathTable {
@@ -166,7 +166,7 @@ func (p *paths) init(g *core) {
 
 // withKernels allocates the parameter blocks of the paths that launch
 // symmem's kernels.
-func (p *paths) withKernels() {
+func (p *pathSet) withKernels() {
 	for i := range pathTable {
 		if f := pathTable[i].kernArgs; f != nil {
 			f(p)

@@ -26,7 +26,7 @@ func TestRegisterUndoneWithHierChild(t *testing.T) {
 			mk := func(name string, ranks []int, timeout time.Duration) *Group {
 				g := &Group{core: core{Head: members.Head{GroupName: name, Ranks: ranks, Me: 0, Store: st, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: nopExec{}}}
 				g.Prefix = "test/" + t.Name() + "/" + name
-				g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+				g.faults, g.hs = faults{g: &g.core}, checkedHandshake{g: &g.core}
 				g.paths.init(&g.core)
 				g.Gather = members.NewGather(name, st, g.Prefix, g.Ranks, 0, timeout)
 				return g

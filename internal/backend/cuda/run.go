@@ -93,7 +93,7 @@ func (g *core) start(p path, c *call) error {
 	if err := g.prepare(p, *c); err != nil {
 		return err
 	}
-	if err := g.gate.publish(c); err != nil {
+	if err := g.gate.publish(c, gated(c.req.Algo)); err != nil {
 		return err
 	}
 	if err := p.issue(*c); err != nil {
@@ -151,7 +151,7 @@ func (g *core) finishFailed(err error) error {
 // choose resolves c's algorithm (c.req.Algo) to the path that runs, with
 // its name and the reason: a forced path unless it refuses the call
 // (path.refuse), or auto's choice (autotable.go).
-func (ps *paths) choose(c *call) (path, coll.Algo, string, error) {
+func (ps *pathSet) choose(c *call) (path, coll.Algo, string, error) {
 	req := c.req
 	if i := pathIndex(req.Algo); i >= 0 {
 		p := ps.all[i]
@@ -179,7 +179,7 @@ func (g *Group) Explain(req backend.Request) coll.Path {
 	if devSplitsUnserved(&req) {
 		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
 	}
-	c := newCall(req, symmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
+	c := newCall(req, buffersSymmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
 	_, algo, why, err := g.paths.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()

@@ -29,7 +29,7 @@ const neverDone = "cuEventQuery:0:600,cuEventSynchronize:0:-1"
 func fakeGroupOn(t *testing.T, b *Backend, timeout time.Duration) (*Group, pool.Segment) {
 	t.Helper()
 	g := &Group{core: core{Head: members.Head{GroupName: "t", Ranks: []int{0, 1}, Me: 0, Timeout: timeout}, b: b, prog: cudadrv.NewProgram(64), x: driver{}}}
-	g.faults, g.hs = faults{g: &g.core}, handshake{g: &g.core}
+	g.faults, g.hs = faults{g: &g.core}, checkedHandshake{g: &g.core}
 	g.paths.init(&g.core)
 	var err error
 	if g.st.last, err = cudadrv.NewEvent(b.ctx, false); err != nil {

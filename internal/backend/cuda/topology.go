@@ -45,7 +45,7 @@ type topology struct {
 	// none), which rules copy engines out. setup asks the driver about
 	// each peer on another GPU, in order, and stops at the first it cannot
 	// reach.
-	peers  []peer
+	peers  []localPeer
 	remote int
 	// kern: every member loaded the kernels; kernWhy names the first that
 	// did not.
@@ -107,8 +107,8 @@ func (c *caps) reach(all []identity, t topology, fds, share bool, dev int, probe
 	return nil
 }
 
-// peer is another member on this rank's host.
-type peer struct {
+// localPeer is another member on this rank's host.
+type localPeer struct {
 	member  int  // its index in the group
 	sameGPU bool // it runs on this rank's GPU (else P2P decides whether copy engines reach it)
 }
@@ -138,7 +138,7 @@ func newTopology(all []identity, me int) topology {
 		case id.Host != mine.Host:
 			t.remote = q
 		default:
-			t.peers = append(t.peers, peer{member: q, sameGPU: id.PCI == mine.PCI})
+			t.peers = append(t.peers, localPeer{member: q, sameGPU: id.PCI == mine.PCI})
 		}
 	}
 	return t

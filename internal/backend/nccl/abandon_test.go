@@ -41,7 +41,7 @@ int ncclCommDestroy(wrapComm* c) {
 		t.Fatal("no revoke")
 	}
 	for i := range 20 {
-		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "abandon-race", Generation: uint64(i), Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "abandon-race", Generation: uint64(i), Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,25 +46,25 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	cfg, err := o.Config.native(o.Group)
+	cfg, err := o.Config.native(o.GroupName)
 	if err != nil {
 		return nil, err
 	}
 	lib := o.Lib
 	if lib == nil {
 		if lib, err = load(); err != nil {
-			return nil, fmt.Errorf("nccl: group %q: %w", o.Group, err)
+			return nil, fmt.Errorf("nccl: group %q: %w", o.GroupName, err)
 		}
 	}
 	timeout := o.Timeout
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	id, err := exchangeID(wctx, o.Store, keyPrefix(o.Group, o.Generation), o.Rank, o.Size, lib.Version, lib.GetUniqueID)
+	id, err := exchangeID(wctx, o.Store, keyPrefix(o.GroupName, o.Generation), o.Rank, o.Size, lib.Version, lib.GetUniqueID)
 	if err != nil {
-		return nil, fmt.Errorf("nccl: group %q rank %d: %w", o.Group, o.Rank, err)
+		return nil, fmt.Errorf("nccl: group %q rank %d: %w", o.GroupName, o.Rank, err)
 	}
-	c := &Comm{lib: lib, group: o.Group, rank: o.Rank, size: o.Size, cuctx: uintptr(o.Context),
+	c := &Comm{lib: lib, group: o.GroupName, rank: o.Rank, size: o.Size, cuctx: uintptr(o.Context),
 		timeout: timeout, cfg: o.Config}
 	var h *libnccl.CommHandle
 	if o.Config.NonBlocking {
@@ -78,7 +78,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 			return lib.CommInitRank(c.cuctx, o.Size, o.Rank, id, cfg)
 		})
 		if errors.Is(err, libnccl.ErrTimeout) {
-			return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.Group, o.Rank, o.Size, err)
+			return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.GroupName, o.Rank, o.Size, err)
 		}
 	}
 	if err != nil {
@@ -88,7 +88,7 @@ func New(ctx context.Context, o Options) (*Comm, error) {
 			}
 			h.Free()
 		}
-		return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.Group, o.Rank, o.Size, err)
+		return nil, fmt.Errorf("nccl: group %q rank %d of %d: creating the communicator: %w", o.GroupName, o.Rank, o.Size, err)
 	}
 	c.h = h
 	return c, nil

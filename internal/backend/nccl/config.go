@@ -102,7 +102,7 @@ func (c Config) native(group string) (libnccl.Config, error) {
 
 // Options create one communicator.
 type Options struct {
-	Group      string        // group name, e.g. "world", "tp0" (namespaces store keys)
+	GroupName  string        // group name, e.g. "world", "tp0" (namespaces store keys)
 	Generation uint64        // bump when a group of the same name is created again
 	Rank, Size int           // this rank's index in the group, and the group size
 	Context    uint64        // CUcontext of this rank's device (cuda.Context.Handle()); 0 = current
@@ -114,8 +114,8 @@ type Options struct {
 
 func (o *Options) check() error {
 	switch {
-	case o.Group == "":
-		return errors.New("nccl: Options.Group is empty: name the group (it namespaces the store keys)")
+	case o.GroupName == "":
+		return errors.New("nccl: Options.GroupName is empty: name the group (it namespaces the store keys)")
 	case o.Size < 1:
 		return fmt.Errorf("nccl: Options.Size = %d: a group needs at least one rank", o.Size)
 	case o.Rank < 0 || o.Rank >= o.Size:

@@ -49,14 +49,14 @@ func TestConfigNative(t *testing.T) {
 
 func TestOptionsCheck(t *testing.T) {
 	st := newMemStore()
-	good := Options{Group: "g", Rank: 1, Size: 2, Store: st, Timeout: time.Minute}
+	good := Options{GroupName: "g", Rank: 1, Size: 2, Store: st, Timeout: time.Minute}
 	cases := []struct {
 		name string
 		mut  func(*Options)
 		want string
 	}{
 		{"ok", func(*Options) {}, ""},
-		{"no group", func(o *Options) { o.Group = "" }, "Group"},
+		{"no group", func(o *Options) { o.GroupName = "" }, "GroupName"},
 		{"size 0", func(o *Options) { o.Size = 0 }, "Size"},
 		{"rank out", func(o *Options) { o.Rank = 2 }, "Rank"},
 		{"rank neg", func(o *Options) { o.Rank = -1 }, "Rank"},
@@ -81,7 +81,7 @@ func TestNewWithoutNCCL(t *testing.T) {
 	old := load
 	load = func() (*libnccl.Lib, error) { return libnccl.Open([]string{t.TempDir() + "/libnccl.so.2"}) }
 	defer func() { load = old }()
-	_, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Rank: 0, Size: 1, Store: newMemStore()})
+	_, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "g", Rank: 0, Size: 1, Store: newMemStore()})
 	if !errors.Is(err, errs.NotSupported) {
 		t.Fatalf("New without NCCL: %v, want errs.NotSupported", err)
 	}

@@ -53,7 +53,7 @@ func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
 // fake copies, as NCCL does for one rank), closed cleanly, unusable after.
 func TestFakeOneRank(t *testing.T) {
 	lib := fakeLib(t)
-	c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+	c, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "g", Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestFakeAllToAll(t *testing.T) {
 		if lib.HasAllToAll != tc.a2a || !lib.HasSendRecv {
 			t.Fatalf("%s: HasAllToAll %v, HasSendRecv %v", tc.name, lib.HasAllToAll, lib.HasSendRecv)
 		}
-		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "a2a-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "a2a-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestFakeStop(t *testing.T) {
 		if lib.HasRevoke != tc.revoke {
 			t.Fatalf("%s: HasRevoke %v, want %v", tc.name, lib.HasRevoke, tc.revoke)
 		}
-		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "stop-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "stop-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestFakeStop(t *testing.T) {
 		}
 		// Abandon: the same stop, and Close leaves a revoked communicator
 		// to NCCL (no destroy), an aborted one closed.
-		c, err = New(t.Context(), Options{Timeout: time.Minute, Group: "abandon-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
+		c, err = New(t.Context(), Options{Timeout: time.Minute, GroupName: "abandon-" + tc.name, Rank: 0, Size: 1, Store: newMemStore(), Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -131,7 +131,7 @@ func (c *child) bench(ctx context.Context, comm *Comm, segP, segW uint64) {
 // non-blocking communicator: correctness, host cost per call, and a peer
 // that dies instead of registering.
 func (c *child) otherConfigs(ctx context.Context, segP, segW uint64) {
-	comm, err := New(ctx, Options{Group: "gputest-efficiency", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
+	comm, err := New(ctx, Options{GroupName: "gputest-efficiency", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
 		Store: c.st, Timeout: 30 * time.Second, Config: Config{CTAPolicy: CTAPolicyEfficiency}})
 	c.check("new comm, CTA policy efficiency", err)
 	if err == nil {
@@ -144,7 +144,7 @@ func (c *child) otherConfigs(ctx context.Context, segP, segW uint64) {
 }
 
 func (c *child) ctaZero(ctx context.Context, segW uint64) {
-	zc, err := New(ctx, Options{Group: "gputest-zero", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
+	zc, err := New(ctx, Options{GroupName: "gputest-zero", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
 		Store: c.st, Timeout: 30 * time.Second, Config: Config{CTAPolicy: CTAPolicyZero}})
 	if err != nil {
 		c.logf("INFO cta-policy zero: communicator: %v", err)
@@ -174,7 +174,7 @@ func (c *child) ctaZero(ctx context.Context, segW uint64) {
 }
 
 func (c *child) nonBlocking(ctx context.Context, segP, segW uint64) {
-	nb, err := New(ctx, Options{Group: "gputest-nonblocking", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
+	nb, err := New(ctx, Options{GroupName: "gputest-nonblocking", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
 		Store: c.st, Timeout: 5 * time.Second, Config: Config{NonBlocking: true}})
 	c.check("new non-blocking comm", err)
 	if err != nil {

@@ -89,7 +89,7 @@ func (c *child) run() error {
 	}
 
 	t0 := time.Now()
-	comm, err := New(ctx, Options{Group: "gputest", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
+	comm, err := New(ctx, Options{GroupName: "gputest", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(),
 		Store: c.st, Timeout: 30 * time.Second})
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (c *child) deadInsideNCCL(ctx context.Context, segW uint64) {
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c.check("dead in registration: ranks meet first", c.st.Barrier(bctx, "gputest/regdead-start", c.size))
 	cancel()
-	comm, err := New(ctx, Options{Group: "gputest-regdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
+	comm, err := New(ctx, Options{GroupName: "gputest-regdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
 	c.check("dead in registration: new blocking comm", err)
 	if err != nil {
 		return
@@ -175,7 +175,7 @@ func (c *child) deadInsideNCCL(ctx context.Context, segW uint64) {
 		c.check("dead in init: rank 1 publishes its hello, then stays away", err)
 	} else {
 		t0 := time.Now()
-		_, err := New(ctx, Options{Group: "gputest-initdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
+		_, err := New(ctx, Options{GroupName: "gputest-initdead", Rank: c.rank, Size: c.size, Context: c.cctx.Handle(), Store: c.st, Timeout: timeout})
 		took := time.Since(t0)
 		c.logf("INFO dead in init: New returned after %v: %v", took.Round(time.Millisecond), err)
 		c.check("dead in init: blocking init fails with libnccl.ErrTimeout near the timeout",

@@ -13,7 +13,7 @@ func TestStoreKeysCleaned(t *testing.T) {
 	lib := fakeLib(t)
 	st := newMemStore()
 	for gen := range 50 {
-		c, err := New(t.Context(), Options{Timeout: time.Minute, Group: "g", Generation: uint64(gen), Rank: 0, Size: 1, Store: st, Lib: lib})
+		c, err := New(t.Context(), Options{Timeout: time.Minute, GroupName: "g", Generation: uint64(gen), Rank: 0, Size: 1, Store: st, Lib: lib})
 		if err != nil {
 			t.Fatal(err)
 		}
