@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,7 +248,11 @@ func roleGPUAllToAllKernel(ctx context.Context) error {
 		}
 		fmt.Printf("GPU a2a kernel equal %6d float32 per peer: ok\n", c)
 	}
-	for name, m := range a2aMatrices(n) {
+	ms := a2aMatrices(n)
+	// Every rank takes the matrices in one order: Go randomises a map's,
+	// and ranks out of step are refused (rank i sends x, rank j expects y).
+	for _, name := range slices.Sorted(maps.Keys(ms)) {
+		m := ms[name]
 		for _, form := range []string{"host", "device", "device-auto"} {
 			if err := run(form, m); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
