@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,9 +109,16 @@ func spawn(t testing.TB, n int, role string, extra ...string) []rankResult {
 			select {
 			case <-done:
 			case <-time.After(roleLimit(role)):
-				cmd.Process.Kill()
-				<-done
-				fmt.Fprintf(&buf, "\n(killed by the harness after %v)", roleLimit(role))
+				// SIGQUIT first: the Go runtime prints every goroutine's
+				// stack (where the rank hangs) before it exits.
+				cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-done:
+				case <-time.After(3 * time.Second):
+					cmd.Process.Kill()
+					<-done
+				}
+				fmt.Fprintf(&buf, "\n(killed by the harness after %v: SIGQUIT, its stacks above)", roleLimit(role))
 			}
 			res[r] = rankResult{code: cmd.ProcessState.ExitCode(), out: buf.String(), took: time.Since(start)}
 		}()
