@@ -10,8 +10,6 @@
 # a short table (outdir/summary.txt) is printed last.
 #
 # Order (a session runs as many calls as its device time allows, in order):
-#   prev     first in any session: the 2026-12-07 tree's unverified plan
-#            (scripts/gpu-tree1.sh, GPU 0 under MPS)
 #   tree, hosts, stress (twice: >= 10 min of stress2 and stress4)   item 1
 #   tune4a, tune4b (4 GPUs), tune2 (all-to-all, 2 GPUs)              item 2
 #     -> on the build machine: the new tables into results/auto/, then
@@ -19,8 +17,8 @@
 #   check4 (auto against every path, 4 ranks), a2a, overlap         items 2-4
 #   e2e2, e2e4                                                       item 4
 # Carry: .build/ (build-gpu.sh; symmem, symmem.test, nccl-backend.test,
-# native-cuda.test, native-cublas.test, libsymmem.so as the calls need),
-# and for prev dist/symmem-*.whl (python3 python/build_wheel.py). Each
+# native-cuda.test, native-cublas.test, libsymmem.so as the calls need).
+# (The one-GPU checks of a tree are scripts/gpu-tree1.sh's.) Each
 # session writes its results/gpu-<date>.md from the tables and logs.
 # Not covered (no script has them): NCCL windows and torch's
 # all_to_all_single / all_to_all_vdev over 1 KiB-1 GiB (moe_dispatch.py
@@ -29,7 +27,6 @@
 set -u
 cd "$(dirname "$0")/.."
 PLAN='
-prev    prev-tree       500  scripts/gpu-tree1.sh on GPU 0 under MPS (stress2/3 300 s, world2/3, native, doctor, python, fsdp, fsdp-diag, wheel, cestop)
 tree    world2          70   every GPU test of the user API, 2 ranks
 tree    world4          170  the same, 4 ranks (4 GPUs)
 tree    nccl            30   internal/backend/nccl
@@ -70,8 +67,8 @@ four() { # four STEP: true with 4 GPUs, else a line saying STEP was skipped
   [ "$GPUS" -ge 4 ] && return 0
   echo "$1: skipped, $GPUS GPUs (needs 4)" >>"$O/skipped.log"; return 1
 }
-if [ "$GPUS" -lt 2 ] && [ "$CALL" != prev ]; then
-  echo "$CALL: skipped, $GPUS GPU(s): issue 40's calls need 2 or 4 (prev runs on 1)" | tee "$O/summary.txt"; exit 0
+if [ "$GPUS" -lt 2 ]; then
+  echo "$CALL: skipped, $GPUS GPU(s): issue 40's calls need 2 or 4 (one GPU: scripts/gpu-tree1.sh)" | tee "$O/summary.txt"; exit 0
 fi
 # Bench rows: auto beside every path (paths that do not serve an op are skipped rows).
 ALL=auto,kernel,ll,two-shot,lc,ce,nccl,nccl-window
@@ -82,18 +79,6 @@ tune() { # tune SUB N OPS DTYPES T: gpu-tune.sh into O/SUB, ROUNDS=3, graph rows
 }
 
 case $CALL in
-prev)
-  # The plan as written (one GPU, MPS, four lanes), its steps within 540 s
-  # and the whole under step's bound: fsdp-diag.sh's two 100 s runs are
-  # outside run.sh's budget. Its logs.tgz comes back here (run.sh leaves
-  # its log tree beside it, which would crowd the 8 files out), else the
-  # tree it left, packed here; MPS off either way.
-  mkdir -p "$O/prev"
-  step prev-tree 560 env CUDA_VISIBLE_DEVICES=0 OUT="$O/prev" CALL_S=540 scripts/gpu-tree1.sh
-  mps_off >/dev/null 2>&1
-  if [ -f "$O/prev/logs.tgz" ]; then mv "$O/prev/logs.tgz" "$O/prev-logs.tgz"
-  elif [ -d "$O/prev/r" ]; then tar -C "$O/prev/r" --exclude=./wheel/venv -czf "$O/prev-logs.tgz" .; fi
-  rm -rf "$O/prev" ;;
 tree)
   W="env world2"; [ "$GPUS" -ge 4 ] && W+=" world4" || four world4
   STEPS="$W nccl" scripts/gpu-check.sh "$O/check" >"$O/check.out" 2>&1
@@ -178,7 +163,6 @@ autobest() { # FILE...: per op, the sizes where auto is below 0.97 of the best p
   done
   grep -rh -o -E 'STRESS total.*' "$O" --include='*.log' 2>/dev/null
   case $CALL in
-  prev) tail -30 "$O/prev-tree.log" ;;
   tune*) for f in "$O"/tune-*/summary.txt; do [ -f "$f" ] && grep -h '^--- ' "$f"; done
     for f in "$O"/tune-*/tune-*.log; do [ -f "$f" ] && { echo "$(basename "$f" .log):"; autobest "$f"; }; done ;;
   check4 | a2a) for f in "$O"/bench*.log; do [ -f "$f" ] && { echo "$(basename "$f" .log): auto/best"; autobest "$f"; }; done ;;

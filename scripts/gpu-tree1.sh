@@ -1,43 +1,37 @@
 #!/usr/bin/env bash
-# One call: the current tree on one GPU, ranks sharing it under MPS, in
-# four lanes at once (the device tool bounds a call at 600 s): stress2 and
-# stress3 (STRESS_SECONDS each), the world suites with 2 and 3 ranks plus
-# native and doctor then the MoE benchmark's smoke run (gpu-moe.sh), and
-# the Python lane (gpu-python.sh, gpu-fsdp.sh, the FSDP diagnosis in checked mode, gpu-wheel.sh); then cestop alone (its
-# trap ends every context on the GPU under MPS). Timing figures from this
-# call are not measurements (four lanes share the GPU).
+# gpu-tree1.sh PART: the current tree on one GPU, ranks sharing it, in two
+# device calls of at most 600 s each (CALL_S bounds the steps):
+#   ranks   env, native, doctor, world2, world3, stress2, stress3
+#           (STRESS_SECONDS each, default 120) under MPS, then the MoE
+#           benchmark's smoke run (gpu-moe.sh);
+#   python  gpu-python.sh, gpu-fsdp.sh, the FSDP diagnosis in checked mode
+#           (gpu-fsdp-diag.sh), gpu-wheel.sh, then cestop alone (its traps
+#           end every context on the GPU, so nothing runs beside it).
+# Steps run one after another: independent jobs at once on one GPU starve
+# each other (a rank's kernel waiting for its peer holds SMs another job's
+# kernels need; results/gpu-2026-12-07b.md). Logs go to $OUT/logs.tgz; a
+# short table is printed last.
 set -u
 cd "$(dirname "$0")/.."
+PART=${1:?usage: gpu-tree1.sh ranks|python}
 O=$OUT/r; mkdir -p $O
-OUTDIR=$OUT
-export CALL_S=${CALL_S:-560} CALL_T0=$(date +%s)
-. scripts/gpu-lib.sh
-mps_on > $O/mps.log 2>&1
-S=${STRESS_SECONDS:-300}
-if [ "${SHORT:-0}" = 1 ]; then
-  # SHORT=1, for a call of a few minutes: the checks of this tree's GPU
-  # changes first (world2 and world3 apart, stress2, the Python checks,
-  # the FSDP diagnosis); no stress3, MoE, FSDP runs, wheel or cestop.
-  PACK=0 STEPS=stress2 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s2 > $O/s2.out 2>&1 &
-  PACK=0 STEPS="env native world2" scripts/gpu-check.sh $O/w > $O/w.out 2>&1 &
-  PACK=0 STEPS=world3 scripts/gpu-check.sh $O/w3 > $O/w3.out 2>&1 &
-  ( PACK=0 STEPS=python scripts/gpu-check.sh $O/py > $O/py.out 2>&1
-    scripts/gpu-fsdp-diag.sh $O/diag > $O/diag.out 2>&1 ) &
-else
-  PACK=0 STEPS=stress2 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s2 > $O/s2.out 2>&1 &
-  PACK=0 STEPS=stress3 STRESS_SECONDS=$S scripts/gpu-check.sh $O/s3 > $O/s3.out 2>&1 &
-  ( PACK=0 STEPS="env native doctor world2 world3" scripts/gpu-check.sh $O/w > $O/w.out 2>&1
-    MPS_HELD=1 MODES=smoke scripts/gpu-moe.sh $O/moe > $O/moe.out 2>&1 ) &
-  ( PACK=0 STEPS=python scripts/gpu-check.sh $O/py > $O/py.out 2>&1
-    scripts/gpu-fsdp.sh $O/fsdp > $O/fsdp.out 2>&1
-    scripts/gpu-fsdp-diag.sh $O/diag > $O/diag.out 2>&1
-    scripts/gpu-wheel.sh $O/wheel > $O/wheel.out 2>&1 ) &
-fi
-wait
-mps_off >> $O/mps.log 2>&1
-[ "${SHORT:-0}" = 1 ] || PACK=0 STEPS=cestop scripts/gpu-check.sh $O/ce > $O/ce.out 2>&1
-rm -rf $O/wheel/venv
-tar -C $O -czf "$OUTDIR/logs.tgz" .
-for f in s2 s3 w w3 py ce; do echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $O/$f/summary.txt 2>/dev/null | head -12; done
-grep -h -E "^[a-z0-9=_-]+ +[0-9a-z]+ +" $O/fsdp.out | tail -8
-tail -12 $O/wheel.out; tail -8 $O/diag.out; tail -14 $O/moe.out
+export CALL_S=${CALL_S:-570} CALL_T0=$(date +%s)
+case $PART in
+ranks)
+  MPS=1 STEPS="env native doctor world2 world3 stress2 stress3" STRESS_SECONDS=${STRESS_SECONDS:-120} \
+    scripts/gpu-check.sh $O/c > $O/c.out 2>&1
+  MODES=smoke scripts/gpu-moe.sh $O/moe > $O/moe.out 2>&1 ;;
+python)
+  STEPS=python scripts/gpu-check.sh $O/py > $O/py.out 2>&1
+  scripts/gpu-fsdp.sh $O/fsdp > $O/fsdp.out 2>&1
+  scripts/gpu-fsdp-diag.sh $O/diag > $O/diag.out 2>&1
+  scripts/gpu-wheel.sh $O/wheel > $O/wheel.out 2>&1
+  rm -rf $O/wheel/venv
+  STEPS=cestop scripts/gpu-check.sh $O/ce > $O/ce.out 2>&1 ;;
+*) echo "gpu-tree1.sh: unknown part $PART (want ranks or python)" >&2; exit 2 ;;
+esac
+tar -C $O -czf "$OUT/logs.tgz" . && rm -rf $O
+T=$(mktemp -d); tar -C $T -xzf "$OUT/logs.tgz"
+for f in c py ce; do [ -f $T/$f/summary.txt ] && { echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $T/$f/summary.txt | cut -c1-400 | head -14; }; done
+for f in fsdp wheel diag moe; do [ -f $T/$f.out ] && { echo "== $f"; tail -12 $T/$f.out | cut -c1-240; }; done
+rm -rf $T
