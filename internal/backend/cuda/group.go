@@ -63,7 +63,7 @@ func (g *Group) setup(ctx context.Context, gen int) error {
 		return err
 	}
 	t := newTopology(all, g.Me)
-	g.paths.hier.init(t)
+	g.paths.hier.decide(t)
 	// Every rank must agree on the paths `auto` may take, and on whether
 	// calls go through the gate.
 	if kern && !t.kern {

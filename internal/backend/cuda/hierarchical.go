@@ -47,9 +47,10 @@ type hierPath struct {
 // hierKids are the child groups.
 type hierKids struct{ host, cross *Group }
 
-// init decides whether the group can take the path, from its topology
-// (hosts numbered by first appearance, alike on every rank).
-func (h *hierPath) init(t topology) {
+// decide says whether the group can take the path, from its topology
+// (hosts numbered by first appearance, alike on every rank): it sets
+// layout, or why not.
+func (h *hierPath) decide(t topology) {
 	host, spans := t.hostOf, t.spans
 	g := h.g
 	l, err := hier.NewLayout(host)

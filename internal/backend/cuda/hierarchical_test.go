@@ -56,7 +56,7 @@ func TestHierRefuses(t *testing.T) {
 		if tc.fdx {
 			g.FDs = &rendezvous.FDExchange{}
 		}
-		g.paths.hier.init(topology{hostOf: tc.host, spans: tc.spans})
+		g.paths.hier.decide(topology{hostOf: tc.host, spans: tc.spans})
 		c := tc.req(g)
 		c.req.Algo = coll.AlgoHier
 		err := g.paths.hier.refuse(c)
@@ -181,7 +181,7 @@ func TestHierIssues(t *testing.T) {
 	} {
 		g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
 		g.FDs = &rendezvous.FDExchange{}
-		g.paths.hier.init(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
+		g.paths.hier.decide(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
 		host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 		cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
 		count := int64(512) // bf16 per rank: 1 KiB chunks (all-reduce: the tensor, 2 pieces of 512)

@@ -302,7 +302,7 @@ func TestHierFailureBreaks(t *testing.T) {
 	const me = 1
 	g, _ := goldenGroup(t, goldenCfg{name: "hier", nccl: "full"}, 4, me)
 	g.FDs = &rendezvous.FDExchange{}
-	g.paths.hier.init(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
+	g.paths.hier.decide(topology{hostOf: []int{0, 0, 1, 1}, spans: true})
 	host, _ := goldenGroup(t, goldenCfg{name: "hier/host", nccl: "full"}, 2, 1)
 	cross, _ := goldenGroup(t, goldenCfg{name: "hier/cross", nccl: "full"}, 2, 0)
 	host.peers.segs.Add(1, seg1(g))
