@@ -57,6 +57,16 @@ type Options struct {
 // (PyTorch's NCCL watchdog also defaults to 10 minutes).
 const DefaultWatchdog = 10 * time.Minute
 
+const (
+	// DefaultLowContentionCTAs is the lc path's reduction kernel's grid
+	// when Options.LowContentionCTAs is 0: enough CTAs to sum at the copy
+	// engines' pace, few enough to leave the SMs to the GEMMs beside.
+	DefaultLowContentionCTAs = 8
+	// MaxLowContentionCTAs is the largest grid Options.LowContentionCTAs
+	// may ask for (the CTAs a signal region counts).
+	MaxLowContentionCTAs = kernMaxCTAs
+)
+
 // Backend is the GPU backend of one rank.
 type Backend struct {
 	env    rendezvous.Env

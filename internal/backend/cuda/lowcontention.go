@@ -40,13 +40,6 @@ import (
 // where this rank's chunk or output is not 16-byte aligned (reduceUnit).
 
 const (
-	// DefaultLowContentionCTAs is the reduction kernel's grid when
-	// Options.LowContentionCTAs is 0: enough CTAs to sum at the copy
-	// engines' pace, few enough to leave the SMs to the GEMMs beside.
-	DefaultLowContentionCTAs = 8
-	// MaxLowContentionCTAs is the largest grid Options.LowContentionCTAs
-	// may ask for (the CTAs a signal region counts).
-	MaxLowContentionCTAs = kernMaxCTAs
 	// lcStagingBytes bounds a group's staging (two slots of n-1 sub-chunks).
 	lcStagingBytes = 32 << 20
 	// lcMinChunk is the smallest sub-chunk of a long call: below it the
