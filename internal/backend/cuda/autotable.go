@@ -44,6 +44,10 @@ func autoPick(user *tune.Table, k coll.Kind, dt coll.DType, total int64, n int, 
 	return coll.AlgoNCCL
 }
 
+// AutoTable is the table auto reads before the built-in one (nil: none)
+// and the built-in one.
+func (b *Backend) AutoTable() (user, builtin *tune.Table) { return b.table, builtinTable }
+
 // captured reports whether stream s is being captured into a CUDA graph
 // (an error to ask counts as not captured: the eager rows answer). auto
 // asks only where the tables' graph rows answer otherwise than their eager

@@ -238,10 +238,6 @@ func (b *Backend) Machine() tune.Machine {
 	return m
 }
 
-// AutoTable is the table auto reads before the built-in one (nil: none)
-// and the built-in one.
-func (b *Backend) AutoTable() (user, builtin *tune.Table) { return b.table, builtinTable }
-
 // Name is "cuda".
 func (b *Backend) Name() string { return "cuda" }
 
