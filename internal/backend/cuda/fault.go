@@ -99,7 +99,8 @@ func (f *faults) digest(req *backend.Request) uint32 {
 // kindMismatch and kindStopped); or this rank's wait for peer in launch
 // epoch ended because the call gate failed (kindAbandoned; theirs is 0);
 // or the all-to-all's split counts are wrong (kindSplits: mine says what,
-// peer and theirs are ranks, x and y the counts; alltoall.go).
+// peer and theirs are ranks, x and y the counts; the kernel path's
+// all-to-all, kernel.go).
 type faultReport struct {
 	peer                int
 	mine, theirs, epoch uint32
