@@ -39,7 +39,7 @@ func ceModeFor(req backend.Request) ceMode {
 }
 
 // cePath is the copy-engine all-gather and all-to-all (algorithm ce;
-// all-to-all: alltoall_ce.go).
+// all-to-all: buildA2A).
 type cePath struct {
 	whole
 	g   *core
@@ -200,4 +200,95 @@ func (ce *cePath) copies(req backend.Request) (xs [maxCERanks]xfer, nx int, err 
 		nx++
 	}
 	return xs, nx, nil
+}
+
+// All-to-all on copy engines (algorithm ce, op all_to_all): every rank
+// pushes its block for rank j straight into rank j's output, at the place
+// of this rank's block there, through the peer mappings (one copy per
+// peer; its own block is a local copy). The ordering is the all-gather's
+// push (program): the local copy forks to a side stream, the ready round
+// says every peer's output is free, the copies run, and the done round
+// says every peer's copies into this rank's output are complete. The
+// output must be registered with the group on every rank; the input may
+// be any memory of this device.
+//
+// With host split counts the place of this rank's block in rank j's
+// output is the sum of what j receives from the ranks before this one:
+// a column of the whole count matrix, which Run exchanges before the call
+// (splitMatrix) and checks there on every rank alike.
+
+// a2aBlock is one block of this rank's all-to-all, in bytes: src is its
+// offset in In, dst its offset in the receiver's Out, n its length.
+type a2aBlock struct{ src, dst, n int64 }
+
+// a2aBlocks are the blocks this rank (me of n) sends to each rank: the
+// equal form's from req.Count, host splits' from m (m[i][j]: elements
+// rank i sends rank j, as splitMatrix returns it).
+func a2aBlocks(req backend.Request, n, me int, m [][]int64) (bs [maxCERanks]a2aBlock) {
+	es := int64(req.DType.Size())
+	if req.A2A.Kind() == backend.SplitsEqual {
+		b := req.Count * es
+		for j := range n {
+			bs[j] = a2aBlock{src: int64(j) * b, dst: int64(me) * b, n: b}
+		}
+		return bs
+	}
+	var src int64
+	for j := range n {
+		var dst int64
+		for i := range me {
+			dst += m[i][j]
+		}
+		bs[j] = a2aBlock{src: src * es, dst: dst * es, n: m[me][j] * es}
+		src += m[me][j]
+	}
+	return bs
+}
+
+// buildA2A adds c, one all-to-all, to p (pure: no driver call). c.counts
+// holds the count matrix with host splits.
+func (ce *cePath) buildA2A(p *cudadrv.Program, c *call) error {
+	g, req := ce.g, c.req
+	n, me := len(g.Ranks), g.Me
+	if n > maxCERanks {
+		return fmt.Errorf("copy-engine all-to-all supports up to %d ranks, the group has %d", maxCERanks, n)
+	}
+	if req.A2A.Kind() == backend.SplitsHost && len(c.counts) != n {
+		return fmt.Errorf("copy-engine all-to-all with host split counts: %d rows of counts for %d ranks", len(c.counts), n)
+	}
+	bs := a2aBlocks(req, n, me, c.counts)
+	var xs [maxCERanks]xfer
+	nx := 0
+	// Rotated order (me+1, me+2, ...): transfer i of every rank goes to
+	// a different peer.
+	for k := 1; k < n; k++ {
+		r := (me + k) % n
+		b := bs[r]
+		if b.n == 0 {
+			continue
+		}
+		dst, ok := g.peers.at(req.OutSym.Seg, r, req.OutSym.Off+b.dst)
+		if !ok {
+			return fmt.Errorf("copy-engine all-to-all needs the output registered with group %q on every rank: %w", g.GroupName, errNotSymmetric)
+		}
+		xs[nx] = xfer{dst, req.In.Ptr + uint64(b.src), b.n}
+		nx++
+	}
+	b := bs[me]
+	ce.program(p, c, xfer{req.Out.Ptr + uint64(b.dst), req.In.Ptr + uint64(b.src), b.n}, xs[:nx])
+	return nil
+}
+
+// a2aWhy says why copy engines cannot run the all-to-all req ("" if they
+// can, as far as the all-to-all itself goes).
+func a2aWhy(req backend.Request) string {
+	switch {
+	case req.Kind != coll.AllToAll:
+		return ""
+	case req.A2A.Kind() == backend.SplitsDevice:
+		return "copy engines take host split counts only (split counts on the device have no GPU path yet)"
+	case !req.OutSym.OK:
+		return "the copy-engine all-to-all writes into the peers' outputs: the output must be a pool block registered with this group"
+	}
+	return ""
 }
