@@ -11,7 +11,6 @@ import (
 
 	"github.com/symmem/symmem/coll"
 	"github.com/symmem/symmem/internal/backend"
-	"github.com/symmem/symmem/internal/backend/internal/members"
 	"github.com/symmem/symmem/internal/errs"
 	"github.com/symmem/symmem/internal/native/cudadrv"
 )
@@ -249,7 +248,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 	}
 	dev := req
 	dev.A2A = &backend.Splits{Form: backend.SplitsDevice}
-	if _, _, _, err := g.paths.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device have no GPU path yet") {
+	if _, _, _, err := g.paths.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device: the kernel path") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)
@@ -261,24 +260,6 @@ func TestAllToAllCERefusals(t *testing.T) {
 		if _, _, _, err := g.paths.choose(&call{req: forced(req, a)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "not all_to_all") {
 			t.Errorf("%s forced: %v", a, err)
 		}
-	}
-}
-
-// TestAllToAllDeviceSplitsRefused: without the kernel path no GPU path
-// reads split counts on the device; Run refuses them before anything is
-// enqueued, and Explain says why.
-func TestAllToAllDeviceSplitsRefused(t *testing.T) {
-	if pathRow(coll.AlgoKernel).does(coll.AllToAll) {
-		t.Skip("the kernel path serves all_to_all")
-	}
-	g := &Group{core: core{Head: members.Head{GroupName: "g"}}}
-	req := backend.Request{Kind: coll.AllToAll, DType: coll.Float32, A2A: &backend.Splits{Form: backend.SplitsDevice}}
-	_, err := g.Run(context.Background(), req)
-	if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "has no GPU path yet") {
-		t.Errorf("Run = %v, want ErrNotSupported naming the kernel path", err)
-	}
-	if p := g.Explain(req); !strings.Contains(p.Reason, "has no GPU path yet") {
-		t.Errorf("Explain = %v", p)
 	}
 }
 

@@ -18,7 +18,7 @@
 //     copy-engine and NCCL calls not yet approved run a guard kernel first
 //     that traps on a difference, so no data of a mismatched call moves;
 //   - in checked mode, the handshake kernel beside copy-engine and NCCL calls,
-//     which traps on a difference (handshake.go: handshake;
+//     which traps on a difference (handshake.go: checkedHandshake;
 //     ptx/handshake.ptx);
 //   - the copy-engine all-gather: stream memory operations signal readiness
 //     and completion through the pads (set, wait, reset: no host-chosen

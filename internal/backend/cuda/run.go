@@ -25,9 +25,6 @@ import (
 // through the store: every rank checks the whole matrix before anything
 // is queued.
 func (g *Group) Run(ctx context.Context, req backend.Request) (coll.Path, error) {
-	if devSplitsUnserved(&req) {
-		return coll.Path{}, fmt.Errorf("cuda: group %q: %w", g.GroupName, errDevSplits)
-	}
 	if err := g.watch.err(); err != nil {
 		return coll.Path{}, fmt.Errorf("%w: %w", errs.Broken, err)
 	}
@@ -176,19 +173,10 @@ func (ps *pathSet) choose(c *call) (path, coll.Algo, string, error) {
 // group (and so NCCL windows when NCCL has them). A request Run would refuse
 // explains why.
 func (g *Group) Explain(req backend.Request) coll.Path {
-	if devSplitsUnserved(&req) {
-		return coll.Path{Reason: "refused: " + errDevSplits.Error()}
-	}
 	c := newCall(req, buffersSymmetric(req) && g.nccl.comm != nil && g.nccl.windows, g.b.nccl.version())
 	_, algo, why, err := g.paths.choose(&c)
 	if err != nil {
 		why = "refused: " + err.Error()
 	}
 	return coll.Path{Algo: algo, Reason: why}
-}
-
-// devSplitsUnserved reports whether req is an all-to-all with split counts
-// on the device and no path reads them: only the kernel path can.
-func devSplitsUnserved(req *backend.Request) bool {
-	return req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice && !pathRow(coll.AlgoKernel).does(coll.AllToAll)
 }

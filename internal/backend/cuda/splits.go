@@ -11,11 +11,8 @@ import (
 )
 
 // An all-to-all's split counts: Run exchanges and checks host split
-// counts before the call (splitMatrix), on every rank alike, and refuses
-// device split counts where no path reads them (errDevSplits).
-
-// errDevSplits refuses device split counts where no path reads them.
-var errDevSplits = fmt.Errorf("all-to-all with split counts on the device has no GPU path yet (use host split counts: AllToAllV): %w", errs.NotSupported)
+// counts before the call (splitMatrix), on every rank alike; split counts
+// on the device are read by the kernel path alone (kernel.go).
 
 // splitMatrix exchanges the host split counts of an all-to-all among the
 // ranks (through the store) and checks them: what rank i sends rank j must
