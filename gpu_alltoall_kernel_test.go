@@ -68,16 +68,7 @@ func inputOf(counts []int64, seed uint64) []byte {
 // j): zeros, odd sizes (byte mode), 16-byte multiples (vectors), a rank
 // that sends nothing, everything to one peer.
 func a2aMatrices(n int) map[string][][]int64 {
-	mk := func(f func(i, j int) int64) [][]int64 {
-		m := make([][]int64, n)
-		for i := range m {
-			m[i] = make([]int64, n)
-			for j := range m[i] {
-				m[i][j] = f(i, j)
-			}
-		}
-		return m
-	}
+	mk := func(f func(i, j int) int64) [][]int64 { return countMatrix(n, f) }
 	return map[string][][]int64{
 		"zeros":           mk(func(i, j int) int64 { return 0 }),
 		"odd":             mk(func(i, j int) int64 { return int64(1 + 7*i + 3*j) }),

@@ -64,16 +64,7 @@ func a2aEqual(n int, count int64) a2aShape {
 // a2aShapes draws the split-count matrices of a run on n ranks, up to hi
 // elements per block (every rank draws the same from rng).
 func a2aShapes(rng *rand.Rand, n int, hi int64) []a2aShape {
-	mat := func(f func(i, j int) int64) [][]int64 {
-		m := make([][]int64, n)
-		for i := range m {
-			m[i] = make([]int64, n)
-			for j := range m[i] {
-				m[i][j] = f(i, j)
-			}
-		}
-		return m
-	}
+	mat := func(f func(i, j int) int64) [][]int64 { return countMatrix(n, f) }
 	random := func(top int64) func(i, j int) int64 {
 		return func(int, int) int64 {
 			if rng.IntN(4) == 0 {
@@ -294,4 +285,17 @@ func roleGPUAllToAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// countMatrix is the n x n count matrix m[i][j] = f(i, j): what rank i
+// sends rank j.
+func countMatrix(n int, f func(i, j int) int64) [][]int64 {
+	m := make([][]int64, n)
+	for i := range m {
+		m[i] = make([]int64, n)
+		for j := range m[i] {
+			m[i][j] = f(i, j)
+		}
+	}
+	return m
 }
