@@ -380,3 +380,24 @@ func TestA2ASplitsReport(t *testing.T) {
 		t.Fatalf("after the report: broken %v, Fault %v", g.broken, g.Fault())
 	}
 }
+
+// TestA2ADeviceSplitsWithoutKernels: split counts on the device where
+// symmem's kernels cannot run are refused, auto or forced, with every
+// path's reason: the kernel's (why it is unavailable) and the others'
+// (they read host counts only).
+func TestA2ADeviceSplitsWithoutKernels(t *testing.T) {
+	g, _ := goldenGroup(t, goldenCfg{name: "a2a", ce: true}, 2, 0)
+	for _, a := range []coll.Algo{coll.AlgoAuto, coll.AlgoKernel, coll.AlgoCE} {
+		req := kernA2AReq(g, backend.SplitsDevice, 10, "io")
+		req.Algo = a
+		_, err := g.Run(context.Background(), req)
+		says := map[coll.Algo]string{
+			coll.AlgoAuto:   "split counts on the device are read by symmem's all-to-all kernel alone: the kernels are unavailable (rank 0 cannot load it)",
+			coll.AlgoKernel: "the kernels are unavailable (rank 0 cannot load it)",
+			coll.AlgoCE:     "copy engines take host split counts only (symmem's all-to-all kernel reads split counts on the device)",
+		}[a]
+		if !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v, want ErrNotSupported saying %q", a, err, says)
+		}
+	}
+}

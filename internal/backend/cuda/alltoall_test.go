@@ -248,7 +248,7 @@ func TestAllToAllCERefusals(t *testing.T) {
 	}
 	dev := req
 	dev.A2A = &backend.Splits{Form: backend.SplitsDevice}
-	if _, _, _, err := g.paths.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "split counts on the device: the kernel path") {
+	if _, _, _, err := g.paths.choose(&call{req: forced(dev, coll.AlgoCE)}); !errors.Is(err, errs.NotSupported) || !strings.Contains(err.Error(), "symmem's all-to-all kernel reads split counts on the device") {
 		t.Fatalf("ce forced, device splits: %v", err)
 	}
 	noCE := fakeGroup(3, 1)

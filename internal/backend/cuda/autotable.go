@@ -248,12 +248,18 @@ func (f *autoFacts) holds(p *pathSet, c autoCond, s *autoStep) bool {
 
 // noPath is the error of a call no path takes: NCCL unavailable, unsafe
 // for its shape, or (all-to-all) without the calls it needs, and copy
-// engines do not serve it.
+// engines do not serve it; for split counts on the device, why the kernel
+// (the one path that reads them) cannot take it.
 func (f *autoFacts) noPath() error {
 	p := f.p
 	g := p.g
 	if g.nccl.unsafe(f.c) {
 		return ErrNCCLWindowWrong
+	}
+	if req := f.c.req; req.Kind == coll.AllToAll && req.A2A.Kind() == backend.SplitsDevice {
+		if err := p.kernel.whyNot(f.c.req); err != nil { // the one path that reads them
+			return fmt.Errorf("no GPU path: split counts on the device are read by symmem's all-to-all kernel alone: %w", err)
+		}
 	}
 	if req := f.c.req; req.Kind == coll.AllToAll && g.nccl.comm != nil {
 		return fmt.Errorf("no GPU path: %s and %s: %w", ncclA2AWhy(g.b.nccl.lib, req), p.ce.why(req), errs.NotSupported)

@@ -286,7 +286,7 @@ func a2aWhy(req backend.Request) string {
 	case req.Kind != coll.AllToAll:
 		return ""
 	case req.A2A.Kind() == backend.SplitsDevice:
-		return "copy engines take host split counts only (split counts on the device: the kernel path)"
+		return "copy engines take host split counts only (symmem's all-to-all kernel reads split counts on the device)"
 	case !req.OutSym.OK:
 		return "the copy-engine all-to-all writes into the peers' outputs: the output must be a pool block registered with this group"
 	}

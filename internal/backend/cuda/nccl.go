@@ -114,7 +114,7 @@ func (n *ncclPath) refuse(c call) error {
 func ncclA2AWhy(lib *libnccl.Lib, req backend.Request) string {
 	switch {
 	case req.A2A.Kind() == backend.SplitsDevice:
-		return "NCCL takes all-to-all split counts from the host only (split counts on the device: the kernel path)"
+		return "NCCL takes all-to-all split counts from the host only (symmem's all-to-all kernel reads split counts on the device)"
 	case lib == nil:
 		return "NCCL is not loaded"
 	case lib.HasSendRecv, req.A2A.Kind() == backend.SplitsEqual && lib.HasAllToAll:
