@@ -30,8 +30,7 @@ python)
   STEPS=cestop scripts/gpu-check.sh $O/ce > $O/ce.out 2>&1 ;;
 *) echo "gpu-tree1.sh: unknown part $PART (want ranks or python)" >&2; exit 2 ;;
 esac
+for f in c py ce; do [ -f $O/$f/summary.txt ] && { echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $O/$f/summary.txt | cut -c1-400 | head -14; }; done
+for f in fsdp wheel diag moe; do [ -f $O/$f.out ] && { echo "== $f"; tail -12 $O/$f.out | cut -c1-240; }; done
+# One tarball: the device tool returns few files.
 tar -C $O -czf "$OUT/logs.tgz" . && rm -rf $O
-T=$(mktemp -d); tar -C $T -xzf "$OUT/logs.tgz"
-for f in c py ce; do [ -f $T/$f/summary.txt ] && { echo "== $f"; grep -E "rc=|STRESS total|^world|^native|^python|^cestop" $T/$f/summary.txt | cut -c1-400 | head -14; }; done
-for f in fsdp wheel diag moe; do [ -f $T/$f.out ] && { echo "== $f"; tail -12 $T/$f.out | cut -c1-240; }; done
-rm -rf $T
