@@ -158,7 +158,9 @@ func roleGPUCopyEngineMismatch(ctx context.Context) error {
 		ok = ok && errors.Is(got, ErrMismatch)
 	}
 	if !ok {
-		return fmt.Errorf("%s %s: the call returned %v, Synchronize %v after %v; want an error naming %q within seconds", what, mine, cerr, serr, took, want)
+		err := fmt.Errorf("%s %s: the call returned %v, Synchronize %v after %v; want an error naming %q within seconds", what, mine, cerr, serr, took, want)
+		fmt.Printf("GPU %s %s: %v\n", what, algo, err) // now: a Close that hangs after it would hide it
+		return err
 	}
 	fmt.Printf("GPU %s %-4s rank on %-6s: reported after %v (call: %v)\n  %v\n", what, algo, mine, took.Round(time.Millisecond), cerr != nil, got)
 	if what == "exit" { // Close does not wait for the rank that left (its pidfd says so)

@@ -59,6 +59,21 @@ func (g *core) newProgram() *cudadrv.Program {
 	return p
 }
 
+// follow orders a call on stream s after the group's previous call on
+// another stream (streams.follow); it queues nothing where the stream is
+// the previous one. The caller holds runMu.
+func (g *core) follow(s uint64) error {
+	p := g.newProgram()
+	ok, err := g.st.follow(p, s, g.b.stream, g.x, g.b.ctx)
+	if err != nil || !ok {
+		return err
+	}
+	if err := g.x.program(p); err != nil {
+		return fmt.Errorf("ordering after the group's previous call: %w", err)
+	}
+	return nil
+}
+
 // issue tracks and executes p, the whole of call c (or what goes before or
 // after an NCCL call), on c's stream. A failure leaves the peers waiting
 // for signals this rank will not send: the group cannot go on.

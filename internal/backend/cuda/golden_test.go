@@ -188,7 +188,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 	for i := range side {
 		side[i], joins[i] = uint64(0x100+i), uint64(0x200+i)
 	}
-	g.st.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303}
+	g.st.h = handles{side: side, joins: joins, fork: 0x301, forkX: 0x302, last: 0x303, order: 0x304}
 	g.hs.stream, g.hs.ev = 0x401, [2]uint64{0x402, 0x403}
 	g.caps.ceWhy = "every rank is on this host and P2P-reachable"
 	if !c.ce {
@@ -219,7 +219,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 		g.b.nccl.lib = &libnccl.Lib{Version: libnccl.Version(2, 26, 2)}
 		g.nccl = ncclGroup{comm: &bnccl.Comm{}, winWhy: "NCCL 2.26.2 has no window registration"}
 	}
-	g.st.fences = []streamFence{{stream: callerStream, ev: &cudadrv.Event{}}}
+	g.st.fences = []streamFence{{stream: callerStream, ev: cudadrv.WrapEvent(g.b.ctx, 0x305)}}
 	if c.gate {
 		attachGate(g, goldenAgreements(t, n)[me])
 	}

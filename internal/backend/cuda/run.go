@@ -96,6 +96,7 @@ func (g *core) start(p path, c *call) error {
 	if err := p.issue(*c); err != nil {
 		return g.breakAfter(err)
 	}
+	g.st.followed()
 	if err := g.gate.enqueued(c.gate); err != nil {
 		return err // a difference found meanwhile: the gate broke the group (fail)
 	}
@@ -111,8 +112,11 @@ func (g *core) start(p path, c *call) error {
 // groups, which fence it) and what path p needs (path.prepare). The
 // caller holds runMu.
 func (g *core) prepare(p path, c call) error {
-	if c.req.Algo != coll.AlgoHier {
+	if c.req.Algo != coll.AlgoHier { // hier's child groups order and fence their own calls
 		if err := g.st.fenceFor(c.req.Stream, g.b.stream, g.b.ctx); err != nil {
+			return err
+		}
+		if err := g.follow(c.req.Stream); err != nil {
 			return err
 		}
 	}

@@ -22,13 +22,18 @@ type streams struct {
 	checkEv [2]*cudadrv.Event // its fork and join (hs holds their handles)
 	usedOwn bool              // collectives ran on the backend's stream since the last quiesce
 	fences  []streamFence     // fence events on callers' streams (track)
-	h       handles           // raw handles of side, joins, fork, forkX, last
+	h       handles           // raw handles of side, joins, fork, forkX, last, order
+	order   *cudadrv.Event    // marks the backend's stream where a call moves off it (follow)
+	prev    uint64            // the stream of the group's last call outside graph capture (hasPrev)
+	hasPrev bool
+	moveTo  uint64 // the stream follow ordered the call being issued on (moving; followed commits it)
+	moving  bool
 }
 
 // handles are the raw stream and event handles the issue path uses.
 type handles struct {
-	side, joins       []uint64
-	fork, forkX, last uint64
+	side, joins              []uint64
+	fork, forkX, last, order uint64
 }
 
 // create creates nside side streams with their join events, the forks,
@@ -56,6 +61,9 @@ func (st *streams) create(c *cudadrv.Context, nside int) error {
 	if st.last, err = cudadrv.NewEvent(c, false); err != nil {
 		return err
 	}
+	if st.order, err = cudadrv.NewEvent(c, false); err != nil {
+		return err
+	}
 	if st.check, err = cudadrv.NewStream(c, 0); err != nil {
 		return err
 	}
@@ -68,7 +76,7 @@ func (st *streams) create(c *cudadrv.Context, nside int) error {
 		st.h.side = append(st.h.side, st.side[i].Handle())
 		st.h.joins = append(st.h.joins, st.joins[i].Handle())
 	}
-	st.h.fork, st.h.forkX, st.h.last = st.fork.Handle(), st.forkX.Handle(), st.last.Handle()
+	st.h.fork, st.h.forkX, st.h.last, st.h.order = st.fork.Handle(), st.forkX.Handle(), st.last.Handle(), st.order.Handle()
 	return nil
 }
 
@@ -89,7 +97,7 @@ func (st *streams) destroyEvents(errs []error) []error {
 	for _, f := range st.fences {
 		errs = append(errs, f.ev.Destroy())
 	}
-	for _, e := range append(st.joins, st.fork, st.forkX, st.last, st.checkEv[0], st.checkEv[1]) {
+	for _, e := range append(st.joins, st.fork, st.forkX, st.last, st.order, st.checkEv[0], st.checkEv[1]) {
 		if e != nil {
 			errs = append(errs, e.Destroy())
 		}
@@ -151,6 +159,64 @@ func (st *streams) track(p *cudadrv.Program, s uint64, own *cudadrv.Stream, c *c
 	}
 	p.Fence(s, ev.Handle())
 	return nil
+}
+
+// follow makes the call about to be issued on stream s (not yet
+// published: a failure refuses it) run after the group's previous call
+// where that ran on another stream: p, an empty program, gets a wait for
+// the previous stream's mark (its fence event, recorded at the end of
+// each call; the backend's stream is marked now), and ok says whether to
+// execute it. So a group's calls run on the GPU in the order they were
+// made, as NCCL runs a communicator's, also where a caller spreads them
+// over streams (FSDP2's all-gather and reduce-scatter streams): two calls
+// of one group running at once, or the other way round on one rank, would
+// meet their peers' calls out of step (the kernels' in-band check, ce's
+// signals and the gate count a group's calls in one order). A previous
+// stream whose fence quiesce dropped ran to its end: nothing to wait for.
+// Captured calls are neither ordered nor followed: a graph runs when it is
+// replayed, and the caller orders its replays. capturing is asked only
+// where s differs from the previous stream. The caller holds runMu and
+// calls followed once the call is queued.
+func (st *streams) follow(p *cudadrv.Program, s uint64, own *cudadrv.Stream, x executor, c *cudadrv.Context) (ok bool, err error) {
+	st.moving = false
+	if st.hasPrev && st.prev == s {
+		return false, nil
+	}
+	capt, err := x.capturing(c, s)
+	if err != nil {
+		return false, fmt.Errorf("stream %#x: %w", s, err)
+	}
+	if capt {
+		return false, nil
+	}
+	st.moveTo, st.moving = s, true
+	if !st.hasPrev {
+		return false, nil
+	}
+	var mark uint64
+	if st.prev == own.Handle() {
+		mark = st.h.order
+		p.Record(st.prev, mark)
+	} else {
+		for _, f := range st.fences {
+			if f.stream == st.prev {
+				mark = f.ev.Handle()
+			}
+		}
+	}
+	if mark == 0 {
+		return false, nil
+	}
+	p.WaitEvent(s, mark)
+	return true, nil
+}
+
+// followed notes that the call follow ordered is queued: its stream is
+// the one the next call on another stream waits for.
+func (st *streams) followed() {
+	if st.moving {
+		st.prev, st.hasPrev, st.moving = st.moveTo, true, false
+	}
 }
 
 // fenceFor creates the group's fence event on stream s where it is a

@@ -77,6 +77,10 @@ func NewEvent(ctx *Context, timing bool) (*Event, error) {
 	return &Event{ctx: ctx, h: e}, nil
 }
 
+// WrapEvent wraps raw event handle h of ctx (not owned; tests give a fake
+// group's events handles).
+func WrapEvent(ctx *Context, h uint64) *Event { return &Event{ctx: ctx, h: C.CUevent(ptrOf(h))} }
+
 // Handle is the raw CUevent.
 func (e *Event) Handle() uint64 { return uint64(uintptr(unsafe.Pointer(e.h))) }
 
