@@ -121,7 +121,9 @@ type callOpts struct {
 func WithAlgo(a coll.Algo) CallOption { return CallOption{set: optAlgo, algo: a} }
 
 // WithStream runs the call on a CUDA stream (ignored by the CPU backend,
-// which completes every call before returning).
+// which completes every call before returning). A group's calls run in the
+// order they were made even on different streams: a call waits for the
+// group's previous call where that ran on another stream.
 func WithStream(s uint64) CallOption { return CallOption{set: optStream, stream: s} }
 
 // collect applies opts in order (a later option wins).

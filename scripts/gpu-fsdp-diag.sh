@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# gpu-fsdp-diag.sh [outdir]: why FSDP2 on symmem fails on one GPU with 2
-# ranks (results/gpu-2026-12-07.md: --bf16 and --algo kernel end in "ranks
-# disagree" at a reduce-scatter): the same runs in checked mode (the
-# record exchange names the argument that differs), every collective's
-# buffers logged by rank. Steps bounded by gpu-lib.sh's CALL_S.
+# gpu-fsdp-diag.sh [outdir]: FSDP2 on symmem, one GPU, 2 ranks, in checked
+# mode (the record exchange names the argument that differs), every
+# collective's buffers logged by rank: the runs that ended in "ranks
+# disagree" at a reduce-scatter before the backend ordered a group's calls
+# across streams (results/gpu-2026-12-07c.md: the two ranks ran FSDP2's
+# all-gather and reduce-scatter streams in opposite orders). Steps bounded
+# by gpu-lib.sh's CALL_S.
 set -u
 OUTDIR=${1:-${OUT:-./gpu-fsdp-diag-out}}; mkdir -p "$OUTDIR"
 cd "$(dirname "$0")/.."

@@ -14,9 +14,9 @@ import (
 // Run executes req on req.Stream (the backend's stream when 0) and reports
 // the path. It returns once the work is enqueued.
 //
-// Copy-engine and kernel collectives of one group must be ordered on the GPU
-// the same way on every rank (issue them on one stream, or order the streams
-// with events). They may be captured into a CUDA graph (the stream being
+// A group's calls run on the GPU in the order Run was called, also across
+// streams (streams.follow), so ranks that make the same calls in the same
+// order meet in step. They may be captured into a CUDA graph (the stream being
 // captured is the request's stream): their signals carry no host-chosen
 // values, so every replay is a new, correct collective — provided every rank
 // replays its graph the same number of times.
