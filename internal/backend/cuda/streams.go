@@ -164,19 +164,21 @@ func (st *streams) track(p *cudadrv.Program, s uint64, own *cudadrv.Stream, c *c
 // follow makes the call about to be issued on stream s (not yet
 // published: a failure refuses it) run after the group's previous call
 // where that ran on another stream: p, an empty program, gets a wait for
-// the previous stream's mark (its fence event, recorded at the end of
-// each call; the backend's stream is marked now), and ok says whether to
-// execute it. So a group's calls run on the GPU in the order they were
-// made, as NCCL runs a communicator's, also where a caller spreads them
-// over streams (FSDP2's all-gather and reduce-scatter streams): two calls
-// of one group running at once, or the other way round on one rank, would
-// meet their peers' calls out of step (the kernels' in-band check, ce's
-// signals and the gate count a group's calls in one order). A previous
-// stream whose fence quiesce dropped ran to its end: nothing to wait for.
-// Captured calls are neither ordered nor followed: a graph runs when it is
-// replayed, and the caller orders its replays. capturing is asked only
-// where s differs from the previous stream. The caller holds runMu and
-// calls followed once the call is queued.
+// the previous stream's mark, and ok says whether to execute it. A
+// caller's stream is marked by its fence event, recorded at the end of
+// each call (track); the backend's stream is marked now. So a group's
+// calls run on the GPU in the order they were made, also where a caller
+// spreads them over streams (FSDP2's all-gather and reduce-scatter
+// streams): two calls of one group at once, or in opposite orders on two
+// ranks, would meet their peers' calls out of step (the kernels' in-band
+// check, ce's signals and the gate count a group's calls in one order).
+// An NCCL call with nothing of symmem's queued around it records no fence:
+// the wait covers symmem's work before it. A previous stream whose fence
+// quiesce dropped ran to its end: nothing to wait for. Captured calls are
+// neither ordered nor followed: a graph runs when it is replayed, and the
+// caller orders its replays. capturing is asked only where s differs from
+// the previous stream. The caller holds runMu and calls followed once the
+// call is queued.
 func (st *streams) follow(p *cudadrv.Program, s uint64, own *cudadrv.Stream, x executor, c *cudadrv.Context) (ok bool, err error) {
 	st.moving = false
 	if st.hasPrev && st.prev == s {
