@@ -63,6 +63,9 @@ func (g *core) newProgram() *cudadrv.Program {
 // another stream (streams.follow); it queues nothing where the stream is
 // the previous one. The caller holds runMu.
 func (g *core) follow(s uint64) error {
+	if g.st.stays(s) { // the common case: no program to build
+		return nil
+	}
 	p := g.newProgram()
 	ok, err := g.st.follow(p, s, g.b.stream, g.x, g.b.ctx)
 	if err != nil || !ok {

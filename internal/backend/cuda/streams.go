@@ -180,8 +180,7 @@ func (st *streams) track(p *cudadrv.Program, s uint64, own *cudadrv.Stream, c *c
 // the previous stream. The caller holds runMu and calls followed once the
 // call is queued.
 func (st *streams) follow(p *cudadrv.Program, s uint64, own *cudadrv.Stream, x executor, c *cudadrv.Context) (ok bool, err error) {
-	st.moving = false
-	if st.hasPrev && st.prev == s {
+	if st.stays(s) {
 		return false, nil
 	}
 	capt, err := x.capturing(c, s)
@@ -211,6 +210,13 @@ func (st *streams) follow(p *cudadrv.Program, s uint64, own *cudadrv.Stream, x e
 	}
 	p.WaitEvent(s, mark)
 	return true, nil
+}
+
+// stays reports whether a call on stream s stays on the group's previous
+// call's stream (follow has nothing to do).
+func (st *streams) stays(s uint64) bool {
+	st.moving = false
+	return st.hasPrev && st.prev == s
 }
 
 // followed notes that the call follow ordered is queued: its stream is
