@@ -96,7 +96,9 @@ func (g *core) start(p path, c *call) error {
 	if err := p.issue(*c); err != nil {
 		return g.breakAfter(err)
 	}
-	g.st.followed()
+	if c.req.Algo != coll.AlgoHier { // prepare ordered it (follow); a refused call's follow is not committed
+		g.st.followed()
+	}
 	if err := g.gate.enqueued(c.gate); err != nil {
 		return err // a difference found meanwhile: the gate broke the group (fail)
 	}
