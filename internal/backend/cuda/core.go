@@ -59,18 +59,22 @@ func (g *core) newProgram() *cudadrv.Program {
 	return p
 }
 
-// follow orders a call on stream s after the group's previous call on
-// another stream (streams.follow); it queues nothing where the stream is
-// the previous one. The caller holds runMu.
+// follow queues the wait that orders a call on stream s after the
+// group's previous call on another stream (streams.follow); nothing where
+// there is none to wait for. The caller holds runMu.
 func (g *core) follow(s uint64) error {
-	if g.st.stays(s) { // the common case: no program to build
+	if g.st.stays(s) {
 		return nil
 	}
-	p := g.newProgram()
-	ok, err := g.st.follow(p, s, g.b.stream, g.x, g.b.ctx)
-	if err != nil || !ok {
+	mark, record, err := g.st.follow(s, g.b.stream, g.x, g.b.ctx)
+	if err != nil || mark == 0 {
 		return err
 	}
+	p := g.newProgram()
+	if record {
+		p.Record(g.b.stream.Handle(), mark)
+	}
+	p.WaitEvent(s, mark)
 	if err := g.x.program(p); err != nil {
 		return fmt.Errorf("ordering after the group's previous call: %w", err)
 	}

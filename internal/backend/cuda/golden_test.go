@@ -219,7 +219,7 @@ func goldenGroup(t testing.TB, c goldenCfg, n, me int) (*Group, *recorder) {
 		g.b.nccl.lib = &libnccl.Lib{Version: libnccl.Version(2, 26, 2)}
 		g.nccl = ncclGroup{comm: &bnccl.Comm{}, winWhy: "NCCL 2.26.2 has no window registration"}
 	}
-	g.st.fences = []streamFence{{stream: callerStream, ev: cudadrv.WrapEvent(g.b.ctx, 0x305)}}
+	g.st.fences = []streamFence{{stream: callerStream, ev: cudadrv.WrapEvent(g.b.ctx, 0x3050)}} // 4096 and above: a pointer to the Go runtime
 	if c.gate {
 		attachGate(g, goldenAgreements(t, n)[me])
 	}

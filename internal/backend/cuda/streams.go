@@ -161,59 +161,51 @@ func (st *streams) track(p *cudadrv.Program, s uint64, own *cudadrv.Stream, c *c
 	return nil
 }
 
-// follow makes the call about to be issued on stream s (not yet
-// published: a failure refuses it) run after the group's previous call
-// where that ran on another stream: p, an empty program, gets a wait for
-// the previous stream's mark, and ok says whether to execute it. A
-// caller's stream is marked by its fence event, recorded at the end of
-// each call (track); the backend's stream is marked now. So a group's
-// calls run on the GPU in the order they were made, also where a caller
-// spreads them over streams (FSDP2's all-gather and reduce-scatter
-// streams): two calls of one group at once, or in opposite orders on two
-// ranks, would meet their peers' calls out of step (the kernels' in-band
-// check, ce's signals and the gate count a group's calls in one order).
-// An NCCL call with nothing of symmem's queued around it records no fence:
-// the wait covers symmem's work before it. A previous stream whose fence
-// quiesce dropped ran to its end: nothing to wait for. Captured calls are
-// neither ordered nor followed: a graph runs when it is replayed, and the
-// caller orders its replays. capturing is asked only where s differs from
-// the previous stream. The caller holds runMu and calls followed once the
-// call is queued.
-func (st *streams) follow(p *cudadrv.Program, s uint64, own *cudadrv.Stream, x executor, c *cudadrv.Context) (ok bool, err error) {
+// follow orders the call about to be issued on stream s (not yet
+// published: a failure refuses it) after the group's previous call where
+// that ran on another stream: it returns the event s must wait for (0:
+// none) and, with record, that the caller records it on the backend's
+// stream first. A caller's stream is marked by its fence event, recorded
+// at the end of each call (track); the backend's stream is marked when a
+// call moves off it. So a group's calls run on the GPU in the order they
+// were made, also where a caller spreads them over streams (FSDP2's
+// all-gather and reduce-scatter streams): two calls of one group at once,
+// or in opposite orders on two ranks, would meet their peers' calls out of
+// step (the kernels' in-band check, ce's signals and the gate count a
+// group's calls in one order). An NCCL call with nothing of symmem's
+// queued around it records no fence: the wait covers symmem's work before
+// it. A previous stream whose fence quiesce dropped ran to its end:
+// nothing to wait for. Captured calls are neither ordered nor followed: a
+// graph runs when it is replayed, and the caller orders its replays.
+// Nothing is asked of the driver where s is the previous stream. The
+// caller holds runMu and calls followed once the call is queued.
+func (st *streams) follow(s uint64, own *cudadrv.Stream, x executor, c *cudadrv.Context) (mark uint64, record bool, err error) {
 	if st.stays(s) {
-		return false, nil
+		return 0, false, nil
 	}
 	capt, err := x.capturing(c, s)
 	if err != nil {
-		return false, fmt.Errorf("stream %#x: %w", s, err)
+		return 0, false, fmt.Errorf("stream %#x: asking whether it is being captured: %w", s, err)
 	}
 	if capt {
-		return false, nil
+		return 0, false, nil
 	}
 	st.moveTo, st.moving = s, true
-	if !st.hasPrev {
-		return false, nil
+	switch {
+	case !st.hasPrev:
+		return 0, false, nil
+	case st.prev == own.Handle():
+		return st.h.order, true, nil
 	}
-	var mark uint64
-	if st.prev == own.Handle() {
-		mark = st.h.order
-		p.Record(st.prev, mark)
-	} else {
-		for _, f := range st.fences {
-			if f.stream == st.prev {
-				mark = f.ev.Handle()
-			}
-		}
+	if ev := st.fenceOf(st.prev); ev != nil {
+		return ev.Handle(), false, nil
 	}
-	if mark == 0 {
-		return false, nil
-	}
-	p.WaitEvent(s, mark)
-	return true, nil
+	return 0, false, nil
 }
 
 // stays reports whether a call on stream s stays on the group's previous
-// call's stream (follow has nothing to do).
+// call's stream: follow has nothing to do (small enough to inline, so the
+// common case costs no call).
 func (st *streams) stays(s uint64) bool {
 	st.moving = false
 	return st.hasPrev && st.prev == s
@@ -243,10 +235,8 @@ func (st *streams) fenceFor(s uint64, own *cudadrv.Stream, c *cudadrv.Context) e
 // fence is the group's fence event on caller stream s, created at the
 // stream's first call since the last quiesce.
 func (st *streams) fence(s uint64, c *cudadrv.Context) (*cudadrv.Event, error) {
-	for _, f := range st.fences {
-		if f.stream == s {
-			return f.ev, nil
-		}
+	if ev := st.fenceOf(s); ev != nil {
+		return ev, nil
 	}
 	ev, err := cudadrv.NewEvent(c, false)
 	if err != nil {
@@ -254,6 +244,17 @@ func (st *streams) fence(s uint64, c *cudadrv.Context) (*cudadrv.Event, error) {
 	}
 	st.fences = append(st.fences, streamFence{stream: s, ev: ev})
 	return ev, nil
+}
+
+// fenceOf is the group's fence event on caller stream s (nil: none since
+// the last quiesce).
+func (st *streams) fenceOf(s uint64) *cudadrv.Event {
+	for _, f := range st.fences {
+		if f.stream == s {
+			return f.ev
+		}
+	}
+	return nil
 }
 
 // quiesce waits (bounded by timeout) until every collective issued so far

@@ -27,12 +27,14 @@ func (x *captureOnly) capturing(_ *cudadrv.Context, s uint64) (bool, error) {
 // waits for that call (the backend's stream marked now, a caller's stream
 // by its fence), and nothing is queued or asked where the stream stays.
 func TestFollow(t *testing.T) {
-	const own, a, b, capt = 0x50, 0x60, 0x70, 0x80
+	// Fake handles sit at 4096 and above: the driver's handles are pointers,
+	// and the Go runtime refuses smaller ones found on a goroutine's stack.
+	const own, a, b, capt = 0x5000, 0x6000, 0x7000, 0x8000
 	type step struct {
 		s       uint64
 		issued  bool   // the call was queued (followed); false: refused after follow
 		quiesce bool   // the fences were dropped before this call
-		want    string // the ops follow queued, "" none
+		want    string // what the call waits for (and records first), "" nothing
 		asked   int    // capture queries made so far
 	}
 	cases := []struct {
@@ -40,45 +42,40 @@ func TestFollow(t *testing.T) {
 		steps []step
 	}{
 		{"same stream asks once", []step{{s: a, issued: true, asked: 1}, {s: a, issued: true, asked: 1}, {s: a, issued: true, asked: 1}}},
-		{"own then caller", []step{{s: own, issued: true}, {s: a, issued: true, want: "record 0x50 0x304; wait 0x60 0x304"}}},
-		{"caller then own", []step{{s: a, issued: true}, {s: own, issued: true, want: "wait 0x50 0x3a0"}}},
-		{"caller to caller and back", []step{{s: a, issued: true}, {s: b, issued: true, want: "wait 0x70 0x3a0"},
-			{s: a, issued: true, want: "wait 0x60 0x3b0"}}},
+		{"own then caller", []step{{s: own, issued: true}, {s: a, issued: true, want: "record 0x5000 0x30400; wait 0x6000 0x30400"}}},
+		{"caller then own", []step{{s: a, issued: true}, {s: own, issued: true, want: "wait 0x5000 0x3a000"}}},
+		{"caller to caller and back", []step{{s: a, issued: true}, {s: b, issued: true, want: "wait 0x7000 0x3a000"},
+			{s: a, issued: true, want: "wait 0x6000 0x3b000"}}},
 		{"captured calls neither wait nor count", []step{{s: a, issued: true}, {s: capt, issued: true},
-			{s: b, issued: true, want: "wait 0x70 0x3a0"}}},
-		{"a refused call does not count", []step{{s: a, issued: true}, {s: b, want: "wait 0x70 0x3a0"},
-			{s: own, issued: true, want: "wait 0x50 0x3a0"}}},
+			{s: b, issued: true, want: "wait 0x7000 0x3a000"}}},
+		{"a refused call does not count", []step{{s: a, issued: true}, {s: b, want: "wait 0x7000 0x3a000"},
+			{s: own, issued: true, want: "wait 0x5000 0x3a000"}}},
 		{"after quiesce nothing to wait for", []step{{s: a, issued: true}, {s: b, issued: true, quiesce: true}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			x := &captureOnly{captured: map[uint64]bool{capt: true}}
-			st := &streams{h: handles{order: 0x304}}
-			fences := []streamFence{{stream: a, ev: cudadrv.WrapEvent(nil, 0x3a0)}, {stream: b, ev: cudadrv.WrapEvent(nil, 0x3b0)}}
+			st := &streams{h: handles{order: 0x30400}}
+			fences := []streamFence{{stream: a, ev: cudadrv.WrapEvent(nil, 0x3a000)}, {stream: b, ev: cudadrv.WrapEvent(nil, 0x3b000)}}
 			ownS := cudadrv.WrapStream(nil, own)
 			for i, s := range c.steps {
 				st.fences = fences
 				if s.quiesce {
 					st.fences = nil
 				}
-				p := cudadrv.NewProgram(4)
-				ok, err := st.follow(p, s.s, ownS, x, nil)
+				mark, record, err := st.follow(s.s, ownS, x, nil)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
 				}
-				var got []string
-				for _, o := range p.Ops() {
-					switch o.Kind {
-					case cudadrv.OpRecord:
-						got = append(got, fmt.Sprintf("record %#x %#x", o.Stream, o.A))
-					case cudadrv.OpWaitEvent:
-						got = append(got, fmt.Sprintf("wait %#x %#x", o.Stream, o.A))
-					default:
-						t.Fatalf("step %d: unexpected op %+v", i, o)
-					}
+				var got string
+				switch {
+				case record:
+					got = fmt.Sprintf("record %#x %#x; wait %#x %#x", uint64(own), mark, s.s, mark)
+				case mark != 0:
+					got = fmt.Sprintf("wait %#x %#x", s.s, mark)
 				}
-				if g := strings.Join(got, "; "); g != s.want || ok != (s.want != "") {
-					t.Errorf("step %d on %#x: queued %q (execute %v), want %q", i, s.s, g, ok, s.want)
+				if got != s.want {
+					t.Errorf("step %d on %#x: %q, want %q", i, s.s, got, s.want)
 				}
 				if s.asked > 0 && x.asked != s.asked {
 					t.Errorf("step %d: %d capture queries, want %d", i, x.asked, s.asked)
@@ -92,8 +89,8 @@ func TestFollow(t *testing.T) {
 	t.Run("a capture query that fails refuses the call", func(t *testing.T) {
 		x := &captureOnly{err: errors.New("invalid handle")}
 		st := &streams{}
-		_, err := st.follow(cudadrv.NewProgram(4), 0x99, cudadrv.WrapStream(nil, own), x, nil)
-		if err == nil || !strings.Contains(err.Error(), "stream 0x99: invalid handle") {
+		_, _, err := st.follow(0x9900, cudadrv.WrapStream(nil, own), x, nil)
+		if err == nil || !strings.Contains(err.Error(), "stream 0x9900: asking whether it is being captured: invalid handle") {
 			t.Fatalf("got %v, want the stream's capture query error", err)
 		}
 	})
